@@ -1,0 +1,718 @@
+//! The cfg.toml schema, shared by `distill` (trainer, planner) and the browser estimator.
+//!
+//! One file describes one distillation run:
+//!
+//! ```toml
+//! [data]                      # what the student sees
+//! train = "train.npz"         # paths are relative to the cfg.toml (used by distill only)
+//! test = "test.npz"
+//! input_shape = [1, 28, 28]   # one sample: [C, H, W] or [D]
+//! classes = 10
+//! scale = 0.00392156862745098 # x * scale, then (x - mean) / std per channel
+//! mean = [0.2860]
+//! std = [0.3530]
+//!
+//! [teacher]
+//! output = "logits"           # dict key or tuple index of the logits; omit for a plain tensor
+//!
+//! [student]                   # expanded into layers by `crate::arch`
+//! family = "cnn"
+//! channels = [8, 16]
+//! hidden = [32]
+//!
+//! [kd]                        # L = alpha * T^2 * KL(p_t || p_s) + (1 - alpha) * CE(s, y)
+//! temperature = 4.0
+//! alpha = 0.9
+//!
+//! [train]
+//! epochs = 10
+//! batch_size = 128            # or "auto": the largest that fits the device
+//! ```
+//!
+//! Every table rejects unknown keys, so a typo is an error with its line and column, never a
+//! silently ignored setting. [`Config::from_toml_str`] parses and then [`Config::validate`]s.
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpecError;
+
+/// A whole cfg.toml.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub data: DataSpec,
+    #[serde(default)]
+    pub teacher: TeacherSpec,
+    pub student: StudentSpec,
+    #[serde(default)]
+    pub kd: KdSpec,
+    #[serde(default)]
+    pub train: TrainSpec,
+    /// Pruning of the student; absent means a dense student.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<PruneSpec>,
+}
+
+/// `[data]`: the dataset files and the per-sample input the student receives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSpec {
+    /// `.npz` with `x` ([N, C, H, W] or [N, D], uint8 or float) and `y` (integer labels [N]).
+    /// Relative to the cfg.toml's folder. Needed by `distill`, not by the estimator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train: Option<String>,
+    /// Held-out `.npz` in the same layout; when absent, `holdout` of `train` is held out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<String>,
+    /// Fraction of `train` held out as the test set when `test` is absent (0 < holdout < 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout: Option<f64>,
+    /// Shape of one sample as the student sees it: `[C, H, W]` or `[D]`.
+    pub input_shape: Vec<u64>,
+    /// Number of classes: the student's output width and the exclusive bound on labels.
+    pub classes: u64,
+    /// Multiplier applied to `x` before normalisation (1/255 for uint8 pixels).
+    #[serde(default = "one")]
+    pub scale: f64,
+    /// Per-channel mean subtracted after scaling: one value, or one per channel (C).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mean: Vec<f64>,
+    /// Per-channel standard deviation divided after subtracting `mean`; same length rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub std: Vec<f64>,
+}
+
+/// Which entry of the teacher's output holds the logits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OutputSelector {
+    /// Position in a tuple or list output.
+    Index(u64),
+    /// Key in a dict output.
+    Key(String),
+}
+
+/// `[teacher]`: how to read the frozen teacher's output.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeacherSpec {
+    /// Dict key or tuple index of the logits [N, classes]; `None` for a plain tensor output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSelector>,
+    /// Precision the frozen teacher runs in (its weights are cast once at load).
+    #[serde(default)]
+    pub precision: Precision,
+}
+
+/// Student architecture family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Flatten, then `hidden` fully connected blocks, then the classifier head.
+    Mlp,
+    /// `channels` conv blocks (conv, norm, activation, pool), flatten, `hidden` blocks, head.
+    Cnn,
+}
+
+/// Element-wise non-linearity after each conv and hidden block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    #[default]
+    Relu,
+    Gelu,
+    Silu,
+    Tanh,
+    Sigmoid,
+    LeakyRelu,
+}
+
+/// Normalisation after each conv or hidden linear layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Norm {
+    #[default]
+    None,
+    /// BatchNorm1d after linear layers, BatchNorm2d after convolutions.
+    Batch,
+    /// LayerNorm over the features (hidden blocks only).
+    Layer,
+}
+
+/// Down-sampling after each conv block (kernel 2, stride 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Pool {
+    #[default]
+    Max,
+    Avg,
+    None,
+}
+
+/// `[student]`: the network `distill` builds and trains.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudentSpec {
+    pub family: Family,
+    /// Output channels of each conv block (`cnn` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<u64>,
+    /// Square conv kernel size, odd; padding keeps the spatial size ("same").
+    #[serde(default = "three")]
+    pub kernel: u64,
+    #[serde(default)]
+    pub pool: Pool,
+    /// Widths of the fully connected hidden blocks before the classifier head.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<u64>,
+    #[serde(default)]
+    pub activation: Activation,
+    #[serde(default)]
+    pub norm: Norm,
+    /// Dropout probability after each hidden block's activation (0 disables).
+    #[serde(default)]
+    pub dropout: f64,
+    /// Gradient checkpointing of the student's forward (Chen et al. 2016, arXiv:1604.06174).
+    #[serde(default)]
+    pub checkpointing: Checkpointing,
+    /// Optional safetensors file to warm-start from (names as `distill` exports them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<String>,
+}
+
+/// `[kd]`: Hinton et al. 2015 (arXiv:1503.02531) soft-target distillation.
+///
+/// `L = alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, y)`, with the KL
+/// summed over classes and averaged over samples (PyTorch's `batchmean`). `alpha = 0` trains on
+/// labels alone (no teacher), `alpha = 1` on soft targets alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KdSpec {
+    /// Softmax temperature T > 0 applied to both teacher and student logits in the KL term.
+    #[serde(default = "four")]
+    pub temperature: f64,
+    /// Weight of the soft-target term, in [0, 1].
+    #[serde(default = "point_nine")]
+    pub alpha: f64,
+}
+
+impl Default for KdSpec {
+    fn default() -> Self {
+        KdSpec { temperature: 4.0, alpha: 0.9 }
+    }
+}
+
+/// Micro-batch size: a number, or `"auto"` for the largest that fits the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchSize {
+    Fixed(u64),
+    Auto,
+}
+
+/// Optimiser of the student's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Optimizer {
+    /// Loshchilov & Hutter decoupled weight decay (as `torch.optim.AdamW`).
+    #[default]
+    Adamw,
+    /// SGD with (optionally Nesterov) momentum and L2 weight decay (as `torch.optim.SGD`).
+    Sgd,
+}
+
+/// Numeric precision of a network's forward and backward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    #[default]
+    Fp32,
+    /// Autocast to float16 over fp32 weights; the student also gets dynamic loss scaling.
+    Fp16,
+    /// Autocast to bfloat16 over fp32 weights; no loss scaling.
+    Bf16,
+}
+
+/// Gradient checkpointing: `"none"`, `"sqrt"` (about sqrt(n) segments over n layers) or a
+/// number of segments. Only segment boundaries are kept in the forward; each segment is
+/// recomputed in the backward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Checkpointing {
+    #[default]
+    None,
+    Sqrt,
+    Segments(u64),
+}
+
+/// How pruned weights are chosen and removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PruneMethod {
+    /// Unstructured magnitude pruning with masks (Zhu & Gupta 2017, arXiv:1710.01878).
+    #[default]
+    Magnitude,
+    /// Whole neurons (MLP) or channels (CNN) ranked by L1 norm, physically removed.
+    Structured,
+}
+
+/// Whether magnitude ranking pools all prunable weights or runs per layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PruneScope {
+    #[default]
+    Global,
+    Layer,
+}
+
+/// `[prune]`: gradual pruning of the student's conv and linear weights on the cubic schedule
+/// `s_t = s_f + (s_i - s_f) * (1 - (t - t0) / (n * dt))^3` (Zhu & Gupta 2017), in optimiser steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneSpec {
+    #[serde(default)]
+    pub method: PruneMethod,
+    #[serde(default)]
+    pub scope: PruneScope,
+    /// Final sparsity s_f: fraction of weights (magnitude) or of neurons/channels (structured).
+    pub sparsity: f64,
+    /// Initial sparsity s_i at the first pruning event.
+    #[serde(default)]
+    pub initial_sparsity: f64,
+    /// First pruning event t0, in epochs (fractional; converted with the real loader length).
+    #[serde(default)]
+    pub start_epoch: f64,
+    /// Last pruning event t0 + n * dt, in epochs; the final sparsity is reached exactly there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_epoch: Option<f64>,
+    /// Steps between pruning events (dt).
+    #[serde(default = "hundred")]
+    pub every_steps: u64,
+    /// L1 regularisation coefficient added to the loss over the prunable weights.
+    #[serde(default)]
+    pub l1: f64,
+}
+
+/// `[train]`: optimisation schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainSpec {
+    #[serde(default = "ten")]
+    pub epochs: u64,
+    #[serde(default = "default_batch")]
+    pub batch_size: BatchSize,
+    /// Batch size for evaluation passes (no gradients, so it can be larger).
+    #[serde(default = "default_eval_batch")]
+    pub eval_batch_size: u64,
+    #[serde(default)]
+    pub optimizer: Optimizer,
+    /// Peak learning rate, reached after warm-up; cosine-decayed to `min_lr` at the last step.
+    #[serde(default = "default_lr")]
+    pub lr: f64,
+    #[serde(default)]
+    pub min_lr: f64,
+    /// Linear warm-up from 0 to `lr` over this many optimiser steps.
+    #[serde(default)]
+    pub warmup_steps: u64,
+    #[serde(default = "default_weight_decay")]
+    pub weight_decay: f64,
+    /// SGD momentum (ignored by AdamW).
+    #[serde(default = "point_nine")]
+    pub momentum: f64,
+    #[serde(default)]
+    pub nesterov: bool,
+    /// AdamW (beta1, beta2).
+    #[serde(default = "default_betas")]
+    pub betas: [f64; 2],
+    #[serde(default = "default_eps")]
+    pub eps: f64,
+    /// Student precision: fp32, or autocast fp16 (with dynamic loss scaling) / bf16 over fp32
+    /// master weights. The KD and CE losses are always computed in fp32.
+    #[serde(default)]
+    pub precision: Precision,
+    /// Save a resumable checkpoint every this many optimiser steps (0: only at epoch ends).
+    #[serde(default)]
+    pub save_every: u64,
+    /// Keep the newest this many checkpoints.
+    #[serde(default = "three")]
+    pub keep_checkpoints: u64,
+    /// Seed of weight init, data order and dropout.
+    #[serde(default)]
+    pub seed: u64,
+    /// Write a `metrics.jsonl` line every this many optimiser steps.
+    #[serde(default = "fifty")]
+    pub log_every: u64,
+}
+
+impl Default for TrainSpec {
+    fn default() -> Self {
+        toml::from_str("").expect("every TrainSpec field has a default")
+    }
+}
+
+impl Config {
+    /// Parses and validates a cfg.toml.
+    ///
+    /// # Errors
+    /// [`SpecError::Parse`] (with line and column) for TOML syntax, unknown keys and wrong
+    /// types; [`SpecError::Invalid`] (with the key path) for values out of range.
+    pub fn from_toml_str(text: &str) -> Result<Config, SpecError> {
+        let config: Config =
+            toml::from_str(text).map_err(|e| SpecError::Parse(one_line(&e.to_string())))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Serialises back to TOML that [`Config::from_toml_str`] accepts.
+    pub fn to_toml_string(&self) -> String {
+        toml::to_string(self).expect("a Config always serialises")
+    }
+
+    /// Checks every value range and cross-field rule.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming the offending key and the accepted values.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        self.data.validate()?;
+        self.student.validate(&self.data)?;
+        self.kd.validate()?;
+        self.train.validate()?;
+        match &self.prune {
+            Some(prune) => prune.validate(&self.train),
+            None => Ok(()),
+        }
+    }
+}
+
+impl DataSpec {
+    /// Number of input channels (the first dimension of `input_shape`).
+    pub fn channels(&self) -> u64 {
+        self.input_shape.first().copied().unwrap_or(0)
+    }
+
+    fn validate(&self) -> Result<(), SpecError> {
+        let shape = &self.input_shape;
+        if !(shape.len() == 1 || shape.len() == 3) || shape.iter().any(|&d| d == 0) {
+            return invalid("data.input_shape", "must be [C, H, W] or [D] with every entry >= 1");
+        }
+        if self.classes < 2 {
+            return invalid("data.classes", "must be at least 2");
+        }
+        if !(self.scale.is_finite() && self.scale != 0.0) {
+            return invalid("data.scale", "must be a finite non-zero number");
+        }
+        for (key, values) in [("data.mean", &self.mean), ("data.std", &self.std)] {
+            if !(values.is_empty() || values.len() == 1 || values.len() as u64 == self.channels()) {
+                return invalid(key, "must hold one value or one per input channel");
+            }
+            if values.iter().any(|v| !v.is_finite()) {
+                return invalid(key, "must hold finite numbers");
+            }
+        }
+        if self.std.iter().any(|&s| s <= 0.0) {
+            return invalid("data.std", "must be positive");
+        }
+        if let Some(h) = self.holdout {
+            if !(h > 0.0 && h < 1.0) {
+                return invalid("data.holdout", "must be a fraction between 0 and 1");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StudentSpec {
+    fn validate(&self, data: &DataSpec) -> Result<(), SpecError> {
+        match self.family {
+            Family::Mlp if !self.channels.is_empty() => {
+                return invalid("student.channels", "is only for family = \"cnn\"; remove it");
+            }
+            Family::Cnn if self.channels.is_empty() => {
+                return invalid("student.channels", "family = \"cnn\" needs at least one conv block");
+            }
+            Family::Cnn if data.input_shape.len() != 3 => {
+                return invalid("data.input_shape", "family = \"cnn\" needs [C, H, W]");
+            }
+            Family::Cnn if self.norm == Norm::Layer => {
+                return invalid("student.norm", "\"layer\" is for mlp students; use \"batch\" or \"none\"");
+            }
+            _ => {}
+        }
+        if self.channels.iter().chain(&self.hidden).any(|&w| w == 0) {
+            return invalid("student.hidden", "widths and channels must be >= 1");
+        }
+        if self.kernel == 0 || self.kernel % 2 == 0 {
+            return invalid("student.kernel", "must be an odd number >= 1");
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return invalid("student.dropout", "must be in [0, 1)");
+        }
+        // Shapes must stay positive through every pooling stage.
+        crate::arch::layers(self, data).map(|_| ())
+    }
+}
+
+impl KdSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return invalid("kd.temperature", "must be a finite number > 0 (typical: 1 to 20)");
+        }
+        if !(0.0..=1.0).contains(&self.alpha) {
+            return invalid("kd.alpha", "must be in [0, 1] (0 = labels only, 1 = soft targets only)");
+        }
+        Ok(())
+    }
+}
+
+impl TrainSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        if self.epochs == 0 {
+            return invalid("train.epochs", "must be >= 1");
+        }
+        if self.batch_size == BatchSize::Fixed(0) {
+            return invalid("train.batch_size", "must be >= 1 or \"auto\"");
+        }
+        if self.eval_batch_size == 0 {
+            return invalid("train.eval_batch_size", "must be >= 1");
+        }
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(self.lr) {
+            return invalid("train.lr", "must be a finite number > 0");
+        }
+        if !(self.min_lr.is_finite() && (0.0..=self.lr).contains(&self.min_lr)) {
+            return invalid("train.min_lr", "must be in [0, lr]");
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return invalid("train.weight_decay", "must be >= 0");
+        }
+        if !(0.0..1.0).contains(&self.momentum) {
+            return invalid("train.momentum", "must be in [0, 1)");
+        }
+        if self.betas.iter().any(|b| !(0.0..1.0).contains(b)) {
+            return invalid("train.betas", "both must be in [0, 1)");
+        }
+        if !positive(self.eps) {
+            return invalid("train.eps", "must be > 0");
+        }
+        if self.log_every == 0 {
+            return invalid("train.log_every", "must be >= 1");
+        }
+        Ok(())
+    }
+}
+
+impl PruneSpec {
+    fn validate(&self, train: &TrainSpec) -> Result<(), SpecError> {
+        if !(0.0..1.0).contains(&self.sparsity) {
+            return invalid("prune.sparsity", "must be in [0, 1)");
+        }
+        if !(0.0..=self.sparsity).contains(&self.initial_sparsity) {
+            return invalid("prune.initial_sparsity", "must be in [0, sparsity]");
+        }
+        let end = self.end_epoch.unwrap_or(train.epochs as f64);
+        if !(self.start_epoch >= 0.0 && self.start_epoch <= end && end <= train.epochs as f64) {
+            return invalid("prune.end_epoch", "needs 0 <= start_epoch <= end_epoch <= train.epochs");
+        }
+        if self.every_steps == 0 {
+            return invalid("prune.every_steps", "must be >= 1");
+        }
+        if !(self.l1.is_finite() && self.l1 >= 0.0) {
+            return invalid("prune.l1", "must be >= 0");
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Checkpointing {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Checkpointing::None => s.serialize_str("none"),
+            Checkpointing::Sqrt => s.serialize_str("sqrt"),
+            Checkpointing::Segments(n) => s.serialize_u64(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Checkpointing {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const EXPECTED: &str = "checkpointing must be \"none\", \"sqrt\" or a number of segments >= 1";
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Checkpointing;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Checkpointing, E> {
+                match u64::try_from(v) {
+                    Ok(n) if n >= 1 => Ok(Checkpointing::Segments(n)),
+                    _ => Err(E::custom(EXPECTED)),
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Checkpointing, E> {
+                self.visit_i64(i64::try_from(v).map_err(|_| E::custom(EXPECTED))?)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Checkpointing, E> {
+                match v {
+                    "none" => Ok(Checkpointing::None),
+                    "sqrt" => Ok(Checkpointing::Sqrt),
+                    _ => Err(E::custom(EXPECTED)),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl Serialize for BatchSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BatchSize::Fixed(n) => s.serialize_u64(*n),
+            BatchSize::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BatchSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = BatchSize;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a positive integer or \"auto\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BatchSize, E> {
+                u64::try_from(v)
+                    .map(BatchSize::Fixed)
+                    .map_err(|_| E::custom("batch_size must be a positive integer or \"auto\""))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<BatchSize, E> {
+                Ok(BatchSize::Fixed(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BatchSize, E> {
+                match v {
+                    "auto" => Ok(BatchSize::Auto),
+                    _ => Err(E::custom("batch_size must be a positive integer or \"auto\"")),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+fn invalid<T>(key: &str, message: &str) -> Result<T, SpecError> {
+    Err(SpecError::Invalid { key: key.to_string(), message: message.to_string() })
+}
+
+/// toml's messages span several lines (a source excerpt); keep the first and the reason.
+fn one_line(message: &str) -> String {
+    let lines: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let location = lines.first().copied().unwrap_or("invalid TOML");
+    let reason = lines.last().copied().unwrap_or("");
+    if lines.len() <= 1 {
+        location.to_string()
+    } else {
+        format!("{location}: {reason}")
+    }
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn three() -> u64 {
+    3
+}
+fn four() -> f64 {
+    4.0
+}
+fn ten() -> u64 {
+    10
+}
+fn hundred() -> u64 {
+    100
+}
+fn fifty() -> u64 {
+    50
+}
+fn point_nine() -> f64 {
+    0.9
+}
+fn default_batch() -> BatchSize {
+    BatchSize::Fixed(128)
+}
+fn default_eval_batch() -> u64 {
+    1024
+}
+fn default_lr() -> f64 {
+    1e-3
+}
+fn default_weight_decay() -> f64 {
+    0.01
+}
+fn default_betas() -> [f64; 2] {
+    [0.9, 0.999]
+}
+fn default_eps() -> f64 {
+    1e-8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "[data]\ninput_shape = [784]\nclasses = 10\n[student]\nfamily = \"mlp\"\n";
+
+    #[test]
+    fn defaults_fill_every_optional_key() {
+        let c = Config::from_toml_str(MINIMAL).unwrap();
+        assert_eq!(c.kd, KdSpec { temperature: 4.0, alpha: 0.9 });
+        assert_eq!(c.train.batch_size, BatchSize::Fixed(128));
+        assert_eq!(c.train.optimizer, Optimizer::Adamw);
+        assert_eq!(c.train.lr, 1e-3);
+        assert_eq!(c.student.checkpointing, Checkpointing::None);
+        assert_eq!(c.prune, None);
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_column() {
+        let e = Config::from_toml_str(&format!("{MINIMAL}hiden = [10]\n")).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("line 6, column 1"), "{msg}");
+        assert!(msg.contains("unknown field `hiden`"), "{msg}");
+        assert!(!msg.contains('\n'), "one line: {msg}");
+    }
+
+    #[test]
+    fn out_of_range_values_name_their_key() {
+        let cases = [
+            ("[kd]\nalpha = 1.5\n", "kd.alpha"),
+            ("[kd]\ntemperature = 0.0\n", "kd.temperature"),
+            ("[train]\nlr = -1.0\n", "train.lr"),
+            ("[train]\nbatch_size = 0\n", "train.batch_size"),
+            ("[prune]\nsparsity = 1.0\n", "prune.sparsity"),
+        ];
+        for (extra, key) in cases {
+            match Config::from_toml_str(&format!("{MINIMAL}{extra}")) {
+                Err(SpecError::Invalid { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{extra}: expected an Invalid error on {key}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn batch_size_and_checkpointing_accept_words_and_numbers() {
+        let c = Config::from_toml_str(&format!(
+            "{MINIMAL}checkpointing = \"sqrt\"\n[train]\nbatch_size = \"auto\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.train.batch_size, BatchSize::Auto);
+        assert_eq!(c.student.checkpointing, Checkpointing::Sqrt);
+        let c = Config::from_toml_str(&format!("{MINIMAL}checkpointing = 3\n")).unwrap();
+        assert_eq!(c.student.checkpointing, Checkpointing::Segments(3));
+        assert!(Config::from_toml_str(&format!("{MINIMAL}checkpointing = 0\n")).is_err());
+        assert!(Config::from_toml_str(&format!("{MINIMAL}[train]\nbatch_size = \"big\"\n")).is_err());
+    }
+
+    #[test]
+    fn serialised_config_parses_back_equal() {
+        let text = include_str!("../../examples/fashion-mnist/student.toml");
+        let c = Config::from_toml_str(text).unwrap();
+        assert_eq!(Config::from_toml_str(&c.to_toml_string()).unwrap(), c);
+    }
+}
