@@ -92,7 +92,7 @@ pub enum OutputSelector {
 }
 
 /// `[teacher]`: how to read the frozen teacher's output.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TeacherSpec {
     /// Dict key or tuple index of the logits [N, classes]; `None` for a plain tensor output.
@@ -101,6 +101,11 @@ pub struct TeacherSpec {
     /// Precision the frozen teacher runs in (its weights are cast once at load).
     #[serde(default)]
     pub precision: Precision,
+    /// Compute the teacher's logits for the whole train set once, before training, instead of
+    /// on every batch (the same soft targets: the teacher is frozen and the data not augmented).
+    /// Costs N x classes x 4 bytes; frees the teacher's per-step forward.
+    #[serde(default = "yes")]
+    pub cache_logits: bool,
 }
 
 /// Student architecture family.
@@ -198,6 +203,12 @@ pub struct KdSpec {
 impl Default for KdSpec {
     fn default() -> Self {
         KdSpec { temperature: 4.0, alpha: 0.9 }
+    }
+}
+
+impl Default for TeacherSpec {
+    fn default() -> Self {
+        TeacherSpec { output: None, precision: Precision::Fp32, cache_logits: true }
     }
 }
 
@@ -354,8 +365,7 @@ impl Config {
     /// [`SpecError::Parse`] (with line and column) for TOML syntax, unknown keys and wrong
     /// types; [`SpecError::Invalid`] (with the key path) for values out of range.
     pub fn from_toml_str(text: &str) -> Result<Config, SpecError> {
-        let config: Config =
-            toml::from_str(text).map_err(|e| SpecError::Parse(one_line(&e.to_string())))?;
+        let config: Config = toml::from_str(text).map_err(|e| SpecError::Parse(one_line(&e.to_string())))?;
         config.validate()?;
         Ok(config)
     }
@@ -612,6 +622,9 @@ fn one_line(message: &str) -> String {
     }
 }
 
+fn yes() -> bool {
+    true
+}
 fn one() -> f64 {
     1.0
 }
@@ -697,10 +710,8 @@ mod tests {
 
     #[test]
     fn batch_size_and_checkpointing_accept_words_and_numbers() {
-        let c = Config::from_toml_str(&format!(
-            "{MINIMAL}checkpointing = \"sqrt\"\n[train]\nbatch_size = \"auto\"\n"
-        ))
-        .unwrap();
+        let c = Config::from_toml_str(&format!("{MINIMAL}checkpointing = \"sqrt\"\n[train]\nbatch_size = \"auto\"\n"))
+            .unwrap();
         assert_eq!(c.train.batch_size, BatchSize::Auto);
         assert_eq!(c.student.checkpointing, Checkpointing::Sqrt);
         let c = Config::from_toml_str(&format!("{MINIMAL}checkpointing = 3\n")).unwrap();

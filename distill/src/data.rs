@@ -1,0 +1,256 @@
+//! Datasets from `.npz` files, normalisation, and the seeded order of mini-batches.
+//!
+//! An `.npz` holds `x` ([N, C, H, W] or [N, D]; uint8, any int or float dtype) and `y` (integer
+//! labels [N], any int dtype). `x` stays in its stored dtype (uint8 pixels take a quarter of the
+//! memory of floats) and is normalised per batch on the device: `((x * scale) - mean) / std`.
+use std::path::{Path, PathBuf};
+
+use estimator_wasm::spec::DataSpec;
+use npyz::{npz::NpzArchive, DType, Order, TypeChar};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tch::{Device, Kind, Tensor};
+
+use crate::error::{DistillError, Result};
+
+/// Samples and labels, on one device.
+#[derive(Debug)]
+pub struct Dataset {
+    pub path: PathBuf,
+    /// Inputs [N, ...input_shape], Uint8 or Float.
+    pub x: Tensor,
+    /// Labels [N], Int64.
+    pub y: Tensor,
+}
+
+impl Dataset {
+    /// Reads `path` and checks it against `spec` (input shape, label range).
+    ///
+    /// # Errors
+    /// [`DistillError::Data`] naming the file, the array and the fix.
+    pub fn load(path: &Path, spec: &DataSpec) -> Result<Dataset> {
+        let err = |m: String| DistillError::data(path, m);
+        let mut npz = NpzArchive::open(path)
+            .map_err(|e| err(format!("cannot open as .npz ({e}); write it with numpy.savez(path, x=..., y=...)")))?;
+        let x = read_array(&mut npz, "x", path)?;
+        let y = read_array(&mut npz, "y", path)?;
+        let x = x.into_tensor(path, "x", false)?;
+        let y = y.into_tensor(path, "y", true)?;
+        let n = x.size()[0];
+        if y.size() != [n] {
+            return Err(err(format!("y has shape {:?} but x holds {n} samples: y must be [N] class ids", y.size())));
+        }
+        let sample: Vec<i64> = x.size()[1..].to_vec();
+        let want: Vec<i64> = spec.input_shape.iter().map(|&d| d as i64).collect();
+        let flat_ok = want.len() == 1 && sample.iter().product::<i64>() == want[0];
+        if sample != want && !flat_ok {
+            return Err(err(format!(
+                "x has shape {:?} but data.input_shape = {:?}: set input_shape to x's shape without N, or reshape x",
+                x.size(),
+                spec.input_shape
+            )));
+        }
+        let x = if flat_ok { x.reshape([n, want[0]]) } else { x };
+        if n == 0 {
+            return Err(err("x holds no samples".into()));
+        }
+        let (lo, hi) = (y.min().int64_value(&[]), y.max().int64_value(&[]));
+        if lo < 0 || hi >= spec.classes as i64 {
+            return Err(err(format!(
+                "labels y span {lo}..={hi} but data.classes = {}: labels must be 0..{}",
+                spec.classes,
+                spec.classes - 1
+            )));
+        }
+        Ok(Dataset { path: path.to_path_buf(), x, y })
+    }
+
+    pub fn len(&self) -> usize {
+        self.x.size()[0] as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Splits off a held-out tail of a seeded permutation: (train, test) with `round(n * fraction)`
+    /// test samples.
+    pub fn split(self, fraction: f64, seed: u64) -> Result<(Dataset, Dataset)> {
+        let n = self.len();
+        let n_test = ((n as f64) * fraction).round() as usize;
+        if n_test == 0 || n_test >= n {
+            return Err(DistillError::data(
+                &self.path,
+                format!("data.holdout = {fraction} leaves no train or no test samples out of {n}"),
+            ));
+        }
+        let order = permutation(n, seed, u64::MAX);
+        let index = |r: &[i64]| Tensor::from_slice(r);
+        let (train_idx, test_idx) = order.split_at(n - n_test);
+        let part = |idx: &[i64]| Dataset {
+            path: self.path.clone(),
+            x: self.x.index_select(0, &index(idx)),
+            y: self.y.index_select(0, &index(idx)),
+        };
+        Ok((part(train_idx), part(test_idx)))
+    }
+
+    /// Moves the arrays to `device` (once, before training).
+    pub fn to_device(self, device: Device) -> Dataset {
+        Dataset { path: self.path, x: self.x.to_device(device), y: self.y.to_device(device) }
+    }
+
+    /// Rows `index` (Int64 [B] on the same device) as (x [B, ...], y [B]).
+    pub fn batch(&self, index: &Tensor) -> (Tensor, Tensor) {
+        (self.x.index_select(0, index), self.y.index_select(0, index))
+    }
+
+    /// Consecutive batches of at most `size` rows, in order (for evaluation).
+    pub fn chunks(&self, size: usize) -> impl Iterator<Item = (Tensor, Tensor)> + '_ {
+        let n = self.len() as i64;
+        (0..n).step_by(size).map(move |start| {
+            let len = (size as i64).min(n - start);
+            (self.x.narrow(0, start, len), self.y.narrow(0, start, len))
+        })
+    }
+}
+
+/// `((x * scale) - mean) / std`, per channel, in fp32.
+#[derive(Debug)]
+pub struct Normalizer {
+    scale: f64,
+    mean: Option<Tensor>,
+    std: Option<Tensor>,
+}
+
+impl Normalizer {
+    pub fn new(spec: &DataSpec, device: Device) -> Normalizer {
+        // [1, C, 1, 1] for images, [1, D] (or a scalar) for vectors.
+        let rank = spec.input_shape.len() + 1;
+        let per_channel = |v: &[f64]| {
+            let t = Tensor::from_slice(v).to_kind(Kind::Float).to_device(device);
+            let mut shape = vec![1i64; rank];
+            shape[1] = v.len() as i64;
+            if v.len() > 1 {
+                t.reshape(shape.as_slice())
+            } else {
+                t
+            }
+        };
+        let mean = (!spec.mean.is_empty()).then(|| per_channel(&spec.mean));
+        let std = (!spec.std.is_empty()).then(|| per_channel(&spec.std));
+        Normalizer { scale: spec.scale, mean, std }
+    }
+
+    /// Float [B, ...] normalised inputs for a raw batch of any dtype.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        let mut x = x.to_kind(Kind::Float) * self.scale;
+        if let Some(mean) = &self.mean {
+            x -= mean;
+        }
+        if let Some(std) = &self.std {
+            x /= std;
+        }
+        x
+    }
+}
+
+/// The training order of epoch `epoch`: a Fisher-Yates shuffle of 0..n from a ChaCha8 stream
+/// seeded by (`seed`, `epoch`), so any epoch's order can be rebuilt on resume without replaying
+/// earlier ones.
+pub fn permutation(n: usize, seed: u64, epoch: u64) -> Vec<i64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(epoch);
+    let mut order: Vec<i64> = (0..n as i64).collect();
+    order.shuffle(&mut rng);
+    order
+}
+
+/// An array read from an npz member, in one of the element types we accept.
+enum Array {
+    U8(Vec<u8>, Vec<u64>),
+    I64(Vec<i64>, Vec<u64>),
+    F32(Vec<f32>, Vec<u64>),
+}
+
+fn read_array<R: std::io::Read + std::io::Seek>(npz: &mut NpzArchive<R>, name: &str, path: &Path) -> Result<Array> {
+    let err = |m: String| DistillError::data(path, m);
+    let file = npz
+        .by_name(name)
+        .map_err(|e| err(format!("cannot read array {name} ({e})")))?
+        .ok_or_else(|| err(format!("has no array named {name}: save it with numpy.savez(path, x=inputs, y=labels)")))?;
+    let shape = file.shape().to_vec();
+    if file.order() == Order::Fortran {
+        return Err(err(format!("array {name} is Fortran-ordered: save numpy.ascontiguousarray({name})")));
+    }
+    let DType::Plain(ts) = file.dtype() else {
+        return Err(err(format!("array {name} has a structured dtype: save plain numbers")));
+    };
+    let bad = |e: std::io::Error| err(format!("array {name} is truncated or corrupt ({e})"));
+    let (kind, size) = (ts.type_char(), ts.size_field());
+    let to_i64 = |v: Vec<i64>| Array::I64(v, shape.clone());
+    Ok(match (kind, size) {
+        (TypeChar::Uint, 1) => Array::U8(file.into_vec::<u8>().map_err(bad)?, shape),
+        (TypeChar::Uint, 2) => to_i64(file.into_vec::<u16>().map_err(bad)?.into_iter().map(i64::from).collect()),
+        (TypeChar::Uint, 4) => to_i64(file.into_vec::<u32>().map_err(bad)?.into_iter().map(i64::from).collect()),
+        (TypeChar::Uint, 8) => {
+            let v = file.into_vec::<u64>().map_err(bad)?;
+            to_i64(v.into_iter().map(|u| i64::try_from(u).unwrap_or(i64::MAX)).collect())
+        }
+        (TypeChar::Int, 1) => to_i64(file.into_vec::<i8>().map_err(bad)?.into_iter().map(i64::from).collect()),
+        (TypeChar::Int, 2) => to_i64(file.into_vec::<i16>().map_err(bad)?.into_iter().map(i64::from).collect()),
+        (TypeChar::Int, 4) => to_i64(file.into_vec::<i32>().map_err(bad)?.into_iter().map(i64::from).collect()),
+        (TypeChar::Int, 8) => to_i64(file.into_vec::<i64>().map_err(bad)?),
+        (TypeChar::Float, 2) => {
+            let v = file.into_vec::<half::f16>().map_err(bad)?;
+            Array::F32(v.into_iter().map(f32::from).collect(), shape)
+        }
+        (TypeChar::Float, 4) => Array::F32(file.into_vec::<f32>().map_err(bad)?, shape),
+        (TypeChar::Float, 8) => {
+            Array::F32(file.into_vec::<f64>().map_err(bad)?.into_iter().map(|v| v as f32).collect(), shape)
+        }
+        _ => return Err(err(format!("array {name} has dtype {ts}: use uint8, an int or a float dtype"))),
+    })
+}
+
+impl Array {
+    /// Converts to a tensor; `labels` demands integers (Int64 out).
+    fn into_tensor(self, path: &Path, name: &str, labels: bool) -> Result<Tensor> {
+        let shape_of = |s: &[u64]| s.iter().map(|&d| d as i64).collect::<Vec<i64>>();
+        let (t, shape) = match self {
+            Array::U8(v, s) if labels => (Tensor::from_slice(&v).to_kind(Kind::Int64), s),
+            Array::U8(v, s) => (Tensor::from_slice(&v), s),
+            Array::I64(v, s) if labels => (Tensor::from_slice(&v), s),
+            Array::I64(v, s) => (Tensor::from_slice(&v).to_kind(Kind::Float), s),
+            Array::F32(_, _) if labels => {
+                return Err(DistillError::data(path, format!("{name} holds floats: labels must be integer class ids")));
+            }
+            Array::F32(v, s) => (Tensor::from_slice(&v), s),
+        };
+        let shape = shape_of(&shape);
+        if !labels && shape.len() < 2 {
+            return Err(DistillError::data(
+                path,
+                format!("{name} has shape {shape:?}: expected [N, C, H, W] or [N, D]"),
+            ));
+        }
+        Ok(t.reshape(shape.as_slice()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutation_is_a_seeded_shuffle_per_epoch() {
+        let a = permutation(100, 7, 0);
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..100).collect::<Vec<i64>>());
+        assert_eq!(a, permutation(100, 7, 0));
+        assert_ne!(a, permutation(100, 7, 1));
+        assert_ne!(a, permutation(100, 8, 0));
+    }
+}

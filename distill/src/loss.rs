@@ -1,0 +1,124 @@
+//! The Hinton knowledge-distillation loss (Hinton, Vinyals & Dean 2015, arXiv:1503.02531).
+//!
+//! `L = alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, y)`
+//!
+//! * KL is forward (teacher || student), summed over classes and averaged over the B samples
+//!   (PyTorch's `reduction="batchmean"`; `"mean"` would also divide by the class count).
+//! * T^2 keeps the soft term's gradient, `T * (p_s - p_t) / B`, on the same scale as the CE
+//!   term's when T changes (paper section 2).
+//! * Both log-softmaxes are computed in fp32 whatever the training precision (kd-pitfalls N2),
+//!   with the fused `log_softmax` and `log_target = true`, so no `0 * log 0` and no epsilon.
+//! * CE is the usual hard-label cross-entropy at T = 1, mean over samples.
+use tch::{Kind, Reduction, Tensor};
+
+/// The three scalar (0-dim, fp32) parts of one batch's loss.
+#[derive(Debug)]
+pub struct KdLoss {
+    /// `alpha * kd + (1 - alpha) * ce`: what is back-propagated.
+    pub total: Tensor,
+    /// `T^2 * KL(p_t^T || p_s^T)` per sample (the soft term before alpha).
+    pub kd: Tensor,
+    /// Cross-entropy of the student against the labels.
+    pub ce: Tensor,
+}
+
+/// KD loss of student logits `student` [B, C] against teacher logits `teacher` [B, C] and labels
+/// `labels` [B] (Int64). `teacher = None` (alpha = 0, no teacher) makes `kd` zero.
+pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, temperature: f64, alpha: f64) -> KdLoss {
+    let student = student.to_kind(Kind::Float);
+    let ce = student.log_softmax(-1, Kind::Float).nll_loss(labels);
+    let kd = match teacher {
+        Some(teacher) if alpha > 0.0 => soft_target_loss(&student, teacher, temperature),
+        _ => Tensor::zeros([], (Kind::Float, student.device())),
+    };
+    let total = &kd * alpha + &ce * (1.0 - alpha);
+    KdLoss { total, kd, ce }
+}
+
+/// `T^2 * KL(softmax(t/T) || softmax(s/T))`, summed over classes, averaged over rows.
+pub fn soft_target_loss(student: &Tensor, teacher: &Tensor, temperature: f64) -> Tensor {
+    let rows = student.size()[0].max(1) as f64;
+    let s_logp = (student.to_kind(Kind::Float) / temperature).log_softmax(-1, Kind::Float);
+    let t_logp = (teacher.to_kind(Kind::Float) / temperature).log_softmax(-1, Kind::Float);
+    s_logp.kl_div(&t_logp, Reduction::Sum, true) * (temperature * temperature / rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(rows: &[&[f32]]) -> Tensor {
+        let flat: Vec<f32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
+        Tensor::from_slice(&flat).reshape([rows.len() as i64, rows[0].len() as i64])
+    }
+
+    fn scalar(x: &Tensor) -> f64 {
+        x.double_value(&[])
+    }
+
+    #[test]
+    fn two_class_closed_form() {
+        // s = [0, 0] -> p_s = [1/2, 1/2]; t = [ln 3, 0] -> p_t = [3/4, 1/4] at T = 1.
+        // KL = 3/4 ln(3/2) + 1/4 ln(1/2) = 0.1308120...
+        let kl = 0.75 * (1.5f64).ln() + 0.25 * (0.5f64).ln();
+        let s = t(&[&[0.0, 0.0]]);
+        let te = t(&[&[3f32.ln(), 0.0]]);
+        assert!((scalar(&soft_target_loss(&s, &te, 1.0)) - kl).abs() < 1e-6);
+        // At T = 2 the teacher logits halve: p_t = softmax([ln 3 / 2, 0]) = [sqrt3/(1+sqrt3), 1/(1+sqrt3)].
+        let (a, b) = (3f64.sqrt() / (1.0 + 3f64.sqrt()), 1.0 / (1.0 + 3f64.sqrt()));
+        let kl2 = a * (2.0 * a).ln() + b * (2.0 * b).ln();
+        assert!((scalar(&soft_target_loss(&s, &te, 2.0)) - 4.0 * kl2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn batchmean_averages_over_rows_not_classes() {
+        // Row 1 has the closed-form KL above, row 2 is identical logits (KL 0): batchmean halves.
+        let kl = 0.75 * (1.5f64).ln() + 0.25 * (0.5f64).ln();
+        let s = t(&[&[0.0, 0.0], &[1.0, 2.0]]);
+        let te = t(&[&[3f32.ln(), 0.0], &[1.0, 2.0]]);
+        assert!((scalar(&soft_target_loss(&s, &te, 1.0)) - kl / 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn identical_or_shifted_logits_give_zero_kl() {
+        let s = t(&[&[1.0, -2.0, 0.5], &[3.0, 3.0, -1.0]]);
+        let shifted = &s + 7.5;
+        assert!(scalar(&soft_target_loss(&s, &shifted, 4.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn total_mixes_terms_and_ce_matches_hand_value() {
+        // CE of s = [0, 0] with label 0 is ln 2.
+        let s = t(&[&[0.0, 0.0]]);
+        let te = t(&[&[3f32.ln(), 0.0]]);
+        let y = Tensor::from_slice(&[0i64]);
+        let kl = 0.75 * (1.5f64).ln() + 0.25 * (0.5f64).ln();
+        let loss = kd_loss(&s, Some(&te), &y, 1.0, 0.25);
+        assert!((scalar(&loss.ce) - 2f64.ln()).abs() < 1e-6);
+        assert!((scalar(&loss.total) - (0.25 * kl + 0.75 * 2f64.ln())).abs() < 1e-6);
+        let no_teacher = kd_loss(&s, None, &y, 1.0, 0.0);
+        assert_eq!(scalar(&no_teacher.kd), 0.0);
+        assert!((scalar(&no_teacher.total) - 2f64.ln()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn soft_gradient_is_t_times_prob_difference_over_rows() {
+        // d/ds [T^2 KL] = T (p_s^T - p_t^T) / B  (with the T^2 factor), at T in {1, 4, 20}.
+        for temp in [1.0, 4.0, 20.0] {
+            let s = t(&[&[0.3, -1.2, 2.0], &[1.0, 0.0, -0.5]]).set_requires_grad(true);
+            let te = t(&[&[1.5, 0.2, -0.7], &[-1.0, 2.5, 0.0]]);
+            soft_target_loss(&s, &te, temp).backward();
+            let expect = ((&s / temp).softmax(-1, Kind::Float) - (&te / temp).softmax(-1, Kind::Float)) * (temp / 2.0);
+            let diff = (s.grad() - expect.detach()).abs().max();
+            assert!(scalar(&diff) < 1e-6, "T = {temp}: max diff {}", scalar(&diff));
+        }
+    }
+
+    #[test]
+    fn computed_in_fp32_from_half_logits() {
+        let s = t(&[&[0.0, 0.0]]).to_kind(Kind::Half);
+        let te = t(&[&[3f32.ln(), 0.0]]).to_kind(Kind::BFloat16);
+        let loss = soft_target_loss(&s, &te, 1.0);
+        assert_eq!(loss.kind(), Kind::Float);
+    }
+}

@@ -1,0 +1,59 @@
+//! `metrics.jsonl`: one JSON object per line, for every logged step and every epoch end.
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{DistillError, Result};
+
+/// A logged optimiser step: running means since the previous step line.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepLine {
+    pub kind: &'static str,
+    pub step: u64,
+    pub epoch: u64,
+    pub lr: f64,
+    /// Mean total loss, KD term (T^2 KL, before alpha) and CE term over the logged window.
+    pub loss: f64,
+    pub kd: f64,
+    pub ce: f64,
+    /// Train-batch top-1 accuracy over the window.
+    pub accuracy: f64,
+    /// Training throughput over the window, samples/s.
+    pub samples_per_s: f64,
+}
+
+/// An epoch end: held-out figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpochLine {
+    pub kind: &'static str,
+    pub epoch: u64,
+    pub step: u64,
+    pub loss: f64,
+    pub kd: f64,
+    pub ce: f64,
+    pub train_accuracy: f64,
+    pub test_accuracy: f64,
+    /// Fraction of test samples where the student's top-1 equals the teacher's.
+    pub agreement: Option<f64>,
+    pub samples_per_s: f64,
+    pub elapsed_s: f64,
+}
+
+pub struct MetricsLog {
+    path: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl MetricsLog {
+    pub fn create(path: &Path) -> Result<MetricsLog> {
+        let file = std::fs::File::create(path).map_err(|e| DistillError::io(path, e))?;
+        Ok(MetricsLog { path: path.to_path_buf(), file: std::io::BufWriter::new(file) })
+    }
+
+    /// Appends one line and flushes it, so a crash loses at most the line being written.
+    pub fn write(&mut self, line: &impl Serialize) -> Result<()> {
+        let json = serde_json::to_string(line).expect("metrics serialise");
+        writeln!(self.file, "{json}").and_then(|_| self.file.flush()).map_err(|e| DistillError::io(&self.path, e))
+    }
+}

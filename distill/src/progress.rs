@@ -1,0 +1,84 @@
+//! Progress on stderr: an epoch bar and a step bar (indicatif) on a terminal, plain status
+//! lines otherwise (CI logs), nothing with `--quiet`. Results never go through here.
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verbosity {
+    Quiet,
+    Normal,
+}
+
+pub struct Progress {
+    multi: MultiProgress,
+    epochs: ProgressBar,
+    steps: ProgressBar,
+    /// Bars are drawn (stderr is a terminal and not quiet).
+    bars: bool,
+    verbosity: Verbosity,
+}
+
+impl Progress {
+    pub fn new(verbosity: Verbosity) -> Progress {
+        let target =
+            if verbosity == Verbosity::Quiet { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
+        let bars = !target.is_hidden();
+        let multi = MultiProgress::with_draw_target(target);
+        let epochs = multi.add(ProgressBar::new(0));
+        epochs.set_style(
+            ProgressStyle::with_template("{prefix:>10.cyan.bold} [{bar:30.cyan/blue}] {pos}/{len} {msg}")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        let steps = multi.add(ProgressBar::new(0));
+        steps.set_style(
+            ProgressStyle::with_template("{prefix:>10.green} [{bar:30.green/white}] {pos}/{len} {per_sec} {msg}")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        Progress { multi, epochs, steps, bars, verbosity }
+    }
+
+    /// Starts a run of `epochs` epochs of `steps` steps each, labelled `name`.
+    pub fn start(&self, name: &str, epochs: u64, steps: u64) {
+        self.epochs.set_prefix(name.to_string());
+        self.epochs.set_length(epochs);
+        self.epochs.set_position(0);
+        self.epochs.set_message("");
+        self.steps.set_prefix("step");
+        self.steps.set_length(steps);
+        self.steps.reset();
+        self.steps.enable_steady_tick(Duration::from_millis(250));
+    }
+
+    /// After each optimiser step: the step bar advances, showing the running losses.
+    pub fn step(&self, message: String) {
+        self.steps.inc(1);
+        self.steps.set_message(message);
+    }
+
+    /// At an epoch end: the epoch bar advances and a status line is kept above the bars.
+    pub fn epoch(&self, line: String) {
+        self.epochs.inc(1);
+        self.epochs.set_message(line.clone());
+        self.steps.reset();
+        self.line(line);
+    }
+
+    /// A status line: above the bars on a terminal, a plain stderr line otherwise.
+    pub fn line(&self, line: String) {
+        match (self.verbosity, self.bars) {
+            (Verbosity::Quiet, _) => {}
+            (_, true) => {
+                let _ = self.multi.println(line);
+            }
+            (_, false) => eprintln!("{line}"),
+        }
+    }
+
+    pub fn finish(&self) {
+        self.steps.finish_and_clear();
+        self.epochs.finish_and_clear();
+    }
+}

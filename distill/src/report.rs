@@ -1,0 +1,168 @@
+//! `report.json` and the printed summary of a run.
+use std::fmt::Write;
+
+use serde::Serialize;
+
+/// The teacher, as measured in this run.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeacherReport {
+    pub path: String,
+    /// Parameter elements of the TorchScript module.
+    pub params: u64,
+    pub file_bytes: u64,
+    pub test_accuracy: f64,
+}
+
+/// One trained student (the KD run or its alpha = 0 baseline).
+#[derive(Debug, Clone, Serialize)]
+pub struct StudentReport {
+    pub alpha: f64,
+    pub temperature: f64,
+    pub params: u64,
+    pub test_accuracy: f64,
+    /// Fraction of test samples where the student's top-1 equals the teacher's.
+    pub agreement: Option<f64>,
+    pub final_loss: f64,
+    pub final_kd: f64,
+    pub final_ce: f64,
+    pub steps: u64,
+    pub batch_size: u64,
+    /// Training throughput, samples/s (optimiser steps only).
+    pub samples_per_s: f64,
+    pub train_seconds: f64,
+    pub safetensors_bytes: u64,
+    pub torchscript_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DataReport {
+    pub train_samples: u64,
+    pub test_samples: u64,
+    pub input_shape: Vec<u64>,
+    pub classes: u64,
+    /// Inputs to both exported students are `((x * scale) - mean) / std`.
+    pub scale: f64,
+    pub mean: Vec<f64>,
+    pub std: Vec<f64>,
+}
+
+/// Everything `report.json` holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub distill_version: &'static str,
+    pub config: String,
+    pub device: String,
+    pub data: DataReport,
+    pub teacher: TeacherReport,
+    pub student: StudentReport,
+    /// Teacher parameters / student parameters.
+    pub compression_ratio: f64,
+    /// The same student trained on labels alone (`--baseline`), so the KD gain is visible.
+    pub baseline: Option<StudentReport>,
+    /// student.test_accuracy - baseline.test_accuracy, in accuracy points (x100).
+    pub kd_gain_points: Option<f64>,
+    pub wall_seconds: f64,
+    pub output_dir: String,
+}
+
+impl Report {
+    /// The human summary printed at the end of a run (stdout).
+    pub fn summary(&self) -> String {
+        let t = &self.teacher;
+        let s = &self.student;
+        let mut out = String::new();
+        let pct = |v: f64| format!("{:.2}%", 100.0 * v);
+        let _ = writeln!(out, "distill: {} -> {}", t.path, self.output_dir);
+        let mut header = format!("{:<26}{:>14}{:>14}", "", "teacher", "student");
+        if self.baseline.is_some() {
+            header.push_str(&format!("{:>18}", "student, alpha=0"));
+        }
+        let _ = writeln!(out, "{header}");
+        let row = |label: &str, teacher: String, student: String, baseline: Option<String>| {
+            let mut line = format!("{label:<26}{teacher:>14}{student:>14}");
+            if let Some(b) = baseline {
+                line.push_str(&format!("{b:>18}"));
+            }
+            line
+        };
+        let b = self.baseline.as_ref();
+        let lines = [
+            row("test accuracy", pct(t.test_accuracy), pct(s.test_accuracy), b.map(|b| pct(b.test_accuracy))),
+            row(
+                "top-1 agreement w/ teacher",
+                "-".into(),
+                s.agreement.map(pct).unwrap_or_default(),
+                b.map(|b| b.agreement.map(pct).unwrap_or_default()),
+            ),
+            row("parameters", group(t.params), group(s.params), b.map(|b| group(b.params))),
+            row(
+                "file (TorchScript)",
+                bytes(t.file_bytes),
+                bytes(s.torchscript_bytes),
+                b.map(|b| bytes(b.torchscript_bytes)),
+            ),
+            row("file (safetensors)", "-".into(), bytes(s.safetensors_bytes), b.map(|b| bytes(b.safetensors_bytes))),
+            row(
+                "throughput (samples/s)",
+                "-".into(),
+                format!("{:.0}", s.samples_per_s),
+                b.map(|b| format!("{:.0}", b.samples_per_s)),
+            ),
+            row(
+                "train time",
+                "-".into(),
+                format!("{:.1} s", s.train_seconds),
+                b.map(|b| format!("{:.1} s", b.train_seconds)),
+            ),
+        ];
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = write!(
+            out,
+            "compression {:.1}x fewer parameters (KD: T = {}, alpha = {})",
+            self.compression_ratio, s.temperature, s.alpha
+        );
+        if let Some(gain) = self.kd_gain_points {
+            let _ = write!(out, "; KD gain over labels alone {gain:+.2} points");
+        }
+        let _ = writeln!(out, "\nwall time {:.1} s on {}", self.wall_seconds, self.device);
+        out
+    }
+}
+
+/// `1234567` as `1,234,567`.
+pub fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes in KiB/MiB with one decimal.
+pub fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_formats() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(421_642), "421,642");
+        assert_eq!(group(1_000_000), "1,000,000");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(3 << 20), "3.0 MiB");
+    }
+}

@@ -1,0 +1,132 @@
+//! The student network, built layer by layer from `estimator_wasm::arch::layers`, so its
+//! parameter names (`conv1.weight`, `fc1_norm.bias`, `head.weight`, ...) and shapes are exactly
+//! the ones the memory estimator prices and the cfg.toml describes.
+use std::ops::Range;
+
+use estimator_wasm::arch::{self, Layer, Op};
+use estimator_wasm::spec::{Activation, Config, Pool};
+use tch::nn::{self, Module, ModuleT};
+use tch::Tensor;
+
+use crate::error::{DistillError, Result};
+
+/// One built layer: its description and the libtorch module that runs it.
+#[derive(Debug)]
+pub struct Block {
+    pub layer: Layer,
+    module: Built,
+}
+
+#[derive(Debug)]
+enum Built {
+    Conv(nn::Conv2D),
+    Linear(nn::Linear),
+    BatchNorm(nn::BatchNorm),
+    LayerNorm(nn::LayerNorm),
+    Activation(Activation),
+    Dropout(f64),
+    Pool(Pool),
+    Flatten,
+}
+
+/// A student: the ordered blocks whose variables live under `vs.root()`.
+#[derive(Debug)]
+pub struct Student {
+    pub blocks: Vec<Block>,
+}
+
+impl Student {
+    /// Builds the student that `spec` describes under `root`; one subpath per layer id.
+    ///
+    /// # Errors
+    /// [`DistillError::Usage`] for a layer kind the trainer cannot build.
+    pub fn new(root: &nn::Path, spec: &Config) -> Result<Student> {
+        let layers = arch::layers(&spec.student, &spec.data).map_err(|e| DistillError::Usage(e.to_string()))?;
+        let blocks = layers.into_iter().map(|layer| build(root, layer)).collect::<Result<Vec<_>>>()?;
+        Ok(Student { blocks })
+    }
+
+    /// Trainable parameter elements (weights and biases; BatchNorm running statistics excluded).
+    pub fn params(&self) -> u64 {
+        self.blocks.iter().map(|b| b.layer.op.params()).sum()
+    }
+
+    /// Logits [B, classes] for normalised inputs [B, ...input_shape].
+    pub fn forward(&self, x: &Tensor, train: bool) -> Tensor {
+        self.forward_range(x, 0..self.blocks.len(), train)
+    }
+
+    /// Runs blocks `range` only: the unit of gradient checkpointing.
+    pub fn forward_range(&self, x: &Tensor, range: Range<usize>, train: bool) -> Tensor {
+        let mut h = x.shallow_clone();
+        for block in &self.blocks[range] {
+            h = block.forward_t(&h, train);
+        }
+        h
+    }
+}
+
+impl Block {
+    fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+        match &self.module {
+            Built::Conv(m) => m.forward(x),
+            Built::Linear(m) => m.forward(x),
+            Built::BatchNorm(m) => m.forward_t(x, train),
+            Built::LayerNorm(m) => m.forward(x),
+            Built::Activation(f) => activate(*f, x),
+            Built::Dropout(p) => x.dropout(*p, train),
+            Built::Pool(Pool::Max) => x.max_pool2d_default(2),
+            Built::Pool(Pool::Avg) => x.avg_pool2d_default(2),
+            Built::Pool(Pool::None) => x.shallow_clone(),
+            Built::Flatten => x.flatten(1, -1),
+        }
+    }
+}
+
+/// The element-wise non-linearity, with PyTorch's defaults (exact GELU, LeakyReLU slope 0.01).
+pub fn activate(f: Activation, x: &Tensor) -> Tensor {
+    match f {
+        Activation::Relu => x.relu(),
+        Activation::Gelu => x.gelu("none"),
+        Activation::Silu => x.silu(),
+        Activation::Tanh => x.tanh(),
+        Activation::Sigmoid => x.sigmoid(),
+        Activation::LeakyRelu => x.leaky_relu(),
+    }
+}
+
+fn build(root: &nn::Path, layer: Layer) -> Result<Block> {
+    let p = root / layer.id.as_str();
+    let module = match layer.op {
+        Op::Conv2d { in_channels, out_channels, kernel, bias } => {
+            let cfg = nn::ConvConfig { padding: (kernel / 2) as i64, bias, ..Default::default() };
+            Built::Conv(nn::conv2d(&p, in_channels as i64, out_channels as i64, kernel as i64, cfg))
+        }
+        Op::Linear { in_features, out_features } => {
+            Built::Linear(nn::linear(&p, in_features as i64, out_features as i64, Default::default()))
+        }
+        Op::BatchNorm { features } => {
+            // PyTorch initialises the affine weight to ones (tch's default is uniform).
+            let cfg = nn::BatchNormConfig { ws_init: nn::Init::Const(1.0), ..Default::default() };
+            let bn = if layer.input.len() == 3 {
+                nn::batch_norm2d(&p, features as i64, cfg)
+            } else {
+                nn::batch_norm1d(&p, features as i64, cfg)
+            };
+            Built::BatchNorm(bn)
+        }
+        Op::LayerNorm { features } => Built::LayerNorm(nn::layer_norm(&p, vec![features as i64], Default::default())),
+        Op::Activation { function } => Built::Activation(function),
+        Op::Dropout { p } => Built::Dropout(p),
+        Op::Pool2d { pool } => Built::Pool(pool),
+        Op::Flatten => Built::Flatten,
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(DistillError::Usage(format!(
+                "layer {} ({other:?}) can be planned but not trained by distill",
+                layer.id
+            )))
+        }
+    };
+    Ok(Block { layer, module })
+}

@@ -1,0 +1,129 @@
+//! The frozen teacher: any TorchScript module (scripted or traced), kept in eval mode and run
+//! under `no_grad`, never in the student's VarStore, so the optimiser cannot touch it.
+use std::path::{Path, PathBuf};
+
+use estimator_wasm::spec::OutputSelector;
+use tch::{CModule, Device, IValue, Kind, Tensor};
+
+use crate::error::{first_line, DistillError, Result};
+
+pub struct Teacher {
+    pub path: PathBuf,
+    module: CModule,
+    output: Option<OutputSelector>,
+    /// Parameter elements of the TorchScript module (exact, from its attributes).
+    pub params: u64,
+    pub file_bytes: u64,
+}
+
+impl Teacher {
+    /// Loads a TorchScript file onto `device` in eval mode.
+    ///
+    /// # Errors
+    /// [`DistillError::Teacher`] when the file is missing or is not TorchScript.
+    pub fn load(path: &Path, output: Option<OutputSelector>, device: Device) -> Result<Teacher> {
+        let err = |m: String| DistillError::teacher(path, m);
+        let file_bytes = std::fs::metadata(path)
+            .map_err(|e| err(format!("cannot read the teacher ({e}); pass --teacher <file.pt>")))?
+            .len();
+        let mut module = CModule::load_on_device(path, device).map_err(|e| {
+            err(format!(
+                "not a TorchScript file ({}); save the teacher with torch.jit.script(model).save(path) or torch.jit.trace",
+                first_line(&e.to_string())
+            ))
+        })?;
+        // torch.jit.load returns modules in training mode (pytorch #26884): dropout and
+        // batch-norm statistics would silently corrupt the soft targets.
+        module.f_set_eval()?;
+        let params = module.named_parameters()?.iter().map(|(_, t)| t.numel() as u64).sum();
+        Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes })
+    }
+
+    /// Teacher logits [B, classes] in fp32 for normalised inputs `x` [B, ...], without autograd.
+    ///
+    /// # Errors
+    /// [`DistillError::Teacher`] when the forward fails or the output has no logits tensor at
+    /// the configured `teacher.output`.
+    pub fn logits(&self, x: &Tensor) -> Result<Tensor> {
+        let out = tch::no_grad(|| self.module.forward_is(&[IValue::Tensor(x.shallow_clone())])).map_err(|e| {
+            DistillError::teacher(
+                &self.path,
+                format!("forward failed on input {:?}: {}", x.size(), first_line(&e.to_string())),
+            )
+        })?;
+        let logits = self.select(out)?;
+        Ok(logits.to_kind(Kind::Float))
+    }
+
+    /// Re-asserts eval mode (kd-pitfalls T3: a teacher must not slip back into training mode).
+    pub fn ensure_eval(&mut self) -> Result<()> {
+        Ok(self.module.f_set_eval()?)
+    }
+
+    fn select(&self, out: IValue) -> Result<Tensor> {
+        let err = |m: String| DistillError::teacher(&self.path, m);
+        let entry = match (&self.output, out) {
+            (None, IValue::Tensor(t)) => return Ok(t),
+            (None, other) => {
+                return Err(err(format!(
+                    "the teacher returns {}, not a tensor: set teacher.output to the key or index of its logits",
+                    describe(&other)
+                )))
+            }
+            (Some(OutputSelector::Index(i)), IValue::Tuple(items) | IValue::GenericList(items)) => {
+                let n = items.len();
+                items
+                    .into_iter()
+                    .nth(*i as usize)
+                    .ok_or_else(|| err(format!("teacher.output = {i} but the teacher returns {n} outputs")))?
+            }
+            (Some(OutputSelector::Index(i)), IValue::TensorList(items)) => {
+                let n = items.len();
+                return items
+                    .into_iter()
+                    .nth(*i as usize)
+                    .ok_or_else(|| err(format!("teacher.output = {i} but the teacher returns {n} tensors")));
+            }
+            (Some(OutputSelector::Key(k)), IValue::GenericDict(entries)) => {
+                let keys: Vec<String> = entries.iter().map(|(k, _)| describe_key(k)).collect();
+                entries
+                    .into_iter()
+                    .find(|(key, _)| matches!(key, IValue::String(s) if s == k))
+                    .map(|(_, v)| v)
+                    .ok_or_else(|| {
+                        err(format!("teacher.output = \"{k}\" but the teacher's dict has keys [{}]", keys.join(", ")))
+                    })?
+            }
+            (Some(sel), other) => {
+                return Err(err(format!("teacher.output = {sel:?} does not fit an output of {}", describe(&other))))
+            }
+        };
+        match entry {
+            IValue::Tensor(t) => Ok(t),
+            other => Err(err(format!("the selected teacher output is {}, not a logits tensor", describe(&other)))),
+        }
+    }
+}
+
+fn describe(v: &IValue) -> String {
+    match v {
+        IValue::Tensor(t) => format!("a tensor {:?}", t.size()),
+        IValue::Tuple(items) => format!("a tuple of {}", items.len()),
+        IValue::GenericList(items) => format!("a list of {}", items.len()),
+        IValue::TensorList(items) => format!("a list of {} tensors", items.len()),
+        IValue::GenericDict(entries) => {
+            let keys: Vec<String> = entries.iter().map(|(k, _)| describe_key(k)).collect();
+            format!("a dict with keys [{}]", keys.join(", "))
+        }
+        IValue::None => "None".into(),
+        _ => "a non-tensor value".into(),
+    }
+}
+
+fn describe_key(k: &IValue) -> String {
+    match k {
+        IValue::String(s) => format!("\"{s}\""),
+        IValue::Int(i) => i.to_string(),
+        _ => "?".into(),
+    }
+}

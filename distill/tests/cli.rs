@@ -1,0 +1,235 @@
+//! The `distill` binary on bad input: each case must exit with code 2, print exactly one error
+//! line naming the file (or key) and the fix, never panic, and leave no output folder behind.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tch::{Kind, Tensor};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
+}
+
+/// A temp folder holding a copy of the digits fixtures and a cfg.toml that points at them.
+struct Case {
+    dir: tempfile::TempDir,
+}
+
+impl Case {
+    fn new() -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["digits-train.npz", "digits-test.npz", "teacher-scripted.pt", "digits-student.toml"] {
+            std::fs::copy(fixtures().join(f), dir.path().join(f)).unwrap();
+        }
+        Case { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Replaces `from` by `to` in the cfg.toml.
+    fn edit_config(&self, from: &str, to: &str) {
+        let cfg = self.path("digits-student.toml");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        assert!(text.contains(from), "fixture config lacks {from:?}");
+        std::fs::write(&cfg, text.replacen(from, to, 1)).unwrap();
+    }
+
+    /// Runs distill with the case's teacher/config (overridable) and returns (code, stderr).
+    fn run(&self, teacher: &str, config: &str) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+            .args(["--teacher", self.path(teacher).to_str().unwrap()])
+            .args(["--student", self.path(config).to_str().unwrap()])
+            .args(["--out", self.path("run").to_str().unwrap(), "--device", "cpu", "--quiet"])
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    /// Asserts a clean failure whose one line contains every `needle`.
+    fn fails_with(&self, teacher: &str, config: &str, needles: &[&str]) {
+        let (code, stderr) = self.run(teacher, config);
+        assert_eq!(code, 2, "exit code; stderr: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "exactly one error line, got: {stderr}");
+        assert!(lines[0].starts_with("error: "), "{stderr}");
+        for needle in needles {
+            assert!(lines[0].contains(needle), "expected {needle:?} in: {stderr}");
+        }
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!self.path("run").exists() && !self.path("run.partial").exists(), "no output folder may remain");
+    }
+
+    fn write_npz(&self, name: &str, x: &Tensor, y: &Tensor) {
+        Tensor::write_npz(&[("x", x), ("y", y)], self.path(name)).unwrap();
+    }
+}
+
+const TEACHER: &str = "teacher-scripted.pt";
+const CFG: &str = "digits-student.toml";
+
+#[test]
+fn missing_teacher_file() {
+    Case::new().fails_with("nope.pt", CFG, &["nope.pt", "cannot read the teacher", "--teacher"]);
+}
+
+#[test]
+fn corrupt_teacher_file() {
+    let case = Case::new();
+    std::fs::write(case.path("bad.pt"), b"this is not a zip archive").unwrap();
+    case.fails_with("bad.pt", CFG, &["bad.pt", "not a TorchScript file", "torch.jit.script"]);
+}
+
+#[test]
+fn missing_config_file() {
+    Case::new().fails_with(TEACHER, "absent.toml", &["absent.toml", "cannot read the student config"]);
+}
+
+#[test]
+fn corrupt_config_file() {
+    let case = Case::new();
+    std::fs::write(case.path("broken.toml"), "[data\ninput_shape = ").unwrap();
+    case.fails_with(TEACHER, "broken.toml", &["broken.toml", "line 1"]);
+}
+
+#[test]
+fn unknown_key_names_line_and_column() {
+    let case = Case::new();
+    case.edit_config("hidden = [32]", "hiden = [32]");
+    case.fails_with(TEACHER, CFG, &[CFG, "line 16, column 1", "unknown field `hiden`"]);
+}
+
+#[test]
+fn out_of_range_value_names_the_key() {
+    let case = Case::new();
+    case.edit_config("alpha = 0.9", "alpha = 1.9");
+    case.fails_with(TEACHER, CFG, &[CFG, "kd.alpha", "[0, 1]"]);
+}
+
+#[test]
+fn missing_data_file() {
+    let case = Case::new();
+    std::fs::remove_file(case.path("digits-test.npz")).unwrap();
+    case.fails_with(TEACHER, CFG, &["digits-test.npz", "cannot open as .npz"]);
+}
+
+#[test]
+fn corrupt_data_file() {
+    let case = Case::new();
+    std::fs::write(case.path("digits-train.npz"), vec![7u8; 300]).unwrap();
+    case.fails_with(TEACHER, CFG, &["digits-train.npz", "numpy.savez"]);
+}
+
+#[test]
+fn data_without_labels() {
+    let case = Case::new();
+    Tensor::write_npz(
+        &[("x", Tensor::zeros([4, 1, 8, 8], (Kind::Uint8, tch::Device::Cpu)))],
+        case.path("digits-train.npz"),
+    )
+    .unwrap();
+    case.fails_with(TEACHER, CFG, &["digits-train.npz", "no array named y"]);
+}
+
+#[test]
+fn float_labels_are_rejected() {
+    let case = Case::new();
+    let x = Tensor::zeros([4, 1, 8, 8], (Kind::Uint8, tch::Device::Cpu));
+    case.write_npz("digits-train.npz", &x, &Tensor::zeros([4], (Kind::Float, tch::Device::Cpu)));
+    case.fails_with(TEACHER, CFG, &["digits-train.npz", "labels must be integer class ids"]);
+}
+
+#[test]
+fn labels_of_any_int_dtype_are_accepted_but_range_is_checked() {
+    let case = Case::new();
+    let x = Tensor::zeros([4, 1, 8, 8], (Kind::Uint8, tch::Device::Cpu));
+    let y = Tensor::from_slice(&[0i16, 3, 12, 1]);
+    case.write_npz("digits-train.npz", &x, &y);
+    case.fails_with(TEACHER, CFG, &["digits-train.npz", "labels y span 0..=12", "data.classes = 10"]);
+}
+
+#[test]
+fn input_shape_mismatch() {
+    let case = Case::new();
+    let x = Tensor::zeros([4, 1, 7, 7], (Kind::Uint8, tch::Device::Cpu));
+    case.write_npz("digits-train.npz", &x, &Tensor::from_slice(&[0i64, 1, 2, 3]));
+    case.fails_with(TEACHER, CFG, &["digits-train.npz", "[4, 1, 7, 7]", "data.input_shape = [1, 8, 8]"]);
+}
+
+#[test]
+fn label_count_mismatch() {
+    let case = Case::new();
+    let x = Tensor::zeros([4, 1, 8, 8], (Kind::Uint8, tch::Device::Cpu));
+    case.write_npz("digits-train.npz", &x, &Tensor::from_slice(&[0i64, 1, 2]));
+    case.fails_with(TEACHER, CFG, &["digits-train.npz", "y has shape [3]", "4 samples"]);
+}
+
+#[test]
+fn teacher_classes_differ_from_config() {
+    let case = Case::new();
+    case.edit_config("classes = 10", "classes = 12");
+    case.fails_with(TEACHER, CFG, &[TEACHER, "data.classes = 12", "the teacher has 10 classes"]);
+}
+
+#[test]
+fn teacher_output_selector_must_exist() {
+    let case = Case::new();
+    case.edit_config("output = \"logits\"", "output = \"scores\"");
+    case.fails_with(TEACHER, CFG, &[TEACHER, "teacher.output = \"scores\"", "\"logits\""]);
+}
+
+#[test]
+fn teacher_rejects_the_input_shape() {
+    // The scripted teacher is a CNN for [N, 1, 8, 8]; feeding flattened [N, 64] vectors fails in
+    // its first convolution, which must read as a teacher error naming the input shape.
+    let case = Case::new();
+    case.edit_config("input_shape = [1, 8, 8]", "input_shape = [64]");
+    case.fails_with(TEACHER, CFG, &[TEACHER, "forward failed on input [8, 64]"]);
+}
+
+#[test]
+fn unusable_device_names_the_flag() {
+    let case = Case::new();
+    for (device, needle) in
+        [("tpu", "--device tpu: use auto, cpu, cuda or cuda:N"), ("cuda:7", "--device cuda:7: libtorch sees")]
+    {
+        let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+            .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
+            .args(["--student", case.path(CFG).to_str().unwrap(), "--device", device, "--quiet"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+}
+
+#[test]
+fn existing_output_needs_overwrite_and_survives_a_failed_run() {
+    let case = Case::new();
+    std::fs::create_dir(case.path("run")).unwrap();
+    std::fs::write(case.path("run/report.json"), "earlier").unwrap();
+    let (code, stderr) = case.run(TEACHER, CFG);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--overwrite"), "{stderr}");
+    // With --overwrite but a failing run, the earlier result stays.
+    case.edit_config("lr = 0.01", "lr = 1e30");
+    let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+        .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
+        .args(["--student", case.path(CFG).to_str().unwrap()])
+        .args(["--out", case.path("run").to_str().unwrap(), "--overwrite", "--device", "cpu", "--quiet"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("loss became") && stderr.contains("at step"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(case.path("run/report.json")).unwrap(), "earlier");
+    assert!(!case.path("run.partial").exists());
+}
+
+#[test]
+fn diverging_loss_stops_with_step_and_value() {
+    let case = Case::new();
+    case.edit_config("lr = 0.01", "lr = 1e30");
+    case.fails_with(TEACHER, CFG, &["loss became", "at step 2 (epoch 1)", "lower train.lr"]);
+}
