@@ -1,1 +1,65 @@
+//! Shared helpers of the end-to-end tests: fixture paths, a quiet training run in a temp
+//! folder, and the project's Python (the `.venv` that scripts/setup makes) for cross-checks.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 
+use distill::progress::Verbosity;
+use distill::report::Report;
+use distill::TrainOptions;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `tests/fixtures/<name>`.
+pub fn fixture(name: &str) -> PathBuf {
+    root().join("tests/fixtures").join(name)
+}
+
+/// A cfg.toml in `dir` equal to the digits fixture config with `edits` (from, to) applied; its
+/// data paths point back at the fixtures.
+pub fn digits_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(fixture("digits-student.toml")).unwrap();
+    text = text
+        .replace("\"digits-train.npz\"", &format!("{:?}", fixture("digits-train.npz")))
+        .replace("\"digits-test.npz\"", &format!("{:?}", fixture("digits-test.npz")));
+    for (from, to) in edits {
+        assert!(text.contains(from), "fixture config lacks {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    let path = dir.join("student.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Serialises the tests that use libtorch's global random generator (weight init, dropout and
+/// `randn` all draw from it, and the test harness runs tests on parallel threads).
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Trains quietly on CPU into `dir/run` and returns the report.
+pub fn train(teacher: &Path, config: &Path, dir: &Path, baseline: bool) -> distill::Result<Report> {
+    let _guard = serial();
+    distill::run(&TrainOptions {
+        teacher: teacher.to_path_buf(),
+        student: config.to_path_buf(),
+        out: Some(dir.join("run")),
+        overwrite: true,
+        device: "cpu".into(),
+        baseline,
+        verbosity: Verbosity::Quiet,
+    })
+}
+
+/// Runs `script` with the project's Python and returns its stdout; panics with its stderr.
+pub fn python(script: &str, args: &[&str]) -> String {
+    let py = root().join(".venv/bin/python");
+    assert!(py.exists(), "{} is missing: run scripts/setup first", py.display());
+    let out = Command::new(&py).arg("-c").arg(script).args(args).output().unwrap();
+    assert!(out.status.success(), "python failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
