@@ -1,13 +1,19 @@
-//! Link libtorch so that the binary, tests and benches run without `LD_LIBRARY_PATH` and see CUDA.
-//!
-//! torch-sys passes its rpath only to the C++ glue it compiles, and tch's own `rustc-link-arg`s reach
-//! only tch's examples. Every package that links an executable against tch must therefore add the
-//! rpath and keep `libtorch.so` (which is what pulls in `libtorch_cuda.so`) from being dropped by
-//! `--as-needed` (tch-rs #980, #787; `shared/docs/toolchain.md` A5).
+//! Links libtorch for the binary and tests, and compiles the C++ shim (`csrc/shim.cpp`) for what
+//! tch does not bind (autocast dtype on CPU and CUDA, CUDA allocator statistics).
+include!("build/libtorch.rs");
+
 fn main() {
-    let lib = std::env::var("DEP_TCH_LIBTORCH_LIB")
-        .expect("torch-sys did not report DEP_TCH_LIBTORCH_LIB: run scripts/setup first");
-    println!("cargo:rustc-link-arg=-Wl,-rpath={lib}");
-    println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
-    println!("cargo:rustc-link-arg=-ltorch");
+    link_libtorch();
+    let lib = std::path::PathBuf::from(libtorch_lib());
+    let include = lib.join("../include");
+    println!("cargo:rerun-if-changed=csrc/shim.cpp");
+    cc::Build::new()
+        .cpp(true)
+        .file("csrc/shim.cpp")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .warnings(false)
+        .compile("distill_shim");
 }

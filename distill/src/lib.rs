@@ -5,6 +5,7 @@
 //! `data` (npz, normalisation, seeded order) -> `teacher` (TorchScript, eval, no_grad) ->
 //! `preflight` -> `student` (layers from `estimator_wasm::arch`) -> `trainer` (`loss`, `optim`,
 //! `schedule`) -> `export` (safetensors, TorchScript) -> `report`, written through `rundir`.
+pub mod amp;
 pub mod config;
 pub mod data;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod report;
 pub mod run;
 pub mod rundir;
 pub mod schedule;
+pub mod shim;
 pub mod student;
 pub mod teacher;
 pub mod trainer;

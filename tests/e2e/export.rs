@@ -7,7 +7,13 @@ use tch::{nn::VarStore, Device, Tensor};
 #[test]
 fn torchscript_in_python_equals_the_rust_student() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = digits_config(dir.path(), &[("family = \"mlp\"", "family = \"cnn\"\nchannels = [4, 8]\nnorm = \"batch\""), ("hidden = [32]", "hidden = [16]\ndropout = 0.1")]);
+    let cfg = digits_config(
+        dir.path(),
+        &[
+            ("family = \"mlp\"", "family = \"cnn\"\nchannels = [4, 8]\nnorm = \"batch\""),
+            ("hidden = [32]", "hidden = [16]\ndropout = 0.1"),
+        ],
+    );
     train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), false).unwrap();
     let run = dir.path().join("run");
 
@@ -30,7 +36,10 @@ want = torch.from_numpy(np.load(sys.argv[3]))
 with torch.no_grad():
     got = m(x)
 print(tuple(got.shape), float((got - want).abs().max()))";
-    let out = python(script, &[run.join("student.pt").to_str().unwrap(), inputs.to_str().unwrap(), expected.to_str().unwrap()]);
+    let out = python(
+        script,
+        &[run.join("student.pt").to_str().unwrap(), inputs.to_str().unwrap(), expected.to_str().unwrap()],
+    );
     let (shape, diff) = out.trim().rsplit_once(' ').unwrap();
     assert_eq!(shape, "(16, 10)", "{out}");
     let diff: f64 = diff.parse().unwrap();

@@ -1,7 +1,7 @@
 //! Our AdamW and SGD (which own their state for exact resume) follow `torch.optim` step for
 //! step: the same gradients applied for several steps give the same parameters as PyTorch.
-use e2e::{python, root};
 use distill::optim::Optimizer;
+use e2e::{python, root};
 use estimator_wasm::spec::{Optimizer as Kind_, TrainSpec};
 use tch::{Device, Kind, Tensor};
 
@@ -47,10 +47,13 @@ np.save(f'{{d}}/w.npy', w.detach().numpy()); np.save(f'{{d}}/b.npy', b.detach().
 }
 
 fn spec(optimizer: Kind_, extra: &str) -> TrainSpec {
-    let text = format!("[data]\ninput_shape=[4]\nclasses=5\n[student]\nfamily=\"mlp\"\n[train]\noptimizer = \"{}\"\n{extra}", match optimizer {
-        Kind_::Adamw => "adamw",
-        Kind_::Sgd => "sgd",
-    });
+    let text = format!(
+        "[data]\ninput_shape=[4]\nclasses=5\n[student]\nfamily=\"mlp\"\n[train]\noptimizer = \"{}\"\n{extra}",
+        match optimizer {
+            Kind_::Adamw => "adamw",
+            Kind_::Sgd => "sgd",
+        }
+    );
     estimator_wasm::Config::from_toml_str(&text).unwrap().train
 }
 

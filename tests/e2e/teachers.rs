@@ -47,14 +47,21 @@ fn scripted_teacher_with_dict_output() {
         assert!(run.join(file).is_file(), "{file} missing");
     }
     assert_eq!(report.student.safetensors_bytes, std::fs::metadata(run.join("student.safetensors")).unwrap().len());
-    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("report.json")).unwrap()).unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("report.json")).unwrap()).unwrap();
     assert_eq!(saved["student"]["params"], 2410);
 }
 
 #[test]
 fn traced_teacher_with_tuple_output() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = digits_config(dir.path(), &[("output = \"logits\"", "output = 0"), ("family = \"mlp\"", "family = \"cnn\"\nchannels = [4]\nnorm = \"batch\"")]);
+    let cfg = digits_config(
+        dir.path(),
+        &[
+            ("output = \"logits\"", "output = 0"),
+            ("family = \"mlp\"", "family = \"cnn\"\nchannels = [4]\nnorm = \"batch\""),
+        ],
+    );
     let report = train(&fixture("teacher-traced.pt"), &cfg, dir.path(), false).unwrap();
     assert_eq!(report.teacher.params, 64 * 128 + 128 + 128 * 10 + 10);
     assert!(report.teacher.test_accuracy > 0.97, "{}", report.teacher.test_accuracy);

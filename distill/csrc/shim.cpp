@@ -1,0 +1,77 @@
+// What tch 0.24 does not bind, in a few C functions (see shared/docs/tch-cheatsheet.md 3 and 8):
+// autocast on any device with a chosen dtype (tch's `autocast` is CUDA-only and fp16-only), and
+// the CUDA caching allocator's statistics. Every function returns NULL on success or a malloc'd
+// error message that the caller frees with distill_free.
+#include <ATen/autocast_mode.h>
+#include <ATen/DeviceAccelerator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+#define GUARD(body)                                   \
+  try {                                               \
+    body;                                             \
+    return nullptr;                                   \
+  } catch (const std::exception& e) {                 \
+    return strdup(e.what());                          \
+  } catch (...) {                                     \
+    return strdup("unknown C++ exception");           \
+  }
+
+static c10::DeviceType device_type(int cuda) { return cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU; }
+
+extern "C" {
+
+void distill_free(char* message) { std::free(message); }
+
+// Enables autocast on the CPU (cuda = 0) or CUDA (cuda = 1) with `scalar_type` (c10 codes:
+// 5 Half, 15 BFloat16); writes the previous state for distill_autocast_exit.
+char* distill_autocast_enter(int cuda, int scalar_type, int* prev_enabled, int* prev_type) {
+  GUARD({
+    auto dt = device_type(cuda);
+    *prev_enabled = at::autocast::is_autocast_enabled(dt) ? 1 : 0;
+    *prev_type = static_cast<int>(at::autocast::get_autocast_dtype(dt));
+    at::autocast::set_autocast_dtype(dt, static_cast<at::ScalarType>(scalar_type));
+    at::autocast::set_autocast_enabled(dt, true);
+    at::autocast::increment_nesting();
+  })
+}
+
+// Restores the state distill_autocast_enter saved; clears the cast cache when the outermost
+// autocast region ends (as torch.autocast.__exit__ does).
+char* distill_autocast_exit(int cuda, int prev_enabled, int prev_type) {
+  GUARD({
+    auto dt = device_type(cuda);
+    if (at::autocast::decrement_nesting() == 0) {
+      at::autocast::clear_cache();
+    }
+    at::autocast::set_autocast_enabled(dt, prev_enabled != 0);
+    at::autocast::set_autocast_dtype(dt, static_cast<at::ScalarType>(prev_type));
+  })
+}
+
+// The CUDA caching allocator's counters for `device` (aggregate pool), in bytes:
+// out[0] allocated now, out[1] allocated peak, out[2] reserved now, out[3] reserved peak,
+// out[4] number of OOMs, out[5] number of allocation retries.
+char* distill_cuda_memory(int device, int64_t* out) {
+  GUARD({
+    auto stats = at::accelerator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    const size_t all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    out[0] = stats.allocated_bytes[all].current;
+    out[1] = stats.allocated_bytes[all].peak;
+    out[2] = stats.reserved_bytes[all].current;
+    out[3] = stats.reserved_bytes[all].peak;
+    out[4] = stats.num_ooms;
+    out[5] = stats.num_alloc_retries;
+  })
+}
+
+// torch.cuda.reset_peak_memory_stats(device).
+char* distill_cuda_reset_peak(int device) {
+  GUARD(at::accelerator::resetPeakStats(static_cast<c10::DeviceIndex>(device)))
+}
+
+// torch.cuda.empty_cache().
+char* distill_cuda_empty_cache() { GUARD(at::accelerator::emptyCache()) }
+}

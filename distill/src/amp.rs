@@ -1,0 +1,141 @@
+//! Dynamic loss scaling for fp16 training, with `torch.amp.GradScaler` semantics
+//! (`torch/amp/grad_scaler.py`): the loss is multiplied by `scale` before backward; the
+//! gradients are unscaled and checked for inf/NaN; a step with any non-finite gradient is skipped
+//! and the scale halves; after `growth_interval` clean steps in a row it doubles.
+//!
+//! Built on libtorch's `_amp_foreach_non_finite_check_and_unscale_` (single-tensor form) and
+//! `_amp_update_scale_`, which have CPU and CUDA kernels.
+use tch::{Device, Kind, Tensor};
+
+use crate::error::Result;
+
+#[derive(Debug)]
+pub struct GradScaler {
+    /// Current scale, fp32 [1] on the training device.
+    scale: Tensor,
+    /// Clean steps since the last change of scale, int32 [1].
+    growth_tracker: Tensor,
+    growth_factor: f64,
+    backoff_factor: f64,
+    growth_interval: i64,
+    /// Optimiser steps skipped because of non-finite gradients.
+    pub skipped_steps: u64,
+}
+
+/// PyTorch's defaults: initial scale 2^16, x2 after 2000 clean steps, x0.5 on overflow.
+pub const INITIAL_SCALE: f64 = 65536.0;
+pub const GROWTH_INTERVAL: i64 = 2000;
+
+impl GradScaler {
+    pub fn new(device: Device) -> GradScaler {
+        GradScaler::with(device, INITIAL_SCALE, GROWTH_INTERVAL)
+    }
+
+    pub fn with(device: Device, initial: f64, growth_interval: i64) -> GradScaler {
+        GradScaler {
+            scale: Tensor::from_slice(&[initial as f32]).to_device(device),
+            growth_tracker: Tensor::zeros([1], (Kind::Int, device)),
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval,
+            skipped_steps: 0,
+        }
+    }
+
+    /// The current scale.
+    pub fn scale(&self) -> f64 {
+        self.scale.double_value(&[0])
+    }
+
+    /// `loss * scale`, the tensor to back-propagate.
+    pub fn scaled(&self, loss: &Tensor) -> Tensor {
+        loss * &self.scale
+    }
+
+    /// Unscales `grads` in place, updates the scale, and returns whether the optimiser may step
+    /// (false: a gradient held inf/NaN, the step is skipped and counted).
+    pub fn unscale_and_update(&mut self, grads: &mut [Tensor]) -> Result<bool> {
+        let mut found_inf = Tensor::zeros([1], (Kind::Float, self.scale.device()));
+        let inv_scale = self.scale.reciprocal();
+        for g in grads.iter_mut().filter(|g| g.defined()) {
+            g.f_internal_amp_non_finite_check_and_unscale(&mut found_inf, &inv_scale)?;
+        }
+        let clean = found_inf.double_value(&[0]) == 0.0;
+        self.scale.f_internal_amp_update_scale_(
+            &self.growth_tracker,
+            &found_inf,
+            self.growth_factor,
+            self.backoff_factor,
+            self.growth_interval,
+        )?;
+        if !clean {
+            self.skipped_steps += 1;
+        }
+        Ok(clean)
+    }
+
+    /// (scale, growth tracker) for a checkpoint.
+    pub fn state(&self) -> (Tensor, Tensor) {
+        (self.scale.shallow_clone(), self.growth_tracker.shallow_clone())
+    }
+
+    /// Restores a checkpointed state.
+    pub fn load_state(&mut self, scale: &Tensor, growth_tracker: &Tensor, skipped_steps: u64) {
+        let device = self.scale.device();
+        self.scale = scale.to_device(device).to_kind(Kind::Float);
+        self.growth_tracker = growth_tracker.to_device(device).to_kind(Kind::Int);
+        self.skipped_steps = skipped_steps;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grads(values: &[f32]) -> Vec<Tensor> {
+        vec![Tensor::from_slice(values), Tensor::from_slice(&[1.0f32, 2.0])]
+    }
+
+    #[test]
+    fn unscales_clean_gradients_and_grows_after_the_interval() {
+        let mut s = GradScaler::with(Device::Cpu, 8.0, 3);
+        for step in 1..=3 {
+            let mut g = grads(&[8.0, 16.0]);
+            assert!(s.unscale_and_update(&mut g).unwrap());
+            assert_eq!(Vec::<f32>::try_from(&g[0]).unwrap(), [1.0, 2.0]);
+            assert_eq!(Vec::<f32>::try_from(&g[1]).unwrap(), [0.125, 0.25]);
+            // Grows x2 exactly when the 3rd clean step in a row completes.
+            assert_eq!(s.scale(), if step < 3 { 8.0 } else { 16.0 }, "step {step}");
+        }
+        assert_eq!(s.skipped_steps, 0);
+    }
+
+    #[test]
+    fn overflow_skips_the_step_and_backs_off() {
+        let mut s = GradScaler::new(Device::Cpu);
+        assert_eq!(s.scale(), 65536.0);
+        let mut g = grads(&[1.0, f32::INFINITY]);
+        assert!(!s.unscale_and_update(&mut g).unwrap());
+        assert_eq!(s.scale(), 32768.0);
+        let mut g = grads(&[f32::NAN, 1.0]);
+        assert!(!s.unscale_and_update(&mut g).unwrap());
+        assert_eq!(s.scale(), 16384.0);
+        assert_eq!(s.skipped_steps, 2);
+        // A clean step after an overflow restarts the growth count; scale holds.
+        let mut g = grads(&[1.0, 1.0]);
+        assert!(s.unscale_and_update(&mut g).unwrap());
+        assert_eq!(s.scale(), 16384.0);
+    }
+
+    #[test]
+    fn overflow_resets_the_growth_count() {
+        let mut s = GradScaler::with(Device::Cpu, 4.0, 2);
+        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0])).unwrap());
+        assert!(!s.unscale_and_update(&mut grads(&[f32::INFINITY, 1.0])).unwrap());
+        assert_eq!(s.scale(), 2.0);
+        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0])).unwrap());
+        assert_eq!(s.scale(), 2.0, "one clean step since the overflow is not enough");
+        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0])).unwrap());
+        assert_eq!(s.scale(), 4.0);
+    }
+}

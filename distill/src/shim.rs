@@ -1,0 +1,133 @@
+//! Safe wrappers over `csrc/shim.cpp`: autocast with a chosen dtype on CPU or CUDA, and the
+//! CUDA caching allocator's statistics (`torch.cuda.max_memory_allocated` and friends).
+use std::ffi::{c_char, c_int, CStr};
+
+use estimator_wasm::spec::Precision;
+use tch::Device;
+
+use crate::error::{DistillError, Result};
+
+extern "C" {
+    fn distill_free(message: *mut c_char);
+    fn distill_autocast_enter(
+        cuda: c_int,
+        scalar_type: c_int,
+        prev_enabled: *mut c_int,
+        prev_type: *mut c_int,
+    ) -> *mut c_char;
+    fn distill_autocast_exit(cuda: c_int, prev_enabled: c_int, prev_type: c_int) -> *mut c_char;
+    fn distill_cuda_memory(device: c_int, out: *mut i64) -> *mut c_char;
+    fn distill_cuda_reset_peak(device: c_int) -> *mut c_char;
+    fn distill_cuda_empty_cache() -> *mut c_char;
+}
+
+/// Turns the shim's error convention (NULL or a malloc'd message) into a `Result`.
+fn check(message: *mut c_char) -> Result<()> {
+    if message.is_null() {
+        return Ok(());
+    }
+    // SAFETY: the shim returns either NULL or a NUL-terminated strdup'd string we now own.
+    let text = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
+    unsafe { distill_free(message) };
+    Err(DistillError::Torch(crate::error::first_line(&text)))
+}
+
+/// c10 scalar-type codes of the 16-bit autocast dtypes.
+fn scalar_type(precision: Precision) -> Option<c_int> {
+    match precision {
+        Precision::Fp32 => None,
+        Precision::Fp16 => Some(5),
+        Precision::Bf16 => Some(15),
+    }
+}
+
+/// Runs `f` under autocast to `precision` on `device` (PyTorch's `torch.autocast(device,
+/// dtype)`); fp32 runs `f` unchanged. Ops on autocast's lists (matmul, conv, linear) then run in
+/// 16 bits over fp32 weights; reductions such as softmax stay fp32.
+///
+/// # Errors
+/// [`DistillError::Torch`] when libtorch rejects the device/dtype pair.
+pub fn autocast<T>(device: Device, precision: Precision, f: impl FnOnce() -> T) -> Result<T> {
+    let Some(dtype) = scalar_type(precision) else { return Ok(f()) };
+    let cuda = c_int::from(device.is_cuda());
+    let (mut prev_enabled, mut prev_type) = (0, 0);
+    // SAFETY: plain C calls with valid out-pointers; state is thread-local in libtorch.
+    check(unsafe { distill_autocast_enter(cuda, dtype, &mut prev_enabled, &mut prev_type) })?;
+    let out = f();
+    check(unsafe { distill_autocast_exit(cuda, prev_enabled, prev_type) })?;
+    Ok(out)
+}
+
+/// The CUDA caching allocator's counters for one device, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct CudaMemory {
+    pub allocated: i64,
+    pub peak_allocated: i64,
+    pub reserved: i64,
+    pub peak_reserved: i64,
+    pub ooms: i64,
+    pub alloc_retries: i64,
+}
+
+/// Reads the allocator statistics of CUDA device `index`.
+///
+/// # Errors
+/// [`DistillError::Torch`] without CUDA (libtorch says "Invalid device argument" or similar).
+pub fn cuda_memory(index: usize) -> Result<CudaMemory> {
+    let mut out = [0i64; 6];
+    // SAFETY: `out` has the 6 slots the shim writes.
+    check(unsafe { distill_cuda_memory(index as c_int, out.as_mut_ptr()) })?;
+    Ok(CudaMemory {
+        allocated: out[0],
+        peak_allocated: out[1],
+        reserved: out[2],
+        peak_reserved: out[3],
+        ooms: out[4],
+        alloc_retries: out[5],
+    })
+}
+
+/// Resets the peak counters of CUDA device `index` (`torch.cuda.reset_peak_memory_stats`).
+pub fn cuda_reset_peak(index: usize) -> Result<()> {
+    check(unsafe { distill_cuda_reset_peak(index as c_int) })
+}
+
+/// Releases cached, unused CUDA blocks (`torch.cuda.empty_cache`).
+pub fn cuda_empty_cache() -> Result<()> {
+    check(unsafe { distill_cuda_empty_cache() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Kind, Tensor};
+
+    #[test]
+    fn bf16_autocast_on_cpu_runs_linear_in_bf16_and_restores_state() {
+        let x = Tensor::ones([2, 3], (Kind::Float, Device::Cpu));
+        let w = Tensor::ones([4, 3], (Kind::Float, Device::Cpu));
+        let y = autocast(Device::Cpu, Precision::Bf16, || x.linear::<Tensor>(&w, None)).unwrap();
+        assert_eq!(y.kind(), Kind::BFloat16);
+        assert_eq!(y.to_kind(Kind::Float).double_value(&[0, 0]), 3.0);
+        // Outside the region everything is fp32 again.
+        assert_eq!(x.linear::<Tensor>(&w, None).kind(), Kind::Float);
+        let nested = autocast(Device::Cpu, Precision::Fp16, || {
+            autocast(Device::Cpu, Precision::Bf16, || x.linear::<Tensor>(&w, None)).unwrap().kind()
+        });
+        assert_eq!(nested.unwrap(), Kind::BFloat16);
+        assert_eq!(autocast(Device::Cpu, Precision::Fp16, || x.linear::<Tensor>(&w, None)).unwrap().kind(), Kind::Half);
+        assert_eq!(
+            autocast(Device::Cpu, Precision::Fp32, || x.linear::<Tensor>(&w, None)).unwrap().kind(),
+            Kind::Float
+        );
+    }
+
+    #[test]
+    fn cuda_statistics_fail_cleanly_without_a_gpu() {
+        if tch::Cuda::is_available() {
+            assert!(cuda_memory(0).is_ok());
+        } else {
+            assert!(cuda_memory(0).is_err());
+        }
+    }
+}
