@@ -8,10 +8,22 @@
 //! Layout, for a CNN block `i` (1-based): `conv{i}`, `conv{i}_bn`, `conv{i}_act`, `conv{i}_pool`;
 //! then `flatten`; for each hidden block `j`: `fc{j}`, `fc{j}_norm`, `fc{j}_act`, `fc{j}_drop`;
 //! then `head`. Norm, pool and dropout layers appear only when configured.
+//!
+//! A transformer (estimator only) is `embed`, `embed_drop`, then per layer `i` the pre-norm
+//! blocks `blk{i}_attn` and `blk{i}_mlp` (each includes its norm, dropout and residual add),
+//! `final_norm`, `pool` (classifier head only) and `head`.
+//!
+//! [`checkpoint_segments`] is the one definition of how gradient checkpointing splits this
+//! list, shared by the trainer and the estimator.
+use std::ops::Range;
+
 use serde::Serialize;
 
 use crate::error::SpecError;
-use crate::spec::{Activation, DataSpec, Family, Norm, Pool, StudentSpec};
+use crate::spec::{
+    Activation, AttentionKernel, Checkpointing, DataSpec, Family, HeadKind, MlpKind, Norm, NormKind, Pool, StudentSpec,
+    TransformerSpec,
+};
 
 /// One operation of the student, with its input and output shapes per sample (batch excluded).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,38 +42,99 @@ pub struct Layer {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Op {
     /// `nn.Conv2d(in, out, kernel, stride=1, padding=kernel/2, bias=bias)`.
-    Conv2d { in_channels: u64, out_channels: u64, kernel: u64, bias: bool },
+    Conv2d {
+        in_channels: u64,
+        out_channels: u64,
+        kernel: u64,
+        bias: bool,
+    },
     /// `nn.Linear(in, out, bias=True)`.
-    Linear { in_features: u64, out_features: u64 },
+    Linear {
+        in_features: u64,
+        out_features: u64,
+    },
     /// `nn.BatchNorm1d/2d(features)`: affine weight and bias plus running statistics.
-    BatchNorm { features: u64 },
+    BatchNorm {
+        features: u64,
+    },
     /// `nn.LayerNorm(features)`.
-    LayerNorm { features: u64 },
-    Activation { function: Activation },
-    Dropout { p: f64 },
+    LayerNorm {
+        features: u64,
+    },
+    Activation {
+        function: Activation,
+    },
+    Dropout {
+        p: f64,
+    },
     /// 2x2 pooling with stride 2 (`max` or `avg`), flooring odd sizes as PyTorch does.
-    Pool2d { pool: Pool },
+    Pool2d {
+        pool: Pool,
+    },
     /// `[C, H, W]` to `[C * H * W]`.
     Flatten,
+    /// `nn.Embedding(vocab, dim)` over int64 token ids `[s]`, plus a learned position
+    /// embedding of `positions` rows when `positions > 0`; output `[s, dim]`.
+    Embedding {
+        vocab: u64,
+        dim: u64,
+        positions: u64,
+    },
+    /// Pre-norm self-attention block `x + dropout(proj(attention(norm(x))))` over `[s, dim]`:
+    /// fused `qkv` projection (`dim` to `dim + 2 * kv_heads * dim / heads`), `heads` heads.
+    SelfAttention {
+        dim: u64,
+        heads: u64,
+        kv_heads: u64,
+        kernel: AttentionKernel,
+        norm: NormKind,
+        attention_dropout: f64,
+        dropout: f64,
+        bias: bool,
+    },
+    /// Pre-norm feed-forward block `x + dropout(fc2(act(fc1(norm(x)))))` over `[s, dim]`;
+    /// SwiGLU's `fc1` produces gate and up (`2 * width`).
+    FeedForward {
+        dim: u64,
+        width: u64,
+        mlp: MlpKind,
+        activation: Activation,
+        norm: NormKind,
+        dropout: f64,
+        bias: bool,
+    },
+    /// `nn.RMSNorm(features)`: weight only.
+    RmsNorm {
+        features: u64,
+    },
+    /// Mean over the sequence: `[s, d]` to `[d]`.
+    MeanPool,
+    /// A transformer's output projection `[.., in]` to `[.., out]`; `tied` reuses the token
+    /// embedding's weight (no parameters of its own).
+    LmHead {
+        in_features: u64,
+        out_features: u64,
+        bias: bool,
+        tied: bool,
+    },
 }
 
 impl Op {
-    /// Trainable parameters (weights and biases), in elements.
+    /// Trainable parameters (weights and biases), in elements; saturates at `u64::MAX`
+    /// (see [`Op::checked_params`]).
     pub fn params(&self) -> u64 {
-        match *self {
-            Op::Conv2d { in_channels, out_channels, kernel, bias } => {
-                out_channels * in_channels * kernel * kernel + if bias { out_channels } else { 0 }
-            }
-            Op::Linear { in_features, out_features } => out_features * in_features + out_features,
-            Op::BatchNorm { features } | Op::LayerNorm { features } => 2 * features,
-            _ => 0,
-        }
+        self.checked_params().unwrap_or(u64::MAX)
+    }
+
+    /// Trainable parameters in elements, `None` on 64-bit overflow.
+    pub fn checked_params(&self) -> Option<u64> {
+        self.param_shapes().iter().try_fold(0u64, |acc, (_, shape)| acc.checked_add(numel(shape)?))
     }
 
     /// Non-trainable buffers (BatchNorm running mean and variance), in elements.
     pub fn buffers(&self) -> u64 {
         match *self {
-            Op::BatchNorm { features } => 2 * features,
+            Op::BatchNorm { features } => features.saturating_mul(2),
             _ => 0,
         }
     }
@@ -82,9 +155,65 @@ impl Op {
             Op::BatchNorm { features } | Op::LayerNorm { features } => {
                 vec![("weight", vec![features]), ("bias", vec![features])]
             }
-            _ => Vec::new(),
+            Op::RmsNorm { features } => vec![("weight", vec![features])],
+            Op::Embedding { vocab, dim, positions } => {
+                let mut v = vec![("tokens.weight", vec![vocab, dim])];
+                if positions > 0 {
+                    v.push(("positions.weight", vec![positions, dim]));
+                }
+                v
+            }
+            Op::SelfAttention { dim, heads, kv_heads, norm, bias, .. } => {
+                let qkv = dim.saturating_add((dim / heads.max(1)).saturating_mul(kv_heads).saturating_mul(2));
+                let mut v = norm_shapes(norm, dim);
+                v.push(("qkv.weight", vec![qkv, dim]));
+                if bias {
+                    v.push(("qkv.bias", vec![qkv]));
+                }
+                v.push(("proj.weight", vec![dim, dim]));
+                if bias {
+                    v.push(("proj.bias", vec![dim]));
+                }
+                v
+            }
+            Op::FeedForward { dim, width, mlp, norm, bias, .. } => {
+                let up = if mlp == MlpKind::Swiglu { width.saturating_mul(2) } else { width };
+                let mut v = norm_shapes(norm, dim);
+                v.push(("fc1.weight", vec![up, dim]));
+                if bias {
+                    v.push(("fc1.bias", vec![up]));
+                }
+                v.push(("fc2.weight", vec![dim, width]));
+                if bias {
+                    v.push(("fc2.bias", vec![dim]));
+                }
+                v
+            }
+            Op::LmHead { in_features, out_features, bias, tied } => {
+                let mut v = Vec::new();
+                if !tied {
+                    v.push(("weight", vec![out_features, in_features]));
+                }
+                if bias {
+                    v.push(("bias", vec![out_features]));
+                }
+                v
+            }
+            Op::Activation { .. } | Op::Dropout { .. } | Op::Pool2d { .. } | Op::Flatten | Op::MeanPool => Vec::new(),
         }
     }
+}
+
+fn norm_shapes(norm: NormKind, dim: u64) -> Vec<(&'static str, Vec<u64>)> {
+    match norm {
+        NormKind::Layer => vec![("norm.weight", vec![dim]), ("norm.bias", vec![dim])],
+        NormKind::Rms => vec![("norm.weight", vec![dim])],
+    }
+}
+
+/// Elements of a shape, `None` on overflow.
+pub fn numel(shape: &[u64]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
 }
 
 /// Expands `student` for inputs described by `data` into its layer sequence.
@@ -92,6 +221,9 @@ impl Op {
 /// # Errors
 /// [`SpecError::Invalid`] when pooling shrinks a feature map below 1x1 or a size overflows.
 pub fn layers(student: &StudentSpec, data: &DataSpec) -> Result<Vec<Layer>, SpecError> {
+    if let (Family::Transformer, Some(t)) = (student.family, &student.transformer) {
+        return Ok(transformer_layers(t, student, data));
+    }
     let mut b = Builder { layers: Vec::new(), shape: data.input_shape.clone() };
     if student.family == Family::Cnn {
         for (i, &out) in student.channels.iter().enumerate() {
@@ -139,9 +271,127 @@ pub fn layers(student: &StudentSpec, data: &DataSpec) -> Result<Vec<Layer>, Spec
     Ok(b.layers)
 }
 
-/// Total trainable parameters of a layer list, in elements.
+/// The transformer layer list (see the module docs); `data.input_shape = [s]`.
+fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpec) -> Vec<Layer> {
+    let seq = data.input_shape.first().copied().unwrap_or(1);
+    let h = t.d_model;
+    let mut b = Builder { layers: Vec::new(), shape: vec![seq] };
+    b.push("embed", Op::Embedding { vocab: t.vocab, dim: h, positions: t.max_positions }, vec![seq, h]);
+    if student.dropout > 0.0 {
+        b.same("embed_drop", Op::Dropout { p: student.dropout });
+    }
+    for i in 1..=t.layers {
+        let attention = Op::SelfAttention {
+            dim: h,
+            heads: t.heads,
+            kv_heads: t.kv_heads(),
+            kernel: t.attention,
+            norm: t.norm,
+            attention_dropout: t.attention_dropout,
+            dropout: student.dropout,
+            bias: t.bias,
+        };
+        b.same(&format!("blk{i}_attn"), attention);
+        let mlp = Op::FeedForward {
+            dim: h,
+            width: t.mlp_width(),
+            mlp: t.mlp,
+            activation: student.activation,
+            norm: t.norm,
+            dropout: student.dropout,
+            bias: t.bias,
+        };
+        b.same(&format!("blk{i}_mlp"), mlp);
+    }
+    match t.norm {
+        NormKind::Layer => b.same("final_norm", Op::LayerNorm { features: h }),
+        NormKind::Rms => b.same("final_norm", Op::RmsNorm { features: h }),
+    }
+    match t.head {
+        HeadKind::Lm => {
+            let head = Op::LmHead { in_features: h, out_features: data.classes, bias: false, tied: t.tie_embeddings };
+            b.push("head", head, vec![seq, data.classes]);
+        }
+        HeadKind::Classifier => {
+            b.push("pool", Op::MeanPool, vec![h]);
+            let head = Op::LmHead { in_features: h, out_features: data.classes, bias: true, tied: false };
+            b.push("head", head, vec![data.classes]);
+        }
+    }
+    b.layers
+}
+
+/// Total trainable parameters of a layer list, in elements (saturating).
 pub fn param_count(layers: &[Layer]) -> u64 {
-    layers.iter().map(|l| l.op.params()).sum()
+    layers.iter().fold(0u64, |acc, l| acc.saturating_add(l.op.params()))
+}
+
+/// Splits `n` layers into `k` contiguous segments of nearly equal length: the first `n % k`
+/// segments get one layer more. `k` is clamped to `1..=n`; `n = 0` gives no segment.
+pub fn split(n: usize, k: usize) -> Vec<Range<usize>> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let k = k.clamp(1, n);
+    let (base, extra) = (n / k, n % k);
+    let mut start = 0;
+    (0..k)
+        .map(|i| {
+            let len = base + usize::from(i < extra);
+            let r = start..start + len;
+            start += len;
+            r
+        })
+        .collect()
+}
+
+/// The gradient-checkpointing segments of `n` layers (the list [`layers`] returns), or `None`
+/// without checkpointing. `sqrt` gives `k = round(sqrt(n))` segments (at least 1, Chen et al.
+/// 2016, arXiv:1604.06174); `Segments(k)` gives `min(k, n)`. The forward keeps only each
+/// segment's input; the backward recomputes one segment at a time.
+pub fn checkpoint_segments(n: usize, checkpointing: Checkpointing) -> Option<Vec<Range<usize>>> {
+    let k = match checkpointing {
+        Checkpointing::None => return None,
+        Checkpointing::Sqrt => rounded_sqrt(n).max(1),
+        Checkpointing::Segments(k) => usize::try_from(k).unwrap_or(usize::MAX),
+    };
+    Some(split(n, k))
+}
+
+/// `round(sqrt(n))` in integers (halves round up).
+fn rounded_sqrt(n: usize) -> usize {
+    let mut r = (n as f64).sqrt() as usize;
+    while r.saturating_mul(r) > n {
+        r -= 1;
+    }
+    while (r + 1).saturating_mul(r + 1) <= n {
+        r += 1;
+    }
+    // round up when n > r^2 + r, i.e. sqrt(n) > r + 1/2
+    if n > r * r + r {
+        r + 1
+    } else {
+        r
+    }
+}
+
+/// Neurons or channels that structured pruning at `sparsity` keeps out of `width`:
+/// `width - floor(width * sparsity)`, at least 1.
+pub fn kept_units(width: u64, sparsity: f64) -> u64 {
+    let removed = (width as f64 * sparsity.clamp(0.0, 1.0)).floor() as u64;
+    width.saturating_sub(removed).max(1)
+}
+
+/// The student after structured pruning at `sparsity`: every conv block's channels and every
+/// hidden width shrunk by [`kept_units`] (the head keeps its classes). Transformers are returned
+/// unchanged (structured pruning is defined for mlp and cnn students).
+pub fn structured(student: &StudentSpec, sparsity: f64) -> StudentSpec {
+    let mut s = student.clone();
+    if s.family != Family::Transformer {
+        s.channels = s.channels.iter().map(|&c| kept_units(c, sparsity)).collect();
+        s.hidden = s.hidden.iter().map(|&w| kept_units(w, sparsity)).collect();
+    }
+    s
 }
 
 struct Builder {
@@ -173,10 +423,8 @@ mod tests {
     use crate::spec::Config;
 
     fn config(student: &str) -> Config {
-        Config::from_toml_str(&format!(
-            "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\n{student}"
-        ))
-        .unwrap()
+        Config::from_toml_str(&format!("[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\n{student}"))
+            .unwrap()
     }
 
     #[test]
@@ -187,8 +435,19 @@ mod tests {
         assert_eq!(
             ids,
             [
-                "conv1", "conv1_bn", "conv1_act", "conv1_pool", "conv2", "conv2_bn", "conv2_act",
-                "conv2_pool", "flatten", "fc1", "fc1_norm", "fc1_act", "head"
+                "conv1",
+                "conv1_bn",
+                "conv1_act",
+                "conv1_pool",
+                "conv2",
+                "conv2_bn",
+                "conv2_act",
+                "conv2_pool",
+                "flatten",
+                "fc1",
+                "fc1_norm",
+                "fc1_act",
+                "head"
             ]
         );
         assert_eq!(l[8].output, vec![16 * 7 * 7]);
@@ -202,7 +461,7 @@ mod tests {
         let l = layers(&c.student, &c.data).unwrap();
         assert_eq!(l[0].op, Op::Flatten);
         assert_eq!(l[1].op, Op::Linear { in_features: 784, out_features: 100 });
-        assert_eq!(l.iter().map(|l| l.id.as_str()).last(), Some("head"));
+        assert_eq!(l.iter().map(|l| l.id.as_str()).next_back(), Some("head"));
         assert_eq!(param_count(&l), 78_500 + 200 + 1010);
     }
 

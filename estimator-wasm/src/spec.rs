@@ -50,6 +50,9 @@ pub struct Config {
     /// Pruning of the student; absent means a dense student.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prune: Option<PruneSpec>,
+    /// Memory-estimate settings (GPU, parallelism, runtime reserves); ignored by training.
+    #[serde(default, skip_serializing_if = "EstimateSpec::is_default")]
+    pub estimate: EstimateSpec,
 }
 
 /// `[data]`: the dataset files and the per-sample input the student receives.
@@ -106,6 +109,20 @@ pub struct TeacherSpec {
     /// Costs N x classes x 4 bytes; frees the teacher's per-step forward.
     #[serde(default = "yes")]
     pub cache_logits: bool,
+    /// Exact parameter count of the teacher, in elements. `distill` reads it from the
+    /// TorchScript file; the estimator otherwise derives it from `preset` or `arch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<u64>,
+    /// Non-trainable buffers of the teacher (BatchNorm statistics), in elements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<u64>,
+    /// A named teacher architecture known to the estimator (`crate::teacher::PRESETS`), e.g.
+    /// `"fashion-mnist-cnn"` or `"gpt2"`: its size and inference working set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// The teacher's architecture in the `[student]` schema (`[teacher.arch]`), for the estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<Box<StudentSpec>>,
 }
 
 /// Student architecture family.
@@ -116,6 +133,9 @@ pub enum Family {
     Mlp,
     /// `channels` conv blocks (conv, norm, activation, pool), flatten, `hidden` blocks, head.
     Cnn,
+    /// Pre-norm transformer over token ids, described by `[student.transformer]`.
+    /// The estimator prices it; `distill` trains only `mlp` and `cnn`.
+    Transformer,
 }
 
 /// Element-wise non-linearity after each conv and hidden block.
@@ -182,6 +202,109 @@ pub struct StudentSpec {
     /// Optional safetensors file to warm-start from (names as `distill` exports them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<String>,
+    /// The transformer's shape (`family = "transformer"` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transformer: Option<TransformerSpec>,
+}
+
+/// Feed-forward block of a transformer layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MlpKind {
+    /// `Linear(d, width)`, `student.activation`, `Linear(width, d)` (GPT-2, BERT with `gelu`).
+    #[default]
+    Standard,
+    /// `Linear(d, 2 * width)` split into gate and up, `silu(gate) * up`, `Linear(width, d)`
+    /// (Shazeer 2020, arXiv:2002.05202; Llama).
+    Swiglu,
+}
+
+/// Normalisation inside a transformer layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NormKind {
+    /// `nn.LayerNorm(d)`: weight and bias.
+    #[default]
+    Layer,
+    /// `nn.RMSNorm(d)` (Zhang & Sennrich 2019): weight only.
+    Rms,
+}
+
+/// Attention kernel, which decides whether the `[s, s]` score matrices are saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionKernel {
+    /// `softmax(q k^T / sqrt(d)) v` written out: saves scores-sized tensors (Korthikanti 2022).
+    #[default]
+    Math,
+    /// `scaled_dot_product_attention` with the flash kernel: saves q, k, v, out and a
+    /// logsumexp (Dao 2022, arXiv:2205.14135).
+    Flash,
+}
+
+/// What the transformer's last layer predicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadKind {
+    /// A language-model head: `data.classes` logits per token (`data.classes` = `vocab`).
+    #[default]
+    Lm,
+    /// Mean over tokens, then `data.classes` logits per sequence.
+    Classifier,
+}
+
+/// `[student.transformer]` (or `[teacher.arch.transformer]`): a pre-norm transformer over
+/// token ids. The sequence length is `data.input_shape = [s]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransformerSpec {
+    /// Rows of the token embedding.
+    pub vocab: u64,
+    /// Number of transformer layers (each an attention and a feed-forward block).
+    pub layers: u64,
+    /// Hidden size h.
+    pub d_model: u64,
+    /// Attention heads a; `d_model` must be a multiple.
+    pub heads: u64,
+    /// Key/value heads for grouped-query attention (Ainslie 2023); default `heads`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_heads: Option<u64>,
+    /// Feed-forward width i; default `4 * d_model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp_width: Option<u64>,
+    #[serde(default)]
+    pub mlp: MlpKind,
+    #[serde(default)]
+    pub norm: NormKind,
+    #[serde(default)]
+    pub attention: AttentionKernel,
+    /// Dropout on the attention probabilities (`student.dropout` covers the residual branches
+    /// and the embedding).
+    #[serde(default)]
+    pub attention_dropout: f64,
+    /// Rows of a learned position embedding (GPT-2: 1024); 0 for none (rotary or no positions).
+    #[serde(default)]
+    pub max_positions: u64,
+    #[serde(default)]
+    pub head: HeadKind,
+    /// Share the LM head's weight with the token embedding (GPT-2).
+    #[serde(default)]
+    pub tie_embeddings: bool,
+    /// Biases on the attention and feed-forward projections (GPT-2: yes, Llama: no).
+    #[serde(default = "yes")]
+    pub bias: bool,
+}
+
+impl TransformerSpec {
+    /// Key/value heads (`heads` unless grouped-query attention is configured).
+    pub fn kv_heads(&self) -> u64 {
+        self.kv_heads.unwrap_or(self.heads)
+    }
+
+    /// Feed-forward width (`4 * d_model` unless configured).
+    pub fn mlp_width(&self) -> u64 {
+        self.mlp_width.unwrap_or(self.d_model.saturating_mul(4))
+    }
 }
 
 /// `[kd]`: Hinton et al. 2015 (arXiv:1503.02531) soft-target distillation.
@@ -208,7 +331,15 @@ impl Default for KdSpec {
 
 impl Default for TeacherSpec {
     fn default() -> Self {
-        TeacherSpec { output: None, precision: Precision::Fp32, cache_logits: true }
+        TeacherSpec {
+            output: None,
+            precision: Precision::Fp32,
+            cache_logits: true,
+            params: None,
+            buffers: None,
+            preset: None,
+            arch: None,
+        }
     }
 }
 
@@ -240,6 +371,12 @@ pub enum Precision {
     Fp16,
     /// Autocast to bfloat16 over fp32 weights; no loss scaling.
     Bf16,
+    /// bf16 weights, gradients and optimiser states, no fp32 copy (8 bytes per parameter
+    /// with AdamW). Estimator only; `distill` trains fp32, fp16 and bf16.
+    PureBf16,
+    /// bf16 weights and gradients with an fp32 master copy in the optimiser, as Megatron and
+    /// DeepSpeed train (2 + 2 + 12 bytes per parameter with AdamW). Estimator only.
+    Bf16Master,
 }
 
 /// Gradient checkpointing: `"none"`, `"sqrt"` (about sqrt(n) segments over n layers) or a
@@ -299,6 +436,130 @@ pub struct PruneSpec {
     /// L1 regularisation coefficient added to the loss over the prunable weights.
     #[serde(default)]
     pub l1: f64,
+}
+
+/// Where the training step runs: decides which tensors autograd saves and in which dtype
+/// (`memory-model.md` section 10) and whether allocator and CUDA runtime costs apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// A CUDA GPU: bool dropout masks, fp32 norms and softmax under autocast, caching allocator.
+    #[default]
+    Cuda,
+    /// PyTorch on CPU: dropout masks in the input dtype, norms in the input dtype under
+    /// autocast, exact tensor bytes (what the fidelity check measures).
+    Cpu,
+}
+
+/// Element type of the unstructured-pruning masks the trainer keeps per pruned weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MaskDtype {
+    /// 1 byte per weight.
+    #[default]
+    Bool,
+    /// 4 bytes per weight (an fp32 0/1 tensor, as `torch.nn.utils.prune` keeps).
+    Float,
+}
+
+/// `[estimate]`: how the memory estimate is made. Ignored by training; every key is optional.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EstimateSpec {
+    /// A GPU of the catalogue (`crate::catalogue`), matched case-insensitively, e.g.
+    /// `"A100-80GB"` or `"A100-40GB-MIG-1g.5gb"`; absent: no fit check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    #[serde(default)]
+    pub target: Target,
+    /// Data-parallel degree N (GPUs holding a replica or a ZeRO shard).
+    #[serde(default = "one_u64")]
+    pub data_parallel: u64,
+    /// ZeRO stage (Rajbhandari et al. 2020, arXiv:1910.02054): 0 = plain DDP replicas,
+    /// 1 = optimiser states sharded, 2 = + gradients, 3 = + weights (FSDP full shard).
+    #[serde(default)]
+    pub zero_stage: u64,
+    /// DDP `gradient_as_bucket_view=True`: gradients live in the all-reduce buckets instead
+    /// of a second copy (stage 0 with data_parallel > 1 only).
+    #[serde(default)]
+    pub bucket_view: bool,
+    /// Tensor-parallel degree t (Megatron column/row splits; norms replicated).
+    #[serde(default = "one_u64")]
+    pub tensor_parallel: u64,
+    /// Pipeline stages p (1F1B schedule: stage j keeps p - j micro-batches in flight).
+    #[serde(default = "one_u64")]
+    pub pipeline_stages: u64,
+    /// Reserve for allocator fragmentation, as a fraction of the allocator's peak (0.10 = 10%).
+    #[serde(default = "default_fragmentation")]
+    pub fragmentation: f64,
+    /// CUDA context size in MiB, overriding the GPU catalogue's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_context_mib: Option<u64>,
+    /// NCCL buffers outside the allocator in MiB; default 0 on one GPU, 512 on several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_mib: Option<u64>,
+    /// Share of the GPU kept free when `train.batch_size = "auto"` picks the batch.
+    #[serde(default = "default_safety_margin")]
+    pub safety_margin: f64,
+    #[serde(default)]
+    pub prune_mask: MaskDtype,
+}
+
+impl Default for EstimateSpec {
+    fn default() -> Self {
+        EstimateSpec {
+            gpu: None,
+            target: Target::Cuda,
+            data_parallel: 1,
+            zero_stage: 0,
+            bucket_view: false,
+            tensor_parallel: 1,
+            pipeline_stages: 1,
+            fragmentation: default_fragmentation(),
+            cuda_context_mib: None,
+            nccl_mib: None,
+            safety_margin: default_safety_margin(),
+            prune_mask: MaskDtype::Bool,
+        }
+    }
+}
+
+impl EstimateSpec {
+    /// True when every key has its default (the table is then left out of serialised TOML).
+    pub fn is_default(&self) -> bool {
+        *self == EstimateSpec::default()
+    }
+
+    fn validate(&self) -> Result<(), SpecError> {
+        for (key, v) in [
+            ("estimate.data_parallel", self.data_parallel),
+            ("estimate.tensor_parallel", self.tensor_parallel),
+            ("estimate.pipeline_stages", self.pipeline_stages),
+        ] {
+            if v == 0 || v > 1 << 20 {
+                return invalid(key, "must be between 1 and 1048576");
+            }
+        }
+        if self.zero_stage > 3 {
+            return invalid("estimate.zero_stage", "must be 0 (DDP), 1, 2 or 3");
+        }
+        if !(self.fragmentation.is_finite() && (0.0..=4.0).contains(&self.fragmentation)) {
+            return invalid("estimate.fragmentation", "must be a fraction between 0 and 4 (typical: 0.05 to 0.15)");
+        }
+        if !(self.safety_margin.is_finite() && (0.0..1.0).contains(&self.safety_margin)) {
+            return invalid("estimate.safety_margin", "must be a fraction in [0, 1) (typical: 0.05)");
+        }
+        for (key, v) in [("estimate.cuda_context_mib", self.cuda_context_mib), ("estimate.nccl_mib", self.nccl_mib)] {
+            if v.is_some_and(|v| v > 1 << 30) {
+                return invalid(key, "is larger than any GPU (at most 2^30 MiB)");
+            }
+        }
+        if let Some(name) = &self.gpu {
+            crate::catalogue::gpu(name)
+                .map_err(|e| SpecError::Invalid { key: "estimate.gpu".into(), message: e.to_string() })?;
+        }
+        Ok(())
+    }
 }
 
 /// `[train]`: optimisation schedule.
@@ -384,6 +645,11 @@ impl Config {
         self.student.validate(&self.data)?;
         self.kd.validate()?;
         self.train.validate()?;
+        self.teacher.validate(&self.data)?;
+        self.estimate.validate()?;
+        if let Some(t) = &self.student.transformer {
+            t.validate_parallel("student.transformer", self.estimate.tensor_parallel)?;
+        }
         match &self.prune {
             Some(prune) => prune.validate(&self.train),
             None => Ok(()),
@@ -399,7 +665,7 @@ impl DataSpec {
 
     fn validate(&self) -> Result<(), SpecError> {
         let shape = &self.input_shape;
-        if !(shape.len() == 1 || shape.len() == 3) || shape.iter().any(|&d| d == 0) {
+        if !(shape.len() == 1 || shape.len() == 3) || shape.contains(&0) {
             return invalid("data.input_shape", "must be [C, H, W] or [D] with every entry >= 1");
         }
         if self.classes < 2 {
@@ -430,32 +696,147 @@ impl DataSpec {
 
 impl StudentSpec {
     fn validate(&self, data: &DataSpec) -> Result<(), SpecError> {
+        self.validate_at("student", data)
+    }
+
+    /// Validates this architecture with error keys under `prefix` (`student` or `teacher.arch`).
+    fn validate_at(&self, prefix: &str, data: &DataSpec) -> Result<(), SpecError> {
+        let key = |k: &str| format!("{prefix}.{k}");
         match self.family {
             Family::Mlp if !self.channels.is_empty() => {
-                return invalid("student.channels", "is only for family = \"cnn\"; remove it");
+                return invalid(&key("channels"), "is only for family = \"cnn\"; remove it");
             }
             Family::Cnn if self.channels.is_empty() => {
-                return invalid("student.channels", "family = \"cnn\" needs at least one conv block");
+                return invalid(&key("channels"), "family = \"cnn\" needs at least one conv block");
             }
             Family::Cnn if data.input_shape.len() != 3 => {
                 return invalid("data.input_shape", "family = \"cnn\" needs [C, H, W]");
             }
             Family::Cnn if self.norm == Norm::Layer => {
-                return invalid("student.norm", "\"layer\" is for mlp students; use \"batch\" or \"none\"");
+                return invalid(&key("norm"), "\"layer\" is for mlp students; use \"batch\" or \"none\"");
+            }
+            _ => {}
+        }
+        match (self.family, &self.transformer) {
+            (Family::Transformer, None) => {
+                return invalid(&key("transformer"), "family = \"transformer\" needs a [transformer] table");
+            }
+            (Family::Mlp | Family::Cnn, Some(_)) => {
+                return invalid(&key("transformer"), "is only for family = \"transformer\"; remove it");
+            }
+            (Family::Transformer, Some(t)) => {
+                if !self.channels.is_empty() || !self.hidden.is_empty() {
+                    return invalid(
+                        &key("hidden"),
+                        "a transformer takes its sizes from [transformer]; remove hidden/channels",
+                    );
+                }
+                if self.norm != Norm::None {
+                    return invalid(
+                        &key("norm"),
+                        "a transformer sets its norm in [transformer] norm = \"layer\" or \"rms\"",
+                    );
+                }
+                t.validate(&key("transformer"), data)?;
             }
             _ => {}
         }
         if self.channels.iter().chain(&self.hidden).any(|&w| w == 0) {
-            return invalid("student.hidden", "widths and channels must be >= 1");
+            return invalid(&key("hidden"), "widths and channels must be >= 1");
         }
         if self.kernel == 0 || self.kernel % 2 == 0 {
-            return invalid("student.kernel", "must be an odd number >= 1");
+            return invalid(&key("kernel"), "must be an odd number >= 1");
         }
         if !(0.0..1.0).contains(&self.dropout) {
-            return invalid("student.dropout", "must be in [0, 1)");
+            return invalid(&key("dropout"), "must be in [0, 1)");
         }
         // Shapes must stay positive through every pooling stage.
-        crate::arch::layers(self, data).map(|_| ())
+        crate::arch::layers(self, data)
+            .map_err(|e| match e {
+                SpecError::Invalid { key: k, message } if prefix != "student" => {
+                    SpecError::Invalid { key: k.replacen("student", prefix, 1), message }
+                }
+                other => other,
+            })
+            .map(|_| ())
+    }
+}
+
+impl TransformerSpec {
+    fn validate(&self, prefix: &str, data: &DataSpec) -> Result<(), SpecError> {
+        let key = |k: &str| format!("{prefix}.{k}");
+        if data.input_shape.len() != 1 {
+            return invalid("data.input_shape", "a transformer needs [sequence_length]");
+        }
+        for (name, v) in
+            [("vocab", self.vocab), ("layers", self.layers), ("d_model", self.d_model), ("heads", self.heads)]
+        {
+            if v == 0 {
+                return invalid(&key(name), "must be >= 1");
+            }
+        }
+        if self.d_model % self.heads != 0 {
+            return invalid(&key("heads"), "must divide d_model");
+        }
+        let kv = self.kv_heads();
+        if kv == 0 || self.heads % kv != 0 {
+            return invalid(&key("kv_heads"), "must be >= 1 and divide heads");
+        }
+        if self.mlp_width() == 0 {
+            return invalid(&key("mlp_width"), "must be >= 1");
+        }
+        if !(0.0..1.0).contains(&self.attention_dropout) {
+            return invalid(&key("attention_dropout"), "must be in [0, 1)");
+        }
+        let seq = data.input_shape[0];
+        if self.max_positions != 0 && self.max_positions < seq {
+            return invalid(
+                &key("max_positions"),
+                &format!(
+                    "{} positions cannot embed sequences of {seq} (data.input_shape); use 0 or >= {seq}",
+                    self.max_positions
+                ),
+            );
+        }
+        match self.head {
+            HeadKind::Lm if data.classes != self.vocab => invalid(
+                "data.classes",
+                &format!("a language-model head predicts the vocabulary: set data.classes = {}", self.vocab),
+            ),
+            HeadKind::Classifier if self.tie_embeddings => {
+                invalid(&key("tie_embeddings"), "only a language-model head can share the embedding")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Tensor parallelism splits heads (and key/value heads) across `t` GPUs.
+    fn validate_parallel(&self, prefix: &str, t: u64) -> Result<(), SpecError> {
+        if self.heads % t != 0 || self.kv_heads() % t != 0 {
+            return invalid(
+                "estimate.tensor_parallel",
+                &format!("must divide {prefix}.heads ({}) and kv_heads ({})", self.heads, self.kv_heads()),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl TeacherSpec {
+    fn validate(&self, data: &DataSpec) -> Result<(), SpecError> {
+        if self.preset.is_some() && self.arch.is_some() {
+            return invalid("teacher.preset", "give either preset or arch, not both");
+        }
+        if self.params == Some(0) {
+            return invalid("teacher.params", "must be >= 1 (or leave it out)");
+        }
+        if let Some(name) = &self.preset {
+            crate::teacher::preset_layers(name, data)?;
+        }
+        if let Some(arch) = &self.arch {
+            arch.validate_at("teacher.arch", data)?;
+        }
+        Ok(())
     }
 }
 
@@ -627,6 +1008,15 @@ fn yes() -> bool {
 }
 fn one() -> f64 {
     1.0
+}
+fn one_u64() -> u64 {
+    1
+}
+fn default_fragmentation() -> f64 {
+    0.10
+}
+fn default_safety_margin() -> f64 {
+    0.05
 }
 fn three() -> u64 {
     3

@@ -1,0 +1,80 @@
+//! The largest micro-batch that fits a GPU: a closed form from the linear model
+//! `M(b) = M_fixed + b * m_lin` (`memory-model.md` section 9), then verified against the full
+//! model (allocator rounding, segments, fragmentation, context), which only adds memory, so the
+//! answer lies at or below the closed form and a binary search over the step function finds it.
+use serde::Serialize;
+
+use crate::catalogue::Gpu;
+use crate::error::EstimateError;
+use crate::model::Model;
+use crate::phases;
+use crate::runtime::fraction_ppm;
+
+/// The result of a batch search on one GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BatchSearch {
+    /// The largest micro-batch whose device total fits, `None` when not even 1 fits.
+    pub batch: Option<u64>,
+    /// The closed-form bound from the linear model (an upper bound on `batch`).
+    pub closed_form: u64,
+    /// Bytes of the GPU the search may use: memory less the safety margin.
+    pub budget: u64,
+    /// Full-model evaluations the verification took.
+    pub evaluations: u32,
+}
+
+/// Largest micro-batch considered (2^40): beyond it every figure is absurd anyway.
+pub const MAX_BATCH: u64 = 1 << 40;
+
+/// Finds the largest micro-batch of `model` that fits `gpu` keeping `safety` (a fraction in
+/// [0, 1)) of its memory free. The result `b` satisfies: `b` fits and `b + 1` does not.
+///
+/// # Errors
+/// [`EstimateError::Invalid`] for a safety margin outside [0, 1); errors of the model other
+/// than overflow (an overflowing batch simply does not fit).
+pub fn search(model: &Model, gpu: &Gpu, safety: f64) -> Result<BatchSearch, EstimateError> {
+    if !(safety.is_finite() && (0.0..1.0).contains(&safety)) {
+        return Err(EstimateError::invalid("estimate.safety_margin", "must be a fraction in [0, 1)"));
+    }
+    let budget = gpu.memory - fraction_ppm(gpu.memory, crate::runtime::ppm(safety))?.min(gpu.memory);
+    let rt = &model.runtime;
+    // reserved * (1 + f) + context + nccl <= budget  =>  reserved <= (budget - context - nccl) / (1 + f)
+    let room = budget.saturating_sub(rt.cuda_context).saturating_sub(rt.nccl);
+    let bound = (u128::from(room) * 1_000_000 / (1_000_000 + u128::from(rt.fragmentation_ppm))) as u64;
+    let mut closed = MAX_BATCH;
+    for (fixed, per_sample) in phases::lines(model) {
+        let b = match (fixed > bound, per_sample) {
+            (true, _) => 0,
+            (false, 0) => MAX_BATCH,
+            (false, m) => (bound - fixed) / m,
+        };
+        closed = closed.min(b);
+    }
+    let mut evaluations = 0u32;
+    let mut fits = |b: u64| -> Result<bool, EstimateError> {
+        evaluations += 1;
+        let total = phases::scan(model, b).checked_peak().and_then(|p| model.runtime.device_total(p.reserved));
+        match total {
+            Ok((_, total)) => Ok(total <= budget),
+            Err(EstimateError::Overflow { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    };
+    if closed == 0 || !fits(1)? {
+        return Ok(BatchSearch { batch: None, closed_form: closed, budget, evaluations });
+    }
+    // fits(lo), and hi does not fit (the linear model already excludes closed + 1)
+    let (mut lo, mut hi) = (1u64, closed.saturating_add(1));
+    if fits(closed)? {
+        lo = closed;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(BatchSearch { batch: Some(lo), closed_form: closed, budget, evaluations })
+}

@@ -1,0 +1,151 @@
+//! Assembles a [`Plan`] from a compiled [`Model`]: the peak over phases, the breakdown by
+//! category and by layer, the device total and the fit on a GPU.
+use crate::error::EstimateError;
+use crate::layer::Size;
+use crate::model::Model;
+use crate::phases::{self, live, At, AtBatch, Tally};
+use crate::plan::{Fit, LayerRow, PhaseBytes, Plan, Totals};
+
+impl Model {
+    /// The full estimate at micro-batch `b`: phases, categories, layers, totals and fit.
+    ///
+    /// # Errors
+    /// [`EstimateError::Invalid`] for `b = 0`, [`EstimateError::Overflow`] past 2^64 bytes.
+    pub fn plan(&self, b: u64) -> Result<Plan, EstimateError> {
+        check_batch(b)?;
+        let cuda = self.runtime.cuda;
+        let scan = phases::scan(self, b);
+        let best = scan.checked_peak()?;
+        let mut phases = Vec::with_capacity(7);
+        let mut peak = None;
+        let mut batches: Vec<Option<AtBatch>> = vec![None; self.stages.len()];
+        for found in scan.phases.iter().flatten() {
+            let stage = &self.stages[found.stage];
+            let a = batches[found.stage].get_or_insert_with(|| AtBatch::new(self, stage, b));
+            let mut tally = Tally::default();
+            live(self, stage, a, found.at, &mut tally);
+            let pool = tally.pool.check("live memory")?;
+            let layer = match found.at {
+                At::Forward(l) | At::Backward(l) => Some(self.layers[stage.layers.start + l].id.clone()),
+                At::TeacherForward => phases::largest_live_teacher(self, b),
+                At::Evaluation => self.eval_live.0.clone(),
+                At::TeacherCache => self.teacher_eval_live.0.clone(),
+                At::Loss | At::BackwardStart | At::OptimizerStep => None,
+            };
+            let row = PhaseBytes::new(found.at.phase(), layer, stage.index, tally.categories, &pool, found.reserved);
+            if *found == best {
+                peak = Some(row.clone());
+            }
+            phases.push(row);
+        }
+        let peak = peak.ok_or_else(|| EstimateError::overflow("the peak"))?;
+        let peak_stage = &self.stages[best.stage];
+        let (fragmentation, total) = self.runtime.device_total(peak.reserved)?;
+        let totals = Totals {
+            requested: peak.requested,
+            allocated: peak.allocated,
+            reserved: peak.reserved,
+            fragmentation,
+            cuda_context: self.runtime.cuda_context,
+            nccl: self.runtime.nccl,
+            total,
+        };
+        let mut layers = Vec::with_capacity(self.layers.len() + 1);
+        for s in &self.stages {
+            for l in &self.layers[s.layers.clone()] {
+                layers.push(LayerRow {
+                    id: l.id.clone(),
+                    kind: l.kind,
+                    output: l.output_shape.clone(),
+                    params: l.params,
+                    weight_bytes: l.states.weights,
+                    grad_bytes: l.states.grads,
+                    optimizer_bytes: l.states.optimizer,
+                    saved_bytes: exact(&l.saved, b)?,
+                    kept_bytes: if s.checkpointing { Some(exact(l.kept.as_slice(), b)?) } else { None },
+                    stage: s.index,
+                });
+            }
+        }
+        layers.push(LayerRow {
+            id: "loss".into(),
+            kind: "loss",
+            output: Vec::new(),
+            params: 0,
+            weight_bytes: 0,
+            grad_bytes: 0,
+            optimizer_bytes: 0,
+            saved_bytes: exact(&self.loss.saved, b)?,
+            kept_bytes: None,
+            stage: self.stages.len() as u64 - 1,
+        });
+        let fit = self.gpu.filter(|_| cuda).map(|g| Fit {
+            gpu: *g,
+            capacity: g.memory,
+            free: g.memory.saturating_sub(total),
+            short: total.saturating_sub(g.memory),
+            fits: total <= g.memory,
+        });
+        Ok(Plan {
+            batch: b,
+            target: self.target,
+            precision: self.precision,
+            params: self.counts,
+            model_states: peak_stage.states,
+            peak_phase: peak.phase,
+            peak: peak.categories,
+            totals,
+            phases,
+            layers,
+            fit,
+            notes: self.notes.clone(),
+        })
+    }
+
+    /// Only the device totals at micro-batch `b` (the fast path the batch search uses).
+    ///
+    /// # Errors
+    /// As [`Model::plan`].
+    pub fn totals(&self, b: u64) -> Result<Totals, EstimateError> {
+        check_batch(b)?;
+        let peak = phases::scan(self, b).checked_peak()?;
+        let (fragmentation, total) = self.runtime.device_total(peak.reserved)?;
+        Ok(Totals {
+            requested: peak.pool.requested,
+            allocated: peak.pool.allocated,
+            reserved: peak.reserved,
+            fragmentation,
+            cuda_context: self.runtime.cuda_context,
+            nccl: self.runtime.nccl,
+            total,
+        })
+    }
+
+    /// Exact bytes autograd holds for backward at the forward end, one micro-batch: the saved
+    /// set (or, with checkpointing, the kept segment inputs) plus the loss's saved tensors,
+    /// parameters excluded. This is what `saved_tensors_hooks` measures (`fidelity/`).
+    ///
+    /// # Errors
+    /// [`EstimateError::Overflow`].
+    pub fn saved_bytes(&self, b: u64) -> Result<u64, EstimateError> {
+        let mut total = exact(&self.loss.saved, b)?;
+        for s in &self.stages {
+            for l in &self.layers[s.layers.clone()] {
+                let part = if s.checkpointing { exact(l.kept.as_slice(), b)? } else { exact(&l.saved, b)? };
+                total = crate::runtime::add(total, part, "saved bytes")?;
+            }
+        }
+        Ok(total)
+    }
+}
+
+fn exact(sizes: &[Size], b: u64) -> Result<u64, EstimateError> {
+    sizes.iter().try_fold(0u64, |acc, s| crate::runtime::add(acc, s.at(b)?, "saved bytes"))
+}
+
+pub(crate) fn check_batch(b: u64) -> Result<(), EstimateError> {
+    if b == 0 {
+        return Err(EstimateError::invalid("train.batch_size", "the micro-batch must be >= 1"));
+    }
+    Ok(())
+}

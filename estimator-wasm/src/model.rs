@@ -1,0 +1,760 @@
+//! Compiles a `Config` and the caller's [`Inputs`] into a [`Model`]: everything that does not
+//! depend on the micro-batch, so that one estimate at a given batch is a short pass over
+//! precomputed per-layer sizes (`crate::phases`).
+//!
+//! What it fixes here:
+//! * the student's layers priced by `crate::layer` along the forward chain, with each saved
+//!   storage attributed to the first layer that saves it (a storage saved by several layers is
+//!   freed after the backward of that first layer, so the attribution is also its lifetime);
+//! * pipeline stages (`arch::split` of the layer list) and checkpoint segments
+//!   (`arch::checkpoint_segments`, the trainer's definition) with their kept inputs;
+//! * model states per GPU (tensor-parallel split, then ZeRO sharding), masks, buckets;
+//! * the teacher (weights, working set), the loss and the per-step batch tensors of `distill`
+//!   (`distill/src/trainer.rs`: raw and normalised inputs, labels, indices; logits kept until
+//!   after the optimiser step; gradients returned by `run_backward`, none between steps).
+use std::ops::Range;
+
+use crate::arch::{self, numel, Layer, Op};
+use crate::catalogue::{self, Gpu};
+use crate::dtype::{DType, Recipe};
+use crate::error::EstimateError;
+use crate::layer::{self, Chain, Ctx, Priced, Save, Size, StorageId};
+use crate::phases::largest_live;
+use crate::plan::{Cat, Counts};
+use crate::runtime::{self, add, mul, Pool, Runtime, MIB};
+use crate::spec::{BatchSize, Config, Family, MaskDtype, Precision, PruneMethod, Target};
+use crate::states::{zero_states, ModelStates, PerParam};
+use crate::teacher::{self, TeacherModel};
+
+/// What `distill` (or another caller) knows beyond the cfg.toml.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inputs {
+    /// Micro-batch per GPU; `None` takes `train.batch_size` (an error when it is `"auto"`).
+    pub batch: Option<u64>,
+    /// The teacher's exact counts (from the TorchScript file), overriding `[teacher]`.
+    pub teacher: Option<TeacherModel>,
+    /// The datasets `distill` keeps on the device; `None` leaves them (and the size of the
+    /// cached teacher logits) out.
+    pub dataset: Option<Dataset>,
+}
+
+/// Train and test sets resident on the device, as `distill` keeps them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dataset {
+    pub train_samples: u64,
+    pub test_samples: u64,
+    /// Bytes of one stored input sample (1 per pixel for uint8 images, 4 per value for float).
+    pub sample_bytes: u64,
+}
+
+/// One student layer, compiled.
+#[derive(Debug, Clone)]
+pub(crate) struct LayerPlan {
+    pub id: String,
+    pub kind: &'static str,
+    pub output_shape: Vec<u64>,
+    /// Parameters on this GPU, in elements.
+    pub params: u64,
+    pub states: ModelStates,
+    /// Storages this layer adds to the saved set (one micro-batch, no checkpointing).
+    pub saved: Vec<Size>,
+    /// With checkpointing: storages it saves when its segment is recomputed (the segment's
+    /// input excluded: it is kept anyway).
+    pub recompute: Vec<Size>,
+    /// With checkpointing: the segment input kept through the forward, if this layer starts a
+    /// segment (and that storage is not kept already).
+    pub kept: Option<Size>,
+    /// Live besides the saved set during its forward: input (until saved or freed), output, temporaries.
+    pub forward_live: Vec<Size>,
+    /// Live during a no-grad forward of this layer: input, output, temporaries.
+    pub inference_live: Vec<Size>,
+    /// With checkpointing the forward runs without grad: `inference_live` without an input
+    /// that is a kept segment input.
+    pub checkpoint_forward_live: Vec<Size>,
+    /// First layer of a checkpoint segment.
+    pub segment_start: bool,
+    pub backward_scratch: Vec<Size>,
+}
+
+/// One pipeline stage (the whole model without pipelining).
+#[derive(Debug, Clone)]
+pub(crate) struct Stage {
+    pub index: u64,
+    pub layers: Range<usize>,
+    /// Micro-batches whose activations this stage holds at once (1F1B: p - index).
+    pub in_flight: u64,
+    pub first: bool,
+    pub last: bool,
+    pub checkpointing: bool,
+    /// Static memory before training (no optimiser state), by category.
+    pub pre: Vec<(Cat, Pool)>,
+    /// Static memory added once training starts, by category.
+    pub train: Vec<(Cat, Pool)>,
+    /// Sum of `pre`.
+    pub pre_total: Pool,
+    /// Sum of `train` (without `pre`).
+    pub train_total: Pool,
+    /// Gradients of local layers `l..` (index `l - layers.start`), plus an empty last entry.
+    pub grads_suffix: Vec<Pool>,
+    pub step_transient: Pool,
+    pub cast_cache: Pool,
+    pub states: ModelStates,
+}
+
+/// The loss on the last stage.
+#[derive(Debug, Clone)]
+pub(crate) struct LossPlan {
+    pub saved: Vec<Size>,
+    pub transient: Vec<Size>,
+    pub grads: Vec<Size>,
+    pub student_logits: Size,
+    pub teacher_logits: Option<Size>,
+}
+
+/// The teacher, compiled.
+#[derive(Debug, Clone)]
+pub(crate) struct TeacherPlan {
+    /// Per teacher layer: input, output and temporaries of its no-grad forward.
+    pub layers: Vec<(String, Vec<Size>)>,
+    /// Runs on every step (live soft targets).
+    pub live: bool,
+    /// Computes the train set's logits once before training.
+    pub cache: bool,
+}
+
+/// A configuration compiled for estimates at any micro-batch.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub(crate) runtime: Runtime,
+    pub(crate) gpu: Option<&'static Gpu>,
+    pub(crate) target: Target,
+    pub(crate) precision: Precision,
+    pub(crate) default_batch: Option<u64>,
+    pub(crate) safety_margin: f64,
+    pub(crate) layers: Vec<LayerPlan>,
+    pub(crate) stages: Vec<Stage>,
+    pub(crate) loss: LossPlan,
+    pub(crate) batch: Vec<Size>,
+    pub(crate) teacher: Option<TeacherPlan>,
+    /// Evaluation: largest no-grad layer of the student at the eval batch, plus its inputs.
+    pub(crate) eval_live: (Option<String>, Pool),
+    pub(crate) eval_batch: Pool,
+    /// Teacher cache phase: largest teacher layer at the eval batch, the cache being built.
+    pub(crate) teacher_eval_live: (Option<String>, Pool),
+    pub(crate) cache_build: Pool,
+    pub(crate) counts: Counts,
+    pub(crate) notes: Vec<String>,
+}
+
+impl Model {
+    /// Compiles `config` (validated here) with the caller's `inputs`.
+    ///
+    /// # Errors
+    /// [`EstimateError::Spec`] for an invalid config, [`EstimateError::Invalid`] for missing or
+    /// out-of-range inputs (an unknown teacher size, zero samples), [`EstimateError::Overflow`]
+    /// for sizes past 2^64 bytes, [`EstimateError::UnknownGpu`].
+    pub fn new(config: &Config, inputs: &Inputs) -> Result<Model, EstimateError> {
+        config.validate()?;
+        let est = &config.estimate;
+        let cuda = est.target == Target::Cuda;
+        let gpu = match &est.gpu {
+            Some(name) => Some(catalogue::gpu(name)?),
+            None => None,
+        };
+        let parallel = est.data_parallel > 1 || est.tensor_parallel > 1 || est.pipeline_stages > 1;
+        let runtime = Runtime {
+            cuda,
+            cuda_context: if cuda {
+                est.cuda_context_mib
+                    .map_or(gpu.map_or(catalogue::DEFAULT_CUDA_CONTEXT, |g| g.cuda_context), |m| m * MIB)
+            } else {
+                0
+            },
+            cublas_workspace: if cuda {
+                gpu.map_or(catalogue::catalogue()[0].cublas_workspace, |g| g.cublas_workspace)
+            } else {
+                0
+            },
+            nccl: if cuda { est.nccl_mib.unwrap_or(if parallel { 512 } else { 0 }) * MIB } else { 0 },
+            fragmentation_ppm: if cuda { runtime::ppm(est.fragmentation) } else { 0 },
+        };
+        let mut notes = Vec::new();
+        let default_batch = match (inputs.batch, config.train.batch_size) {
+            (Some(b), _) => Some(b),
+            (None, BatchSize::Fixed(b)) => Some(b),
+            (None, BatchSize::Auto) => None,
+        };
+        if let Some(d) = inputs.dataset {
+            if d.train_samples == 0 || d.sample_bytes == 0 {
+                return Err(EstimateError::invalid("dataset", "train_samples and sample_bytes must be >= 1"));
+            }
+        }
+        let recipe = Recipe::student(config.train.precision);
+        let ctx = Ctx { recipe, cuda, tp: est.tensor_parallel };
+        notes.extend(precision_notes(config, gpu, cuda));
+
+        // --- the student along the forward chain
+        let layers = arch::layers(&config.student, &config.data)?;
+        let transformer = config.student.family == Family::Transformer;
+        let input_elems = numel(&config.data.input_shape).ok_or_else(|| EstimateError::overflow("the input size"))?;
+        let x0 = Chain {
+            id: 0,
+            elems: input_elems,
+            dtype: if transformer { DType::I64 } else { recipe.weight },
+            requires_grad: false,
+        };
+        let mut next_id: StorageId = 0;
+        let mut chain = x0;
+        let mut priced: Vec<Priced> = Vec::with_capacity(layers.len());
+        let mut inputs_of: Vec<Chain> = Vec::with_capacity(layers.len());
+        for l in &layers {
+            let p = layer::price(l, chain, &mut next_id, &ctx)?;
+            inputs_of.push(chain);
+            chain = p.output;
+            priced.push(p);
+        }
+        let logits = chain;
+
+        // --- pipeline stages and checkpoint segments
+        let n = layers.len();
+        let p = usize::try_from(est.pipeline_stages).unwrap_or(usize::MAX);
+        if p > n {
+            return Err(EstimateError::invalid(
+                "estimate.pipeline_stages",
+                format!("{p} stages for {n} layers: use at most one stage per layer"),
+            ));
+        }
+        let stage_ranges = arch::split(n, p);
+        let mut plans: Vec<LayerPlan> = layers
+            .iter()
+            .zip(&priced)
+            .map(|(l, pr)| LayerPlan {
+                id: l.id.clone(),
+                kind: kind_name(&l.op),
+                output_shape: l.output.clone(),
+                params: pr.params.iter().fold(0u64, |a, t| a.saturating_add(t.elems)),
+                states: ModelStates::default(),
+                saved: Vec::new(),
+                recompute: Vec::new(),
+                kept: None,
+                forward_live: Vec::new(),
+                inference_live: Vec::new(),
+                checkpoint_forward_live: Vec::new(),
+                segment_start: false,
+                backward_scratch: pr.backward_scratch.clone(),
+            })
+            .collect();
+        let mut saved_ids: Vec<StorageId> = Vec::new();
+        for range in &stage_ranges {
+            // attribution without checkpointing
+            let ids = attribute(&priced, range.clone(), None, &mut plans, |lp| &mut lp.saved);
+            saved_ids.extend(ids);
+            if let Some(segments) = arch::checkpoint_segments(range.len(), config.student.checkpointing) {
+                let mut kept_ids: Vec<StorageId> = Vec::new();
+                for seg in segments {
+                    let seg = range.start + seg.start..range.start + seg.end;
+                    let input = inputs_of[seg.start];
+                    plans[seg.start].segment_start = true;
+                    if !kept_ids.contains(&input.id) {
+                        kept_ids.push(input.id);
+                        plans[seg.start].kept = Some(input.size()?);
+                    }
+                    attribute(&priced, seg, Some(input.id), &mut plans, |lp| &mut lp.recompute);
+                }
+            }
+        }
+        // live sets during forward and no-grad forward
+        let mut saved_so_far: Vec<StorageId> = Vec::new();
+        for i in 0..n {
+            let (x, out) = (inputs_of[i], priced[i].output);
+            saved_so_far.extend(priced[i].saves.iter().filter_map(|s| match s {
+                Save::Chain(id, _) => Some(*id),
+                Save::Own(_) => None,
+            }));
+            let lp = &mut plans[i];
+            if x.id != out.id {
+                if !saved_so_far.contains(&x.id) {
+                    lp.forward_live.push(x.size()?);
+                }
+                if !saves(&priced[i], out.id) {
+                    lp.forward_live.push(out.size()?);
+                }
+                lp.inference_live.push(x.size()?);
+                lp.inference_live.push(out.size()?);
+                if !lp.segment_start {
+                    lp.checkpoint_forward_live.push(x.size()?);
+                }
+                lp.checkpoint_forward_live.push(out.size()?);
+            }
+            lp.forward_live.extend(priced[i].forward_scratch.iter().copied());
+            lp.inference_live.extend(priced[i].inference_scratch.iter().copied());
+            lp.checkpoint_forward_live.extend(priced[i].inference_scratch.iter().copied());
+        }
+        let checkpointing = arch::checkpoint_segments(n, config.student.checkpointing).is_some();
+
+        // --- the loss (distill/src/loss.rs): CE always; KD when alpha > 0 and a teacher exists
+        let resolved_teacher = resolve_teacher(config, inputs, &mut notes)?;
+        let kd = config.kd.alpha > 0.0 && resolved_teacher.is_some();
+        let classes = config.data.classes.div_ceil(est.tensor_parallel);
+        let rows = logits.elems / classes.max(1);
+        let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
+        let mut loss_saved: Vec<Size> = vec![fp32_logits, Size::per(mul(rows, 8, "labels")?), Size::fixed(4)];
+        let mut transient = vec![fp32_logits];
+        if logits.dtype != DType::F32 {
+            transient.push(fp32_logits); // student.to_kind(Float)
+        }
+        let mut grads = vec![fp32_logits, fp32_logits];
+        if kd {
+            loss_saved.extend([fp32_logits, fp32_logits]); // log_softmax(s/T), exp(log_softmax(t/T))
+            transient.extend([fp32_logits, fp32_logits]); // s/T, t/T
+            grads.extend([fp32_logits, fp32_logits]);
+        }
+        let loss = LossPlan {
+            saved: loss_saved,
+            transient,
+            grads,
+            student_logits: logits.size()?,
+            teacher_logits: kd.then_some(fp32_logits),
+        };
+
+        // --- per-step batch tensors not in the saved set (first stage)
+        let x0_saved = saved_ids.contains(&0) || checkpointing;
+        let sample_bytes = match inputs.dataset {
+            Some(d) => d.sample_bytes,
+            None if transformer => mul(input_elems, 8, "input")?,
+            None => mul(input_elems, 4, "input")?,
+        };
+        let mut batch = vec![Size::per(8)]; // the batch's indices
+        if transformer {
+            if !x0_saved {
+                batch.push(x0.size()?); // token ids
+            }
+        } else {
+            batch.push(Size::per(sample_bytes)); // index_select of the stored inputs
+            let normalised = Size::per(mul(input_elems, 4, "input")?);
+            if recipe.weight != DType::F32 || !x0_saved {
+                batch.push(normalised);
+            }
+            if recipe.weight != DType::F32 && !x0_saved {
+                batch.push(x0.size()?); // the 16-bit copy fed to a pure-bf16 student
+            }
+        }
+
+        // --- model states per GPU, per stage
+        let per = PerParam::of(&recipe, config.train.optimizer, config.train.momentum);
+        let moments = PerParam::optimizer_tensors(config.train.optimizer, config.train.momentum, &recipe);
+        let n_dp = est.data_parallel;
+        let zero = if n_dp > 1 { est.zero_stage } else { 0 };
+        let mask_bytes = match (&config.prune, est.prune_mask) {
+            (Some(pr), MaskDtype::Bool) if pr.method == PruneMethod::Magnitude => 1,
+            (Some(pr), MaskDtype::Float) if pr.method == PruneMethod::Magnitude => 4,
+            _ => 0,
+        };
+        let teacher_plan = resolved_teacher.as_ref().map(|(_, tl)| TeacherPlan {
+            layers: tl.clone(),
+            live: kd && !config.teacher.cache_logits,
+            cache: kd && config.teacher.cache_logits,
+        });
+        let teacher_dtype = Recipe::teacher_dtype(config.teacher.precision);
+        let mut shared_pre: Vec<(Cat, Pool)> = Vec::new();
+        let mut shared_train: Vec<(Cat, Pool)> = Vec::new();
+        if let Some((t, _)) = &resolved_teacher {
+            let mut pool = Pool::default();
+            pool.tensor(mul(t.params, teacher_dtype.bytes(), "teacher weights")?, cuda);
+            pool.tensor(mul(t.buffers, teacher_dtype.bytes(), "teacher buffers")?, cuda);
+            shared_pre.push((Cat::TeacherWeights, pool));
+        }
+        if cuda {
+            let mut ws = Pool::default();
+            ws.tensor(runtime.cublas_workspace, true);
+            shared_pre.push((Cat::CublasWorkspace, ws));
+        }
+        let mut cache_build = Pool::default();
+        if let Some(d) = inputs.dataset {
+            let mut data = Pool::default();
+            for samples in [d.train_samples, d.test_samples] {
+                data.tensor(mul(samples, d.sample_bytes, "dataset")?, cuda);
+                data.tensor(mul(samples, 8, "labels")?, cuda);
+            }
+            shared_pre.push((Cat::Dataset, data));
+            let mut cache = Pool::default();
+            if teacher_plan.as_ref().is_some_and(|t| t.cache) {
+                let logits_per_sample = mul(rows, config.data.classes, "cached logits")?;
+                cache.tensor(mul(mul(d.train_samples, logits_per_sample, "cached logits")?, 4, "cached logits")?, cuda);
+                cache_build = cache;
+                cache_build.merge(&cache); // the list of chunks and their concatenation
+            }
+            if resolved_teacher.is_some() {
+                cache.tensor(mul(d.test_samples, 8, "teacher predictions")?, cuda);
+            }
+            shared_train.push((Cat::TeacherLogitCache, cache));
+        } else if teacher_plan.as_ref().is_some_and(|t| t.cache) {
+            notes.push(
+                "the cached teacher logits (train samples x classes x 4 bytes) are left out: pass the dataset size"
+                    .into(),
+            );
+        }
+        if recipe.loss_scaling {
+            let mut scaler = Pool::default();
+            for _ in 0..4 {
+                scaler.tensor(4, cuda);
+            }
+            shared_train.push((Cat::LossScaler, scaler));
+        }
+
+        let mut stages = Vec::with_capacity(stage_ranges.len());
+        for (j, range) in stage_ranges.iter().enumerate() {
+            let local = &priced[range.clone()];
+            let params: Vec<&layer::ParamTensor> = local.iter().flat_map(|p| p.params.iter()).collect();
+            let total_params = params.iter().try_fold(0u64, |a, t| a.checked_add(t.elems));
+            let total_params = total_params.ok_or_else(|| EstimateError::overflow("parameter count"))?;
+            let buffers = local.iter().try_fold(0u64, |a, p| a.checked_add(p.buffers));
+            let buffers = buffers.ok_or_else(|| EstimateError::overflow("buffer count"))?;
+            let states = zero_states(total_params, per, n_dp, zero)?;
+            let mut weights = Pool::default();
+            let mut optimizer = Pool::default();
+            let mut masks = Pool::default();
+            if zero >= 3 {
+                weights.tensor(states.weights, cuda);
+            } else {
+                for t in &params {
+                    weights.tensor(mul(t.elems, per.weight, "weights")?, cuda);
+                }
+            }
+            weights.tensor(mul(buffers, recipe.weight.bytes(), "buffers")?, cuda);
+            if zero >= 1 {
+                let shard = total_params.div_ceil(n_dp);
+                let each = per.optimizer.checked_div(moments).unwrap_or(0);
+                for _ in 0..moments {
+                    optimizer.tensor(mul(shard, each, "optimizer states")?, cuda);
+                }
+            } else {
+                for t in &params {
+                    let each = per.optimizer.checked_div(moments).unwrap_or(0);
+                    for _ in 0..moments {
+                        optimizer.tensor(mul(t.elems, each, "optimizer states")?, cuda);
+                    }
+                }
+            }
+            for t in params.iter().filter(|t| t.prunable) {
+                masks.tensor(mul(t.elems, mask_bytes, "pruning masks")?, cuda);
+            }
+            // gradients of layers l.. (returned by run_backward, accumulating during backward)
+            let mut grads_suffix = vec![Pool::default(); range.len() + 1];
+            let mut suffix_elems = 0u64;
+            for l in (0..range.len()).rev() {
+                let mut g = grads_suffix[l + 1];
+                if zero >= 2 {
+                    suffix_elems = add(suffix_elems, local[l].params.iter().map(|t| t.elems).sum(), "gradients")?;
+                    g = Pool::default();
+                    g.tensor(mul(suffix_elems.div_ceil(n_dp), per.grad, "gradients")?, cuda);
+                } else {
+                    for t in &local[l].params {
+                        g.tensor(mul(t.elems, per.grad, "gradients")?, cuda);
+                    }
+                }
+                grads_suffix[l] = g;
+            }
+            let mut train: Vec<(Cat, Pool)> = shared_train.clone();
+            train.push((Cat::OptimizerStates, optimizer));
+            if mask_bytes > 0 {
+                train.push((Cat::PruneMasks, masks));
+            }
+            if n_dp > 1 && zero == 0 && !est.bucket_view {
+                let mut buckets = Pool::default();
+                let mut left = mul(total_params, per.grad, "DDP buckets")?;
+                while left > 0 {
+                    let chunk = left.min(25 * MIB);
+                    buckets.tensor(chunk, cuda);
+                    left -= chunk;
+                }
+                train.push((Cat::DdpBuckets, buckets));
+            }
+            let largest =
+                local.iter().map(|p| p.params.iter().fold(0u64, |a, t| a.saturating_add(t.elems))).max().unwrap_or(0);
+            if zero >= 3 {
+                let mut gather = Pool::default();
+                for _ in 0..2 {
+                    gather.tensor(mul(largest, per.weight, "ZeRO-3 gathered weights")?, cuda);
+                }
+                gather.tensor(mul(largest, per.grad, "ZeRO-3 gathered gradients")?, cuda);
+                train.push((Cat::ZeroGather, gather));
+            }
+            let mut pre = vec![(Cat::StudentWeights, weights)];
+            pre.extend(shared_pre.iter().copied());
+            let largest_tensor = params.iter().map(|t| t.elems).max().unwrap_or(0);
+            let mut step_transient = Pool::default();
+            for _ in 0..3 {
+                step_transient.tensor(mul(largest_tensor, per.grad, "optimizer temporaries")?, cuda);
+            }
+            let mut cast_cache = Pool::default();
+            for p in local {
+                cast_cache.tensor(p.cast_cache, cuda);
+            }
+            let cast_cache = cast_cache.check("the autocast cache")?;
+            let step_transient = step_transient.check("optimizer temporaries")?;
+            for g in &grads_suffix {
+                g.check("gradients")?;
+            }
+            let pre_total = sum(&pre)?;
+            let train_total = sum(&train)?;
+            for (i, p) in range.clone().zip(local) {
+                let e: u64 = p.params.iter().map(|t| t.elems).sum();
+                plans[i].states = ModelStates {
+                    weights: mul(e, per.weight, "weights")?,
+                    grads: mul(e, per.grad, "gradients")?,
+                    optimizer: mul(e, per.optimizer, "optimizer states")?,
+                };
+            }
+            stages.push(Stage {
+                index: j as u64,
+                layers: range.clone(),
+                in_flight: (p - j) as u64,
+                first: j == 0,
+                last: j + 1 == stage_ranges.len(),
+                checkpointing,
+                pre,
+                train,
+                pre_total,
+                train_total,
+                grads_suffix,
+                step_transient,
+                cast_cache,
+                states,
+            });
+        }
+
+        // --- evaluation and teacher-cache phases at the eval batch (batch-independent)
+        let eval_b = config.train.eval_batch_size;
+        let mut eval_batch = Pool::default();
+        for s in &batch {
+            eval_batch.tensor(s.at(eval_b)?, cuda);
+        }
+        if let Some(d) = inputs.dataset {
+            eval_batch.tensor(mul(d.test_samples, 8, "predictions")?, cuda);
+            eval_batch.tensor(mul(d.test_samples, 8, "predictions")?, cuda);
+        }
+        let (id, pool) = largest_live(plans.iter().map(|l| (l.id.as_str(), l.inference_live.as_slice())), eval_b, cuda);
+        let eval_live = (id.map(str::to_string), pool.check("the evaluation pass")?);
+        let teacher_eval_live = match &teacher_plan {
+            Some(t) => {
+                let (id, pool) = largest_live(t.layers.iter().map(|(id, s)| (id.as_str(), s.as_slice())), eval_b, cuda);
+                (id.map(str::to_string), pool.check("the teacher's forward")?)
+            }
+            None => (None, Pool::default()),
+        };
+        let eval_batch = eval_batch.check("the evaluation batch")?;
+        let cache_build = cache_build.check("the teacher logit cache")?;
+        let counts = Counts {
+            student: arch::param_count(&layers),
+            student_buffers: layers.iter().fold(0u64, |a, l| a.saturating_add(l.op.buffers())),
+            teacher: resolved_teacher.as_ref().map_or(0, |(t, _)| t.params),
+            teacher_buffers: resolved_teacher.as_ref().map_or(0, |(t, _)| t.buffers),
+        };
+        Ok(Model {
+            runtime,
+            gpu,
+            target: est.target,
+            precision: config.train.precision,
+            default_batch,
+            safety_margin: est.safety_margin,
+            layers: plans,
+            stages,
+            loss,
+            batch,
+            teacher: teacher_plan,
+            eval_live,
+            eval_batch,
+            teacher_eval_live,
+            cache_build,
+            counts,
+            notes,
+        })
+    }
+
+    /// The micro-batch the config fixes (or the caller passed), if any.
+    pub fn default_batch(&self) -> Option<u64> {
+        self.default_batch
+    }
+
+    /// The GPU the config names, if any.
+    pub fn gpu(&self) -> Option<&'static Gpu> {
+        self.gpu
+    }
+}
+
+/// Attributes each saved storage of `range` to the first layer that saves it (`skip`: a
+/// storage counted elsewhere), appending to `field`; returns the chain storages seen.
+fn attribute(
+    priced: &[Priced],
+    range: Range<usize>,
+    skip: Option<StorageId>,
+    plans: &mut [LayerPlan],
+    field: impl Fn(&mut LayerPlan) -> &mut Vec<Size>,
+) -> Vec<StorageId> {
+    let mut seen: Vec<StorageId> = skip.into_iter().collect();
+    for i in range {
+        for s in &priced[i].saves {
+            match *s {
+                Save::Chain(id, size) => {
+                    if !seen.contains(&id) {
+                        seen.push(id);
+                        field(&mut plans[i]).push(size);
+                    }
+                }
+                Save::Own(size) => field(&mut plans[i]).push(size),
+            }
+        }
+    }
+    seen
+}
+
+fn saves(p: &Priced, id: StorageId) -> bool {
+    p.saves.iter().any(|s| matches!(s, Save::Chain(i, _) if *i == id))
+}
+
+fn sum(parts: &[(Cat, Pool)]) -> Result<Pool, EstimateError> {
+    let total = parts.iter().fold(Pool::default(), |acc, (_, p)| acc.plus(p));
+    total.check(parts.first().map_or("static memory", |(c, _)| c.name()))
+}
+
+/// The teacher's counts and its layers' no-grad live sets; `None` when there is no teacher.
+#[allow(clippy::type_complexity)]
+fn resolve_teacher(
+    config: &Config,
+    inputs: &Inputs,
+    notes: &mut Vec<String>,
+) -> Result<Option<(TeacherModel, Vec<(String, Vec<Size>)>)>, EstimateError> {
+    let spec = &config.teacher;
+    let layers: Option<Vec<Layer>> = match (&inputs.teacher, &spec.preset, &spec.arch) {
+        (Some(TeacherModel { layers: Some(l), .. }), _, _) => Some(l.clone()),
+        (_, Some(name), _) => Some(teacher::preset_layers(name, &config.data)?),
+        (_, _, Some(arch)) => Some(arch::layers(arch, &config.data)?),
+        _ => None,
+    };
+    let from_layers =
+        layers.as_ref().map(|l| (arch::param_count(l), l.iter().fold(0u64, |a, l| a.saturating_add(l.op.buffers()))));
+    let (params, buffers) = match (&inputs.teacher, spec.params, from_layers) {
+        (Some(t), _, _) => (t.params, t.buffers),
+        (None, Some(p), _) => (p, spec.buffers.unwrap_or(0)),
+        (None, None, Some((p, b))) => (p, spec.buffers.unwrap_or(b)),
+        (None, None, None) => {
+            if config.kd.alpha > 0.0 {
+                return Err(EstimateError::invalid(
+                    "teacher",
+                    "the teacher's size is unknown: set [teacher] params, preset or arch (distill passes the exact count)",
+                ));
+            }
+            notes.push("no teacher is priced (kd.alpha = 0 and no [teacher] size given)".into());
+            return Ok(None);
+        }
+    };
+    let dtype = Recipe::teacher_dtype(spec.precision);
+    let ctx = Ctx {
+        recipe: Recipe {
+            weight: dtype,
+            compute: dtype,
+            autocast: false,
+            optimizer_state: dtype,
+            master_copy: false,
+            loss_scaling: false,
+        },
+        cuda: config.estimate.target == Target::Cuda,
+        tp: 1,
+    };
+    let input_elems = numel(&config.data.input_shape).ok_or_else(|| EstimateError::overflow("the input size"))?;
+    let mut live: Vec<(String, Vec<Size>)> = Vec::new();
+    match &layers {
+        Some(layers) => {
+            let tokens = matches!(layers.first().map(|l| &l.op), Some(Op::Embedding { .. }));
+            let mut chain = Chain {
+                id: 0,
+                elems: input_elems,
+                dtype: if tokens { DType::I64 } else { dtype },
+                requires_grad: false,
+            };
+            let mut next = 0;
+            for (i, l) in layers.iter().enumerate() {
+                let p = layer::price(l, chain, &mut next, &ctx)?;
+                let mut sizes = Vec::new();
+                if p.output.id != chain.id {
+                    sizes.push(chain.size()?);
+                    sizes.push(p.output.size()?);
+                }
+                sizes.extend(p.inference_scratch.iter().copied());
+                // the fp32 copy of the logits the teacher returns
+                if i + 1 == layers.len() {
+                    sizes.push(Size::per(mul(p.output.elems, 4, "teacher logits")?));
+                }
+                live.push((l.id.clone(), sizes));
+                chain = p.output;
+            }
+        }
+        None => {
+            notes.push(
+                "the teacher's working set is a lower bound (input and logits only): give [teacher] preset or arch"
+                    .into(),
+            );
+            let logits = mul(config.data.classes, 4, "teacher logits")?;
+            let input = Size::per(mul(input_elems, dtype.bytes(), "teacher input")?);
+            live.push(("teacher".into(), vec![input, Size::per(logits), Size::per(logits)]));
+        }
+    }
+    Ok(Some((TeacherModel { params, buffers, layers }, live)))
+}
+
+fn precision_notes(config: &Config, gpu: Option<&'static Gpu>, cuda: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    let p = config.train.precision;
+    if matches!(p, Precision::PureBf16 | Precision::Bf16Master) {
+        notes.push(format!("precision {p:?} is priced for planning; distill trains fp32, fp16 and bf16"));
+    }
+    if config.student.family == Family::Transformer {
+        notes.push("transformer students are priced for planning; distill trains mlp and cnn".into());
+    }
+    if let Some(g) = gpu {
+        let bf16 = matches!(p, Precision::Bf16 | Precision::PureBf16 | Precision::Bf16Master)
+            || matches!(config.teacher.precision, Precision::Bf16 | Precision::PureBf16 | Precision::Bf16Master);
+        if bf16 && !g.bf16 {
+            notes.push(format!("{} has no native bfloat16: bf16 runs emulated or fails; prefer fp16", g.name));
+        }
+        if !cuda {
+            notes.push("target = \"cpu\": the GPU is ignored (no allocator, context or cuBLAS workspace)".into());
+        }
+    }
+    if let Some(t) = &config.student.transformer {
+        if !cuda && t.attention == crate::spec::AttentionKernel::Flash && t.attention_dropout > 0.0 {
+            notes.push("on CPU, SDPA with attention dropout runs the math kernel in fp32 (priced as such)".into());
+        }
+    }
+    if config.estimate.zero_stage > 0 && config.estimate.data_parallel > 1 {
+        notes.push("ZeRO communication buckets (DeepSpeed reduce/allgather buckets) are not priced".into());
+    }
+    notes
+}
+
+/// The `arch::Op` kind as in its JSON tag.
+pub(crate) fn kind_name(op: &Op) -> &'static str {
+    match op {
+        Op::Conv2d { .. } => "conv2d",
+        Op::Linear { .. } => "linear",
+        Op::BatchNorm { .. } => "batch_norm",
+        Op::LayerNorm { .. } => "layer_norm",
+        Op::Activation { .. } => "activation",
+        Op::Dropout { .. } => "dropout",
+        Op::Pool2d { .. } => "pool2d",
+        Op::Flatten => "flatten",
+        Op::Embedding { .. } => "embedding",
+        Op::SelfAttention { .. } => "self_attention",
+        Op::FeedForward { .. } => "feed_forward",
+        Op::RmsNorm { .. } => "rms_norm",
+        Op::MeanPool => "mean_pool",
+        Op::LmHead { .. } => "lm_head",
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<Model>();
+}

@@ -1,0 +1,475 @@
+//! Live memory at each moment of a training step; the peak is the maximum over them, never a
+//! sum (`memory-model.md` section 8).
+//!
+//! [`live`] is the single readable definition of what is alive at each moment, by category.
+//! [`scan`] is the fast path the estimates use: the same sums streamed over the layers without
+//! allocating; a test checks that it finds, phase by phase, exactly what [`live`] gives.
+use crate::error::EstimateError;
+use crate::layer::Size;
+use crate::model::{Model, Stage};
+use crate::plan::{Cat, Categories, Phase};
+use crate::runtime::Pool;
+
+/// A moment of the step on one stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum At {
+    TeacherCache,
+    TeacherForward,
+    /// The student's forward at local layer `l`.
+    Forward(usize),
+    /// Forward end: the loss is built.
+    Loss,
+    /// The loss's backward: every activation plus the loss gradients.
+    BackwardStart,
+    /// The backward of local layer `l`.
+    Backward(usize),
+    OptimizerStep,
+    Evaluation,
+}
+
+impl At {
+    pub(crate) fn phase(self) -> Phase {
+        match self {
+            At::TeacherCache => Phase::TeacherCache,
+            At::TeacherForward => Phase::TeacherForward,
+            At::Forward(_) => Phase::Forward,
+            At::Loss => Phase::Loss,
+            At::BackwardStart | At::Backward(_) => Phase::Backward,
+            At::OptimizerStep => Phase::OptimizerStep,
+            At::Evaluation => Phase::Evaluation,
+        }
+    }
+}
+
+/// Where memory is added: a plain total, or a breakdown by category.
+pub(crate) trait Sink {
+    fn add(&mut self, cat: Cat, pool: &Pool);
+}
+
+impl Sink for Pool {
+    #[inline]
+    fn add(&mut self, _: Cat, pool: &Pool) {
+        self.merge(pool);
+    }
+}
+
+/// Bytes by category plus the allocator's view of their sum.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Tally {
+    pub categories: Categories,
+    pub pool: Pool,
+}
+
+impl Sink for Tally {
+    fn add(&mut self, cat: Cat, pool: &Pool) {
+        let slot = &mut self.categories.0[cat as usize];
+        *slot = slot.saturating_add(pool.allocated);
+        self.pool.merge(pool);
+    }
+}
+
+fn statics(sink: &mut impl Sink, parts: &[(Cat, Pool)]) {
+    for (cat, pool) in parts {
+        sink.add(*cat, pool);
+    }
+}
+
+pub(crate) fn pool_of(sizes: &[Size], b: u64, cuda: bool) -> Pool {
+    let mut p = Pool::default();
+    for s in sizes {
+        p.tensor(s.at_saturating(b), cuda);
+    }
+    p
+}
+
+/// The layer whose live set at batch `b` is largest (by reserved memory), and that set.
+pub(crate) fn largest_live<'a>(
+    layers: impl Iterator<Item = (&'a str, &'a [Size])>,
+    b: u64,
+    cuda: bool,
+) -> (Option<&'a str>, Pool) {
+    let mut best: (Option<&str>, Pool, u64) = (None, Pool::default(), 0);
+    for (id, sizes) in layers {
+        let pool = pool_of(sizes, b, cuda);
+        let r = pool.reserved(cuda);
+        if best.0.is_none() || r > best.2 {
+            best = (Some(id), pool, r);
+        }
+    }
+    (best.0, best.1)
+}
+
+/// The largest live set of the teacher's no-grad forward at `b` (live soft targets only).
+fn teacher_live(m: &Model, b: u64) -> (Option<&str>, Pool) {
+    match &m.teacher {
+        Some(t) if t.live => {
+            largest_live(t.layers.iter().map(|(id, s)| (id.as_str(), s.as_slice())), b, m.runtime.cuda)
+        }
+        _ => (None, Pool::default()),
+    }
+}
+
+/// The teacher layer whose no-grad forward peaks at `b` (live soft targets).
+pub(crate) fn largest_live_teacher(m: &Model, b: u64) -> Option<String> {
+    teacher_live(m, b).0.map(str::to_string)
+}
+
+/// One stage's batch-dependent tensors at micro-batch `b`, per layer.
+#[derive(Debug, Clone)]
+pub(crate) struct AtBatch {
+    pub batch: Pool,
+    pub student_logits: Pool,
+    pub teacher_logits: Pool,
+    pub teacher_live: Pool,
+    /// Saved set of local layers `..=l` (no checkpointing), one micro-batch.
+    pub saved_prefix: Vec<Pool>,
+    /// Kept segment inputs of local layers `..=l` (checkpointing).
+    pub kept_prefix: Vec<Pool>,
+    /// Saved set of the recomputed segment of local layer `l`, up to `l`.
+    pub recompute_prefix: Vec<Pool>,
+    /// What one micro-batch keeps through its forward (saved set, or kept inputs).
+    pub resident: Pool,
+    /// The resident sets of the other micro-batches in flight (pipeline).
+    pub earlier: Pool,
+    pub forward_live: Vec<Pool>,
+    pub backward: Vec<Pool>,
+    pub loss_saved: Pool,
+    pub loss_transient: Pool,
+    pub loss_grads: Pool,
+}
+
+/// The loss's pools on the last stage: saved, transient, gradients, student and teacher logits.
+fn loss_pools(m: &Model, s: &Stage, b: u64) -> [Pool; 5] {
+    let cuda = m.runtime.cuda;
+    if !s.last {
+        return [Pool::default(); 5];
+    }
+    let l = &m.loss;
+    [
+        pool_of(&l.saved, b, cuda),
+        pool_of(&l.transient, b, cuda),
+        pool_of(&l.grads, b, cuda),
+        pool_of(&[l.student_logits], b, cuda),
+        pool_of(l.teacher_logits.as_slice(), b, cuda),
+    ]
+}
+
+impl AtBatch {
+    pub(crate) fn new(m: &Model, s: &Stage, b: u64) -> AtBatch {
+        let cuda = m.runtime.cuda;
+        let n = s.layers.len();
+        let mut a = AtBatch {
+            batch: if s.first { pool_of(&m.batch, b, cuda) } else { Pool::default() },
+            student_logits: Pool::default(),
+            teacher_logits: Pool::default(),
+            teacher_live: teacher_live(m, b).1,
+            saved_prefix: Vec::with_capacity(n),
+            kept_prefix: Vec::with_capacity(n),
+            recompute_prefix: Vec::with_capacity(n),
+            resident: Pool::default(),
+            earlier: Pool::default(),
+            forward_live: Vec::with_capacity(n),
+            backward: Vec::with_capacity(n),
+            loss_saved: Pool::default(),
+            loss_transient: Pool::default(),
+            loss_grads: Pool::default(),
+        };
+        [a.loss_saved, a.loss_transient, a.loss_grads, a.student_logits, a.teacher_logits] = loss_pools(m, s, b);
+        let (mut saved, mut kept, mut segment) = (Pool::default(), Pool::default(), Pool::default());
+        for l in &m.layers[s.layers.clone()] {
+            saved.merge(&pool_of(&l.saved, b, cuda));
+            a.saved_prefix.push(saved);
+            if s.checkpointing {
+                if l.segment_start {
+                    segment = Pool::default();
+                }
+                kept.merge(&pool_of(l.kept.as_slice(), b, cuda));
+                segment.merge(&pool_of(&l.recompute, b, cuda));
+                a.kept_prefix.push(kept);
+                a.recompute_prefix.push(segment);
+                a.forward_live.push(pool_of(&l.checkpoint_forward_live, b, cuda));
+            } else {
+                a.forward_live.push(pool_of(&l.forward_live, b, cuda));
+            }
+            a.backward.push(pool_of(&l.backward_scratch, b, cuda));
+        }
+        a.resident = if s.checkpointing { kept } else { saved };
+        a.earlier = a.resident.times(s.in_flight.saturating_sub(1));
+        a
+    }
+}
+
+/// Adds what is alive at moment `at` of stage `s` to `sink`.
+pub(crate) fn live(m: &Model, s: &Stage, a: &AtBatch, at: At, sink: &mut impl Sink) {
+    use Cat::*;
+    statics(sink, &s.pre);
+    if at == At::TeacherCache {
+        // before training: no optimiser state, no gradients
+        sink.add(TeacherLogitCache, &m.cache_build);
+        sink.add(TeacherTransient, &m.teacher_eval_live.1);
+        sink.add(Batch, &m.eval_batch);
+        return;
+    }
+    statics(sink, &s.train);
+    match at {
+        At::TeacherCache => {}
+        At::Evaluation => {
+            sink.add(Batch, &m.eval_batch);
+            sink.add(ForwardTransient, &m.eval_live.1);
+        }
+        At::TeacherForward => {
+            sink.add(Batch, &a.batch);
+            sink.add(TeacherTransient, &a.teacher_live);
+        }
+        At::Forward(l) => {
+            sink.add(Batch, &a.batch);
+            sink.add(Logits, &a.teacher_logits);
+            sink.add(CastCache, &s.cast_cache);
+            sink.add(Activations, &a.earlier);
+            sink.add(Activations, if s.checkpointing { &a.kept_prefix[l] } else { &a.saved_prefix[l] });
+            sink.add(ForwardTransient, &a.forward_live[l]);
+        }
+        At::Loss => {
+            sink.add(Batch, &a.batch);
+            sink.add(Logits, &a.teacher_logits);
+            sink.add(CastCache, &s.cast_cache);
+            sink.add(Activations, &a.earlier);
+            sink.add(Activations, &a.resident);
+            sink.add(Logits, &a.student_logits);
+            sink.add(Activations, &a.loss_saved);
+            sink.add(LossTransient, &a.loss_transient);
+        }
+        At::BackwardStart => {
+            sink.add(Batch, &a.batch);
+            sink.add(Logits, &a.teacher_logits);
+            sink.add(Logits, &a.student_logits);
+            sink.add(Activations, &a.earlier);
+            sink.add(Activations, &a.resident);
+            sink.add(Activations, &a.loss_saved);
+            sink.add(LossTransient, &a.loss_grads);
+        }
+        At::Backward(l) => {
+            sink.add(Batch, &a.batch);
+            sink.add(Logits, &a.teacher_logits);
+            sink.add(Logits, &a.student_logits);
+            sink.add(Activations, &a.earlier);
+            if s.checkpointing {
+                sink.add(Activations, &a.kept_prefix[l]);
+                sink.add(Activations, &a.recompute_prefix[l]);
+            } else {
+                sink.add(Activations, &a.saved_prefix[l]);
+            }
+            sink.add(Gradients, &s.grads_suffix[l]);
+            sink.add(BackwardTransient, &a.backward[l]);
+        }
+        At::OptimizerStep => {
+            // distill keeps the batch and both logits until after the step (accuracy, logging)
+            sink.add(Batch, &a.batch);
+            sink.add(Logits, &a.teacher_logits);
+            sink.add(Logits, &a.student_logits);
+            sink.add(Gradients, &s.grads_suffix[0]);
+            sink.add(StepTransient, &s.step_transient);
+        }
+    }
+}
+
+/// Every moment of stage `s`, in step order.
+pub(crate) fn moments(m: &Model, s: &Stage) -> impl Iterator<Item = At> {
+    let n = s.layers.len();
+    let teacher = m.teacher.as_ref();
+    let cache = teacher.is_some_and(|t| t.cache);
+    let live_teacher = teacher.is_some_and(|t| t.live);
+    cache
+        .then_some(At::TeacherCache)
+        .into_iter()
+        .chain(live_teacher.then_some(At::TeacherForward))
+        .chain((0..n).map(At::Forward))
+        .chain([At::Loss, At::BackwardStart])
+        .chain((0..n).rev().map(At::Backward))
+        .chain([At::OptimizerStep, At::Evaluation])
+}
+
+/// The largest moment of one phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Best {
+    pub reserved: u64,
+    pub stage: usize,
+    pub at: At,
+    pub pool: Pool,
+}
+
+/// The largest moment of each phase (in [`Phase`] order of the step), at one batch.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Scan {
+    pub phases: [Option<Best>; 7],
+}
+
+impl Scan {
+    #[inline]
+    fn offer(&mut self, stage: usize, at: At, pool: Pool, cuda: bool) {
+        let reserved = pool.reserved(cuda);
+        let slot = &mut self.phases[at.phase() as usize];
+        if slot.is_none_or(|b| reserved > b.reserved) {
+            *slot = Some(Best { reserved, stage, at, pool });
+        }
+    }
+
+    /// The largest moment overall (the earliest phase on ties).
+    pub(crate) fn peak(&self) -> Option<Best> {
+        self.phases.iter().flatten().fold(None, |best: Option<Best>, b| match best {
+            Some(p) if p.reserved >= b.reserved => Some(p),
+            _ => Some(*b),
+        })
+    }
+
+    /// The overall peak, or an overflow error if any figure saturated.
+    pub(crate) fn checked_peak(&self) -> Result<Best, EstimateError> {
+        let peak = self.peak().ok_or_else(|| EstimateError::overflow("an empty plan"))?;
+        peak.pool.check("live memory at the peak")?;
+        Ok(peak)
+    }
+}
+
+/// Every moment of every stage at micro-batch `b`, streamed: no allocation, each tensor sized
+/// once or twice. Gives per phase the same maximum as evaluating [`live`] at every moment.
+pub(crate) fn scan(m: &Model, b: u64) -> Scan {
+    let cuda = m.runtime.cuda;
+    let mut out = Scan::default();
+    for (si, s) in m.stages.iter().enumerate() {
+        let layers = &m.layers[s.layers.clone()];
+        let mut base = s.pre_total;
+        if m.teacher.as_ref().is_some_and(|t| t.cache) {
+            out.offer(
+                si,
+                At::TeacherCache,
+                base.plus(&m.cache_build).plus(&m.teacher_eval_live.1).plus(&m.eval_batch),
+                cuda,
+            );
+        }
+        base.merge(&s.train_total);
+        let batch = if s.first { pool_of(&m.batch, b, cuda) } else { Pool::default() };
+        if m.teacher.as_ref().is_some_and(|t| t.live) {
+            out.offer(si, At::TeacherForward, base.plus(&batch).plus(&teacher_live(m, b).1), cuda);
+        }
+        let [loss_saved, loss_transient, loss_grads, student_logits, teacher_logits] = loss_pools(m, s, b);
+        let resident_of = |l: &crate::model::LayerPlan| {
+            if s.checkpointing {
+                pool_of(l.kept.as_slice(), b, cuda)
+            } else {
+                pool_of(&l.saved, b, cuda)
+            }
+        };
+        let earlier = if s.in_flight > 1 {
+            let mut r = Pool::default();
+            layers.iter().for_each(|l| r.merge(&resident_of(l)));
+            r.times(s.in_flight - 1)
+        } else {
+            Pool::default()
+        };
+        // forward
+        let step = base.plus(&batch).plus(&teacher_logits);
+        let forward = step.plus(&s.cast_cache).plus(&earlier);
+        let mut resident = Pool::default();
+        let mut own: Vec<(Pool, Pool)> = Vec::with_capacity(layers.len());
+        for (i, l) in layers.iter().enumerate() {
+            let r = resident_of(l);
+            let recompute = if s.checkpointing { pool_of(&l.recompute, b, cuda) } else { Pool::default() };
+            own.push((r, recompute));
+            resident.merge(&r);
+            let live = if s.checkpointing { &l.checkpoint_forward_live } else { &l.forward_live };
+            out.offer(si, At::Forward(i), forward.plus(&resident).plus(&pool_of(live, b, cuda)), cuda);
+        }
+        // forward end and backward
+        let held = forward.plus(&resident).plus(&student_logits).plus(&loss_saved);
+        out.offer(si, At::Loss, held.plus(&loss_transient), cuda);
+        let backward = step.plus(&student_logits).plus(&earlier);
+        out.offer(si, At::BackwardStart, backward.plus(&resident).plus(&loss_saved).plus(&loss_grads), cuda);
+        let mut segment = Pool::default();
+        for (i, l) in layers.iter().enumerate().rev() {
+            if s.checkpointing && (i + 1 == layers.len() || layers[i + 1].segment_start) {
+                // entering a segment from its end: the recomputed segment's saved set
+                segment = Pool::default();
+                let start = (0..=i).rev().find(|&k| layers[k].segment_start).unwrap_or(0);
+                own[start..=i].iter().for_each(|(_, r)| segment.merge(r));
+            }
+            let mut p = backward.plus(&resident).plus(&segment);
+            p.merge(&s.grads_suffix[i]);
+            p.merge(&pool_of(&l.backward_scratch, b, cuda));
+            out.offer(si, At::Backward(i), p, cuda);
+            resident.remove(&own[i].0);
+            segment.remove(&own[i].1);
+        }
+        let mut p = step.plus(&student_logits).plus(&s.grads_suffix[0]);
+        p.merge(&s.step_transient);
+        out.offer(si, At::OptimizerStep, p, cuda);
+        out.offer(si, At::Evaluation, base.plus(&m.eval_batch).plus(&m.eval_live.1), cuda);
+    }
+    out
+}
+
+/// Exact bytes of every moment as `(fixed, per_sample)`: the linear model
+/// `M(b) = M_fixed + b * m_lin` of `memory-model.md` section 9, one line per moment (before
+/// allocator rounding, which only adds).
+pub(crate) fn lines(m: &Model) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for s in &m.stages {
+        let a0 = AtBatch::new(m, s, 0);
+        let a1 = AtBatch::new(m, s, 1);
+        for at in moments(m, s) {
+            let (mut p0, mut p1) = (Pool::default(), Pool::default());
+            live(m, s, &a0, at, &mut p0);
+            live(m, s, &a1, at, &mut p1);
+            out.push((p0.requested, p1.requested.saturating_sub(p0.requested)));
+        }
+    }
+    out
+}
+
+/// Evaluates [`live`] at every moment (the slow definition), for tests of [`scan`].
+#[cfg(test)]
+pub(crate) fn scan_by_definition(m: &Model, b: u64) -> Scan {
+    let mut out = Scan::default();
+    for (si, s) in m.stages.iter().enumerate() {
+        let a = AtBatch::new(m, s, b);
+        for at in moments(m, s) {
+            let mut pool = Pool::default();
+            live(m, s, &a, at, &mut pool);
+            out.offer(si, at, pool, m.runtime.cuda);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Inputs;
+    use crate::spec::Config;
+
+    fn model(toml: &str) -> Model {
+        Model::new(&Config::from_toml_str(toml).unwrap(), &Inputs::default()).unwrap()
+    }
+
+    const CASES: &[&str] = &[
+        "[data]\ninput_shape = [784]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [256, 128]\ndropout = 0.1\n\
+         [teacher]\nparams = 1000000\n",
+        "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\nfamily = \"cnn\"\nchannels = [8, 16]\nhidden = [32]\n\
+         norm = \"batch\"\ncheckpointing = \"sqrt\"\n[teacher]\npreset = \"fashion-mnist-cnn\"\ncache_logits = false\n\
+         [train]\nprecision = \"bf16\"\n",
+        "[data]\ninput_shape = [64]\nclasses = 100\n[student]\nfamily = \"transformer\"\ndropout = 0.1\ncheckpointing = 2\n\
+         [student.transformer]\nvocab = 100\nlayers = 4\nd_model = 64\nheads = 4\nattention_dropout = 0.1\n\
+         [teacher]\nparams = 5000000\n[estimate]\npipeline_stages = 2\ndata_parallel = 4\nzero_stage = 2\n",
+    ];
+
+    #[test]
+    fn the_fast_scan_finds_what_the_definition_gives() {
+        for case in CASES {
+            let m = model(case);
+            for b in [1, 7, 64, 1000] {
+                let (fast, slow) = (scan(&m, b), scan_by_definition(&m, b));
+                assert_eq!(fast.phases, slow.phases, "batch {b}: {case}");
+                assert_eq!(fast.peak(), slow.peak(), "batch {b}: {case}");
+            }
+        }
+    }
+}

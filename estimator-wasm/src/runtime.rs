@@ -1,0 +1,261 @@
+//! What the CUDA runtime adds to the tensors: caching-allocator rounding and segments, the CUDA
+//! context, the cuBLAS workspace, NCCL buffers and a fragmentation reserve
+//! (`memory-model.md` section 7; `c10/cuda/CUDACachingAllocator.cpp`).
+//!
+//! Every request is rounded up to 512 B. Requests up to 1 MiB are packed into 2 MiB segments,
+//! requests below 10 MiB into 20 MiB segments, larger ones get their own `cudaMalloc` rounded
+//! up to 2 MiB. The estimate of reserved memory packs each class perfectly (a lower bound);
+//! the fragmentation reserve covers the rest.
+use serde::Serialize;
+
+use crate::error::EstimateError;
+
+/// Bytes in a mebibyte.
+pub const MIB: u64 = 1 << 20;
+/// Allocation granularity of the caching allocator (`kMinBlockSize`).
+pub const BLOCK: u64 = 512;
+/// Largest request served from the small pool (`kSmallSize`).
+pub const SMALL_REQUEST: u64 = MIB;
+/// Segment size of the small pool (`kSmallBuffer`).
+pub const SMALL_SEGMENT: u64 = 2 * MIB;
+/// Smallest request that gets its own segment (`kMinLargeAlloc`).
+pub const LARGE_REQUEST: u64 = 10 * MIB;
+/// Segment size for requests between 1 and 10 MiB (`kLargeBuffer`).
+pub const MID_SEGMENT: u64 = 20 * MIB;
+/// Rounding of large segments (`kRoundLarge`).
+pub const LARGE_ROUND: u64 = 2 * MIB;
+
+/// `x` rounded up to a multiple of `to`, `None` on overflow.
+pub fn round_up(x: u64, to: u64) -> Option<u64> {
+    x.checked_add(to - 1).map(|v| v / to * to)
+}
+
+/// `x` rounded up to a multiple of the power of two `to`; `u64::MAX` (the overflow marker of
+/// [`Pool`]) when that does not fit.
+#[inline(always)]
+fn round_pow2(x: u64, to: u64) -> u64 {
+    match x.checked_add(to - 1) {
+        Some(v) => v & !(to - 1),
+        None => u64::MAX,
+    }
+}
+
+/// `a + b` or an [`EstimateError::Overflow`] naming `what`.
+pub fn add(a: u64, b: u64, what: &str) -> Result<u64, EstimateError> {
+    a.checked_add(b).ok_or_else(|| EstimateError::overflow(what))
+}
+
+/// `a * b` or an [`EstimateError::Overflow`] naming `what`.
+pub fn mul(a: u64, b: u64, what: &str) -> Result<u64, EstimateError> {
+    a.checked_mul(b).ok_or_else(|| EstimateError::overflow(what))
+}
+
+/// A sum of live tensors as the caching allocator sees them.
+///
+/// Arithmetic saturates at `u64::MAX` instead of failing on every addition (the estimator sums
+/// millions of tensors per second); a saturated field can only mean an overflow, which
+/// [`Pool::check`] turns into [`EstimateError::Overflow`] before any figure is reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Pool {
+    /// Exact tensor bytes (`requested_bytes`).
+    pub requested: u64,
+    /// Bytes after rounding each tensor to 512 B (`allocated_bytes`); equals `requested` on CPU.
+    pub allocated: u64,
+    /// Rounded bytes of tensors up to 1 MiB (small pool).
+    small: u64,
+    /// Rounded bytes of tensors between 1 and 10 MiB.
+    mid: u64,
+    /// Segments of tensors of 10 MiB and more, each rounded to 2 MiB.
+    large: u64,
+}
+
+impl Pool {
+    /// Adds one tensor of `bytes`; `cuda` applies the allocator's rounding.
+    #[inline(always)]
+    pub fn tensor(&mut self, bytes: u64, cuda: bool) {
+        self.requested = self.requested.saturating_add(bytes);
+        if !cuda {
+            self.allocated = self.requested;
+            return;
+        }
+        let rounded = round_pow2(bytes, BLOCK);
+        self.allocated = self.allocated.saturating_add(rounded);
+        if rounded <= SMALL_REQUEST {
+            self.small = self.small.saturating_add(rounded);
+        } else if rounded < LARGE_REQUEST {
+            self.mid = self.mid.saturating_add(rounded);
+        } else {
+            self.large = self.large.saturating_add(round_pow2(rounded, LARGE_ROUND));
+        }
+    }
+
+    /// Adds `n` copies of a tensor of `bytes`.
+    pub fn tensors(&mut self, bytes: u64, n: u64, cuda: bool) {
+        let mut one = Pool::default();
+        one.tensor(bytes, cuda);
+        self.merge(&one.times(n));
+    }
+
+    /// Adds every tensor of `other`.
+    #[inline]
+    pub fn merge(&mut self, other: &Pool) {
+        self.requested = self.requested.saturating_add(other.requested);
+        self.allocated = self.allocated.saturating_add(other.allocated);
+        self.small = self.small.saturating_add(other.small);
+        self.mid = self.mid.saturating_add(other.mid);
+        self.large = self.large.saturating_add(other.large);
+    }
+
+    /// Removes the tensors of `part`, which must have been added.
+    #[inline]
+    pub fn remove(&mut self, part: &Pool) {
+        self.requested = self.requested.saturating_sub(part.requested);
+        self.allocated = self.allocated.saturating_sub(part.allocated);
+        self.small = self.small.saturating_sub(part.small);
+        self.mid = self.mid.saturating_sub(part.mid);
+        self.large = self.large.saturating_sub(part.large);
+    }
+
+    /// `self + other`.
+    #[inline]
+    pub fn plus(&self, other: &Pool) -> Pool {
+        let mut p = *self;
+        p.merge(other);
+        p
+    }
+
+    /// Every tensor `n` times.
+    pub fn times(&self, n: u64) -> Pool {
+        let m = |v: u64| v.saturating_mul(n);
+        Pool {
+            requested: m(self.requested),
+            allocated: m(self.allocated),
+            small: m(self.small),
+            mid: m(self.mid),
+            large: m(self.large),
+        }
+    }
+
+    /// Memory the allocator reserves from the driver for these tensors: small tensors packed
+    /// into 2 MiB segments, middle ones into 20 MiB segments, large ones in their own.
+    #[inline]
+    pub fn reserved(&self, cuda: bool) -> u64 {
+        if !cuda {
+            return self.requested;
+        }
+        let small = round_pow2(self.small, SMALL_SEGMENT);
+        let mid = round_up(self.mid, MID_SEGMENT).unwrap_or(u64::MAX);
+        small.saturating_add(mid).saturating_add(self.large)
+    }
+
+    /// This pool, or [`EstimateError::Overflow`] naming `what` if any sum saturated.
+    pub fn check(self, what: &str) -> Result<Pool, EstimateError> {
+        let fields = [self.requested, self.allocated, self.small, self.mid, self.large];
+        if fields.contains(&u64::MAX) || self.reserved(true) == u64::MAX {
+            return Err(EstimateError::overflow(what));
+        }
+        Ok(self)
+    }
+}
+
+/// The runtime costs of one device.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Runtime {
+    /// True on a CUDA device (allocator rounding and the costs below); false on CPU.
+    pub cuda: bool,
+    /// CUDA context and loaded kernels, outside the allocator, in bytes.
+    pub cuda_context: u64,
+    /// cuBLAS workspace, inside the allocator, in bytes.
+    pub cublas_workspace: u64,
+    /// NCCL communicator buffers, outside the allocator, in bytes.
+    pub nccl: u64,
+    /// Fragmentation reserve in parts per million of the allocator's reserved peak.
+    pub fragmentation_ppm: u64,
+}
+
+impl Runtime {
+    /// Device total for an allocator peak of `reserved` bytes:
+    /// `context + nccl + reserved * (1 + fragmentation)` (`memory-model.md` section 8).
+    pub fn device_total(&self, reserved: u64) -> Result<(u64, u64), EstimateError> {
+        let frag = fraction_ppm(reserved, self.fragmentation_ppm)?;
+        let total = add(reserved, frag, "device total")?;
+        let total = add(total, self.cuda_context, "device total")?;
+        Ok((frag, add(total, self.nccl, "device total")?))
+    }
+}
+
+/// `ceil(bytes * ppm / 1e6)` without overflow of the intermediate product.
+pub fn fraction_ppm(bytes: u64, ppm: u64) -> Result<u64, EstimateError> {
+    let v = (u128::from(bytes) * u128::from(ppm)).div_ceil(1_000_000);
+    u64::try_from(v).map_err(|_| EstimateError::overflow("fragmentation reserve"))
+}
+
+/// A fraction in [0, 4] as parts per million (rounded to nearest).
+pub fn ppm(fraction: f64) -> u64 {
+    (fraction.clamp(0.0, 4.0) * 1e6).round() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_to_512_bytes() {
+        let mut p = Pool::default();
+        p.tensor(1, true);
+        p.tensor(512, true);
+        p.tensor(513, true);
+        assert_eq!((p.requested, p.allocated), (1026, 512 + 512 + 1024));
+        // all three sit in one 2 MiB small-pool segment
+        assert_eq!(p.reserved(true), 2 * MIB);
+        // on CPU nothing is rounded
+        let mut c = Pool::default();
+        c.tensor(1, false);
+        assert_eq!((c.allocated, c.reserved(false)), (1, 1));
+    }
+
+    #[test]
+    fn segment_classes_follow_the_caching_allocator() {
+        // 1 MiB + 1 B is a middle request: a 20 MiB segment
+        let mut p = Pool::default();
+        p.tensor(MIB + 1, true);
+        assert_eq!(p.allocated, MIB + 512);
+        assert_eq!(p.reserved(true), 20 * MIB);
+        // two 6 MiB tensors share one 20 MiB segment, a third opens another
+        let mut p = Pool::default();
+        for _ in 0..4 {
+            p.tensor(6 * MIB, true);
+        }
+        assert_eq!(p.reserved(true), 40 * MIB);
+        // 10 MiB + 1 B gets its own segment rounded to 2 MiB: 12 MiB
+        let mut p = Pool::default();
+        p.tensor(10 * MIB + 1, true);
+        assert_eq!(p.reserved(true), 12 * MIB);
+        // the cuBLAS workspace (8320 KiB) is a middle request
+        let mut p = Pool::default();
+        p.tensor(8320 * 1024, true);
+        assert_eq!((p.allocated, p.reserved(true)), (8320 * 1024, 20 * MIB));
+    }
+
+    #[test]
+    fn overflow_is_an_error_not_a_wrap() {
+        let mut p = Pool::default();
+        p.tensor(u64::MAX - 10, true);
+        assert!(matches!(p.check("x"), Err(EstimateError::Overflow { .. })));
+        let mut p = Pool::default();
+        p.tensor(u64::MAX / 2 + 1, false);
+        assert!(p.check("x").is_ok());
+        p.tensor(u64::MAX / 2 + 1, false);
+        assert!(matches!(p.check("x"), Err(EstimateError::Overflow { .. })));
+        assert_eq!(Pool::default().times(3), Pool::default());
+        assert_eq!(fraction_ppm(u64::MAX, 100_000).unwrap(), u64::MAX / 10 + 1);
+        assert!(fraction_ppm(u64::MAX, 2_000_000).is_err());
+    }
+
+    #[test]
+    fn device_total_adds_context_nccl_and_fragmentation() {
+        let rt =
+            Runtime { cuda: true, cuda_context: 768 * MIB, cublas_workspace: 0, nccl: 0, fragmentation_ppm: 100_000 };
+        assert_eq!(rt.device_total(1000 * MIB).unwrap(), (100 * MIB, 1868 * MIB));
+    }
+}
