@@ -52,6 +52,7 @@ pub fn train(teacher: &Path, config: &Path, dir: &Path, baseline: bool) -> disti
         device: "cpu".into(),
         baseline,
         verbosity: Verbosity::Quiet,
+        stop_after: None,
     })
 }
 

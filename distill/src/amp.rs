@@ -61,7 +61,7 @@ impl GradScaler {
             g.f_internal_amp_non_finite_check_and_unscale(&mut found_inf, &inv_scale)?;
         }
         let clean = found_inf.double_value(&[0]) == 0.0;
-        self.scale.f_internal_amp_update_scale_(
+        let _ = self.scale.f_internal_amp_update_scale_(
             &self.growth_tracker,
             &found_inf,
             self.growth_factor,

@@ -27,6 +27,12 @@ pub enum DistillError {
     /// libtorch reported an error outside the cases above.
     #[error("libtorch: {0}")]
     Torch(String),
+    /// Stopped early on request (Ctrl-C or --stop-after-steps) after writing a checkpoint.
+    #[error("stopped after step {step} with a checkpoint")]
+    Interrupted { step: u64 },
+    /// Any error of a run that has checkpoints: they are kept, and the message says how to go on.
+    #[error("{source}; checkpoints kept in {}: continue with `distill --resume {}`", crate::rundir::partial_path(out).display(), out.display())]
+    Resumable { source: Box<DistillError>, out: PathBuf },
 }
 
 pub type Result<T, E = DistillError> = std::result::Result<T, E>;
@@ -46,6 +52,20 @@ impl DistillError {
 
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         DistillError::Io { path: path.to_path_buf(), source }
+    }
+
+    /// This error, noting that the run's checkpoints under `out` survive it.
+    pub fn resumable(self, out: &Path) -> Self {
+        DistillError::Resumable { source: Box::new(self), out: out.to_path_buf() }
+    }
+
+    /// True when the run stopped on request (exit code 130) rather than failed (2).
+    pub fn is_interrupt(&self) -> bool {
+        match self {
+            DistillError::Interrupted { .. } => true,
+            DistillError::Resumable { source, .. } => source.is_interrupt(),
+            _ => false,
+        }
     }
 }
 

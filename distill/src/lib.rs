@@ -3,27 +3,35 @@
 //!
 //! The flow of a run (`run::run`): `config` (cfg.toml, schema in `estimator_wasm::spec`) ->
 //! `data` (npz, normalisation, seeded order) -> `teacher` (TorchScript, eval, no_grad) ->
-//! `preflight` -> `student` (layers from `estimator_wasm::arch`) -> `trainer` (`loss`, `optim`,
-//! `schedule`) -> `export` (safetensors, TorchScript) -> `report`, written through `rundir`.
+//! `preflight` -> `phase` per student (layers from `estimator_wasm::arch` in `student`) ->
+//! `trainer` (loop, `checkpoint`) -> `step` (`shim` autocast, `loss`, `amp` loss scaling,
+//! gradient checkpointing) -> `optim` + `schedule` + `prune` -> `export` (+ `shrink`,
+//! `latency`) -> `report`, written through `rundir`.
 pub mod amp;
+pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod error;
 pub mod eval;
 pub mod export;
+pub mod latency;
 pub mod loss;
 pub mod metrics;
 pub mod optim;
+pub mod phase;
 pub mod preflight;
 pub mod progress;
+pub mod prune;
 pub mod report;
 pub mod run;
 pub mod rundir;
 pub mod schedule;
 pub mod shim;
+pub mod shrink;
+pub mod step;
 pub mod student;
 pub mod teacher;
 pub mod trainer;
 
 pub use error::{DistillError, Result};
-pub use run::{run, TrainOptions};
+pub use run::{resume, run, TrainOptions};

@@ -1,7 +1,8 @@
 //! The `distill` command line: parse flags, call the library, print the result or one error
-//! line, and map it to an exit code (0 success, 2 any error).
+//! line, and map it to an exit code (0 success, 2 error, 130 stopped by Ctrl-C).
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 
 use clap::Parser;
 use distill::progress::Verbosity;
@@ -15,13 +16,13 @@ use distill::TrainOptions;
 struct Args {
     /// TorchScript teacher (torch.jit.script or torch.jit.trace), returning logits [N, classes]
     /// or a tuple/dict holding them (see teacher.output).
-    #[arg(long, value_name = "FILE")]
-    teacher: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "resume")]
+    teacher: Option<PathBuf>,
     /// Student and run description (cfg.toml).
-    #[arg(long, value_name = "CFG")]
-    student: PathBuf,
+    #[arg(long, value_name = "CFG", required_unless_present = "resume")]
+    student: Option<PathBuf>,
     /// Output folder [default: runs/<cfg name>-<UTC time>].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     out: Option<PathBuf>,
     /// Replace --out if it exists (only once this run has finished).
     #[arg(long)]
@@ -32,6 +33,12 @@ struct Args {
     /// Also train the same student with alpha = 0 (labels only) and report the KD gain.
     #[arg(long)]
     baseline: bool,
+    /// Continue the interrupted run whose --out was DIR, from its newest checkpoint.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["teacher", "student", "baseline"])]
+    resume: Option<PathBuf>,
+    /// Write a checkpoint and stop after N optimiser steps of a student (continue with --resume).
+    #[arg(long, value_name = "N")]
+    stop_after_steps: Option<u64>,
     /// No progress output on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -39,23 +46,35 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let opts = TrainOptions {
-        teacher: args.teacher,
-        student: args.student,
-        out: args.out,
-        overwrite: args.overwrite,
-        device: args.device,
-        baseline: args.baseline,
-        verbosity: if args.quiet { Verbosity::Quiet } else { Verbosity::Normal },
+    // First Ctrl-C: checkpoint after the current step and stop; a second one exits at once.
+    let _ = ctrlc::set_handler(|| {
+        if distill::run::STOP.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupt: writing a checkpoint after this step (Ctrl-C again to quit at once)");
+    });
+    let verbosity = if args.quiet { Verbosity::Quiet } else { Verbosity::Normal };
+    let result = match &args.resume {
+        Some(out) => distill::resume(out, verbosity, args.stop_after_steps),
+        None => distill::run(&TrainOptions {
+            teacher: args.teacher.expect("clap requires --teacher"),
+            student: args.student.expect("clap requires --student"),
+            out: args.out,
+            overwrite: args.overwrite,
+            device: args.device,
+            baseline: args.baseline,
+            verbosity,
+            stop_after: args.stop_after_steps,
+        }),
     };
-    match distill::run(&opts) {
+    match result {
         Ok(report) => {
             print!("{}", report.summary());
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            ExitCode::from(if e.is_interrupt() { 130 } else { 2 })
         }
     }
 }

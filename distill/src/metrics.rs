@@ -2,7 +2,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{DistillError, Result};
 
@@ -21,12 +21,15 @@ pub struct StepLine {
     pub accuracy: f64,
     /// Training throughput over the window, samples/s.
     pub samples_per_s: f64,
+    /// fp16: the dynamic loss scale after this step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f64>,
 }
 
 /// An epoch end: held-out figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EpochLine {
-    pub kind: &'static str,
+    pub kind: String,
     pub epoch: u64,
     pub step: u64,
     pub loss: f64,
@@ -36,7 +39,11 @@ pub struct EpochLine {
     pub test_accuracy: f64,
     /// Fraction of test samples where the student's top-1 equals the teacher's.
     pub agreement: Option<f64>,
+    /// Scheduled sparsity of the pruned weights (or units) at this point.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sparsity: Option<f64>,
     pub samples_per_s: f64,
+    /// Training time so far (evaluations excluded), seconds.
     pub elapsed_s: f64,
 }
 
@@ -48,6 +55,16 @@ pub struct MetricsLog {
 impl MetricsLog {
     pub fn create(path: &Path) -> Result<MetricsLog> {
         let file = std::fs::File::create(path).map_err(|e| DistillError::io(path, e))?;
+        Ok(MetricsLog { path: path.to_path_buf(), file: std::io::BufWriter::new(file) })
+    }
+
+    /// Reopens the log of an interrupted run, keeping its first `lines` lines (those up to the
+    /// checkpoint being resumed; later ones are replayed).
+    pub fn resume(path: &Path, lines: u64) -> Result<MetricsLog> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let kept: String = text.lines().take(lines as usize).map(|l| format!("{l}\n")).collect();
+        crate::rundir::write_atomic(path, |f| f.write_all(kept.as_bytes()))?;
+        let file = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| DistillError::io(path, e))?;
         Ok(MetricsLog { path: path.to_path_buf(), file: std::io::BufWriter::new(file) })
     }
 

@@ -40,15 +40,17 @@ impl Progress {
         Progress { multi, epochs, steps, bars, verbosity }
     }
 
-    /// Starts a run of `epochs` epochs of `steps` steps each, labelled `name`.
-    pub fn start(&self, name: &str, epochs: u64, steps: u64) {
+    /// Starts (or resumes at optimiser step `done`) a run of `epochs` epochs of `steps` steps
+    /// each, labelled `name`.
+    pub fn start(&self, name: &str, epochs: u64, steps: u64, done: u64) {
         self.epochs.set_prefix(name.to_string());
         self.epochs.set_length(epochs);
-        self.epochs.set_position(0);
+        self.epochs.set_position(done / steps.max(1));
         self.epochs.set_message("");
         self.steps.set_prefix("step");
         self.steps.set_length(steps);
         self.steps.reset();
+        self.steps.set_position(done % steps.max(1));
         self.steps.enable_steady_tick(Duration::from_millis(250));
     }
 

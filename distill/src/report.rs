@@ -1,10 +1,13 @@
 //! `report.json` and the printed summary of a run.
 use std::fmt::Write;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::latency::Latency;
+use crate::prune::LayerSparsity;
 
 /// The teacher, as measured in this run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TeacherReport {
     pub path: String,
     /// Parameter elements of the TorchScript module.
@@ -14,7 +17,7 @@ pub struct TeacherReport {
 }
 
 /// One trained student (the KD run or its alpha = 0 baseline).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StudentReport {
     pub alpha: f64,
     pub temperature: f64,
@@ -32,6 +35,56 @@ pub struct StudentReport {
     pub train_seconds: f64,
     pub safetensors_bytes: u64,
     pub torchscript_bytes: u64,
+    /// Student precision (fp32, fp16 with loss scaling, bf16) and the teacher's.
+    pub precision: String,
+    pub teacher_precision: String,
+    /// Gradient-checkpointing segments (1 = none).
+    pub checkpointing_segments: usize,
+    /// fp16: optimiser steps skipped for inf/NaN gradients, and the final loss scale.
+    pub skipped_steps: u64,
+    pub final_loss_scale: Option<f64>,
+    /// Measured CPU inference latency of the exported student.
+    pub latency: Latency,
+    pub prune: Option<PruneReport>,
+}
+
+/// What pruning did, measured on the exported tensors.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PruneReport {
+    pub method: String,
+    pub scope: String,
+    /// Configured final sparsity: of conv/linear weights (magnitude) or of units (structured).
+    pub target_sparsity: f64,
+    /// Measured: zero conv/linear weights / all conv/linear weights, after the last step.
+    pub weight_sparsity: f64,
+    /// Per conv/linear weight: dense count, non-zeros, sparsity.
+    pub layers: Vec<LayerSparsity>,
+    /// All trainable parameters, and those that are non-zero.
+    pub dense_params: u64,
+    pub nonzero_params: u64,
+    /// The dense safetensors file (zeros stored), gzip of it, and a CSR encoding (fp32 values,
+    /// int32 column indices and row pointers for conv/linear weights; other tensors dense).
+    /// A dense file does not shrink with unstructured sparsity: only an encoding that skips
+    /// zeros (or structured pruning) does.
+    pub dense_file_bytes: u64,
+    pub gzip_file_bytes: u64,
+    pub csr_bytes: u64,
+    /// Structured pruning: the physically smaller student.
+    pub shrunk: Option<ShrunkReport>,
+    /// CPU latency of the dense-shaped (masked) student.
+    pub dense_latency: Latency,
+}
+
+/// The student after removing pruned units.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShrunkReport {
+    pub channels: Vec<u64>,
+    pub hidden: Vec<u64>,
+    pub params: u64,
+    pub safetensors_bytes: u64,
+    pub torchscript_bytes: u64,
+    /// max |logits(shrunk) - logits(masked)| over the test set.
+    pub max_abs_diff: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]

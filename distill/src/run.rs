@@ -1,28 +1,31 @@
 //! `distill --teacher t.pt --student cfg.toml`: config -> data -> teacher -> preflight ->
-//! student -> training -> export -> report, with every input checked before any output exists.
+//! students (`phase`) -> report, with every input checked before any output exists, and
+//! `--resume` continuing an interrupted run from its newest checkpoint.
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use estimator_wasm::spec::Config;
-use tch::{nn::VarStore, Device, Tensor};
+use estimator_wasm::spec::{BatchSize, Config, Precision};
+use serde::{Deserialize, Serialize};
+use tch::Tensor;
 
 use crate::config::RunConfig;
 use crate::data::{Dataset, Normalizer};
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, teacher_logits};
-use crate::export::{file_bytes, save_safetensors, save_torchscript};
-use crate::metrics::MetricsLog;
-use crate::optim::Optimizer;
+use crate::phase::{build_student, run_phase, PhaseOutputs};
 use crate::preflight::{check_not_identical, check_teacher_logits, parse_device};
 use crate::progress::{Progress, Verbosity};
-use crate::report::{DataReport, Report, StudentReport, TeacherReport};
-use crate::rundir::RunDir;
-use crate::student::Student;
+use crate::report::{DataReport, Report, TeacherReport};
+use crate::rundir::{write_atomic, RunDir};
 use crate::teacher::Teacher;
-use crate::trainer::{batch_size, train, SoftTargets, TrainInputs};
+use crate::trainer::{SoftTargets, TrainInputs};
+
+/// Set by the binary's Ctrl-C handler: the trainer checkpoints and stops after the current step.
+pub static STOP: AtomicBool = AtomicBool::new(false);
 
 /// What the command line asks of a training run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrainOptions {
     pub teacher: PathBuf,
     /// The cfg.toml.
@@ -34,19 +37,66 @@ pub struct TrainOptions {
     pub device: String,
     /// Also train the same student with alpha = 0 into `<out>/baseline`.
     pub baseline: bool,
+    #[serde(skip, default = "quiet")]
     pub verbosity: Verbosity,
+    /// Checkpoint and stop after this many optimiser steps of a student (resume later).
+    #[serde(skip)]
+    pub stop_after: Option<u64>,
+}
+
+fn quiet() -> Verbosity {
+    Verbosity::Quiet
+}
+
+/// `run.json` of an unfinished run: what `--resume` needs to continue it.
+#[derive(Serialize, Deserialize)]
+struct Resumable {
+    options: TrainOptions,
+    /// The cfg.toml's text when the run started (a resumed run uses this, not the file).
+    config: String,
 }
 
 /// Runs a whole distillation and returns its report (also written to `<out>/report.json`).
 ///
 /// # Errors
-/// Any [`DistillError`]; then no output folder is left behind and an earlier one is untouched.
+/// Any [`DistillError`]. Before the first checkpoint nothing is left behind; after it, the
+/// `.partial` folder stays and the error says how to resume.
 pub fn run(opts: &TrainOptions) -> Result<Report> {
-    let start = Instant::now();
     let cfg = RunConfig::load(&opts.student)?;
+    let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
+    let text = std::fs::read_to_string(&opts.student).map_err(|e| DistillError::io(&opts.student, e))?;
+    execute(opts, cfg, &out, None, &text)
+}
+
+/// Continues the interrupted run whose `--out` was `out`.
+///
+/// # Errors
+/// [`DistillError::Usage`] when `out` has no interrupted run; then as [`run`].
+pub fn resume(out: &Path, verbosity: Verbosity, stop_after: Option<u64>) -> Result<Report> {
+    let rundir = RunDir::reopen(out)?;
+    let saved = rundir.path("run.json");
+    let text = std::fs::read_to_string(&saved).map_err(|e| DistillError::io(&saved, e))?;
+    let saved: Resumable =
+        serde_json::from_str(&text).map_err(|e| DistillError::Usage(format!("{}: {e}", saved.display())))?;
+    let mut opts = saved.options;
+    opts.verbosity = verbosity;
+    opts.stop_after = stop_after;
+    let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;
+    let cfg = RunConfig::from_spec(&opts.student, spec)?;
+    execute(&opts, cfg, out, Some(rundir), &saved.config)
+}
+
+fn execute(
+    opts: &TrainOptions,
+    cfg: RunConfig,
+    out: &Path,
+    reopened: Option<RunDir>,
+    config_text: &str,
+) -> Result<Report> {
+    let start = Instant::now();
     let spec = &cfg.spec;
     let device = parse_device(&opts.device)?;
-    let batch = batch_size_or_error(spec, &cfg.path)?;
+    check_trainable(spec, &cfg.path)?;
 
     let train_set = Dataset::load(&cfg.train, &spec.data)?;
     let (train_set, test_set) = match &cfg.test {
@@ -55,54 +105,85 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
     };
     let (train_set, test_set) = (train_set.to_device(device), test_set.to_device(device));
     let norm = Normalizer::new(&spec.data, device);
-    let mut teacher = Teacher::load(&opts.teacher, spec.teacher.output.clone(), device)?;
+    let mut teacher = Teacher::load(&opts.teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?;
 
     // Preflight on a probe batch: teacher output shape, then student != teacher.
     let probe = Tensor::arange(train_set.len().min(8) as i64, (tch::Kind::Int64, device));
     let probe_x = norm.apply(&train_set.batch(&probe).0);
     let probe_logits = teacher.logits(&probe_x)?;
     check_teacher_logits(&teacher, &probe_logits, probe.size()[0], spec.data.classes)?;
-    let (vs, student) = build_student(spec, &cfg.path, device)?;
+    let (_, student) = build_student(spec, &cfg.path, device)?;
     check_not_identical(&teacher, &probe_logits, &student, &probe_x)?;
+    drop(student);
 
-    let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
-    let rundir = RunDir::create(&out, opts.overwrite)?;
+    let rundir = match reopened {
+        Some(r) => r,
+        None => RunDir::create(out, opts.overwrite)?,
+    };
+    let resumable = Resumable { options: absolute(opts, out), config: config_text.to_string() };
+    let json = serde_json::to_vec_pretty(&resumable).expect("run.json serialises");
+    write_atomic(&rundir.path("run.json"), |f| std::io::Write::write_all(f, &json))?;
     rundir.write("config.toml", spec.to_toml_string().as_bytes())?;
+    let result = train_all(opts, &cfg, &rundir, device, &mut teacher, &train_set, &test_set, &norm, start);
+    match result {
+        Ok(report) => {
+            let json = serde_json::to_string_pretty(&report).expect("report serialises");
+            rundir.write("report.json", json.as_bytes())?;
+            let _ = std::fs::remove_file(rundir.path("run.json"));
+            rundir.commit()?;
+            Ok(report)
+        }
+        Err(e) if rundir.has_checkpoints() => Err(e.resumable(out)),
+        Err(e) => Err(e),
+    }
+}
 
+#[allow(clippy::too_many_arguments)]
+fn train_all(
+    opts: &TrainOptions,
+    cfg: &RunConfig,
+    rundir: &RunDir,
+    device: tch::Device,
+    teacher: &mut Teacher,
+    train_set: &Dataset,
+    test_set: &Dataset,
+    norm: &Normalizer,
+    start: Instant,
+) -> Result<Report> {
+    let spec = &cfg.spec;
     let progress = Progress::new(opts.verbosity);
     let eval_batch = spec.train.eval_batch_size as usize;
-    let teacher_test = teacher_logits(&teacher, &test_set, &norm, eval_batch)?.argmax(-1, false);
+    let teacher_test = teacher_logits(teacher, test_set, norm, eval_batch)?.argmax(-1, false);
     let teacher_accuracy = accuracy(&teacher_test, &test_set.y);
     progress.line(format!("teacher: {} parameters, test accuracy {:.4}", teacher.params, teacher_accuracy));
     teacher.ensure_eval()?;
     let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
         (false, _) => SoftTargets::None,
-        (true, true) => SoftTargets::Cached(teacher_logits(&teacher, &train_set, &norm, eval_batch)?),
-        (true, false) => SoftTargets::Live(&teacher),
+        (true, true) => SoftTargets::Cached(teacher_logits(teacher, train_set, norm, eval_batch)?),
+        (true, false) => SoftTargets::Live(teacher),
     };
     let inputs = TrainInputs {
         spec,
-        train: &train_set,
-        test: &test_set,
-        norm: &norm,
+        train: train_set,
+        test: test_set,
+        norm,
         targets,
         teacher_test_preds: Some(&teacher_test),
         device,
     };
-    let student_report = fit_and_export(&inputs, vs, student, &rundir, "", &progress, "student", batch)?;
+    let phase = |prefix| PhaseOutputs { rundir, prefix, stop: &STOP, stop_after: opts.stop_after };
+    let student = run_phase(&inputs, &cfg.path, &phase(""), &progress, "student")?;
 
     let baseline = if opts.baseline {
         let mut base_spec = spec.clone();
         base_spec.kd.alpha = 0.0;
-        let (vs, student) = build_student(&base_spec, &cfg.path, device)?;
         let inputs = TrainInputs { spec: &base_spec, targets: SoftTargets::None, ..inputs };
-        std::fs::create_dir_all(rundir.path("baseline")).map_err(|e| DistillError::io(&rundir.path("baseline"), e))?;
-        Some(fit_and_export(&inputs, vs, student, &rundir, "baseline/", &progress, "alpha=0", batch)?)
+        Some(run_phase(&inputs, &cfg.path, &phase("baseline/"), &progress, "alpha=0")?)
     } else {
         None
     };
 
-    let report = Report {
+    Ok(Report {
         distill_version: env!("CARGO_PKG_VERSION"),
         config: cfg.path.display().to_string(),
         device: format!("{device:?}").to_lowercase(),
@@ -121,82 +202,33 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
             file_bytes: teacher.file_bytes,
             test_accuracy: teacher_accuracy,
         },
-        compression_ratio: teacher.params as f64 / student_report.params.max(1) as f64,
-        kd_gain_points: baseline.as_ref().map(|b| 100.0 * (student_report.test_accuracy - b.test_accuracy)),
-        student: student_report,
+        compression_ratio: teacher.params as f64 / student.params.max(1) as f64,
+        kd_gain_points: baseline.as_ref().map(|b| 100.0 * (student.test_accuracy - b.test_accuracy)),
+        student,
         baseline,
         wall_seconds: start.elapsed().as_secs_f64(),
-        output_dir: out.display().to_string(),
-    };
-    let json = serde_json::to_string_pretty(&report).expect("report serialises");
-    rundir.write("report.json", json.as_bytes())?;
-    rundir.commit()?;
-    Ok(report)
-}
-
-/// Seeds libtorch, builds the student and applies `student.init` when set.
-fn build_student(spec: &Config, cfg_path: &Path, device: Device) -> Result<(VarStore, Student)> {
-    tch::manual_seed(spec.train.seed as i64);
-    let mut vs = VarStore::new(device);
-    let student = Student::new(&vs.root(), spec)?;
-    if let Some(init) = &spec.student.init {
-        let path = cfg_path.parent().unwrap_or(Path::new(".")).join(init);
-        vs.load(&path).map_err(|e| {
-            DistillError::config(
-                cfg_path,
-                format!("student.init = {}: {}", path.display(), crate::error::first_line(&e.to_string())),
-            )
-        })?;
-    }
-    Ok((vs, student))
-}
-
-/// Trains one student, writes its metrics and exports, and reports on it.
-#[allow(clippy::too_many_arguments)]
-fn fit_and_export(
-    inputs: &TrainInputs,
-    mut vs: VarStore,
-    student: Student,
-    rundir: &RunDir,
-    prefix: &str,
-    progress: &Progress,
-    name: &str,
-    batch: usize,
-) -> Result<StudentReport> {
-    let params: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
-    let mut opt = Optimizer::new(params, &inputs.spec.train);
-    let mut metrics = MetricsLog::create(&rundir.path(&format!("{prefix}metrics.jsonl")))?;
-    let outcome = train(inputs, &student, &mut opt, progress, &mut metrics, name)?;
-    let safetensors = rundir.path(&format!("{prefix}student.safetensors"));
-    save_safetensors(&vs, &safetensors)?;
-    let example = inputs.norm.apply(&inputs.test.x.narrow(0, 0, 1));
-    let torchscript = rundir.path(&format!("{prefix}student.pt"));
-    save_torchscript(&student, &mut vs, &example, &torchscript)?;
-    Ok(StudentReport {
-        alpha: inputs.spec.kd.alpha,
-        temperature: inputs.spec.kd.temperature,
-        params: student.params(),
-        test_accuracy: outcome.test_accuracy,
-        agreement: outcome.agreement,
-        final_loss: outcome.loss,
-        final_kd: outcome.kd,
-        final_ce: outcome.ce,
-        steps: outcome.steps,
-        batch_size: batch as u64,
-        samples_per_s: outcome.samples_per_s,
-        train_seconds: outcome.train_seconds,
-        safetensors_bytes: file_bytes(&safetensors),
-        torchscript_bytes: file_bytes(&torchscript),
+        output_dir: rundir.out.display().to_string(),
     })
 }
 
-fn batch_size_or_error(spec: &Config, path: &Path) -> Result<usize> {
-    match spec.train.batch_size {
-        estimator_wasm::spec::BatchSize::Auto => {
-            Err(DistillError::config(path, "train.batch_size = \"auto\" is not supported yet: set a number"))
-        }
-        _ => Ok(batch_size(spec)),
+/// Refuses what the estimator can plan but the trainer cannot train, before any work.
+fn check_trainable(spec: &Config, path: &Path) -> Result<()> {
+    if matches!(spec.train.batch_size, BatchSize::Auto) {
+        return Err(DistillError::config(path, "train.batch_size = \"auto\" is not supported yet: set a number"));
     }
+    if matches!(spec.train.precision, Precision::PureBf16 | Precision::Bf16Master) {
+        return Err(DistillError::config(
+            path,
+            "train.precision: distill trains \"fp32\", \"fp16\" or \"bf16\" (the other recipes are for `distill plan`)",
+        ));
+    }
+    Ok(())
+}
+
+/// Options with absolute paths, so `--resume` works from any folder.
+fn absolute(opts: &TrainOptions, out: &Path) -> TrainOptions {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    TrainOptions { teacher: abs(&opts.teacher), student: abs(&opts.student), out: Some(abs(out)), ..opts.clone() }
 }
 
 /// `runs/<cfg stem>-<UTC time>`.

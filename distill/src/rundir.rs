@@ -2,8 +2,9 @@
 //!
 //! Everything goes into `<out>.partial/`; each file is written to a temp name and renamed. Only a
 //! finished run renames `<out>.partial` to `<out>` (replacing an earlier `<out>` only with
-//! `--overwrite`, and only at that moment). A run that fails removes its `.partial` folder, so an
-//! earlier result in `<out>` survives any failure.
+//! `--overwrite`, and only at that moment). A run that fails before its first checkpoint removes
+//! its `.partial` folder; one with checkpoints keeps it for `--resume`. An earlier result in
+//! `<out>` survives any failure.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -35,12 +36,36 @@ impl RunDir {
         let partial = partial_path(out);
         if partial.exists() {
             return Err(DistillError::Usage(format!(
-                "{} is left from an interrupted run: delete it, or resume from it",
-                partial.display()
+                "{} is left from an interrupted run: continue it with `distill --resume {}`, or delete it",
+                partial.display(),
+                out.display()
             )));
         }
         std::fs::create_dir_all(&partial).map_err(|e| DistillError::io(&partial, e))?;
         Ok(RunDir { out: out.to_path_buf(), partial, overwrite, committed: false })
+    }
+
+    /// Reopens the `.partial` folder of an interrupted run for `--resume`.
+    ///
+    /// # Errors
+    /// [`DistillError::Usage`] when there is none.
+    pub fn reopen(out: &Path) -> Result<RunDir> {
+        let partial = partial_path(out);
+        if !partial.join("run.json").is_file() {
+            return Err(DistillError::Usage(format!(
+                "--resume {}: no interrupted run there ({} with run.json not found)",
+                out.display(),
+                partial.display()
+            )));
+        }
+        Ok(RunDir { out: out.to_path_buf(), partial, overwrite: true, committed: false })
+    }
+
+    /// True when a phase of this run has written a checkpoint (then the folder is kept).
+    pub fn has_checkpoints(&self) -> bool {
+        ["checkpoints", "baseline/checkpoints"]
+            .iter()
+            .any(|d| !crate::checkpoint::list(&self.partial.join(d)).is_empty())
     }
 
     /// Path of `name` inside the folder being written.
@@ -76,7 +101,7 @@ impl RunDir {
 
 impl Drop for RunDir {
     fn drop(&mut self) {
-        if !self.committed {
+        if !self.committed && !self.has_checkpoints() {
             let _ = std::fs::remove_dir_all(&self.partial);
         }
     }

@@ -32,12 +32,13 @@ fn check(message: *mut c_char) -> Result<()> {
     Err(DistillError::Torch(crate::error::first_line(&text)))
 }
 
-/// c10 scalar-type codes of the 16-bit autocast dtypes.
+/// c10 scalar-type codes of the 16-bit autocast dtypes (the estimator-only bf16 recipes autocast
+/// like bf16; `run` refuses them for the student before training).
 fn scalar_type(precision: Precision) -> Option<c_int> {
     match precision {
         Precision::Fp32 => None,
         Precision::Fp16 => Some(5),
-        Precision::Bf16 => Some(15),
+        Precision::Bf16 | Precision::PureBf16 | Precision::Bf16Master => Some(15),
     }
 }
 

@@ -33,6 +33,10 @@ enum Built {
 #[derive(Debug)]
 pub struct Student {
     pub blocks: Vec<Block>,
+    /// Structured-pruning masks: `unit_masks[i]`, when set, multiplies block `i`'s output
+    /// (0/1 per channel or neuron, shaped to broadcast), so pruned units feed exactly zero
+    /// downstream and the physically shrunk student computes the same function.
+    pub unit_masks: Vec<Option<Tensor>>,
 }
 
 impl Student {
@@ -43,7 +47,8 @@ impl Student {
     pub fn new(root: &nn::Path, spec: &Config) -> Result<Student> {
         let layers = arch::layers(&spec.student, &spec.data).map_err(|e| DistillError::Usage(e.to_string()))?;
         let blocks = layers.into_iter().map(|layer| build(root, layer)).collect::<Result<Vec<_>>>()?;
-        Ok(Student { blocks })
+        let unit_masks = blocks.iter().map(|_| None).collect();
+        Ok(Student { blocks, unit_masks })
     }
 
     /// Trainable parameter elements (weights and biases; BatchNorm running statistics excluded).
@@ -59,10 +64,32 @@ impl Student {
     /// Runs blocks `range` only: the unit of gradient checkpointing.
     pub fn forward_range(&self, x: &Tensor, range: Range<usize>, train: bool) -> Tensor {
         let mut h = x.shallow_clone();
-        for block in &self.blocks[range] {
-            h = block.forward_t(&h, train);
+        for i in range {
+            h = self.blocks[i].forward_t(&h, train);
+            if let Some(mask) = &self.unit_masks[i] {
+                h = h * mask;
+            }
         }
         h
+    }
+
+    /// Index of the block whose layer id is `id`.
+    pub fn block_index(&self, id: &str) -> Option<usize> {
+        self.blocks.iter().position(|b| b.layer.id == id)
+    }
+
+    /// The BatchNorm running statistics (mean, variance) of blocks `range`, sharing storage with
+    /// the model: gradient checkpointing restores them before recomputing a segment so that each
+    /// training step updates them once.
+    pub fn running_stats(&self, range: Range<usize>) -> Vec<Tensor> {
+        self.blocks[range]
+            .iter()
+            .filter_map(|b| match &b.module {
+                Built::BatchNorm(bn) => Some([bn.running_mean.shallow_clone(), bn.running_var.shallow_clone()]),
+                _ => None,
+            })
+            .flatten()
+            .collect()
     }
 }
 

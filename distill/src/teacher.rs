@@ -2,7 +2,7 @@
 //! under `no_grad`, never in the student's VarStore, so the optimiser cannot touch it.
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::OutputSelector;
+use estimator_wasm::spec::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
 use crate::error::{first_line, DistillError, Result};
@@ -14,14 +14,17 @@ pub struct Teacher {
     /// Parameter elements of the TorchScript module (exact, from its attributes).
     pub params: u64,
     pub file_bytes: u64,
+    /// dtype of the teacher's weights, hence of its inputs.
+    kind: Kind,
 }
 
 impl Teacher {
-    /// Loads a TorchScript file onto `device` in eval mode.
+    /// Loads a TorchScript file onto `device` in eval mode, its weights cast once to
+    /// `precision` (fp16/bf16 halve the teacher's memory; its logits are cast back to fp32).
     ///
     /// # Errors
     /// [`DistillError::Teacher`] when the file is missing or is not TorchScript.
-    pub fn load(path: &Path, output: Option<OutputSelector>, device: Device) -> Result<Teacher> {
+    pub fn load(path: &Path, output: Option<OutputSelector>, precision: Precision, device: Device) -> Result<Teacher> {
         let err = |m: String| DistillError::teacher(path, m);
         let file_bytes = std::fs::metadata(path)
             .map_err(|e| err(format!("cannot read the teacher ({e}); pass --teacher <file.pt>")))?
@@ -36,7 +39,17 @@ impl Teacher {
         // batch-norm statistics would silently corrupt the soft targets.
         module.f_set_eval()?;
         let params = module.named_parameters()?.iter().map(|(_, t)| t.numel() as u64).sum();
-        Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes })
+        let kind = match precision {
+            Precision::Fp32 => Kind::Float,
+            Precision::Fp16 => Kind::Half,
+            Precision::Bf16 | Precision::PureBf16 | Precision::Bf16Master => Kind::BFloat16,
+        };
+        if kind != Kind::Float {
+            // Casts every floating parameter and buffer (also integer buffers such as
+            // num_batches_tracked, which eval mode never reads).
+            module.to(device, kind, false);
+        }
+        Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes, kind })
     }
 
     /// Teacher logits [B, classes] in fp32 for normalised inputs `x` [B, ...], without autograd.
@@ -45,7 +58,7 @@ impl Teacher {
     /// [`DistillError::Teacher`] when the forward fails or the output has no logits tensor at
     /// the configured `teacher.output`.
     pub fn logits(&self, x: &Tensor) -> Result<Tensor> {
-        let out = tch::no_grad(|| self.module.forward_is(&[IValue::Tensor(x.shallow_clone())])).map_err(|e| {
+        let out = tch::no_grad(|| self.module.forward_is(&[IValue::Tensor(x.to_kind(self.kind))])).map_err(|e| {
             DistillError::teacher(
                 &self.path,
                 format!("forward failed on input {:?}: {}", x.size(), first_line(&e.to_string())),

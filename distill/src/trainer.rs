@@ -1,19 +1,27 @@
-//! The training loop: seeded batches, teacher soft targets, the KD loss, backward, optimiser
-//! step and schedule, logging and per-epoch evaluation. It reports through [`Progress`] and
-//! [`MetricsLog`] and never prints results itself.
+//! The training loop: seeded batches, soft targets, [`step::forward_backward`], loss scaling,
+//! the optimiser and its schedule, pruning events, logging, per-epoch evaluation, and
+//! checkpoints from which [`Trainer::restore`] continues bit for bit. It reports through
+//! [`Progress`] and [`MetricsLog`] and never prints results itself.
+use std::ops::Range;
+use std::path::PathBuf;
 use std::time::Instant;
 
-use estimator_wasm::spec::{BatchSize, Config};
-use tch::{Device, Kind, Tensor};
+use estimator_wasm::arch::checkpoint_segments;
+use estimator_wasm::spec::{BatchSize, Config, Precision};
+use serde::{Deserialize, Serialize};
+use tch::{nn::VarStore, Device, Kind, Tensor};
 
+use crate::amp::GradScaler;
+use crate::checkpoint;
 use crate::data::{permutation, Dataset, Normalizer};
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, student_predictions};
-use crate::loss::kd_loss;
 use crate::metrics::{EpochLine, MetricsLog, StepLine};
 use crate::optim::Optimizer;
 use crate::progress::Progress;
+use crate::prune::{PruneSchedule, Pruner};
 use crate::schedule::Schedule;
+use crate::step::{forward_backward, param_segments, StepConfig};
 use crate::student::Student;
 use crate::teacher::Teacher;
 
@@ -21,8 +29,8 @@ use crate::teacher::Teacher;
 pub enum SoftTargets<'a> {
     /// alpha = 0: labels only.
     None,
-    /// Teacher logits [N_train, C] precomputed once (exact: the teacher is frozen, in eval mode,
-    /// and the data is not augmented).
+    /// Teacher logits [N_train, C] precomputed once (the teacher is frozen, in eval mode, and the
+    /// data is not augmented, so these are the soft targets every epoch would see).
     Cached(Tensor),
     /// The teacher runs on every batch.
     Live(&'a Teacher),
@@ -50,22 +58,8 @@ pub struct TrainInputs<'a> {
     pub device: Device,
 }
 
-/// Final figures of a training run.
-#[derive(Debug, Clone)]
-pub struct TrainOutcome {
-    pub steps: u64,
-    pub loss: f64,
-    pub kd: f64,
-    pub ce: f64,
-    pub test_accuracy: f64,
-    pub agreement: Option<f64>,
-    /// Training throughput over the whole run (optimiser steps only, evaluation excluded).
-    pub samples_per_s: f64,
-    pub train_seconds: f64,
-}
-
 /// Running sums over a logging window or an epoch.
-#[derive(Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
 struct Window {
     loss: f64,
     kd: f64,
@@ -82,6 +76,75 @@ impl Window {
     }
 }
 
+/// The loop's position and running sums: with the tensors, all a resumed run needs.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct State {
+    /// Optimiser steps (= batches) completed.
+    pub step: u64,
+    window: Window,
+    epoch: Window,
+    total_samples: f64,
+    train_seconds: f64,
+    /// Lines in metrics.jsonl at this point (a resumed run truncates to it).
+    pub metrics_lines: u64,
+    skipped_steps: u64,
+    last_epoch: Option<EpochLine>,
+}
+
+/// Final figures of a training run.
+#[derive(Debug, Clone)]
+pub struct TrainOutcome {
+    pub steps: u64,
+    pub loss: f64,
+    pub kd: f64,
+    pub ce: f64,
+    pub test_accuracy: f64,
+    pub agreement: Option<f64>,
+    /// Training throughput over the run (optimiser steps only, evaluation excluded).
+    pub samples_per_s: f64,
+    pub train_seconds: f64,
+    /// fp16 only: optimiser steps skipped for inf/NaN gradients, and the final loss scale.
+    pub skipped_steps: u64,
+    pub final_scale: Option<f64>,
+    pub segments: usize,
+}
+
+/// How a call to [`Trainer::run`] ended.
+pub enum RunEnd {
+    Finished(TrainOutcome),
+    /// Stopped early (Ctrl-C or a step limit) after writing a checkpoint at this step.
+    Stopped {
+        step: u64,
+    },
+}
+
+/// When the loop writes checkpoints and when it stops early.
+pub struct Checkpoints {
+    /// Folder of this run's checkpoints.
+    pub dir: PathBuf,
+    /// Checked after every step: true stops the loop after a checkpoint (Ctrl-C).
+    pub stop: &'static std::sync::atomic::AtomicBool,
+    /// Stop after this many completed steps (with a checkpoint).
+    pub stop_after: Option<u64>,
+}
+
+pub struct Trainer<'a> {
+    inputs: &'a TrainInputs<'a>,
+    pub student: Student,
+    pub vs: VarStore,
+    opt: Optimizer,
+    names: Vec<String>,
+    params: Vec<Tensor>,
+    scaler: Option<GradScaler>,
+    pub pruner: Option<Pruner>,
+    schedule: Schedule,
+    segments: Vec<Range<usize>>,
+    param_segment: Vec<usize>,
+    steps_per_epoch: u64,
+    batch: usize,
+    pub state: State,
+}
+
 /// Micro-batch size of a spec whose `batch_size` is resolved.
 pub fn batch_size(spec: &Config) -> usize {
     match spec.train.batch_size {
@@ -90,146 +153,335 @@ pub fn batch_size(spec: &Config) -> usize {
     }
 }
 
-/// Trains `student` (whose parameters the optimiser holds) for `spec.train.epochs` epochs.
-///
-/// # Errors
-/// [`DistillError::Diverged`] on a non-finite loss (with the step and value); I/O errors of
-/// the metrics log; teacher forward errors in live mode.
-pub fn train(
-    inputs: &TrainInputs,
-    student: &Student,
-    opt: &mut Optimizer,
-    progress: &Progress,
-    metrics: &mut MetricsLog,
-    name: &str,
-) -> Result<TrainOutcome> {
-    let spec = inputs.spec;
-    let (kd_spec, train_spec) = (&spec.kd, &spec.train);
-    let batch = batch_size(spec);
-    let n = inputs.train.len();
-    let steps_per_epoch = n.div_ceil(batch) as u64;
-    let schedule = Schedule {
-        lr: train_spec.lr,
-        min_lr: train_spec.min_lr,
-        warmup: train_spec.warmup_steps,
-        total: steps_per_epoch * train_spec.epochs,
-    };
-    progress.start(name, train_spec.epochs, steps_per_epoch);
-    let mut step = 0u64;
-    let mut total_samples = 0.0;
-    let mut train_seconds = 0.0;
-    let mut outcome = None;
-    let start = Instant::now();
-    for epoch in 0..train_spec.epochs {
-        let order = permutation(n, train_spec.seed, epoch);
-        let mut window = Window::default();
-        let mut epoch_sums = Window::default();
-        for chunk in order.chunks(batch) {
-            let t0 = Instant::now();
-            let index = Tensor::from_slice(chunk).to_device(inputs.device);
-            let (x, y) = inputs.train.batch(&index);
-            let x = inputs.norm.apply(&x);
-            let soft = inputs.targets.get(&index, &x)?;
-            // Dropout draws from libtorch's global generator: reseeding it per step makes every
-            // step reproducible on its own (and so a resumed run identical to an unbroken one).
-            tch::manual_seed(step_seed(train_spec.seed, step));
-            let logits = student.forward(&x, true);
-            let loss = kd_loss(&logits, soft.as_ref(), &y, kd_spec.temperature, kd_spec.alpha);
-            let value = loss.total.double_value(&[]);
-            if !value.is_finite() {
-                return Err(DistillError::Diverged { step: step + 1, epoch: epoch + 1, value });
+impl<'a> Trainer<'a> {
+    /// A trainer for `student` (variables in `vs`) over `inputs`.
+    ///
+    /// # Errors
+    /// [`DistillError::Usage`] for a pruning schedule that does not fit the run.
+    pub fn new(inputs: &'a TrainInputs<'a>, vs: VarStore, mut student: Student) -> Result<Trainer<'a>> {
+        let spec = inputs.spec;
+        let batch = batch_size(spec);
+        let steps_per_epoch = inputs.train.len().div_ceil(batch) as u64;
+        let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
+        let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
+        let params: Vec<Tensor> = opt.params().into_iter().map(|t| t.shallow_clone()).collect();
+        let n_blocks = student.blocks.len();
+        let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
+        let param_segment = param_segments(&student, &names, &segments);
+        let scaler = (spec.train.precision == Precision::Fp16).then(|| GradScaler::new(inputs.device));
+        let pruner = match &spec.prune {
+            Some(p) => {
+                let schedule = PruneSchedule::new(p, steps_per_epoch, spec.train.epochs)?;
+                let mut pruner = Pruner::new(p, schedule, &student, &named)?;
+                pruner.maybe_prune(0, &mut student);
+                Some(pruner)
             }
-            let grads = Tensor::f_run_backward(&[&loss.total], &opt.params(), false, false)?;
-            let lr = schedule.at(step);
-            opt.step(lr, &grads);
-            step += 1;
+            None => None,
+        };
+        let schedule = Schedule {
+            lr: spec.train.lr,
+            min_lr: spec.train.min_lr,
+            warmup: spec.train.warmup_steps,
+            total: steps_per_epoch * spec.train.epochs,
+        };
+        Ok(Trainer {
+            inputs,
+            student,
+            vs,
+            opt,
+            names,
+            params,
+            scaler,
+            pruner,
+            schedule,
+            segments,
+            param_segment,
+            steps_per_epoch,
+            batch,
+            state: State::default(),
+        })
+    }
 
-            let correct =
-                logits.argmax(-1, false).eq_tensor(&y).to_kind(Kind::Float).sum(Kind::Float).double_value(&[]);
-            let seconds = t0.elapsed().as_secs_f64();
-            let b = chunk.len() as f64;
-            for w in [&mut window, &mut epoch_sums] {
-                w.loss += value;
-                w.kd += loss.kd.double_value(&[]);
-                w.ce += loss.ce.double_value(&[]);
-                w.correct += correct;
-                w.samples += b;
-                w.batches += 1.0;
-                w.seconds += seconds;
+    /// Trains until the last step, or until `checkpoints` says stop.
+    ///
+    /// # Errors
+    /// [`DistillError::Diverged`] on a non-finite loss (with the step and value); I/O errors of
+    /// the metrics log or checkpoints; teacher errors in live mode.
+    pub fn run(
+        &mut self,
+        progress: &Progress,
+        metrics: &mut MetricsLog,
+        name: &str,
+        checkpoints: Option<&Checkpoints>,
+    ) -> Result<RunEnd> {
+        let spec = self.inputs.spec;
+        let (n, epochs, total) = (self.inputs.train.len(), spec.train.epochs, self.schedule.total);
+        progress.start(name, epochs, self.steps_per_epoch, self.state.step);
+        let mut order: Option<(u64, Vec<i64>)> = None;
+        while self.state.step < total {
+            let epoch = self.state.step / self.steps_per_epoch;
+            let i = (self.state.step % self.steps_per_epoch) as usize;
+            if order.as_ref().map(|(e, _)| *e) != Some(epoch) {
+                order = Some((epoch, permutation(n, spec.train.seed, epoch)));
             }
-            total_samples += b;
-            train_seconds += seconds;
-            progress.step(format!(
-                "loss {:.4} (kd {:.4} ce {:.4}) acc {:.3}",
-                window.mean(window.loss),
-                window.mean(window.kd),
-                window.mean(window.ce),
-                window.correct / window.samples
-            ));
-            if step % train_spec.log_every == 0 || step == schedule.total {
-                metrics.write(&StepLine {
-                    kind: "step",
-                    step,
-                    epoch: epoch + 1,
-                    lr,
-                    loss: window.mean(window.loss),
-                    kd: window.mean(window.kd),
-                    ce: window.mean(window.ce),
-                    accuracy: window.correct / window.samples,
-                    samples_per_s: window.samples / window.seconds.max(1e-9),
-                })?;
-                window = Window::default();
+            let chunk = {
+                let all = &order.as_ref().expect("set above").1;
+                all[i * self.batch..((i + 1) * self.batch).min(n)].to_vec()
+            };
+            self.train_step(&chunk, epoch, progress, metrics)?;
+            let step = self.state.step;
+            let epoch_end = step % self.steps_per_epoch == 0;
+            if epoch_end {
+                self.end_epoch(epoch, progress, metrics, name)?;
+            }
+            if let Some(c) = checkpoints {
+                let stop = c.stop.load(std::sync::atomic::Ordering::SeqCst) || c.stop_after == Some(step);
+                let every = spec.train.save_every;
+                if epoch_end || stop || (every > 0 && step % every == 0) {
+                    self.save(&c.dir)?;
+                }
+                if stop && step < total {
+                    progress.finish();
+                    return Ok(RunEnd::Stopped { step });
+                }
             }
         }
-        let preds = student_predictions(student, inputs.test, inputs.norm, train_spec.eval_batch_size as usize);
+        progress.finish();
+        let last = self.state.last_epoch.clone().expect("epochs >= 1 is validated");
+        Ok(RunEnd::Finished(TrainOutcome {
+            steps: self.state.step,
+            loss: last.loss,
+            kd: last.kd,
+            ce: last.ce,
+            test_accuracy: last.test_accuracy,
+            agreement: last.agreement,
+            samples_per_s: self.state.total_samples / self.state.train_seconds.max(1e-9),
+            train_seconds: self.state.train_seconds,
+            skipped_steps: self.state.skipped_steps,
+            final_scale: self.scaler.as_ref().map(GradScaler::scale),
+            segments: self.segments.len(),
+        }))
+    }
+
+    fn step_config(&self) -> StepConfig<'_> {
+        let spec = self.inputs.spec;
+        StepConfig {
+            device: self.inputs.device,
+            precision: spec.train.precision,
+            temperature: spec.kd.temperature,
+            alpha: spec.kd.alpha,
+            seed: spec.train.seed,
+            segments: &self.segments,
+            param_segment: &self.param_segment,
+            recompute: self.segments.len() > 1,
+        }
+    }
+
+    fn train_step(&mut self, chunk: &[i64], epoch: u64, progress: &Progress, metrics: &mut MetricsLog) -> Result<()> {
+        let t0 = Instant::now();
+        let step = self.state.step;
+        let inputs = self.inputs;
+        let index = Tensor::from_slice(chunk).to_device(inputs.device);
+        let (x, y) = inputs.train.batch(&index);
+        let x = inputs.norm.apply(&x);
+        let soft = inputs.targets.get(&index, &x)?;
+        let params: Vec<&Tensor> = self.params.iter().collect();
+        let pruner = self.pruner.as_ref();
+        let extra = || pruner.and_then(Pruner::l1_penalty);
+        let out = forward_backward(
+            &self.step_config(),
+            &self.student,
+            &params,
+            &x,
+            &y,
+            soft.as_ref(),
+            step,
+            self.scaler.as_ref(),
+            &extra,
+        )?;
+        let value = out.loss.total.double_value(&[]);
+        if !value.is_finite() {
+            return Err(DistillError::Diverged { step: step + 1, epoch: epoch + 1, value });
+        }
+        let mut grads = out.grads;
+        let apply = match self.scaler.as_mut() {
+            Some(scaler) => scaler.unscale_and_update(&mut grads)?,
+            None => true,
+        };
+        let lr = self.schedule.at(step);
+        if apply {
+            if let Some(p) = &self.pruner {
+                p.mask_grads(&params, &mut grads);
+            }
+            self.opt.step(lr, &grads);
+            if let Some(p) = self.pruner.as_mut() {
+                p.apply_masks();
+            }
+        } else {
+            self.state.skipped_steps += 1;
+        }
+        self.state.step += 1;
+        if let Some(p) = self.pruner.as_mut() {
+            p.maybe_prune(self.state.step, &mut self.student);
+        }
+
+        let correct =
+            out.logits.argmax(-1, false).eq_tensor(&y).to_kind(Kind::Float).sum(Kind::Float).double_value(&[]);
+        let seconds = t0.elapsed().as_secs_f64();
+        let b = chunk.len() as f64;
+        let (kd, ce) = (out.loss.kd.double_value(&[]), out.loss.ce.double_value(&[]));
+        for w in [&mut self.state.window, &mut self.state.epoch] {
+            w.loss += value;
+            w.kd += kd;
+            w.ce += ce;
+            w.correct += correct;
+            w.samples += b;
+            w.batches += 1.0;
+            w.seconds += seconds;
+        }
+        self.state.total_samples += b;
+        self.state.train_seconds += seconds;
+        let w = self.state.window;
+        progress.step(format!(
+            "loss {:.4} (kd {:.4} ce {:.4}) acc {:.3}",
+            w.mean(w.loss),
+            w.mean(w.kd),
+            w.mean(w.ce),
+            w.correct / w.samples
+        ));
+        let step = self.state.step;
+        if step % inputs.spec.train.log_every == 0 || step == self.schedule.total {
+            metrics.write(&StepLine {
+                kind: "step",
+                step,
+                epoch: epoch + 1,
+                lr,
+                loss: w.mean(w.loss),
+                kd: w.mean(w.kd),
+                ce: w.mean(w.ce),
+                accuracy: w.correct / w.samples,
+                samples_per_s: w.samples / w.seconds.max(1e-9),
+                loss_scale: self.scaler.as_ref().map(GradScaler::scale),
+            })?;
+            self.state.metrics_lines += 1;
+            self.state.window = Window::default();
+        }
+        Ok(())
+    }
+
+    fn end_epoch(&mut self, epoch: u64, progress: &Progress, metrics: &mut MetricsLog, name: &str) -> Result<()> {
+        let inputs = self.inputs;
+        let preds =
+            student_predictions(&self.student, inputs.test, inputs.norm, inputs.spec.train.eval_batch_size as usize);
         let test_accuracy = accuracy(&preds, &inputs.test.y);
         let agreement = inputs.teacher_test_preds.map(|t| accuracy(&preds, t));
+        let e = self.state.epoch;
         let line = EpochLine {
-            kind: "epoch",
+            kind: "epoch".into(),
             epoch: epoch + 1,
-            step,
-            loss: epoch_sums.mean(epoch_sums.loss),
-            kd: epoch_sums.mean(epoch_sums.kd),
-            ce: epoch_sums.mean(epoch_sums.ce),
-            train_accuracy: epoch_sums.correct / epoch_sums.samples,
+            step: self.state.step,
+            loss: e.mean(e.loss),
+            kd: e.mean(e.kd),
+            ce: e.mean(e.ce),
+            train_accuracy: e.correct / e.samples,
             test_accuracy,
             agreement,
-            samples_per_s: epoch_sums.samples / epoch_sums.seconds.max(1e-9),
-            elapsed_s: start.elapsed().as_secs_f64(),
+            sparsity: self.pruner.as_ref().map(|p| p.schedule.sparsity_at(self.state.step)),
+            samples_per_s: e.samples / e.seconds.max(1e-9),
+            elapsed_s: self.state.train_seconds,
         };
         metrics.write(&line)?;
+        self.state.metrics_lines += 1;
         progress.epoch(format!(
-            "{name} epoch {}/{}: loss {:.4} (kd {:.4} ce {:.4}) train acc {:.4} test acc {:.4}{} {:.0} samples/s",
+            "{name} epoch {}/{}: loss {:.4} (kd {:.4} ce {:.4}) train acc {:.4} test acc {:.4}{}{} {:.0} samples/s",
             epoch + 1,
-            train_spec.epochs,
+            inputs.spec.train.epochs,
             line.loss,
             line.kd,
             line.ce,
             line.train_accuracy,
             test_accuracy,
             agreement.map(|a| format!(" agreement {a:.4}")).unwrap_or_default(),
+            line.sparsity.map(|s| format!(" sparsity {s:.3}")).unwrap_or_default(),
             line.samples_per_s
         ));
-        outcome = Some(TrainOutcome {
-            steps: step,
-            loss: line.loss,
-            kd: line.kd,
-            ce: line.ce,
-            test_accuracy,
-            agreement,
-            samples_per_s: total_samples / train_seconds.max(1e-9),
-            train_seconds,
-        });
+        self.state.last_epoch = Some(line);
+        self.state.epoch = Window::default();
+        Ok(())
     }
-    progress.finish();
-    Ok(outcome.expect("epochs >= 1 is validated"))
+
+    /// Writes a checkpoint of the current step under `dir`.
+    pub fn save(&self, dir: &std::path::Path) -> Result<PathBuf> {
+        let mut tensors: Vec<(String, Tensor)> =
+            self.vs.variables().into_iter().map(|(n, t)| (format!("model/{n}"), t)).collect();
+        tensors.extend(self.opt.state().into_iter().map(|(n, t)| (format!("optim/{n}"), t)));
+        if let Some(p) = &self.pruner {
+            tensors.extend(p.state());
+        }
+        if let Some(s) = &self.scaler {
+            let (scale, tracker) = s.state();
+            tensors.push(("amp/scale".into(), scale));
+            tensors.push(("amp/growth_tracker".into(), tracker));
+        }
+        let saved = Saved {
+            state: self.state.clone(),
+            optimizer_step: self.opt.step,
+            config: self.inputs.spec.to_toml_string(),
+        };
+        checkpoint::save(dir, self.state.step, &tensors, &saved, self.inputs.spec.train.keep_checkpoints as usize)
+    }
+
+    /// Continues from the checkpoint at `path` (written by [`Trainer::save`] for the same config).
+    ///
+    /// # Errors
+    /// [`DistillError::Usage`] when the checkpoint is unreadable or was written for another
+    /// config.
+    pub fn restore(&mut self, path: &std::path::Path) -> Result<()> {
+        let (tensors, saved): (Vec<(String, Tensor)>, Saved) = checkpoint::load(path)?;
+        if saved.config != self.inputs.spec.to_toml_string() {
+            return Err(DistillError::Usage(format!(
+                "{}: this checkpoint was written for another configuration; resume with the cfg.toml it was started with",
+                path.display()
+            )));
+        }
+        let get = |key: &str| tensors.iter().find(|(n, _)| n == key).map(|(_, t)| t.shallow_clone());
+        tch::no_grad(|| {
+            for (name, mut var) in self.vs.variables() {
+                if let Some(t) = get(&format!("model/{name}")) {
+                    var.copy_(&t);
+                }
+            }
+        });
+        let optim: Vec<(String, Tensor)> = tensors
+            .iter()
+            .filter_map(|(n, t)| n.strip_prefix("optim/").map(|k| (k.to_string(), t.shallow_clone())))
+            .collect();
+        self.opt.load_state(saved.optimizer_step, &optim);
+        if let Some(p) = self.pruner.as_mut() {
+            p.load_state(&tensors, &mut self.student);
+        }
+        if let (Some(s), Some(scale), Some(tracker)) =
+            (self.scaler.as_mut(), get("amp/scale"), get("amp/growth_tracker"))
+        {
+            s.load_state(&scale, &tracker, saved.state.skipped_steps);
+        }
+        self.state = saved.state;
+        Ok(())
+    }
+
+    /// Names of the optimised parameters, sorted.
+    pub fn param_names(&self) -> &[String] {
+        &self.names
+    }
 }
 
-/// The libtorch seed of optimiser step `step`: SplitMix64 of (seed, step), so nearby steps get
-/// unrelated streams.
-pub fn step_seed(seed: u64, step: u64) -> i64 {
-    let mut z = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(step).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    ((z ^ (z >> 31)) >> 1) as i64
+/// What `state.json` of a checkpoint holds.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    state: State,
+    optimizer_step: u64,
+    /// The resolved cfg.toml, to refuse resuming under another configuration.
+    config: String,
 }

@@ -1,0 +1,93 @@
+//! Physically removing the units that structured pruning masked: a new, narrower student whose
+//! weights are the kept rows and columns of the old ones (kd-pitfalls P7, P8).
+//!
+//! Walking the layers in order, each conv/linear layer keeps the rows of its kept units and the
+//! columns of the previous layer's kept units; norms keep their kept features; `flatten` expands
+//! kept channels into their H*W columns. Because the masked student multiplied removed units'
+//! outputs by zero, the shrunk student computes the same logits.
+use std::collections::HashMap;
+
+use estimator_wasm::arch::Op;
+use estimator_wasm::spec::Config;
+use tch::{nn::VarStore, Device, Kind, Tensor};
+
+use crate::error::Result;
+use crate::student::Student;
+
+/// The narrower spec, its variables and the student built on them.
+pub struct Shrunk {
+    pub spec: Config,
+    pub vs: VarStore,
+    pub student: Student,
+}
+
+/// Builds the student of `spec` without the removed units, on `device`, from `old` (the masked
+/// student's variables). `kept[layer]` lists the kept unit indices of each pruned layer.
+pub fn shrink(
+    spec: &Config,
+    old: &VarStore,
+    old_student: &Student,
+    kept: &HashMap<String, Vec<i64>>,
+    device: Device,
+) -> Result<Shrunk> {
+    let mut narrow = spec.clone();
+    let count = |id: String, width: u64| kept.get(&id).map(|k| k.len() as u64).unwrap_or(width);
+    narrow.student.channels =
+        spec.student.channels.iter().enumerate().map(|(i, &c)| count(format!("conv{}", i + 1), c)).collect();
+    narrow.student.hidden =
+        spec.student.hidden.iter().enumerate().map(|(j, &w)| count(format!("fc{}", j + 1), w)).collect();
+
+    let vs = VarStore::new(device);
+    let student = Student::new(&vs.root(), &narrow)?;
+    let old_vars = old.variables();
+    let mut new_vars = vs.variables();
+    let index = |v: &[i64]| Tensor::from_slice(v).to_device(device);
+    let mut current: Option<Tensor> = None; // kept features of the current activation
+    tch::no_grad(|| {
+        for block in &old_student.blocks {
+            let id = &block.layer.id;
+            let select = |leaf: &str, out: Option<&Tensor>, inp: Option<&Tensor>| {
+                let name = format!("{id}.{leaf}");
+                let Some(t) = old_vars.get(&name) else { return (name, None) };
+                let mut t = t.to_device(device);
+                if let Some(o) = out {
+                    t = t.index_select(0, o);
+                }
+                if let Some(i) = inp {
+                    t = t.index_select(1, i);
+                }
+                (name, Some(t))
+            };
+            let mut copies = Vec::new();
+            match block.layer.op {
+                Op::Conv2d { .. } | Op::Linear { .. } => {
+                    let out = kept.get(id).map(|k| index(k));
+                    copies.push(select("weight", out.as_ref(), current.as_ref()));
+                    copies.push(select("bias", out.as_ref(), None));
+                    current = out;
+                }
+                Op::BatchNorm { .. } | Op::LayerNorm { .. } => {
+                    for leaf in ["weight", "bias", "running_mean", "running_var"] {
+                        copies.push(select(leaf, current.as_ref(), None));
+                    }
+                }
+                Op::Flatten => {
+                    if let (Some(channels), [_, h, w]) = (&current, block.layer.input.as_slice()) {
+                        let hw = (h * w) as i64;
+                        let cols = (channels.unsqueeze(1) * hw
+                            + Tensor::arange(hw, (Kind::Int64, device)).unsqueeze(0))
+                        .flatten(0, -1);
+                        current = Some(cols);
+                    }
+                }
+                _ => {}
+            }
+            for (name, value) in copies {
+                if let (Some(value), Some(var)) = (value, new_vars.get_mut(&name)) {
+                    var.copy_(&value);
+                }
+            }
+        }
+    });
+    Ok(Shrunk { spec: narrow, vs, student })
+}
