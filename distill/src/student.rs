@@ -67,7 +67,7 @@ impl Student {
         for i in range {
             h = self.blocks[i].forward_t(&h, train);
             if let Some(mask) = &self.unit_masks[i] {
-                h = h * mask;
+                h *= mask;
             }
         }
         h

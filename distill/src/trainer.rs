@@ -21,7 +21,7 @@ use crate::optim::Optimizer;
 use crate::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::schedule::Schedule;
-use crate::step::{forward_backward, param_segments, StepConfig};
+use crate::step::{forward_backward, param_segments, Batch, StepConfig};
 use crate::student::Student;
 use crate::teacher::Teacher;
 
@@ -168,6 +168,7 @@ impl<'a> Trainer<'a> {
         let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
         let params: Vec<Tensor> = opt.params().into_iter().map(|t| t.shallow_clone()).collect();
         let n_blocks = student.blocks.len();
+        #[allow(clippy::single_range_in_vec_init)] // one segment spanning every block
         let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
         let param_segment = param_segments(&student, &names, &segments);
         let scaler = (spec.train.precision == Precision::Fp16).then(|| GradScaler::new(inputs.device));
@@ -290,17 +291,8 @@ impl<'a> Trainer<'a> {
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
-        let out = forward_backward(
-            &self.step_config(),
-            &self.student,
-            &params,
-            &x,
-            &y,
-            soft.as_ref(),
-            step,
-            self.scaler.as_ref(),
-            &extra,
-        )?;
+        let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step };
+        let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
         let value = out.loss.total.double_value(&[]);
         if !value.is_finite() {
             return Err(DistillError::Diverged { step: step + 1, epoch: epoch + 1, value });

@@ -233,3 +233,61 @@ fn diverging_loss_stops_with_step_and_value() {
     case.edit_config("lr = 0.01", "lr = 1e30");
     case.fails_with(TEACHER, CFG, &["loss became", "at step 2 (epoch 1)", "lower train.lr"]);
 }
+
+/// Strips the timing fields, which differ between runs, from metrics.jsonl lines.
+fn losses(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(",\"samples_per_s\"").next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn ctrl_c_checkpoints_and_resume_finishes_the_same_run() {
+    let case = Case::new();
+    case.edit_config("epochs = 3", "epochs = 20");
+    case.edit_config("hidden = [32]", "hidden = [32]\ndropout = 0.1");
+    let bin = env!("CARGO_BIN_EXE_distill");
+    let common = |out: &str| {
+        let mut c = Command::new(bin);
+        c.args(["--teacher", case.path(TEACHER).to_str().unwrap(), "--student", case.path(CFG).to_str().unwrap()])
+            .args(["--out", case.path(out).to_str().unwrap(), "--device", "cpu", "--quiet"]);
+        c
+    };
+    let child = common("run").stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let metrics = case.path("run.partial/metrics.jsonl");
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&metrics).map(|t| t.lines().count()).unwrap_or(0) < 5 {
+        assert!(start.elapsed().as_secs() < 120, "the run never got going");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("continue with `distill --resume"), "{stderr}");
+    assert!(!case.path("run").exists());
+    assert!(case.path("run.partial/checkpoints").read_dir().unwrap().count() >= 1);
+
+    let resumed = Command::new(bin).args(["--resume", case.path("run").to_str().unwrap(), "--quiet"]).output().unwrap();
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(String::from_utf8_lossy(&resumed.stdout).contains("test accuracy"));
+    assert!(!case.path("run.partial").exists());
+    let unbroken = common("unbroken").output().unwrap();
+    assert!(unbroken.status.success());
+    assert_eq!(losses(&case.path("run/metrics.jsonl")), losses(&case.path("unbroken/metrics.jsonl")));
+}
+
+#[test]
+fn resume_without_an_interrupted_run_says_so() {
+    let case = Case::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+        .args(["--resume", case.path("nothing").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no interrupted run there"), "{stderr}");
+}

@@ -1,0 +1,234 @@
+//! Compression on real data (digits): exact resume, mixed precision, pruning (magnitude and
+//! structured) and gradient checkpointing, checked against hand-computed or measured values.
+use std::path::Path;
+
+use distill::progress::Verbosity;
+use distill::TrainOptions;
+use e2e::{digits_config, fixture, python, serial, train};
+use tch::Tensor;
+
+fn metrics(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            format!(
+                "{} {} {} {} {} {} {}",
+                v["step"], v["loss"], v["kd"], v["ce"], v["accuracy"], v["test_accuracy"], v["loss_scale"]
+            )
+        })
+        .collect()
+}
+
+const RESUME_EDITS: [(&str, &str); 3] = [
+    ("hidden = [32]", "hidden = [32]\ndropout = 0.2"),
+    ("seed = 0", "seed = 0\nsave_every = 20\nprecision = \"fp16\""),
+    ("log_every = 10", "log_every = 10\n[prune]\nsparsity = 0.5\nevery_steps = 10"),
+];
+
+#[test]
+fn interrupted_and_resumed_run_equals_an_unbroken_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = digits_config(dir.path(), &RESUME_EDITS);
+    let unbroken = train(&fixture("teacher-scripted.pt"), &cfg, &dir.path().join("a"), false).unwrap();
+
+    let out = dir.path().join("b/run");
+    let opts = TrainOptions {
+        teacher: fixture("teacher-scripted.pt"),
+        student: cfg.clone(),
+        out: Some(out.clone()),
+        overwrite: false,
+        device: "cpu".into(),
+        baseline: false,
+        verbosity: Verbosity::Quiet,
+        stop_after: Some(57),
+    };
+    let err = {
+        let _guard = serial();
+        distill::run(&opts).unwrap_err()
+    };
+    assert!(err.is_interrupt(), "{err}");
+    assert!(err.to_string().contains("continue with `distill --resume"), "{err}");
+    assert!(!out.exists() && out.with_file_name("run.partial").join("checkpoints").is_dir());
+    let resumed = {
+        let _guard = serial();
+        distill::resume(&out, Verbosity::Quiet, None).unwrap()
+    };
+    // Bit for bit on CPU: every logged loss, KD and CE part, accuracy and loss scale.
+    assert_eq!(metrics(&dir.path().join("a/run")), metrics(&out));
+    assert_eq!(unbroken.student.test_accuracy, resumed.student.test_accuracy);
+    assert_eq!(unbroken.student.final_loss_scale, resumed.student.final_loss_scale);
+    let sorted = |p: std::path::PathBuf| {
+        let mut v = Tensor::read_safetensors(p).unwrap();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let (a, b) = (sorted(dir.path().join("a/run/student.safetensors")), sorted(out.join("student.safetensors")));
+    assert_eq!(a.len(), b.len());
+    for ((na, ta), (nb, tb)) in a.iter().zip(&b) {
+        assert_eq!(na, nb);
+        assert!(ta.equal(tb), "{na} differs after resume");
+    }
+}
+
+#[test]
+fn magnitude_pruning_reaches_the_exact_sparsity_globally_and_per_layer() {
+    for scope in ["global", "layer"] {
+        let dir = tempfile::tempdir().unwrap();
+        let prune = format!(
+            "log_every = 10\n[prune]\nsparsity = 0.8\nscope = \"{scope}\"\nevery_steps = 5\nend_epoch = 2.0\nl1 = 1e-5"
+        );
+        let cfg = digits_config(dir.path(), &[("log_every = 10", &prune)]);
+        let report = train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), false).unwrap();
+        let p = report.student.prune.as_ref().unwrap();
+        // fc1.weight 32x64 = 2048, head.weight 10x32 = 320.
+        let total = 2048 + 320;
+        let zeros: u64 = p.layers.iter().map(|l| l.dense - l.nonzero).sum();
+        match scope {
+            "global" => assert_eq!(zeros, (0.8f64 * total as f64).round() as u64),
+            _ => {
+                for l in &p.layers {
+                    assert_eq!(l.dense - l.nonzero, (0.8 * l.dense as f64).round() as u64, "{}", l.name);
+                }
+            }
+        }
+        assert!((p.weight_sparsity - zeros as f64 / total as f64).abs() < 1e-12);
+        // The exported file holds the zeros (masks baked in, nothing else stored).
+        let saved = Tensor::read_safetensors(dir.path().join("run/student.safetensors")).unwrap();
+        let saved_zeros: i64 = saved
+            .iter()
+            .filter(|(n, t)| n.ends_with(".weight") && t.dim() == 2)
+            .map(|(_, t)| t.numel() as i64 - t.count_nonzero(None::<i64>).int64_value(&[]))
+            .sum();
+        assert_eq!(saved_zeros as u64, zeros);
+        assert!(p.csr_bytes < p.dense_file_bytes, "CSR skips the zeros: {} vs {}", p.csr_bytes, p.dense_file_bytes);
+        assert!(report.student.test_accuracy > 0.85, "{scope}: {}", report.student.test_accuracy);
+        // Sparsity is reported per epoch on the schedule: 3 epochs, the last one at s_f.
+        let last: serde_json::Value = std::fs::read_to_string(dir.path().join("run/metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .last()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .unwrap();
+        assert_eq!(last["sparsity"], 0.8);
+    }
+}
+
+#[test]
+fn structured_pruning_shrinks_the_student_to_the_same_function() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = digits_config(
+        dir.path(),
+        &[
+            ("family = \"mlp\"", "family = \"cnn\"\nchannels = [8, 16]\nnorm = \"batch\"\npool = \"none\""),
+            ("epochs = 3", "epochs = 4"),
+            ("log_every = 10", "log_every = 10\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\nevery_steps = 10"),
+        ],
+    );
+    let report = train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), false).unwrap();
+    let p = report.student.prune.as_ref().unwrap();
+    let s = p.shrunk.as_ref().unwrap();
+    assert_eq!((s.channels.clone(), s.hidden.clone()), (vec![4, 8], vec![16]));
+    // conv1 4*1*9 + bn 8, conv2 8*4*9 + bn 16, fc1 (8*8*8 -> 16) + bn 32, head 16*10+10.
+    assert_eq!(s.params, 36 + 8 + 288 + 16 + 512 * 16 + 16 + 32 + 170);
+    assert_eq!(report.student.params, s.params);
+    assert!(s.max_abs_diff < 1e-5, "shrunk vs masked logits differ by {}", s.max_abs_diff);
+    assert!(
+        s.safetensors_bytes as f64 <= 0.55 * p.dense_file_bytes as f64,
+        "{} vs {}",
+        s.safetensors_bytes,
+        p.dense_file_bytes
+    );
+    let dense_ts = std::fs::metadata(dir.path().join("run/dense/student.pt")).unwrap().len();
+    assert!(s.torchscript_bytes < dense_ts);
+    assert!(report.student.test_accuracy > 0.85, "{}", report.student.test_accuracy);
+
+    // PyTorch runs both TorchScript files and gets the same logits.
+    let script = "import sys, torch
+torch.manual_seed(0)
+x = torch.randn(32, 1, 8, 8)
+small, dense = torch.jit.load(sys.argv[1]), torch.jit.load(sys.argv[2])
+with torch.no_grad():
+    print(float((small(x) - dense(x)).abs().max()), sum(p.numel() for p in small.parameters()))";
+    let run = dir.path().join("run");
+    let out =
+        python(script, &[run.join("student.pt").to_str().unwrap(), run.join("dense/student.pt").to_str().unwrap()]);
+    let diff: f64 = out.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(diff < 1e-5, "python: {out}");
+    // The shrunk cfg rebuilds the same architecture.
+    let shrunk_cfg =
+        estimator_wasm::Config::from_toml_str(&std::fs::read_to_string(run.join("student.toml")).unwrap()).unwrap();
+    assert_eq!(shrunk_cfg.student.channels, vec![4, 8]);
+}
+
+#[test]
+fn bf16_and_fp16_train_on_real_data() {
+    let mut accuracy = Vec::new();
+    for precision in ["fp32", "bf16", "fp16"] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = digits_config(dir.path(), &[("seed = 0", &format!("seed = 0\nprecision = \"{precision}\""))]);
+        let report = train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), false).unwrap();
+        assert_eq!(report.student.precision, precision);
+        match precision {
+            "fp16" => {
+                let scale = report.student.final_loss_scale.unwrap();
+                // 135 steps, none of them long enough to grow the scale; overflows halve it.
+                assert_eq!(scale, 65536.0 / 2f64.powi(report.student.skipped_steps as i32));
+            }
+            _ => assert_eq!(report.student.final_loss_scale, None),
+        }
+        accuracy.push(report.student.test_accuracy);
+    }
+    assert!(accuracy.iter().all(|&a| a > 0.9), "{accuracy:?}");
+    assert!((accuracy[1] - accuracy[0]).abs() <= 0.03 && (accuracy[2] - accuracy[0]).abs() <= 0.03, "{accuracy:?}");
+}
+
+#[test]
+fn teacher_in_half_precision_gives_the_same_predictions() {
+    let dir = tempfile::tempdir().unwrap();
+    let fp32 = train(
+        &fixture("teacher-traced.pt"),
+        &digits_config(dir.path(), &[("output = \"logits\"", "output = 0")]),
+        dir.path(),
+        false,
+    )
+    .unwrap();
+    for precision in ["bf16", "fp16"] {
+        let edit = format!("output = 0\nprecision = \"{precision}\"");
+        let cfg = digits_config(dir.path(), &[("output = \"logits\"", &edit)]);
+        let half = train(&fixture("teacher-traced.pt"), &cfg, dir.path(), false).unwrap();
+        assert!((half.teacher.test_accuracy - fp32.teacher.test_accuracy).abs() <= 2.0 / 360.0, "{precision}");
+        assert_eq!(half.student.teacher_precision, precision);
+        assert!(half.student.test_accuracy > 0.9);
+    }
+}
+
+#[test]
+fn gradient_checkpointing_trains_the_same_student() {
+    let dir = tempfile::tempdir().unwrap();
+    let cnn = "family = \"cnn\"\nchannels = [4, 8]\nnorm = \"batch\"";
+    let plain = train(
+        &fixture("teacher-scripted.pt"),
+        &digits_config(dir.path(), &[("family = \"mlp\"", cnn)]),
+        &dir.path().join("a"),
+        false,
+    )
+    .unwrap();
+    let with_ckpt = format!("{cnn}\ncheckpointing = \"sqrt\"");
+    let ckpt = train(
+        &fixture("teacher-scripted.pt"),
+        &digits_config(dir.path(), &[("family = \"mlp\"", &with_ckpt)]),
+        &dir.path().join("b"),
+        false,
+    )
+    .unwrap();
+    assert!(ckpt.student.checkpointing_segments > 1);
+    assert_eq!(plain.student.checkpointing_segments, 1);
+    let (a, b) = (metrics(&dir.path().join("a/run")), metrics(&dir.path().join("b/run")));
+    let loss = |l: &String| l.split(' ').nth(1).unwrap().parse::<f64>().unwrap();
+    for (x, y) in a.iter().zip(&b) {
+        assert!((loss(x) - loss(y)).abs() < 1e-4 * loss(x).abs().max(1.0), "{x} vs {y}");
+    }
+    assert!((plain.student.test_accuracy - ckpt.student.test_accuracy).abs() <= 1.0 / 360.0);
+}
