@@ -309,7 +309,9 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
     }
     match t.head {
         HeadKind::Lm => {
-            let head = Op::LmHead { in_features: h, out_features: data.classes, bias: false, tied: t.tie_embeddings };
+            // a bias unless tied (GPT-2 ties and has none; Llama has no biases at all)
+            let bias = t.bias && !t.tie_embeddings;
+            let head = Op::LmHead { in_features: h, out_features: data.classes, bias, tied: t.tie_embeddings };
             b.push("head", head, vec![seq, data.classes]);
         }
         HeadKind::Classifier => {

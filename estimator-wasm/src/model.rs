@@ -74,6 +74,8 @@ pub(crate) struct LayerPlan {
     /// First layer of a checkpoint segment.
     pub segment_start: bool,
     pub backward_scratch: Vec<Size>,
+    /// Own saved tensors its backward has freed at its largest moment.
+    pub backward_release: Vec<Size>,
 }
 
 /// One pipeline stage (the whole model without pipelining).
@@ -242,6 +244,7 @@ impl Model {
                 checkpoint_forward_live: Vec::new(),
                 segment_start: false,
                 backward_scratch: pr.backward_scratch.clone(),
+                backward_release: pr.backward_release.clone(),
             })
             .collect();
         let mut saved_ids: Vec<StorageId> = Vec::new();
@@ -366,7 +369,7 @@ impl Model {
         }
         if cuda {
             let mut ws = Pool::default();
-            ws.tensor(runtime.cublas_workspace, true);
+            ws.workspace(runtime.cublas_workspace, true);
             shared_pre.push((Cat::CublasWorkspace, ws));
         }
         let mut cache_build = Pool::default();
@@ -461,13 +464,11 @@ impl Model {
                 train.push((Cat::PruneMasks, masks));
             }
             if n_dp > 1 && zero == 0 && !est.bucket_view {
+                // bucket_cap_mb = 25: full buckets and one partial bucket
                 let mut buckets = Pool::default();
-                let mut left = mul(total_params, per.grad, "DDP buckets")?;
-                while left > 0 {
-                    let chunk = left.min(25 * MIB);
-                    buckets.tensor(chunk, cuda);
-                    left -= chunk;
-                }
+                let grads = mul(total_params, per.grad, "DDP buckets")?;
+                buckets.tensors(25 * MIB, grads / (25 * MIB), cuda);
+                buckets.tensor(grads % (25 * MIB), cuda);
                 train.push((Cat::DdpBuckets, buckets));
             }
             let largest =

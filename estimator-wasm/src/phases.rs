@@ -44,12 +44,19 @@ impl At {
 /// Where memory is added: a plain total, or a breakdown by category.
 pub(crate) trait Sink {
     fn add(&mut self, cat: Cat, pool: &Pool);
+    /// Takes back tensors added before (freed during a block's backward).
+    fn remove(&mut self, cat: Cat, pool: &Pool);
 }
 
 impl Sink for Pool {
     #[inline]
     fn add(&mut self, _: Cat, pool: &Pool) {
         self.merge(pool);
+    }
+
+    #[inline]
+    fn remove(&mut self, _: Cat, pool: &Pool) {
+        Pool::remove(self, pool);
     }
 }
 
@@ -65,6 +72,12 @@ impl Sink for Tally {
         let slot = &mut self.categories.0[cat as usize];
         *slot = slot.saturating_add(pool.allocated);
         self.pool.merge(pool);
+    }
+
+    fn remove(&mut self, cat: Cat, pool: &Pool) {
+        let slot = &mut self.categories.0[cat as usize];
+        *slot = slot.saturating_sub(pool.allocated);
+        self.pool.remove(pool);
     }
 }
 
@@ -133,6 +146,7 @@ pub(crate) struct AtBatch {
     pub earlier: Pool,
     pub forward_live: Vec<Pool>,
     pub backward: Vec<Pool>,
+    pub release: Vec<Pool>,
     pub loss_saved: Pool,
     pub loss_transient: Pool,
     pub loss_grads: Pool,
@@ -170,6 +184,7 @@ impl AtBatch {
             earlier: Pool::default(),
             forward_live: Vec::with_capacity(n),
             backward: Vec::with_capacity(n),
+            release: Vec::with_capacity(n),
             loss_saved: Pool::default(),
             loss_transient: Pool::default(),
             loss_grads: Pool::default(),
@@ -192,6 +207,7 @@ impl AtBatch {
                 a.forward_live.push(pool_of(&l.forward_live, b, cuda));
             }
             a.backward.push(pool_of(&l.backward_scratch, b, cuda));
+            a.release.push(pool_of(&l.backward_release, b, cuda));
         }
         a.resident = if s.checkpointing { kept } else { saved };
         a.earlier = a.resident.times(s.in_flight.saturating_sub(1));
@@ -259,6 +275,7 @@ pub(crate) fn live(m: &Model, s: &Stage, a: &AtBatch, at: At, sink: &mut impl Si
             } else {
                 sink.add(Activations, &a.saved_prefix[l]);
             }
+            sink.remove(Activations, &a.release[l]);
             sink.add(Gradients, &s.grads_suffix[l]);
             sink.add(BackwardTransient, &a.backward[l]);
         }
@@ -393,6 +410,7 @@ pub(crate) fn scan(m: &Model, b: u64) -> Scan {
                 own[start..=i].iter().for_each(|(_, r)| segment.merge(r));
             }
             let mut p = backward.plus(&resident).plus(&segment);
+            p.remove(&pool_of(&l.backward_release, b, cuda));
             p.merge(&s.grads_suffix[i]);
             p.merge(&pool_of(&l.backward_scratch, b, cuda));
             out.offer(si, At::Backward(i), p, cuda);
@@ -470,6 +488,43 @@ mod tests {
                 assert_eq!(fast.phases, slow.phases, "batch {b}: {case}");
                 assert_eq!(fast.peak(), slow.peak(), "batch {b}: {case}");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::model::Inputs;
+    use crate::spec::Config;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// The streamed scan equals the definition, phase by phase, on random plans.
+        #[test]
+        fn scan_equals_definition(
+            layers in 1..4u64, heads in 1..4u64, s in 1..64u64, flash in any::<bool>(), drop in any::<bool>(),
+            ckpt in 0..4u64, pp in 1..4u64, precision in 0..4usize, cpu in any::<bool>(), cache in any::<bool>(),
+            b in 1..3000u64,
+        ) {
+            let text = format!(
+                "[data]\ninput_shape = [{s}]\nclasses = 50\n[student]\nfamily = \"transformer\"\ndropout = {d}\n\
+                 checkpointing = {c}\n[student.transformer]\nvocab = 50\nlayers = {layers}\nd_model = {h}\nheads = {heads}\n\
+                 attention = \"{k}\"\nattention_dropout = {d}\n[teacher]\nparams = 1000\ncache_logits = {cache}\n\
+                 [train]\nprecision = \"{p}\"\n[estimate]\ntarget = \"{t}\"\npipeline_stages = {pp}\n",
+                d = if drop { 0.1 } else { 0.0 },
+                c = if ckpt == 0 { "\"none\"".to_string() } else { ckpt.to_string() },
+                h = 8 * heads,
+                k = if flash { "flash" } else { "math" },
+                p = ["fp32", "bf16", "fp16", "pure_bf16"][precision],
+                t = if cpu { "cpu" } else { "cuda" },
+            );
+            let m = Model::new(&Config::from_toml_str(&text).unwrap(), &Inputs::default()).unwrap();
+            let (fast, slow) = (scan(&m, b), scan_by_definition(&m, b));
+            prop_assert_eq!(fast.phases, slow.phases);
         }
     }
 }

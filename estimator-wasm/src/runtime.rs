@@ -3,9 +3,16 @@
 //! (`memory-model.md` section 7; `c10/cuda/CUDACachingAllocator.cpp`).
 //!
 //! Every request is rounded up to 512 B. Requests up to 1 MiB are packed into 2 MiB segments,
-//! requests below 10 MiB into 20 MiB segments, larger ones get their own `cudaMalloc` rounded
-//! up to 2 MiB. The estimate of reserved memory packs each class perfectly (a lower bound);
-//! the fragmentation reserve covers the rest.
+//! requests below 10 MiB are carved out of 20 MiB segments, larger ones get their own
+//! `cudaMalloc` rounded up to 2 MiB.
+//!
+//! The reserved-memory estimate is built to be monotone in every tensor's size (so in the
+//! batch: a larger batch never needs less), which exact segment packing is not (a tensor that
+//! grows past 10 MiB leaves a shared 20 MiB segment). It prices: small tensors packed into 2 MiB
+//! segments; 1-10 MiB tensors at their size but at least 2 MiB each (the small segment they
+//! left); larger tensors rounded to 2 MiB; and the cuBLAS workspace, the first 1-10 MiB request
+//! of a process, as the whole 20 MiB segment it opens. Slack in other 20 MiB segments is left to
+//! the fragmentation reserve.
 use serde::Serialize;
 
 use crate::error::EstimateError;
@@ -63,10 +70,12 @@ pub struct Pool {
     pub allocated: u64,
     /// Rounded bytes of tensors up to 1 MiB (small pool).
     small: u64,
-    /// Rounded bytes of tensors between 1 and 10 MiB.
+    /// Tensors between 1 and 10 MiB, each at least 2 MiB.
     mid: u64,
     /// Segments of tensors of 10 MiB and more, each rounded to 2 MiB.
     large: u64,
+    /// Whole segments of workspaces (the cuBLAS workspace's 20 MiB segment).
+    segments: u64,
 }
 
 impl Pool {
@@ -83,10 +92,24 @@ impl Pool {
         if rounded <= SMALL_REQUEST {
             self.small = self.small.saturating_add(rounded);
         } else if rounded < LARGE_REQUEST {
-            self.mid = self.mid.saturating_add(rounded);
+            self.mid = self.mid.saturating_add(rounded.max(SMALL_SEGMENT));
         } else {
             self.large = self.large.saturating_add(round_pow2(rounded, LARGE_ROUND));
         }
+    }
+
+    /// Adds a workspace that opens a segment of its own: `bytes` allocated, the whole segment
+    /// (20 MiB below 10 MiB, else rounded to 2 MiB) reserved.
+    pub fn workspace(&mut self, bytes: u64, cuda: bool) {
+        if !cuda {
+            self.tensor(bytes, false);
+            return;
+        }
+        let rounded = round_pow2(bytes, BLOCK);
+        self.requested = self.requested.saturating_add(bytes);
+        self.allocated = self.allocated.saturating_add(rounded);
+        let segment = if rounded < LARGE_REQUEST { MID_SEGMENT } else { round_pow2(rounded, LARGE_ROUND) };
+        self.segments = self.segments.saturating_add(segment);
     }
 
     /// Adds `n` copies of a tensor of `bytes`.
@@ -104,6 +127,7 @@ impl Pool {
         self.small = self.small.saturating_add(other.small);
         self.mid = self.mid.saturating_add(other.mid);
         self.large = self.large.saturating_add(other.large);
+        self.segments = self.segments.saturating_add(other.segments);
     }
 
     /// Removes the tensors of `part`, which must have been added.
@@ -114,6 +138,7 @@ impl Pool {
         self.small = self.small.saturating_sub(part.small);
         self.mid = self.mid.saturating_sub(part.mid);
         self.large = self.large.saturating_sub(part.large);
+        self.segments = self.segments.saturating_sub(part.segments);
     }
 
     /// `self + other`.
@@ -133,24 +158,23 @@ impl Pool {
             small: m(self.small),
             mid: m(self.mid),
             large: m(self.large),
+            segments: m(self.segments),
         }
     }
 
-    /// Memory the allocator reserves from the driver for these tensors: small tensors packed
-    /// into 2 MiB segments, middle ones into 20 MiB segments, large ones in their own.
+    /// Memory the allocator reserves from the driver for these tensors (see the module docs).
     #[inline]
     pub fn reserved(&self, cuda: bool) -> u64 {
         if !cuda {
             return self.requested;
         }
         let small = round_pow2(self.small, SMALL_SEGMENT);
-        let mid = round_up(self.mid, MID_SEGMENT).unwrap_or(u64::MAX);
-        small.saturating_add(mid).saturating_add(self.large)
+        small.saturating_add(self.mid).saturating_add(self.large).saturating_add(self.segments)
     }
 
     /// This pool, or [`EstimateError::Overflow`] naming `what` if any sum saturated.
     pub fn check(self, what: &str) -> Result<Pool, EstimateError> {
-        let fields = [self.requested, self.allocated, self.small, self.mid, self.large];
+        let fields = [self.requested, self.allocated, self.small, self.mid, self.large, self.segments];
         if fields.contains(&u64::MAX) || self.reserved(true) == u64::MAX {
             return Err(EstimateError::overflow(what));
         }
@@ -216,25 +240,43 @@ mod tests {
 
     #[test]
     fn segment_classes_follow_the_caching_allocator() {
-        // 1 MiB + 1 B is a middle request: a 20 MiB segment
+        // 1 MiB + 1 B is a middle request: priced at least one 2 MiB small segment
         let mut p = Pool::default();
         p.tensor(MIB + 1, true);
         assert_eq!(p.allocated, MIB + 512);
-        assert_eq!(p.reserved(true), 20 * MIB);
-        // two 6 MiB tensors share one 20 MiB segment, a third opens another
+        assert_eq!(p.reserved(true), 2 * MIB);
+        // middle requests are priced at their size
         let mut p = Pool::default();
         for _ in 0..4 {
             p.tensor(6 * MIB, true);
         }
-        assert_eq!(p.reserved(true), 40 * MIB);
+        assert_eq!(p.reserved(true), 24 * MIB);
         // 10 MiB + 1 B gets its own segment rounded to 2 MiB: 12 MiB
         let mut p = Pool::default();
         p.tensor(10 * MIB + 1, true);
         assert_eq!(p.reserved(true), 12 * MIB);
-        // the cuBLAS workspace (8320 KiB) is a middle request
+        // the cuBLAS workspace (8320 KiB) opens a whole 20 MiB segment
         let mut p = Pool::default();
-        p.tensor(8320 * 1024, true);
+        p.workspace(8320 * 1024, true);
         assert_eq!((p.allocated, p.reserved(true)), (8320 * 1024, 20 * MIB));
+    }
+
+    /// Growing any one tensor never lowers the reserved estimate, across every class boundary.
+    #[test]
+    fn reserved_is_monotone_in_tensor_size() {
+        let others = [300 * 1024, 700 * 1024, 3 * MIB, 9 * MIB + 100, 15 * MIB];
+        let mut last = 0;
+        for size in (0..=24 * MIB).step_by(4096) {
+            let mut p = Pool::default();
+            p.workspace(8320 * 1024, true);
+            for o in others {
+                p.tensor(o, true);
+            }
+            p.tensor(size, true);
+            let r = p.reserved(true);
+            assert!(r >= last, "{size}: {r} < {last}");
+            last = r;
+        }
     }
 
     #[test]
