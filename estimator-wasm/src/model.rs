@@ -146,6 +146,8 @@ pub struct Model {
     pub(crate) cache_build: Pool,
     pub(crate) counts: Counts,
     pub(crate) notes: Vec<String>,
+    /// Upper bound of all batch-dependent tensors together: `per_sample * b + fixed` (u128).
+    pub(crate) bound: (u128, u128),
 }
 
 impl Model {
@@ -552,7 +554,16 @@ impl Model {
             teacher: resolved_teacher.as_ref().map_or(0, |(t, _)| t.params),
             teacher_buffers: resolved_teacher.as_ref().map_or(0, |(t, _)| t.buffers),
         };
+        let bound = bound(
+            &plans,
+            &stages,
+            &loss,
+            &batch,
+            teacher_plan.as_ref(),
+            [&eval_batch, &eval_live.1, &teacher_eval_live.1, &cache_build],
+        );
         Ok(Model {
+            bound,
             runtime,
             gpu,
             target: est.target,
@@ -582,6 +593,57 @@ impl Model {
     pub fn gpu(&self) -> Option<&'static Gpu> {
         self.gpu
     }
+
+    /// Checks that every tensor of the plan at micro-batch `b`, all together and each rounded
+    /// up by a segment, stays below 2^62 bytes, so that every partial sum is exact in u64.
+    ///
+    /// # Errors
+    /// [`EstimateError::Overflow`] otherwise (a plan of exbibytes).
+    pub(crate) fn check_bound(&self, b: u64) -> Result<(), EstimateError> {
+        let (per_sample, fixed) = self.bound;
+        let total = per_sample.checked_mul(u128::from(b)).and_then(|v| v.checked_add(fixed));
+        match total {
+            Some(t) if t < 1 << 62 => Ok(()),
+            _ => Err(EstimateError::overflow(format!("the tensors of this plan at batch {b}"))),
+        }
+    }
+}
+
+/// The bound of [`Model::check_bound`]: every size any moment can hold (times the in-flight
+/// micro-batches), plus 2 MiB of rounding per tensor, plus every static pool.
+fn bound(
+    layers: &[LayerPlan],
+    stages: &[Stage],
+    loss: &LossPlan,
+    batch: &[Size],
+    teacher: Option<&TeacherPlan>,
+    constants: [&Pool; 4],
+) -> (u128, u128) {
+    let mut sizes: Vec<&Size> = Vec::new();
+    for l in layers {
+        for v in [&l.saved, &l.recompute, &l.forward_live, &l.checkpoint_forward_live, &l.backward_scratch] {
+            sizes.extend(v.iter());
+        }
+        sizes.extend(l.kept.iter());
+    }
+    for v in [&loss.saved, &loss.transient, &loss.grads, batch] {
+        sizes.extend(v.iter());
+    }
+    sizes.push(&loss.student_logits);
+    sizes.extend(loss.teacher_logits.iter());
+    if let Some(t) = teacher {
+        sizes.extend(t.layers.iter().flat_map(|(_, s)| s.iter()));
+    }
+    let in_flight = u128::from(stages.iter().map(|s| s.in_flight).max().unwrap_or(1));
+    let slack = u128::from(runtime::LARGE_ROUND);
+    let per_sample: u128 = sizes.iter().map(|s| u128::from(s.per_sample)).sum::<u128>() * in_flight;
+    let mut fixed: u128 = sizes.iter().map(|s| u128::from(s.fixed) + slack).sum::<u128>() * in_flight;
+    for s in stages {
+        let statics = [&s.pre_total, &s.train_total, &s.cast_cache, &s.step_transient, &s.grads_suffix[0]];
+        fixed += statics.iter().map(|p| p.bound()).sum::<u128>();
+    }
+    fixed += constants.iter().map(|p| p.bound()).sum::<u128>();
+    (per_sample, fixed)
 }
 
 /// Attributes each saved storage of `range` to the first layer that saves it (`skip`: a

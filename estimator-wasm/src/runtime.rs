@@ -68,13 +68,10 @@ pub struct Pool {
     pub requested: u64,
     /// Bytes after rounding each tensor to 512 B (`allocated_bytes`); equals `requested` on CPU.
     pub allocated: u64,
-    /// Rounded bytes of tensors up to 1 MiB (small pool).
+    /// Rounded bytes of tensors up to 1 MiB (small pool, packed into 2 MiB segments).
     small: u64,
-    /// Tensors between 1 and 10 MiB, each at least 2 MiB.
-    mid: u64,
-    /// Segments of tensors of 10 MiB and more, each rounded to 2 MiB.
-    large: u64,
-    /// Whole segments of workspaces (the cuBLAS workspace's 20 MiB segment).
+    /// Segment bytes of everything else: tensors between 1 and 10 MiB at their size but at
+    /// least 2 MiB each, larger ones rounded to 2 MiB, workspaces' whole segments.
     segments: u64,
 }
 
@@ -92,9 +89,9 @@ impl Pool {
         if rounded <= SMALL_REQUEST {
             self.small = self.small.saturating_add(rounded);
         } else if rounded < LARGE_REQUEST {
-            self.mid = self.mid.saturating_add(rounded.max(SMALL_SEGMENT));
+            self.segments = self.segments.saturating_add(rounded.max(SMALL_SEGMENT));
         } else {
-            self.large = self.large.saturating_add(round_pow2(rounded, LARGE_ROUND));
+            self.segments = self.segments.saturating_add(round_pow2(rounded, LARGE_ROUND));
         }
     }
 
@@ -112,6 +109,52 @@ impl Pool {
         self.segments = self.segments.saturating_add(segment);
     }
 
+    /// [`Pool::tensor`] without overflow handling: exact when the caller has bounded every sum
+    /// below 2^62 (`phases::scan` does, once per estimate).
+    #[inline(always)]
+    pub(crate) fn tensor_exact(&mut self, bytes: u64, cuda: bool) {
+        self.requested += bytes;
+        if !cuda {
+            self.allocated = self.requested;
+            return;
+        }
+        let rounded = (bytes + (BLOCK - 1)) & !(BLOCK - 1);
+        self.allocated += rounded;
+        if rounded <= SMALL_REQUEST {
+            self.small += rounded;
+        } else if rounded < LARGE_REQUEST {
+            self.segments += rounded.max(SMALL_SEGMENT);
+        } else {
+            self.segments += (rounded + (LARGE_ROUND - 1)) & !(LARGE_ROUND - 1);
+        }
+    }
+
+    /// [`Pool::merge`] for bounded sums (see [`Pool::tensor_exact`]).
+    #[inline(always)]
+    pub(crate) fn merge_exact(&mut self, other: &Pool) {
+        self.requested += other.requested;
+        self.allocated += other.allocated;
+        self.small += other.small;
+        self.segments += other.segments;
+    }
+
+    /// [`Pool::remove`] for bounded sums.
+    #[inline(always)]
+    pub(crate) fn remove_exact(&mut self, part: &Pool) {
+        self.requested -= part.requested;
+        self.allocated -= part.allocated;
+        self.small -= part.small;
+        self.segments -= part.segments;
+    }
+
+    /// `self + other` for bounded sums.
+    #[inline(always)]
+    pub(crate) fn plus_exact(&self, other: &Pool) -> Pool {
+        let mut p = *self;
+        p.merge_exact(other);
+        p
+    }
+
     /// Adds `n` copies of a tensor of `bytes`.
     pub fn tensors(&mut self, bytes: u64, n: u64, cuda: bool) {
         let mut one = Pool::default();
@@ -125,8 +168,6 @@ impl Pool {
         self.requested = self.requested.saturating_add(other.requested);
         self.allocated = self.allocated.saturating_add(other.allocated);
         self.small = self.small.saturating_add(other.small);
-        self.mid = self.mid.saturating_add(other.mid);
-        self.large = self.large.saturating_add(other.large);
         self.segments = self.segments.saturating_add(other.segments);
     }
 
@@ -136,8 +177,6 @@ impl Pool {
         self.requested = self.requested.saturating_sub(part.requested);
         self.allocated = self.allocated.saturating_sub(part.allocated);
         self.small = self.small.saturating_sub(part.small);
-        self.mid = self.mid.saturating_sub(part.mid);
-        self.large = self.large.saturating_sub(part.large);
         self.segments = self.segments.saturating_sub(part.segments);
     }
 
@@ -156,10 +195,16 @@ impl Pool {
             requested: m(self.requested),
             allocated: m(self.allocated),
             small: m(self.small),
-            mid: m(self.mid),
-            large: m(self.large),
             segments: m(self.segments),
         }
+    }
+
+    /// An upper bound of every field, in u128 (for overflow bounds).
+    pub(crate) fn bound(&self) -> u128 {
+        u128::from(self.requested.max(self.allocated))
+            + u128::from(self.small)
+            + u128::from(self.segments)
+            + u128::from(SMALL_SEGMENT)
     }
 
     /// Memory the allocator reserves from the driver for these tensors (see the module docs).
@@ -169,12 +214,12 @@ impl Pool {
             return self.requested;
         }
         let small = round_pow2(self.small, SMALL_SEGMENT);
-        small.saturating_add(self.mid).saturating_add(self.large).saturating_add(self.segments)
+        small.saturating_add(self.segments)
     }
 
     /// This pool, or [`EstimateError::Overflow`] naming `what` if any sum saturated.
     pub fn check(self, what: &str) -> Result<Pool, EstimateError> {
-        let fields = [self.requested, self.allocated, self.small, self.mid, self.large, self.segments];
+        let fields = [self.requested, self.allocated, self.small, self.segments];
         if fields.contains(&u64::MAX) || self.reserved(true) == u64::MAX {
             return Err(EstimateError::overflow(what));
         }
