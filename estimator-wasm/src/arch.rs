@@ -131,6 +131,20 @@ impl Op {
         self.param_shapes().iter().try_fold(0u64, |acc, (_, shape)| acc.checked_add(numel(shape)?))
     }
 
+    /// Elements of the weights that pruning acts on: conv and linear weights (biases and norms
+    /// excluded), and a transformer's projection matrices. The trainer masks exactly these.
+    pub fn prunable(&self) -> u64 {
+        self.param_shapes()
+            .iter()
+            .filter(|(leaf, shape)| {
+                leaf.ends_with("weight")
+                    && shape.len() >= 2
+                    && !leaf.starts_with("tokens")
+                    && !leaf.starts_with("positions")
+            })
+            .fold(0u64, |acc, (_, shape)| acc.saturating_add(numel(shape).unwrap_or(u64::MAX)))
+    }
+
     /// Non-trainable buffers (BatchNorm running mean and variance), in elements.
     pub fn buffers(&self) -> u64 {
         match *self {

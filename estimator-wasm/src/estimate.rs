@@ -98,6 +98,7 @@ impl Model {
             phases,
             layers,
             fit,
+            pruning: self.pruning,
             notes: self.notes.clone(),
         })
     }

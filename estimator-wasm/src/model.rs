@@ -20,7 +20,7 @@ use crate::dtype::{DType, Recipe};
 use crate::error::EstimateError;
 use crate::layer::{self, Chain, Ctx, Priced, Save, Size, StorageId};
 use crate::phases::largest_live;
-use crate::plan::{Cat, Counts};
+use crate::plan::{Cat, Counts, Pruning};
 use crate::runtime::{self, add, mul, Pool, Runtime, MIB};
 use crate::spec::{BatchSize, Config, Family, MaskDtype, Precision, PruneMethod, Target};
 use crate::states::{zero_states, ModelStates, PerParam};
@@ -145,6 +145,7 @@ pub struct Model {
     pub(crate) teacher_eval_live: (Option<String>, Pool),
     pub(crate) cache_build: Pool,
     pub(crate) counts: Counts,
+    pub(crate) pruning: Option<Pruning>,
     pub(crate) notes: Vec<String>,
     /// Upper bound of all batch-dependent tensors together: `per_sample * b + fixed` (u128).
     pub(crate) bound: (u128, u128),
@@ -554,6 +555,10 @@ impl Model {
             teacher: resolved_teacher.as_ref().map_or(0, |(t, _)| t.params),
             teacher_buffers: resolved_teacher.as_ref().map_or(0, |(t, _)| t.buffers),
         };
+        let pruning = match &config.prune {
+            Some(pr) => Some(pruning(config, pr, per, mask_bytes, &layers)?),
+            None => None,
+        };
         let bound = bound(
             &plans,
             &stages,
@@ -580,6 +585,7 @@ impl Model {
             teacher_eval_live,
             cache_build,
             counts,
+            pruning,
             notes,
         })
     }
@@ -607,6 +613,42 @@ impl Model {
             _ => Err(EstimateError::overflow(format!("the tensors of this plan at batch {b}"))),
         }
     }
+}
+
+/// The pruning summary: masks of magnitude pruning, the shrunk student of structured pruning.
+fn pruning(
+    config: &Config,
+    pr: &crate::spec::PruneSpec,
+    per: PerParam,
+    mask_bytes: u64,
+    layers: &[Layer],
+) -> Result<Pruning, EstimateError> {
+    let prunable = layers.iter().fold(0u64, |acc, l| acc.saturating_add(l.op.prunable()));
+    let dense = arch::param_count(layers);
+    let (final_params, nonzero) = match pr.method {
+        PruneMethod::Magnitude => {
+            let zeroed = (prunable as f64 * pr.sparsity).floor() as u64;
+            (dense, dense.saturating_sub(zeroed))
+        }
+        PruneMethod::Structured => {
+            let shrunk = arch::layers(&arch::structured(&config.student, pr.sparsity), &config.data)?;
+            let p = arch::param_count(&shrunk);
+            (p, p)
+        }
+    };
+    Ok(Pruning {
+        method: pr.method,
+        sparsity: pr.sparsity,
+        mask_bytes: mul(prunable, mask_bytes, "pruning masks")?,
+        dense_params: dense,
+        final_params,
+        nonzero_params: nonzero,
+        final_model_states: ModelStates {
+            weights: mul(final_params, per.weight, "weights")?,
+            grads: mul(final_params, per.grad, "gradients")?,
+            optimizer: mul(final_params, per.optimizer, "optimizer states")?,
+        },
+    })
 }
 
 /// The bound of [`Model::check_bound`]: every size any moment can hold (times the in-flight

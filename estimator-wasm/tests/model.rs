@@ -212,6 +212,17 @@ fn pruning_masks_cost_a_byte_per_weight() {
     assert_eq!(masks("[prune]\nmethod = \"structured\"\nsparsity = 0.5\n"), 0);
     let shrunk = arch::structured(&config(text).student, 0.5);
     assert_eq!(shrunk.hidden, vec![25]);
+    // the summary: magnitude pruning keeps the shapes, structured pruning shrinks them
+    let plan = estimate(&config(&format!("{text}[prune]\nsparsity = 0.5\n")), &Inputs::default()).unwrap();
+    let p = plan.pruning.unwrap();
+    assert_eq!((p.dense_params, p.final_params, p.mask_bytes), (5560, 5560, 5500));
+    assert_eq!(p.nonzero_params, 5560 - 2750);
+    let plan =
+        estimate(&config(&format!("{text}[prune]\nmethod = \"structured\"\nsparsity = 0.5\n")), &Inputs::default())
+            .unwrap();
+    let p = plan.pruning.unwrap();
+    // 100 -> 25 -> 10: 2525 + 260
+    assert_eq!((p.final_params, p.mask_bytes, p.final_model_states.weights), (2785, 0, 4 * 2785));
 }
 
 #[test]
@@ -352,4 +363,13 @@ fn plans_serialise_to_json_in_bytes() {
     assert_eq!(json["layers"][3]["id"], "loss");
     assert!(json["phases"].as_array().unwrap().iter().all(|p| p["categories"].is_object()));
     assert_eq!(json["peak"]["gradients"], 172);
+}
+
+#[test]
+fn the_text_table_names_every_layer_and_the_verdict() {
+    let text = TINY.replace("target = \"cpu\"", "gpu = \"T4\"");
+    let table = estimate(&config(&text), &Inputs::default()).unwrap().to_table();
+    for needle in ["fc1", "fc1_act", "head", "loss", "optimizer step", "T4", "fits", "total"] {
+        assert!(table.contains(needle), "{needle} missing:\n{table}");
+    }
 }
