@@ -78,6 +78,22 @@ pub(crate) struct LayerPlan {
     pub backward_release: Vec<Size>,
 }
 
+/// A run of `Model::hot_sizes`.
+pub(crate) type Span = (u32, u32);
+
+/// One layer's batch-dependent sizes as spans of one contiguous array, for the scan.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HotLayer {
+    pub saved: Span,
+    pub kept: Span,
+    pub recompute: Span,
+    pub forward_live: Span,
+    pub checkpoint_forward_live: Span,
+    pub backward_scratch: Span,
+    pub backward_release: Span,
+    pub segment_start: bool,
+}
+
 /// One pipeline stage (the whole model without pipelining).
 #[derive(Debug, Clone)]
 pub(crate) struct Stage {
@@ -149,6 +165,9 @@ pub struct Model {
     pub(crate) notes: Vec<String>,
     /// Upper bound of all batch-dependent tensors together: `per_sample * b + fixed` (u128).
     pub(crate) bound: (u128, u128),
+    /// `layers`' sizes laid out for the scan.
+    pub(crate) hot: Vec<HotLayer>,
+    pub(crate) hot_sizes: Vec<Size>,
 }
 
 impl Model {
@@ -567,7 +586,10 @@ impl Model {
             teacher_plan.as_ref(),
             [&eval_batch, &eval_live.1, &teacher_eval_live.1, &cache_build],
         );
+        let (hot, hot_sizes) = hot_layout(&plans);
         Ok(Model {
+            hot,
+            hot_sizes,
             bound,
             runtime,
             gpu,
@@ -613,6 +635,30 @@ impl Model {
             _ => Err(EstimateError::overflow(format!("the tensors of this plan at batch {b}"))),
         }
     }
+}
+
+/// Lays the layers' sizes out contiguously (see [`HotLayer`]).
+fn hot_layout(plans: &[LayerPlan]) -> (Vec<HotLayer>, Vec<Size>) {
+    let mut sizes = Vec::new();
+    let mut span = |v: &[Size]| {
+        let start = sizes.len() as u32;
+        sizes.extend_from_slice(v);
+        (start, sizes.len() as u32)
+    };
+    let hot = plans
+        .iter()
+        .map(|l| HotLayer {
+            saved: span(&l.saved),
+            kept: span(l.kept.as_slice()),
+            recompute: span(&l.recompute),
+            forward_live: span(&l.forward_live),
+            checkpoint_forward_live: span(&l.checkpoint_forward_live),
+            backward_scratch: span(&l.backward_scratch),
+            backward_release: span(&l.backward_release),
+            segment_start: l.segment_start,
+        })
+        .collect();
+    (hot, sizes)
 }
 
 /// The pruning summary: masks of magnitude pruning, the shrunk student of structured pruning.

@@ -324,7 +324,7 @@ pub(crate) struct Scan {
 impl Scan {
     #[inline]
     fn offer(&mut self, stage: usize, at: At, pool: Pool, cuda: bool) {
-        let reserved = pool.reserved(cuda);
+        let reserved = pool.reserved_exact(cuda);
         let slot = &mut self.phases[at.phase() as usize];
         if slot.is_none_or(|b| reserved > b.reserved) {
             *slot = Some(Best { reserved, stage, at, pool });
@@ -364,9 +364,10 @@ pub(crate) fn scan(m: &Model, b: u64) -> Result<Scan, EstimateError> {
         }
         p
     };
+    let span = |(start, end): (u32, u32)| exact(&m.hot_sizes[start as usize..end as usize]);
     let mut out = Scan::default();
     for (si, s) in m.stages.iter().enumerate() {
-        let layers = &m.layers[s.layers.clone()];
+        let hot = &m.hot[s.layers.clone()];
         let mut base = s.pre_total;
         if m.teacher.as_ref().is_some_and(|t| t.cache) {
             let p = base.plus_exact(&m.cache_build).plus_exact(&m.teacher_eval_live.1).plus_exact(&m.eval_batch);
@@ -384,16 +385,11 @@ pub(crate) fn scan(m: &Model, b: u64) -> Result<Scan, EstimateError> {
         } else {
             Default::default()
         };
-        let resident_of = |l: &crate::model::LayerPlan| {
-            if s.checkpointing {
-                exact(l.kept.as_slice())
-            } else {
-                exact(&l.saved)
-            }
-        };
+        let ckpt = s.checkpointing;
+        let resident_of = |h: &crate::model::HotLayer| if ckpt { span(h.kept) } else { span(h.saved) };
         let earlier = if s.in_flight > 1 {
             let mut r = Pool::default();
-            layers.iter().for_each(|l| r.merge_exact(&resident_of(l)));
+            hot.iter().for_each(|h| r.merge_exact(&resident_of(h)));
             r.times(s.in_flight - 1)
         } else {
             Pool::default()
@@ -403,14 +399,12 @@ pub(crate) fn scan(m: &Model, b: u64) -> Result<Scan, EstimateError> {
         let step = base.plus_exact(&batch).plus_exact(&teacher_logits);
         let mut running = step.plus_exact(&s.cast_cache).plus_exact(&earlier);
         let mut resident = Pool::default();
-        let mut own: Vec<(Pool, Pool)> = Vec::with_capacity(layers.len());
-        for (i, l) in layers.iter().enumerate() {
-            let r = resident_of(l);
-            own.push((r, if s.checkpointing { exact(&l.recompute) } else { Pool::default() }));
+        for (i, h) in hot.iter().enumerate() {
+            let r = resident_of(h);
             resident.merge_exact(&r);
             running.merge_exact(&r);
-            let live = if s.checkpointing { &l.checkpoint_forward_live } else { &l.forward_live };
-            out.offer(si, At::Forward(i), running.plus_exact(&exact(live)), cuda);
+            let live = if ckpt { h.checkpoint_forward_live } else { h.forward_live };
+            out.offer(si, At::Forward(i), running.plus_exact(&span(live)), cuda);
         }
         // forward end, then the backward: `running` is the statics, batch, both logits and the
         // activations not yet freed
@@ -418,20 +412,22 @@ pub(crate) fn scan(m: &Model, b: u64) -> Result<Scan, EstimateError> {
         out.offer(si, At::Loss, held.plus_exact(&loss_transient), cuda);
         let mut running = step.plus_exact(&student_logits).plus_exact(&earlier).plus_exact(&resident);
         out.offer(si, At::BackwardStart, running.plus_exact(&loss_saved).plus_exact(&loss_grads), cuda);
-        for (i, l) in layers.iter().enumerate().rev() {
-            if s.checkpointing && (i + 1 == layers.len() || layers[i + 1].segment_start) {
+        for (i, h) in hot.iter().enumerate().rev() {
+            if ckpt && (i + 1 == hot.len() || hot[i + 1].segment_start) {
                 // entering a segment from its end: the recomputed segment's saved set
-                let start = (0..=i).rev().find(|&k| layers[k].segment_start).unwrap_or(0);
-                own[start..=i].iter().for_each(|(_, r)| running.merge_exact(r));
+                let start = (0..=i).rev().find(|&k| hot[k].segment_start).unwrap_or(0);
+                hot[start..=i].iter().for_each(|k| running.merge_exact(&span(k.recompute)));
             }
             let mut p = running.plus_exact(&s.grads_suffix[i]);
-            if !l.backward_release.is_empty() {
-                p.remove_exact(&exact(&l.backward_release));
+            if h.backward_release.0 != h.backward_release.1 {
+                p.remove_exact(&span(h.backward_release));
             }
-            p.merge_exact(&exact(&l.backward_scratch));
+            p.merge_exact(&span(h.backward_scratch));
             out.offer(si, At::Backward(i), p, cuda);
-            running.remove_exact(&own[i].0);
-            running.remove_exact(&own[i].1);
+            running.remove_exact(&resident_of(h));
+            if ckpt {
+                running.remove_exact(&span(h.recompute));
+            }
         }
         let mut p = step.plus_exact(&student_logits).plus_exact(&s.grads_suffix[0]);
         p.merge_exact(&s.step_transient);

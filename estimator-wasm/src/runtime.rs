@@ -199,6 +199,16 @@ impl Pool {
         }
     }
 
+    /// [`Pool::reserved`] for bounded sums.
+    #[inline(always)]
+    pub(crate) fn reserved_exact(&self, cuda: bool) -> u64 {
+        if cuda {
+            ((self.small + (SMALL_SEGMENT - 1)) & !(SMALL_SEGMENT - 1)) + self.segments
+        } else {
+            self.requested
+        }
+    }
+
     /// An upper bound of every field, in u128 (for overflow bounds).
     pub(crate) fn bound(&self) -> u128 {
         u128::from(self.requested.max(self.allocated))
