@@ -1,4 +1,5 @@
-//! Prints the estimator's plan for a cfg.toml as JSON: `cargo run -p estimator-wasm --example plan -- cfg.toml [batch]`.
+//! Prints the estimator's plan for a cfg.toml as JSON (or a table with `--table`):
+//! `cargo run -p estimator-wasm --example plan -- cfg.toml [batch] [--table]`.
 use estimator_wasm::{estimate, Config, Inputs};
 
 fn main() {
@@ -17,6 +18,7 @@ fn main() {
     });
     let inputs = Inputs { batch: args.get(2).and_then(|b| b.parse().ok()), ..Inputs::default() };
     match estimate(&config, &inputs) {
+        Ok(plan) if args.iter().any(|a| a == "--table") => print!("{}", plan.to_table()),
         Ok(plan) => println!("{}", serde_json::to_string_pretty(&plan).unwrap_or_default()),
         Err(e) => {
             eprintln!("{path}: {e}");

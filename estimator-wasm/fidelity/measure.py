@@ -174,7 +174,8 @@ def layers_of(cfg):
             out.append((f"blk{i}_mlp", FeedForward(d, width, t.get("mlp", "standard"), act, nk, p, bias)))
         out.append(("final_norm", norm(nk, d)))
         if head == "lm":
-            out.append(("head", Head(d, classes, False, emb.tokens if t.get("tie_embeddings") else None)))
+            tied = t.get("tie_embeddings", False)
+            out.append(("head", Head(d, classes, bias and not tied, emb.tokens if tied else None)))
         else:
             out.append(("pool", Fn(lambda x: x.mean(1))))
             out.append(("head", Head(d, classes, True, None)))

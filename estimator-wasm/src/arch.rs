@@ -131,6 +131,20 @@ impl Op {
         self.param_shapes().iter().try_fold(0u64, |acc, (_, shape)| acc.checked_add(numel(shape)?))
     }
 
+    /// Elements of the weights that pruning acts on: conv and linear weights (biases and norms
+    /// excluded), and a transformer's projection matrices. The trainer masks exactly these.
+    pub fn prunable(&self) -> u64 {
+        self.param_shapes()
+            .iter()
+            .filter(|(leaf, shape)| {
+                leaf.ends_with("weight")
+                    && shape.len() >= 2
+                    && !leaf.starts_with("tokens")
+                    && !leaf.starts_with("positions")
+            })
+            .fold(0u64, |acc, (_, shape)| acc.saturating_add(numel(shape).unwrap_or(u64::MAX)))
+    }
+
     /// Non-trainable buffers (BatchNorm running mean and variance), in elements.
     pub fn buffers(&self) -> u64 {
         match *self {
@@ -309,7 +323,9 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
     }
     match t.head {
         HeadKind::Lm => {
-            let head = Op::LmHead { in_features: h, out_features: data.classes, bias: false, tied: t.tie_embeddings };
+            // a bias unless tied (GPT-2 ties and has none; Llama has no biases at all)
+            let bias = t.bias && !t.tie_embeddings;
+            let head = Op::LmHead { in_features: h, out_features: data.classes, bias, tied: t.tie_embeddings };
             b.push("head", head, vec![seq, data.classes]);
         }
         HeadKind::Classifier => {

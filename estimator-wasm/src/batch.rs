@@ -53,7 +53,8 @@ pub fn search(model: &Model, gpu: &Gpu, safety: f64) -> Result<BatchSearch, Esti
     let mut evaluations = 0u32;
     let mut fits = |b: u64| -> Result<bool, EstimateError> {
         evaluations += 1;
-        let total = phases::scan(model, b).checked_peak().and_then(|p| model.runtime.device_total(p.reserved));
+        let total =
+            phases::scan(model, b).and_then(|s| s.checked_peak()).and_then(|p| model.runtime.device_total(p.reserved));
         match total {
             Ok((_, total)) => Ok(total <= budget),
             Err(EstimateError::Overflow { .. }) => Ok(false),

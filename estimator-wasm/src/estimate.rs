@@ -14,7 +14,7 @@ impl Model {
     pub fn plan(&self, b: u64) -> Result<Plan, EstimateError> {
         check_batch(b)?;
         let cuda = self.runtime.cuda;
-        let scan = phases::scan(self, b);
+        let scan = phases::scan(self, b)?;
         let best = scan.checked_peak()?;
         let mut phases = Vec::with_capacity(7);
         let mut peak = None;
@@ -98,6 +98,7 @@ impl Model {
             phases,
             layers,
             fit,
+            pruning: self.pruning,
             notes: self.notes.clone(),
         })
     }
@@ -108,7 +109,7 @@ impl Model {
     /// As [`Model::plan`].
     pub fn totals(&self, b: u64) -> Result<Totals, EstimateError> {
         check_batch(b)?;
-        let peak = phases::scan(self, b).checked_peak()?;
+        let peak = phases::scan(self, b)?.checked_peak()?;
         let (fragmentation, total) = self.runtime.device_total(peak.reserved)?;
         Ok(Totals {
             requested: peak.pool.requested,

@@ -110,8 +110,12 @@ pub struct Priced {
     pub buffers: u64,
     /// Temporaries alive during this layer's forward besides its input and output.
     pub forward_scratch: Vec<Size>,
-    /// Temporaries of its backward: gradients of output and input and internal gradients.
+    /// Temporaries of its backward: gradients of output and input and internal gradients, at
+    /// the backward's largest moment.
     pub backward_scratch: Vec<Size>,
+    /// This layer's own saved tensors already freed at that moment (a composite block's backward
+    /// releases the saves of the ops it has passed).
+    pub backward_release: Vec<Size>,
     /// Temporaries of a no-grad forward besides input and output (the teacher's working set).
     pub inference_scratch: Vec<Size>,
     /// Autocast cast-cache copies of weights that are not also saved for backward, in bytes.
@@ -161,6 +165,14 @@ impl Builder<'_> {
     fn save(&mut self, s: Size) {
         if s != Size::default() {
             self.p.saves.push(Save::Own(s));
+        }
+    }
+
+    /// Saves a fresh tensor that the block's backward frees before its largest moment.
+    fn save_released(&mut self, s: Size) {
+        if s != Size::default() {
+            self.p.saves.push(Save::Own(s));
+            self.p.backward_release.push(s);
         }
     }
 
@@ -266,16 +278,20 @@ impl Builder<'_> {
                 self.save(per(rows, DType::F32)?);
             }
         }
-        let y = self.fresh(x.elems, out_dtype, x.requires_grad);
-        self.scratch(Scratch::Backward, per(x.elems, out_dtype)?);
-        self.scratch(Scratch::Backward, per(x.elems, x.dtype)?);
-        Ok(y)
+        Ok(self.fresh(x.elems, out_dtype, x.requires_grad))
     }
 
     /// A dropout on a tensor of `elems` of `dtype` (saves its mask).
     fn dropout(&mut self, elems: u64, dtype: DType) -> Result<(), EstimateError> {
         let mask = self.mask_dtype(dtype);
         self.save(per(elems, mask)?);
+        Ok(())
+    }
+
+    /// The residual-branch dropout of a block, whose mask is freed first in its backward.
+    fn block_dropout(&mut self, elems: u64, dtype: DType) -> Result<(), EstimateError> {
+        let mask = self.mask_dtype(dtype);
+        self.save_released(per(elems, mask)?);
         Ok(())
     }
 
@@ -308,6 +324,7 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
         buffers: 0,
         forward_scratch: Vec::new(),
         backward_scratch: Vec::new(),
+        backward_release: Vec::new(),
         inference_scratch: Vec::new(),
         cast_cache: 0,
     };
@@ -351,13 +368,17 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
             b.p.output = out;
         }
         Op::LayerNorm { features } => {
-            b.norm_params(NormKind::Layer, features);
-            b.p.params.iter_mut().for_each(|p| p.name = if p.name == "norm.weight" { "weight" } else { "bias" });
-            b.p.output = b.norm(NormKind::Layer, &x, features)?;
+            b.param("weight", features, false, false, false);
+            b.param("bias", features, false, false, false);
+            let out = b.norm(NormKind::Layer, &x, features)?;
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
         }
         Op::RmsNorm { features } => {
             b.param("weight", features, false, false, false);
-            b.p.output = b.norm(NormKind::Rms, &x, features)?;
+            let out = b.norm(NormKind::Rms, &x, features)?;
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
         }
         Op::Activation { function } => {
             let out = b.fresh(n_in, x.dtype, x.requires_grad);
@@ -507,23 +528,25 @@ fn attention(
     if kernel == AttentionKernel::Math || fallback {
         let ti = if fallback { DType::F32 } else { tq };
         let softmax = if cuda && ac { DType::F32 } else { ti };
-        for _ in 0..3 {
-            b.save(per(local_sh, ti)?); // q, k^T, v copies in [b*a, s, d] layout
-        }
+        b.save(per(local_sh, ti)?); // q copy in [b*a, s, d] layout
+        b.save(per(local_sh, ti)?); // k^T copy
+        b.save_released(per(local_sh, ti)?); // v copy (freed with probs @ v's backward)
         b.save(per(scores, softmax)?);
         if attention_dropout > 0.0 {
-            b.save(per(scores, b.mask_dtype(softmax))?);
+            b.save_released(per(scores, b.mask_dtype(softmax))?);
             // probs @ v saves the dropped probabilities (as the compute dtype under CUDA autocast)
-            b.save(per(scores, if cuda && ac { compute } else { softmax })?);
+            b.save_released(per(scores, if cuda && ac { compute } else { softmax })?);
         } else if cuda && ac {
-            b.save(per(scores, compute)?); // fp32 probabilities cast back for probs @ v
+            b.save_released(per(scores, compute)?); // fp32 probabilities cast back for probs @ v
         }
-        b.save(per(local_sh, tq)?); // transpose(1, 2).reshape copy: the out-projection's input
+        b.save_released(per(local_sh, tq)?); // transpose(1, 2).reshape copy: the out-projection's input
         b.scratch(Scratch::Forward, per(scores, ti)?);
         b.scratch(Scratch::Forward, per(scores, ti)?);
+        // largest backward moment: the softmax backward (gradients of probabilities and scores,
+        // of v, and of the residual stream)
         b.scratch(Scratch::Backward, per(scores, softmax)?);
         b.scratch(Scratch::Backward, per(scores, softmax)?);
-        b.scratch(Scratch::Backward, per(mul(local_sh, 3)?, ti)?);
+        b.scratch(Scratch::Backward, per(local_sh, ti)?);
         b.scratch(Scratch::Inference, per(qkv, tq)?);
         b.scratch(Scratch::Inference, per(scores, ti)?);
         b.scratch(Scratch::Inference, per(scores, softmax)?);
@@ -531,7 +554,9 @@ fn attention(
         b.save(per(qkv, tq)?); // q, k, v: views of one storage
         b.save(per(local_sh, tq)?); // output, laid out [b, s, a, d]: the out-projection reads a view
         b.save(per(mul(local_heads, seq)?, DType::F32)?); // logsumexp
+                                                          // largest backward moment: the flash backward (gradients of q, k, v and of the output)
         b.scratch(Scratch::Backward, per(qkv, tq)?);
+        b.scratch(Scratch::Backward, per(local_sh, tq)?);
         b.scratch(Scratch::Backward, per(mul(local_heads, seq)?, DType::F32)?);
         b.scratch(Scratch::Inference, per(qkv, tq)?);
         b.scratch(Scratch::Inference, per(local_sh, tq)?);
@@ -544,12 +569,11 @@ fn attention(
         b.bias_copy(dim)?;
     }
     if dropout > 0.0 {
-        b.dropout(full_sh, tq)?;
+        b.block_dropout(full_sh, tq)?;
     }
     b.scratch(Scratch::Forward, per(full_sh, tq)?);
     b.scratch(Scratch::Forward, per(full_sh, tq)?);
-    b.scratch(Scratch::Backward, per(full_sh, x.dtype)?);
-    b.scratch(Scratch::Backward, per(local_sh, tq)?);
+    b.scratch(Scratch::Backward, per(full_sh, x.dtype)?); // the residual stream's gradient
     b.scratch(Scratch::Inference, per(full_sh, y.dtype)?);
     b.scratch(Scratch::Inference, per(full_sh, tq)?);
     b.p.output = b.fresh(x.elems, DType::promote(x.dtype, tq), true);
@@ -592,17 +616,17 @@ fn feed_forward(
     }
     match kind {
         MlpKind::Standard => match activation {
-            // saves its output, which fc2 saves too: one storage
+            // saves its output, which fc2 saves too: one storage, needed by its own backward
             Activation::Relu | Activation::Sigmoid | Activation::Tanh => b.save(per(hidden, tq)?),
             Activation::Gelu | Activation::Silu | Activation::LeakyRelu => {
                 b.save(per(hidden_up, tq)?); // activation input
-                b.save(per(hidden, tq)?); // activation output = fc2 input
+                b.save_released(per(hidden, tq)?); // activation output = fc2 input
             }
         },
         MlpKind::Swiglu => {
             b.save(per(hidden_up, tq)?); // fc1 output: gate (silu) and up (mul) are views
             b.save(per(hidden, tq)?); // silu(gate), saved by the product
-            b.save(per(hidden, tq)?); // product = fc2 input
+            b.save_released(per(hidden, tq)?); // product = fc2 input
         }
     }
     b.weight_copy(mul(dim, width)?.div_ceil(tp), true)?;
@@ -612,11 +636,13 @@ fn feed_forward(
         b.bias_copy(dim)?;
     }
     if dropout > 0.0 {
-        b.dropout(full_sh, tq)?;
+        b.block_dropout(full_sh, tq)?;
     }
     b.scratch(Scratch::Forward, per(full_sh, tq)?);
     b.scratch(Scratch::Forward, per(full_sh, tq)?);
-    b.scratch(Scratch::Backward, per(hidden_up, tq)?);
+    // largest backward moment: the activation's backward (gradients of fc2's input and of fc1's
+    // output, and the residual stream's gradient)
+    b.scratch(Scratch::Backward, per(hidden, tq)?);
     b.scratch(Scratch::Backward, per(hidden_up, tq)?);
     b.scratch(Scratch::Backward, per(full_sh, x.dtype)?);
     b.scratch(Scratch::Inference, per(full_sh, y.dtype)?);

@@ -25,6 +25,7 @@ pub mod layer;
 pub mod model;
 mod phases;
 pub mod plan;
+pub mod render;
 pub mod runtime;
 pub mod spec;
 pub mod states;

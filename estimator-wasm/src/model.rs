@@ -20,7 +20,7 @@ use crate::dtype::{DType, Recipe};
 use crate::error::EstimateError;
 use crate::layer::{self, Chain, Ctx, Priced, Save, Size, StorageId};
 use crate::phases::largest_live;
-use crate::plan::{Cat, Counts};
+use crate::plan::{Cat, Counts, Pruning};
 use crate::runtime::{self, add, mul, Pool, Runtime, MIB};
 use crate::spec::{BatchSize, Config, Family, MaskDtype, Precision, PruneMethod, Target};
 use crate::states::{zero_states, ModelStates, PerParam};
@@ -74,6 +74,24 @@ pub(crate) struct LayerPlan {
     /// First layer of a checkpoint segment.
     pub segment_start: bool,
     pub backward_scratch: Vec<Size>,
+    /// Own saved tensors its backward has freed at its largest moment.
+    pub backward_release: Vec<Size>,
+}
+
+/// A run of `Model::hot_sizes`.
+pub(crate) type Span = (u32, u32);
+
+/// One layer's batch-dependent sizes as spans of one contiguous array, for the scan.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HotLayer {
+    pub saved: Span,
+    pub kept: Span,
+    pub recompute: Span,
+    pub forward_live: Span,
+    pub checkpoint_forward_live: Span,
+    pub backward_scratch: Span,
+    pub backward_release: Span,
+    pub segment_start: bool,
 }
 
 /// One pipeline stage (the whole model without pipelining).
@@ -143,7 +161,13 @@ pub struct Model {
     pub(crate) teacher_eval_live: (Option<String>, Pool),
     pub(crate) cache_build: Pool,
     pub(crate) counts: Counts,
+    pub(crate) pruning: Option<Pruning>,
     pub(crate) notes: Vec<String>,
+    /// Upper bound of all batch-dependent tensors together: `per_sample * b + fixed` (u128).
+    pub(crate) bound: (u128, u128),
+    /// `layers`' sizes laid out for the scan.
+    pub(crate) hot: Vec<HotLayer>,
+    pub(crate) hot_sizes: Vec<Size>,
 }
 
 impl Model {
@@ -242,6 +266,7 @@ impl Model {
                 checkpoint_forward_live: Vec::new(),
                 segment_start: false,
                 backward_scratch: pr.backward_scratch.clone(),
+                backward_release: pr.backward_release.clone(),
             })
             .collect();
         let mut saved_ids: Vec<StorageId> = Vec::new();
@@ -366,7 +391,7 @@ impl Model {
         }
         if cuda {
             let mut ws = Pool::default();
-            ws.tensor(runtime.cublas_workspace, true);
+            ws.workspace(runtime.cublas_workspace, true);
             shared_pre.push((Cat::CublasWorkspace, ws));
         }
         let mut cache_build = Pool::default();
@@ -461,13 +486,11 @@ impl Model {
                 train.push((Cat::PruneMasks, masks));
             }
             if n_dp > 1 && zero == 0 && !est.bucket_view {
+                // bucket_cap_mb = 25: full buckets and one partial bucket
                 let mut buckets = Pool::default();
-                let mut left = mul(total_params, per.grad, "DDP buckets")?;
-                while left > 0 {
-                    let chunk = left.min(25 * MIB);
-                    buckets.tensor(chunk, cuda);
-                    left -= chunk;
-                }
+                let grads = mul(total_params, per.grad, "DDP buckets")?;
+                buckets.tensors(25 * MIB, grads / (25 * MIB), cuda);
+                buckets.tensor(grads % (25 * MIB), cuda);
                 train.push((Cat::DdpBuckets, buckets));
             }
             let largest =
@@ -551,7 +574,23 @@ impl Model {
             teacher: resolved_teacher.as_ref().map_or(0, |(t, _)| t.params),
             teacher_buffers: resolved_teacher.as_ref().map_or(0, |(t, _)| t.buffers),
         };
+        let pruning = match &config.prune {
+            Some(pr) => Some(pruning(config, pr, per, mask_bytes, &layers)?),
+            None => None,
+        };
+        let bound = bound(
+            &plans,
+            &stages,
+            &loss,
+            &batch,
+            teacher_plan.as_ref(),
+            [&eval_batch, &eval_live.1, &teacher_eval_live.1, &cache_build],
+        );
+        let (hot, hot_sizes) = hot_layout(&plans);
         Ok(Model {
+            hot,
+            hot_sizes,
+            bound,
             runtime,
             gpu,
             target: est.target,
@@ -568,6 +607,7 @@ impl Model {
             teacher_eval_live,
             cache_build,
             counts,
+            pruning,
             notes,
         })
     }
@@ -581,6 +621,117 @@ impl Model {
     pub fn gpu(&self) -> Option<&'static Gpu> {
         self.gpu
     }
+
+    /// Checks that every tensor of the plan at micro-batch `b`, all together and each rounded
+    /// up by a segment, stays below 2^62 bytes, so that every partial sum is exact in u64.
+    ///
+    /// # Errors
+    /// [`EstimateError::Overflow`] otherwise (a plan of exbibytes).
+    pub(crate) fn check_bound(&self, b: u64) -> Result<(), EstimateError> {
+        let (per_sample, fixed) = self.bound;
+        let total = per_sample.checked_mul(u128::from(b)).and_then(|v| v.checked_add(fixed));
+        match total {
+            Some(t) if t < 1 << 62 => Ok(()),
+            _ => Err(EstimateError::overflow(format!("the tensors of this plan at batch {b}"))),
+        }
+    }
+}
+
+/// Lays the layers' sizes out contiguously (see [`HotLayer`]).
+fn hot_layout(plans: &[LayerPlan]) -> (Vec<HotLayer>, Vec<Size>) {
+    let mut sizes = Vec::new();
+    let mut span = |v: &[Size]| {
+        let start = sizes.len() as u32;
+        sizes.extend_from_slice(v);
+        (start, sizes.len() as u32)
+    };
+    let hot = plans
+        .iter()
+        .map(|l| HotLayer {
+            saved: span(&l.saved),
+            kept: span(l.kept.as_slice()),
+            recompute: span(&l.recompute),
+            forward_live: span(&l.forward_live),
+            checkpoint_forward_live: span(&l.checkpoint_forward_live),
+            backward_scratch: span(&l.backward_scratch),
+            backward_release: span(&l.backward_release),
+            segment_start: l.segment_start,
+        })
+        .collect();
+    (hot, sizes)
+}
+
+/// The pruning summary: masks of magnitude pruning, the shrunk student of structured pruning.
+fn pruning(
+    config: &Config,
+    pr: &crate::spec::PruneSpec,
+    per: PerParam,
+    mask_bytes: u64,
+    layers: &[Layer],
+) -> Result<Pruning, EstimateError> {
+    let prunable = layers.iter().fold(0u64, |acc, l| acc.saturating_add(l.op.prunable()));
+    let dense = arch::param_count(layers);
+    let (final_params, nonzero) = match pr.method {
+        PruneMethod::Magnitude => {
+            let zeroed = (prunable as f64 * pr.sparsity).floor() as u64;
+            (dense, dense.saturating_sub(zeroed))
+        }
+        PruneMethod::Structured => {
+            let shrunk = arch::layers(&arch::structured(&config.student, pr.sparsity), &config.data)?;
+            let p = arch::param_count(&shrunk);
+            (p, p)
+        }
+    };
+    Ok(Pruning {
+        method: pr.method,
+        sparsity: pr.sparsity,
+        mask_bytes: mul(prunable, mask_bytes, "pruning masks")?,
+        dense_params: dense,
+        final_params,
+        nonzero_params: nonzero,
+        final_model_states: ModelStates {
+            weights: mul(final_params, per.weight, "weights")?,
+            grads: mul(final_params, per.grad, "gradients")?,
+            optimizer: mul(final_params, per.optimizer, "optimizer states")?,
+        },
+    })
+}
+
+/// The bound of [`Model::check_bound`]: every size any moment can hold (times the in-flight
+/// micro-batches), plus 2 MiB of rounding per tensor, plus every static pool.
+fn bound(
+    layers: &[LayerPlan],
+    stages: &[Stage],
+    loss: &LossPlan,
+    batch: &[Size],
+    teacher: Option<&TeacherPlan>,
+    constants: [&Pool; 4],
+) -> (u128, u128) {
+    let mut sizes: Vec<&Size> = Vec::new();
+    for l in layers {
+        for v in [&l.saved, &l.recompute, &l.forward_live, &l.checkpoint_forward_live, &l.backward_scratch] {
+            sizes.extend(v.iter());
+        }
+        sizes.extend(l.kept.iter());
+    }
+    for v in [&loss.saved, &loss.transient, &loss.grads, batch] {
+        sizes.extend(v.iter());
+    }
+    sizes.push(&loss.student_logits);
+    sizes.extend(loss.teacher_logits.iter());
+    if let Some(t) = teacher {
+        sizes.extend(t.layers.iter().flat_map(|(_, s)| s.iter()));
+    }
+    let in_flight = u128::from(stages.iter().map(|s| s.in_flight).max().unwrap_or(1));
+    let slack = u128::from(runtime::LARGE_ROUND);
+    let per_sample: u128 = sizes.iter().map(|s| u128::from(s.per_sample)).sum::<u128>() * in_flight;
+    let mut fixed: u128 = sizes.iter().map(|s| u128::from(s.fixed) + slack).sum::<u128>() * in_flight;
+    for s in stages {
+        let statics = [&s.pre_total, &s.train_total, &s.cast_cache, &s.step_transient, &s.grads_suffix[0]];
+        fixed += statics.iter().map(|p| p.bound()).sum::<u128>();
+    }
+    fixed += constants.iter().map(|p| p.bound()).sum::<u128>();
+    (per_sample, fixed)
 }
 
 /// Attributes each saved storage of `range` to the first layer that saves it (`skip`: a

@@ -5,7 +5,7 @@ use serde::{Serialize, Serializer};
 
 use crate::catalogue::Gpu;
 use crate::runtime::Pool;
-use crate::spec::{Precision, Target};
+use crate::spec::{Precision, PruneMethod, Target};
 use crate::states::ModelStates;
 
 /// A moment of the training run whose live memory is priced. The peak is the maximum over
@@ -236,6 +236,26 @@ pub struct LayerRow {
     pub stage: u64,
 }
 
+/// What pruning changes (`[prune]`): masks during training, the student at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Pruning {
+    pub method: PruneMethod,
+    /// Final sparsity s_f.
+    pub sparsity: f64,
+    /// Bytes of the unstructured masks held during training (0 for structured pruning).
+    pub mask_bytes: u64,
+    /// Dense parameters of the student at the start, in elements.
+    pub dense_params: u64,
+    /// Parameters left at the end: structured pruning removes neurons and channels
+    /// (`arch::structured`), magnitude pruning only zeroes weights (the tensors keep their shape).
+    pub final_params: u64,
+    /// Non-zero parameters at the end.
+    pub nonzero_params: u64,
+    /// Model states of the final student on one GPU (structured pruning shrinks them; the
+    /// training peak is at the dense start).
+    pub final_model_states: ModelStates,
+}
+
 /// Whether the plan fits a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Fit {
@@ -269,6 +289,8 @@ pub struct Plan {
     pub layers: Vec<LayerRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<Fit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pruning: Option<Pruning>,
     /// Assumptions and warnings, one sentence each.
     pub notes: Vec<String>,
 }

@@ -3,9 +3,16 @@
 //! (`memory-model.md` section 7; `c10/cuda/CUDACachingAllocator.cpp`).
 //!
 //! Every request is rounded up to 512 B. Requests up to 1 MiB are packed into 2 MiB segments,
-//! requests below 10 MiB into 20 MiB segments, larger ones get their own `cudaMalloc` rounded
-//! up to 2 MiB. The estimate of reserved memory packs each class perfectly (a lower bound);
-//! the fragmentation reserve covers the rest.
+//! requests below 10 MiB are carved out of 20 MiB segments, larger ones get their own
+//! `cudaMalloc` rounded up to 2 MiB.
+//!
+//! The reserved-memory estimate is built to be monotone in every tensor's size (so in the
+//! batch: a larger batch never needs less), which exact segment packing is not (a tensor that
+//! grows past 10 MiB leaves a shared 20 MiB segment). It prices: small tensors packed into 2 MiB
+//! segments; 1-10 MiB tensors at their size but at least 2 MiB each (the small segment they
+//! left); larger tensors rounded to 2 MiB; and the cuBLAS workspace, the first 1-10 MiB request
+//! of a process, as the whole 20 MiB segment it opens. Slack in other 20 MiB segments is left to
+//! the fragmentation reserve.
 use serde::Serialize;
 
 use crate::error::EstimateError;
@@ -61,12 +68,11 @@ pub struct Pool {
     pub requested: u64,
     /// Bytes after rounding each tensor to 512 B (`allocated_bytes`); equals `requested` on CPU.
     pub allocated: u64,
-    /// Rounded bytes of tensors up to 1 MiB (small pool).
+    /// Rounded bytes of tensors up to 1 MiB (small pool, packed into 2 MiB segments).
     small: u64,
-    /// Rounded bytes of tensors between 1 and 10 MiB.
-    mid: u64,
-    /// Segments of tensors of 10 MiB and more, each rounded to 2 MiB.
-    large: u64,
+    /// Segment bytes of everything else: tensors between 1 and 10 MiB at their size but at
+    /// least 2 MiB each, larger ones rounded to 2 MiB, workspaces' whole segments.
+    segments: u64,
 }
 
 impl Pool {
@@ -83,10 +89,70 @@ impl Pool {
         if rounded <= SMALL_REQUEST {
             self.small = self.small.saturating_add(rounded);
         } else if rounded < LARGE_REQUEST {
-            self.mid = self.mid.saturating_add(rounded);
+            self.segments = self.segments.saturating_add(rounded.max(SMALL_SEGMENT));
         } else {
-            self.large = self.large.saturating_add(round_pow2(rounded, LARGE_ROUND));
+            self.segments = self.segments.saturating_add(round_pow2(rounded, LARGE_ROUND));
         }
+    }
+
+    /// Adds a workspace that opens a segment of its own: `bytes` allocated, the whole segment
+    /// (20 MiB below 10 MiB, else rounded to 2 MiB) reserved.
+    pub fn workspace(&mut self, bytes: u64, cuda: bool) {
+        if !cuda {
+            self.tensor(bytes, false);
+            return;
+        }
+        let rounded = round_pow2(bytes, BLOCK);
+        self.requested = self.requested.saturating_add(bytes);
+        self.allocated = self.allocated.saturating_add(rounded);
+        let segment = if rounded < LARGE_REQUEST { MID_SEGMENT } else { round_pow2(rounded, LARGE_ROUND) };
+        self.segments = self.segments.saturating_add(segment);
+    }
+
+    /// [`Pool::tensor`] without overflow handling: exact when the caller has bounded every sum
+    /// below 2^62 (`phases::scan` does, once per estimate).
+    #[inline(always)]
+    pub(crate) fn tensor_exact(&mut self, bytes: u64, cuda: bool) {
+        self.requested += bytes;
+        if !cuda {
+            self.allocated = self.requested;
+            return;
+        }
+        let rounded = (bytes + (BLOCK - 1)) & !(BLOCK - 1);
+        self.allocated += rounded;
+        if rounded <= SMALL_REQUEST {
+            self.small += rounded;
+        } else if rounded < LARGE_REQUEST {
+            self.segments += rounded.max(SMALL_SEGMENT);
+        } else {
+            self.segments += (rounded + (LARGE_ROUND - 1)) & !(LARGE_ROUND - 1);
+        }
+    }
+
+    /// [`Pool::merge`] for bounded sums (see [`Pool::tensor_exact`]).
+    #[inline(always)]
+    pub(crate) fn merge_exact(&mut self, other: &Pool) {
+        self.requested += other.requested;
+        self.allocated += other.allocated;
+        self.small += other.small;
+        self.segments += other.segments;
+    }
+
+    /// [`Pool::remove`] for bounded sums.
+    #[inline(always)]
+    pub(crate) fn remove_exact(&mut self, part: &Pool) {
+        self.requested -= part.requested;
+        self.allocated -= part.allocated;
+        self.small -= part.small;
+        self.segments -= part.segments;
+    }
+
+    /// `self + other` for bounded sums.
+    #[inline(always)]
+    pub(crate) fn plus_exact(&self, other: &Pool) -> Pool {
+        let mut p = *self;
+        p.merge_exact(other);
+        p
     }
 
     /// Adds `n` copies of a tensor of `bytes`.
@@ -102,8 +168,7 @@ impl Pool {
         self.requested = self.requested.saturating_add(other.requested);
         self.allocated = self.allocated.saturating_add(other.allocated);
         self.small = self.small.saturating_add(other.small);
-        self.mid = self.mid.saturating_add(other.mid);
-        self.large = self.large.saturating_add(other.large);
+        self.segments = self.segments.saturating_add(other.segments);
     }
 
     /// Removes the tensors of `part`, which must have been added.
@@ -112,8 +177,7 @@ impl Pool {
         self.requested = self.requested.saturating_sub(part.requested);
         self.allocated = self.allocated.saturating_sub(part.allocated);
         self.small = self.small.saturating_sub(part.small);
-        self.mid = self.mid.saturating_sub(part.mid);
-        self.large = self.large.saturating_sub(part.large);
+        self.segments = self.segments.saturating_sub(part.segments);
     }
 
     /// `self + other`.
@@ -131,26 +195,41 @@ impl Pool {
             requested: m(self.requested),
             allocated: m(self.allocated),
             small: m(self.small),
-            mid: m(self.mid),
-            large: m(self.large),
+            segments: m(self.segments),
         }
     }
 
-    /// Memory the allocator reserves from the driver for these tensors: small tensors packed
-    /// into 2 MiB segments, middle ones into 20 MiB segments, large ones in their own.
+    /// [`Pool::reserved`] for bounded sums.
+    #[inline(always)]
+    pub(crate) fn reserved_exact(&self, cuda: bool) -> u64 {
+        if cuda {
+            ((self.small + (SMALL_SEGMENT - 1)) & !(SMALL_SEGMENT - 1)) + self.segments
+        } else {
+            self.requested
+        }
+    }
+
+    /// An upper bound of every field, in u128 (for overflow bounds).
+    pub(crate) fn bound(&self) -> u128 {
+        u128::from(self.requested.max(self.allocated))
+            + u128::from(self.small)
+            + u128::from(self.segments)
+            + u128::from(SMALL_SEGMENT)
+    }
+
+    /// Memory the allocator reserves from the driver for these tensors (see the module docs).
     #[inline]
     pub fn reserved(&self, cuda: bool) -> u64 {
         if !cuda {
             return self.requested;
         }
         let small = round_pow2(self.small, SMALL_SEGMENT);
-        let mid = round_up(self.mid, MID_SEGMENT).unwrap_or(u64::MAX);
-        small.saturating_add(mid).saturating_add(self.large)
+        small.saturating_add(self.segments)
     }
 
     /// This pool, or [`EstimateError::Overflow`] naming `what` if any sum saturated.
     pub fn check(self, what: &str) -> Result<Pool, EstimateError> {
-        let fields = [self.requested, self.allocated, self.small, self.mid, self.large];
+        let fields = [self.requested, self.allocated, self.small, self.segments];
         if fields.contains(&u64::MAX) || self.reserved(true) == u64::MAX {
             return Err(EstimateError::overflow(what));
         }
@@ -216,25 +295,43 @@ mod tests {
 
     #[test]
     fn segment_classes_follow_the_caching_allocator() {
-        // 1 MiB + 1 B is a middle request: a 20 MiB segment
+        // 1 MiB + 1 B is a middle request: priced at least one 2 MiB small segment
         let mut p = Pool::default();
         p.tensor(MIB + 1, true);
         assert_eq!(p.allocated, MIB + 512);
-        assert_eq!(p.reserved(true), 20 * MIB);
-        // two 6 MiB tensors share one 20 MiB segment, a third opens another
+        assert_eq!(p.reserved(true), 2 * MIB);
+        // middle requests are priced at their size
         let mut p = Pool::default();
         for _ in 0..4 {
             p.tensor(6 * MIB, true);
         }
-        assert_eq!(p.reserved(true), 40 * MIB);
+        assert_eq!(p.reserved(true), 24 * MIB);
         // 10 MiB + 1 B gets its own segment rounded to 2 MiB: 12 MiB
         let mut p = Pool::default();
         p.tensor(10 * MIB + 1, true);
         assert_eq!(p.reserved(true), 12 * MIB);
-        // the cuBLAS workspace (8320 KiB) is a middle request
+        // the cuBLAS workspace (8320 KiB) opens a whole 20 MiB segment
         let mut p = Pool::default();
-        p.tensor(8320 * 1024, true);
+        p.workspace(8320 * 1024, true);
         assert_eq!((p.allocated, p.reserved(true)), (8320 * 1024, 20 * MIB));
+    }
+
+    /// Growing any one tensor never lowers the reserved estimate, across every class boundary.
+    #[test]
+    fn reserved_is_monotone_in_tensor_size() {
+        let others = [300 * 1024, 700 * 1024, 3 * MIB, 9 * MIB + 100, 15 * MIB];
+        let mut last = 0;
+        for size in (0..=24 * MIB).step_by(4096) {
+            let mut p = Pool::default();
+            p.workspace(8320 * 1024, true);
+            for o in others {
+                p.tensor(o, true);
+            }
+            p.tensor(size, true);
+            let r = p.reserved(true);
+            assert!(r >= last, "{size}: {r} < {last}");
+            last = r;
+        }
     }
 
     #[test]

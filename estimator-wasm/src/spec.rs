@@ -290,7 +290,8 @@ pub struct TransformerSpec {
     /// Share the LM head's weight with the token embedding (GPT-2).
     #[serde(default)]
     pub tie_embeddings: bool,
-    /// Biases on the attention and feed-forward projections (GPT-2: yes, Llama: no).
+    /// Biases on the attention and feed-forward projections and on an untied head (GPT-2:
+    /// yes, Llama: no).
     #[serde(default = "yes")]
     pub bias: bool,
 }

@@ -1,0 +1,375 @@
+//! The estimator against hand counts and published figures.
+use estimator_wasm::arch::{self, checkpoint_segments};
+use estimator_wasm::batch::search;
+use estimator_wasm::spec::Checkpointing;
+use estimator_wasm::{estimate, gpu, max_batch, Cat, Config, Dataset, EstimateError, Inputs, Model, Phase, Plan};
+
+fn config(text: &str) -> Config {
+    Config::from_toml_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn phase(plan: &Plan, p: Phase) -> &estimator_wasm::plan::PhaseBytes {
+    plan.phases.iter().find(|x| x.phase == p).unwrap_or_else(|| panic!("no phase {p:?}"))
+}
+
+const TINY: &str = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [5]\n\
+    [teacher]\nparams = 10\ncache_logits = false\n[train]\nbatch_size = 2\neval_batch_size = 2\n\
+    [estimate]\ntarget = \"cpu\"\n";
+
+/// A 4-5-3 ReLU MLP, fp32 AdamW, batch 2, on CPU (exact bytes), counted by hand.
+#[test]
+fn tiny_mlp_by_hand() {
+    let plan = estimate(&config(TINY), &Inputs::default()).unwrap();
+    // fc1 4*5+5, head 5*3+3 = 43 parameters: 4 B weights, 4 B grads, 8 B AdamW moments
+    assert_eq!(plan.params.student, 43);
+    assert_eq!((plan.model_states.weights, plan.model_states.grads, plan.model_states.optimizer), (172, 172, 344));
+    // saved: fc1's input x (2*4*4 = 32), ReLU's output (2*5*4 = 40; the head's input is the same
+    // storage); the loss: CE log-probs 24, labels 16, total_weight 4, KD log_softmax(s/T) 24 and
+    // exp(log_softmax(t/T)) 24
+    let saved: Vec<(&str, u64)> = plan.layers.iter().map(|l| (l.id.as_str(), l.saved_bytes)).collect();
+    assert_eq!(saved, [("fc1", 32), ("fc1_act", 40), ("head", 0), ("loss", 92)]);
+    // backward start: weights 172 + teacher 40 + AdamW 344 + batch (indices 16, raw x 32)
+    // + logits (student 24, teacher 24) + saved 164 + loss gradients 2 x 2 x 24
+    let start = phase(&plan, Phase::Backward);
+    assert_eq!(start.requested, 172 + 40 + 344 + 48 + 48 + 164 + 96);
+    assert_eq!(start.categories.get(Cat::Activations), 164);
+    assert_eq!(start.categories.get(Cat::LossTransient), 96);
+    // the optimiser step: + all gradients (172) + 3 x the largest tensor (fc1.weight, 80 B)
+    let step = phase(&plan, Phase::OptimizerStep);
+    assert_eq!(step.requested, 172 + 40 + 344 + 48 + 48 + 172 + 240);
+    assert_eq!(plan.peak_phase, Phase::OptimizerStep);
+    // the teacher's working set without an architecture: input 32 + logits 24 + fp32 copy 24
+    assert_eq!(phase(&plan, Phase::TeacherForward).categories.get(Cat::TeacherTransient), 80);
+    // on CPU there is no allocator, context or fragmentation
+    assert_eq!(plan.totals.total, plan.totals.requested);
+    assert!(plan.notes.iter().any(|n| n.contains("lower bound")), "{:?}", plan.notes);
+}
+
+#[test]
+fn cuda_rounds_every_tensor_and_adds_the_runtime() {
+    let cpu = estimate(&config(TINY), &Inputs::default()).unwrap();
+    let cuda = estimate(&config(&TINY.replace("target = \"cpu\"", "gpu = \"T4\"")), &Inputs::default()).unwrap();
+    // 4 parameter tensors, each rounded to 512 B
+    assert_eq!(cuda.peak.get(Cat::StudentWeights), 4 * 512);
+    assert_eq!(cuda.totals.cuda_context, 768 << 20);
+    // the cuBLAS workspace (8320 KiB) opens a 20 MiB segment; small tensors one 2 MiB segment
+    assert_eq!(cuda.totals.reserved, (20 << 20) + (2 << 20));
+    assert_eq!(cuda.totals.fragmentation, cuda.totals.reserved.div_ceil(10));
+    assert!(cuda.totals.total > cpu.totals.total);
+    assert!(cuda.fit.unwrap().fits);
+}
+
+/// Korthikanti et al. 2022 (arXiv:2205.05198), section 4.1: with 16-bit activations, 1-byte
+/// dropout masks and math attention, a transformer layer saves `sbh(34 + 5as/h)`, and with
+/// tensor parallelism `sbh(10 + 24/t + 5as/(ht))`. The estimator adds the norms' fp32 statistics
+/// (2 x 2 x 4 bytes per token) that the paper leaves out.
+#[test]
+fn korthikanti_per_layer_activations() {
+    let (s, h, a, b) = (128u64, 256u64, 8u64, 4u64);
+    for t in [1u64, 2, 4] {
+        let c = config(&format!(
+            "[data]\ninput_shape = [{s}]\nclasses = 1000\n[student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n\
+             dropout = 0.1\n[student.transformer]\nvocab = 1000\nlayers = 2\nd_model = {h}\nheads = {a}\n\
+             attention = \"math\"\nattention_dropout = 0.1\n[kd]\nalpha = 0.0\n[train]\nprecision = \"pure_bf16\"\n\
+             batch_size = {b}\n[estimate]\ntensor_parallel = {t}\n"
+        ));
+        let plan = Model::new(&c, &Inputs::default()).unwrap().plan(b).unwrap();
+        let per_layer: u64 = plan.layers.iter().filter(|l| l.id.starts_with("blk1_")).map(|l| l.saved_bytes).sum();
+        let sbh = s * b * h;
+        let expected = sbh * 10 + sbh * 24 / t + 5 * a * s * s * b / t + 16 * s * b;
+        assert_eq!(per_layer, expected, "t = {t}");
+        if t == 1 {
+            assert_eq!(per_layer, sbh * (34 + 5 * a * s / h) + 16 * s * b);
+        }
+    }
+}
+
+/// Variants of the same formula (`memory-model.md` section 3): no dropout gives
+/// `sbh(32 + 2as/h)`, flash attention replaces the `5as^2b` term by a `4asb` logsumexp.
+#[test]
+fn korthikanti_variants_without_dropout_and_with_flash() {
+    let (s, h, a, b) = (64u64, 128u64, 4u64, 2u64);
+    let layer = |dropout: f64, kernel: &str| {
+        let c = config(&format!(
+            "[data]\ninput_shape = [{s}]\nclasses = 100\n[student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n\
+             dropout = {dropout}\n[student.transformer]\nvocab = 100\nlayers = 1\nd_model = {h}\nheads = {a}\n\
+             attention = \"{kernel}\"\nattention_dropout = {dropout}\n[kd]\nalpha = 0.0\n\
+             [train]\nprecision = \"pure_bf16\"\nbatch_size = {b}\n"
+        ));
+        let plan = Model::new(&c, &Inputs::default()).unwrap().plan(b).unwrap();
+        plan.layers.iter().filter(|l| l.id.starts_with("blk1_")).map(|l| l.saved_bytes).sum::<u64>() - 16 * s * b
+    };
+    let sbh = s * b * h;
+    assert_eq!(layer(0.0, "math"), sbh * (32 + 2 * a * s / h));
+    assert_eq!(layer(0.1, "flash"), sbh * 34 + 4 * a * s * b);
+}
+
+/// `memory-model.md` section 8, measured with saved_tensors_hooks on CPU: a 4-layer pre-LN
+/// transformer (h 256, 4 heads, V 1000, b 4, s 128, fp32, causal SDPA) with P = 3,672,552
+/// parameters saves 36,728,836 bytes; at the start of the backward AdamW holds 8P and the CE
+/// backward 2 x the logits.
+#[test]
+fn memory_model_section_8_measurement() {
+    let c = config(
+        "[data]\ninput_shape = [128]\nclasses = 1000\n[student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n\
+         [student.transformer]\nvocab = 1000\nlayers = 4\nd_model = 256\nheads = 4\nattention = \"flash\"\n\
+         [kd]\nalpha = 0.0\n[train]\nbatch_size = 4\n[estimate]\ntarget = \"cpu\"\n",
+    );
+    let model = Model::new(&c, &Inputs::default()).unwrap();
+    assert_eq!(model.saved_bytes(4).unwrap(), 36_728_836);
+    let plan = model.plan(4).unwrap();
+    assert_eq!(plan.params.student, 3_672_552);
+    let start = phase(&plan, Phase::Backward);
+    assert_eq!(start.categories.get(Cat::StudentWeights), 14_690_208);
+    assert_eq!(start.categories.get(Cat::OptimizerStates), 29_380_416);
+    assert_eq!(start.categories.get(Cat::LossTransient), 4_096_000);
+    assert_eq!(start.categories.get(Cat::Gradients), 0, "set-to-none: no gradient at the backward start");
+    // distill also keeps the student logits (b s V x 4) alive, which the measurement freed
+    assert_eq!(start.categories.get(Cat::Logits), 2_048_000);
+}
+
+#[test]
+fn data_parallel_plans_on_paper() {
+    let base = "[data]\ninput_shape = [1024]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [4096, 4096]\n\
+                [kd]\nalpha = 0.0\n[train]\nbatch_size = 8\n";
+    let states = |extra: &str| {
+        let plan =
+            estimate(&config(&format!("{base}[estimate]\ntarget = \"cpu\"\n{extra}")), &Inputs::default()).unwrap();
+        let buckets = phase(&plan, Phase::OptimizerStep).categories.get(Cat::DdpBuckets);
+        (plan.model_states, buckets)
+    };
+    let p: u64 = 1024 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10;
+    let (single, no_buckets) = states("");
+    assert_eq!((single.weights, single.grads, single.optimizer, no_buckets), (4 * p, 4 * p, 8 * p, 0));
+    // DDP keeps a second copy of the gradients in its buckets unless they are views
+    assert_eq!(states("data_parallel = 8").1, 4 * p);
+    assert_eq!(states("data_parallel = 8\nbucket_view = true").1, 0);
+    // ZeRO 1/2/3 shard optimiser states, then gradients, then weights
+    let z = |stage: u64| states(&format!("data_parallel = 8\nzero_stage = {stage}")).0;
+    let shard = p.div_ceil(8);
+    assert_eq!(z(1).optimizer, 8 * shard);
+    assert_eq!((z(2).grads, z(2).weights), (4 * shard, 4 * p));
+    assert_eq!(z(3).weights, 4 * shard);
+}
+
+#[test]
+fn pipeline_stages_hold_micro_batches_in_flight() {
+    let c = |p: u64| {
+        config(&format!(
+            "[data]\ninput_shape = [256]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [512, 512, 512]\n\
+             [kd]\nalpha = 0.0\n[train]\nbatch_size = 64\n[estimate]\ntarget = \"cpu\"\npipeline_stages = {p}\n"
+        ))
+    };
+    let one = estimate(&c(1), &Inputs::default()).unwrap();
+    let two = estimate(&c(2), &Inputs::default()).unwrap();
+    assert!(two.model_states.weights < one.model_states.weights);
+    assert_eq!(two.layers.iter().map(|l| l.stage).max(), Some(1));
+    assert!(matches!(
+        estimate(&c(99), &Inputs::default()),
+        Err(EstimateError::Invalid { key, .. }) if key == "estimate.pipeline_stages"
+    ));
+}
+
+#[test]
+fn checkpointing_keeps_only_segment_inputs() {
+    // arch::checkpoint_segments is the trainer's definition: round(sqrt(13)) = 4 segments
+    let segs = checkpoint_segments(13, Checkpointing::Sqrt).unwrap();
+    assert_eq!(segs, vec![0..4, 4..7, 7..10, 10..13]);
+    assert_eq!(checkpoint_segments(13, Checkpointing::Segments(20)).unwrap().len(), 13);
+    assert_eq!(checkpoint_segments(13, Checkpointing::None), None);
+    assert_eq!(arch::split(7, 3), vec![0..3, 3..5, 5..7]);
+
+    let text = "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\nfamily = \"cnn\"\nchannels = [32, 64]\n\
+                hidden = [128]\nnorm = \"batch\"\n[kd]\nalpha = 0.0\n[train]\nbatch_size = 64\n[estimate]\ntarget = \"cpu\"\n";
+    let none = Model::new(&config(text), &Inputs::default()).unwrap();
+    let sqrt = Model::new(
+        &config(&text.replace("norm = \"batch\"", "norm = \"batch\"\ncheckpointing = \"sqrt\"")),
+        &Inputs::default(),
+    )
+    .unwrap();
+    let (a, k) = (none.saved_bytes(64).unwrap(), sqrt.saved_bytes(64).unwrap());
+    assert!(k * 3 < a, "checkpointing keeps {k} of {a} bytes");
+    let plan = sqrt.plan(64).unwrap();
+    // 13 layers in 4 segments of 4, 3, 3 and 3 layers
+    let kept: Vec<&str> =
+        plan.layers.iter().filter(|l| l.kept_bytes.is_some_and(|k| k > 0)).map(|l| l.id.as_str()).collect();
+    assert_eq!(kept, ["conv1", "conv2", "conv2_pool", "fc1_norm"]);
+    assert_eq!(plan.layers[0].kept_bytes, Some(64 * 784 * 4));
+}
+
+#[test]
+fn pruning_masks_cost_a_byte_per_weight() {
+    let text =
+        "[data]\ninput_shape = [100]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [50]\n[kd]\nalpha = 0.0\n\
+                [estimate]\ntarget = \"cpu\"\n";
+    let masks = |extra: &str| {
+        let plan = estimate(&config(&format!("{text}{extra}")), &Inputs::default()).unwrap();
+        phase(&plan, Phase::OptimizerStep).categories.get(Cat::PruneMasks)
+    };
+    assert_eq!(masks(""), 0);
+    assert_eq!(masks("prune_mask = \"bool\"\n[prune]\nsparsity = 0.5\n"), 100 * 50 + 50 * 10);
+    assert_eq!(masks("prune_mask = \"float\"\n[prune]\nsparsity = 0.5\n"), 4 * (100 * 50 + 50 * 10));
+    assert_eq!(masks("[prune]\nmethod = \"structured\"\nsparsity = 0.5\n"), 0);
+    let shrunk = arch::structured(&config(text).student, 0.5);
+    assert_eq!(shrunk.hidden, vec![25]);
+    // the summary: magnitude pruning keeps the shapes, structured pruning shrinks them
+    let plan = estimate(&config(&format!("{text}[prune]\nsparsity = 0.5\n")), &Inputs::default()).unwrap();
+    let p = plan.pruning.unwrap();
+    assert_eq!((p.dense_params, p.final_params, p.mask_bytes), (5560, 5560, 5500));
+    assert_eq!(p.nonzero_params, 5560 - 2750);
+    let plan =
+        estimate(&config(&format!("{text}[prune]\nmethod = \"structured\"\nsparsity = 0.5\n")), &Inputs::default())
+            .unwrap();
+    let p = plan.pruning.unwrap();
+    // 100 -> 25 -> 10: 2525 + 260
+    assert_eq!((p.final_params, p.mask_bytes, p.final_model_states.weights), (2785, 0, 4 * 2785));
+}
+
+#[test]
+fn the_teacher_is_priced_in_its_own_precision() {
+    let text = |precision: &str| {
+        format!(
+            "[data]\ninput_shape = [32]\nclasses = 50257\n[student]\nfamily = \"transformer\"\n[student.transformer]\n\
+             vocab = 50257\nlayers = 2\nd_model = 128\nheads = 2\n[teacher]\npreset = \"gpt2\"\nprecision = \"{precision}\"\n\
+             cache_logits = false\n[train]\nbatch_size = 2\n"
+        )
+    };
+    let fp32 = estimate(&config(&text("fp32")), &Inputs::default()).unwrap();
+    let bf16 = estimate(&config(&text("bf16")), &Inputs::default()).unwrap();
+    assert_eq!(fp32.params.teacher, 124_439_808);
+    let weights = |p: &Plan| phase(p, Phase::Loss).categories.get(Cat::TeacherWeights);
+    assert_eq!(weights(&fp32), (124_439_808u64 * 4).div_ceil(512) * 512);
+    assert_eq!(weights(&bf16), (124_439_808u64 * 2).div_ceil(512) * 512);
+    assert!(phase(&fp32, Phase::TeacherForward).categories.get(Cat::TeacherTransient) > 0);
+    // distill's exact count overrides the preset's
+    let exact = Inputs {
+        teacher: Some(estimator_wasm::TeacherModel { params: 7, buffers: 0, layers: None }),
+        ..Inputs::default()
+    };
+    assert_eq!(estimate(&config(&text("fp32")), &exact).unwrap().params.teacher, 7);
+}
+
+#[test]
+fn cached_logits_and_resident_datasets() {
+    let text = "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\nfamily = \"cnn\"\nchannels = [8]\n\
+                [teacher]\npreset = \"fashion-mnist-cnn\"\n[train]\nbatch_size = 128\n";
+    let data = Dataset { train_samples: 60_000, test_samples: 10_000, sample_bytes: 784 };
+    let plan = estimate(&config(text), &Inputs { dataset: Some(data), ..Inputs::default() }).unwrap();
+    let step = phase(&plan, Phase::OptimizerStep);
+    // uint8 images and int64 labels of both sets, each tensor rounded to 512 B
+    let r = |x: u64| x.div_ceil(512) * 512;
+    assert_eq!(step.categories.get(Cat::Dataset), r(60_000 * 784) + r(60_000 * 8) + r(10_000 * 784) + r(10_000 * 8));
+    // the cached teacher logits (N x C x 4) and the teacher's test predictions
+    assert_eq!(step.categories.get(Cat::TeacherLogitCache), r(60_000 * 40) + r(10_000 * 8));
+    assert!(plan.phases.iter().any(|p| p.phase == Phase::TeacherCache));
+    assert!(!plan.phases.iter().any(|p| p.phase == Phase::TeacherForward));
+}
+
+/// The batch search: closed form, then verified; `b` fits and `b + 1` does not.
+#[test]
+fn max_batch_is_verified_step_by_step() {
+    let text =
+        "[data]\ninput_shape = [3, 64, 64]\nclasses = 100\n[student]\nfamily = \"cnn\"\nchannels = [64, 128, 256]\n\
+                hidden = [512]\nnorm = \"batch\"\n[teacher]\nparams = 25000000\n[train]\nbatch_size = \"auto\"\n\
+                eval_batch_size = 64\n";
+    let c = config(text);
+    let t4 = gpu("T4").unwrap();
+    let model = Model::new(&c, &Inputs::default()).unwrap();
+    let found = search(&model, t4, 0.05).unwrap();
+    let b = found.batch.unwrap();
+    assert!(b > 1 && b <= found.closed_form, "{found:?}");
+    let fits = |b: u64| model.plan(b).unwrap().totals.total <= found.budget;
+    assert!(fits(b) && !fits(b + 1), "{found:?}");
+    assert!(found.evaluations < 64);
+    assert_eq!(max_batch(&c, &Inputs::default(), t4, 0.05).unwrap(), Some(b));
+    // "auto" with a GPU estimates at that batch
+    let mut with_gpu = c.clone();
+    with_gpu.estimate.gpu = Some("T4".into());
+    assert_eq!(estimate(&with_gpu, &Inputs::default()).unwrap().batch, b);
+    // a larger card takes a larger batch; a MIG slice a smaller one
+    let h200 = search(&model, gpu("H200").unwrap(), 0.05).unwrap().batch.unwrap();
+    let mig = search(&model, gpu("A100-40GB-MIG-1g.5gb").unwrap(), 0.05).unwrap().batch.unwrap();
+    assert!(mig < b && b < h200, "{mig} {b} {h200}");
+    // "auto" without a batch or a GPU is an error, not a guess
+    assert!(matches!(estimate(&c, &Inputs::default()), Err(EstimateError::Invalid { .. })));
+}
+
+#[test]
+fn nothing_fits_gives_none() {
+    // a preset that cannot read the data is a config error
+    let e = Config::from_toml_str(
+        "[data]\ninput_shape = [1024]\nclasses = 10\n[student]\nfamily = \"mlp\"\n[teacher]\npreset = \"fashion-mnist-cnn\"\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().starts_with("teacher.preset"), "{e}");
+    let c = config(
+        "[data]\ninput_shape = [1024]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [65536, 65536]\n\
+         [teacher]\nparams = 1000\n",
+    );
+    assert_eq!(max_batch(&c, &Inputs::default(), gpu("T4").unwrap(), 0.05).unwrap(), None);
+}
+
+#[test]
+fn typed_errors_never_panics() {
+    let base =
+        "[data]\ninput_shape = [16]\nclasses = 4\n[student]\nfamily = \"mlp\"\nhidden = [8]\n[teacher]\nparams = 10\n";
+    // a zero size, a negative size, a missing field
+    assert!(matches!(
+        Config::from_toml_str(&base.replace("[8]", "[0]")),
+        Err(estimator_wasm::SpecError::Invalid { .. })
+    ));
+    assert!(matches!(Config::from_toml_str(&base.replace("[8]", "[-8]")), Err(estimator_wasm::SpecError::Parse(_))));
+    assert!(matches!(
+        Config::from_toml_str(&base.replace("classes = 4\n", "")),
+        Err(estimator_wasm::SpecError::Parse(_))
+    ));
+    // batch 0 and an absurd batch
+    let model = Model::new(&config(base), &Inputs::default()).unwrap();
+    assert!(matches!(model.plan(0), Err(EstimateError::Invalid { .. })));
+    assert!(matches!(model.plan(u64::MAX), Err(EstimateError::Overflow { .. })));
+    assert!(matches!(model.totals(u64::MAX / 3), Err(EstimateError::Overflow { .. })));
+    // a 1-trillion-parameter student is priced (16 TB of model states) and does not fit
+    let huge = config(
+        "[data]\ninput_shape = [1000000]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [1000000]\n\
+         [teacher]\nparams = 10\n[train]\nbatch_size = 1\n[estimate]\ngpu = \"H200\"\n",
+    );
+    let plan = estimate(&huge, &Inputs::default()).unwrap();
+    assert!(plan.params.student > 1_000_000_000_000);
+    assert!(!plan.fit.unwrap().fits);
+    // on 1024 GPUs with DDP buckets and ZeRO-3, still priced (in bounded time) and typed
+    for zero in 0..=3 {
+        let mut c = huge.clone();
+        c.estimate.data_parallel = 1024;
+        c.estimate.zero_stage = zero;
+        assert!(estimate(&c, &Inputs::default()).is_ok(), "zero {zero}");
+    }
+    // beyond 2^64 bytes: a typed overflow
+    let absurd = config(
+        "[data]\ninput_shape = [4000000000]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [4000000000]\n\
+         [teacher]\nparams = 10\n",
+    );
+    assert!(matches!(estimate(&absurd, &Inputs::default()), Err(EstimateError::Overflow { .. })));
+    // unknown GPU: the error lists the catalogue
+    let e = Config::from_toml_str(&format!("{base}[estimate]\ngpu = \"V100\"\n")).unwrap_err().to_string();
+    assert!(e.contains("estimate.gpu") && e.contains("H100-80GB"), "{e}");
+}
+
+#[test]
+fn plans_serialise_to_json_in_bytes() {
+    let plan = estimate(&config(TINY), &Inputs::default()).unwrap();
+    let json: serde_json::Value = serde_json::to_value(&plan).unwrap();
+    assert_eq!(json["peak_phase"], "optimizer_step");
+    assert_eq!(json["params"]["student"], 43);
+    assert_eq!(json["layers"][3]["id"], "loss");
+    assert!(json["phases"].as_array().unwrap().iter().all(|p| p["categories"].is_object()));
+    assert_eq!(json["peak"]["gradients"], 172);
+}
+
+#[test]
+fn the_text_table_names_every_layer_and_the_verdict() {
+    let text = TINY.replace("target = \"cpu\"", "gpu = \"T4\"");
+    let table = estimate(&config(&text), &Inputs::default()).unwrap().to_table();
+    for needle in ["fc1", "fc1_act", "head", "loss", "optimizer step", "T4", "fits", "total"] {
+        assert!(table.contains(needle), "{needle} missing:\n{table}");
+    }
+}
