@@ -67,6 +67,15 @@ char* distill_cuda_memory(int device, int64_t* out) {
   })
 }
 
+// torch.cuda.mem_get_info(device): free and total bytes of the device.
+char* distill_cuda_mem_info(int device, int64_t* free_bytes, int64_t* total_bytes) {
+  GUARD({
+    auto info = at::accelerator::getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+    *free_bytes = static_cast<int64_t>(info.first);
+    *total_bytes = static_cast<int64_t>(info.second);
+  })
+}
+
 // torch.cuda.reset_peak_memory_stats(device).
 char* distill_cuda_reset_peak(int device) {
   GUARD(at::accelerator::resetPeakStats(static_cast<c10::DeviceIndex>(device)))

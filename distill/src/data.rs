@@ -116,6 +116,18 @@ impl Dataset {
     }
 }
 
+/// (samples, bytes of one sample as `Dataset` keeps it) from the header of `x` in an .npz,
+/// without reading the data: uint8 stays 1 byte per value, every other dtype becomes fp32.
+pub fn npz_summary(path: &Path) -> Option<(u64, u64)> {
+    let mut npz = NpzArchive::open(path).ok()?;
+    let x = npz.by_name("x").ok()??;
+    let shape = x.shape().to_vec();
+    let DType::Plain(ts) = x.dtype() else { return None };
+    let per_value = if ts.type_char() == TypeChar::Uint && ts.size_field() == 1 { 1 } else { 4 };
+    let n = *shape.first()?;
+    Some((n, shape[1..].iter().product::<u64>() * per_value))
+}
+
 /// `((x * scale) - mean) / std`, per channel, in fp32.
 #[derive(Debug)]
 pub struct Normalizer {

@@ -19,6 +19,7 @@ pub mod loss;
 pub mod metrics;
 pub mod optim;
 pub mod phase;
+pub mod plan;
 pub mod preflight;
 pub mod progress;
 pub mod prune;

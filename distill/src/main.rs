@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
+use distill::plan::PlanOptions;
 use distill::progress::Verbosity;
 use distill::TrainOptions;
 
@@ -12,8 +13,10 @@ use distill::TrainOptions;
 ///
 /// Example: distill --teacher data/fashion-mnist/t.pt --student examples/fashion-mnist/student.toml
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// TorchScript teacher (torch.jit.script or torch.jit.trace), returning logits [N, classes]
     /// or a tuple/dict holding them (see teacher.output).
     #[arg(long, value_name = "FILE", required_unless_present = "resume")]
@@ -44,8 +47,43 @@ struct Args {
     quiet: bool,
 }
 
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Estimate the GPU memory of a run before training: the breakdown by phase, category and
+    /// layer, and the largest micro-batch per catalogue GPU.
+    Plan {
+        /// The run's cfg.toml.
+        #[arg(long, value_name = "CFG")]
+        student: PathBuf,
+        /// TorchScript teacher: its exact parameter count replaces the cfg's [teacher] counts.
+        #[arg(long, value_name = "FILE")]
+        teacher: Option<PathBuf>,
+        /// A catalogue GPU to check the fit against (overrides [estimate] gpu), e.g. A100-80GB.
+        #[arg(long, value_name = "NAME")]
+        gpu: Option<String>,
+        /// Micro-batch to plan for (overrides train.batch_size).
+        #[arg(long, value_name = "N")]
+        batch: Option<u64>,
+        /// Print the plan as JSON (exact bytes) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Command::Plan { student, teacher, gpu, batch, json }) = args.command {
+        return match distill::plan::plan(&PlanOptions { student, teacher, gpu, batch, json }) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     // First Ctrl-C: checkpoint after the current step and stop; a second one exits at once.
     let _ = ctrlc::set_handler(|| {
         if distill::run::STOP.swap(true, Ordering::SeqCst) {

@@ -79,6 +79,15 @@ impl Progress {
         }
     }
 
+    /// A warning: shown even with `--quiet` (on stderr, above the bars).
+    pub fn warn(&self, text: String) {
+        if self.bars {
+            let _ = self.multi.println(text);
+        } else {
+            eprintln!("{text}");
+        }
+    }
+
     pub fn finish(&self) {
         self.steps.finish_and_clear();
         self.epochs.finish_and_clear();

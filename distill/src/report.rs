@@ -48,6 +48,34 @@ pub struct StudentReport {
     pub prune: Option<PruneReport>,
 }
 
+/// Predicted (and on CUDA measured) memory of the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MemoryReport {
+    /// `cuda:N` or `cpu`.
+    pub device: String,
+    /// The device's memory (CUDA total, or RAM available at the start), bytes.
+    pub capacity_bytes: u64,
+    /// The micro-batch the plan was made for (the resolved `"auto"` one included).
+    pub batch: u64,
+    /// The estimator's peak: everything the process needs on the device, and the caching
+    /// allocator's `allocated` part, bytes.
+    pub predicted_total_bytes: u64,
+    pub predicted_allocated_bytes: u64,
+    /// CUDA only: the allocator's peak `allocated_bytes` over the whole run.
+    pub measured_peak_allocated_bytes: Option<u64>,
+}
+
+impl MemoryReport {
+    /// Adds the allocator's measured peak on a CUDA `device`.
+    pub fn measured(self, device: tch::Device) -> MemoryReport {
+        let peak = match device {
+            tch::Device::Cuda(i) => crate::shim::cuda_memory(i).ok().map(|m| m.peak_allocated as u64),
+            _ => None,
+        };
+        MemoryReport { measured_peak_allocated_bytes: peak, ..self }
+    }
+}
+
 /// What pruning did, measured on the exported tensors.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PruneReport {
@@ -114,6 +142,8 @@ pub struct Report {
     pub baseline: Option<StudentReport>,
     /// student.test_accuracy - baseline.test_accuracy, in accuracy points (x100).
     pub kd_gain_points: Option<f64>,
+    /// The estimator's plan on this device (and, on CUDA, the measured allocator peak).
+    pub memory: Option<MemoryReport>,
     pub wall_seconds: f64,
     pub output_dir: String,
 }

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use estimator_wasm::spec::{BatchSize, Config, Precision};
+use estimator_wasm::render::human;
+use estimator_wasm::spec::{BatchSize, Config, Precision, Target};
+use estimator_wasm::{Dataset as EstDataset, Inputs};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
@@ -14,12 +16,13 @@ use crate::data::{Dataset, Normalizer};
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, teacher_logits};
 use crate::phase::{build_student, run_phase, PhaseOutputs};
+use crate::plan::{counted_teacher, device_capacity, resolve};
 use crate::preflight::{check_not_identical, check_teacher_logits, parse_device};
 use crate::progress::{Progress, Verbosity};
-use crate::report::{DataReport, Report, TeacherReport};
+use crate::report::{DataReport, MemoryReport, Report, TeacherReport};
 use crate::rundir::{write_atomic, RunDir};
 use crate::teacher::Teacher;
-use crate::trainer::{SoftTargets, TrainInputs};
+use crate::trainer::{batch_size, SoftTargets, TrainInputs, Trainer};
 
 /// Set by the binary's Ctrl-C handler: the trainer checkpoints and stops after the current step.
 pub static STOP: AtomicBool = AtomicBool::new(false);
@@ -64,8 +67,7 @@ struct Resumable {
 pub fn run(opts: &TrainOptions) -> Result<Report> {
     let cfg = RunConfig::load(&opts.student)?;
     let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
-    let text = std::fs::read_to_string(&opts.student).map_err(|e| DistillError::io(&opts.student, e))?;
-    execute(opts, cfg, &out, None, &text)
+    execute(opts, cfg, &out, None)
 }
 
 /// Continues the interrupted run whose `--out` was `out`.
@@ -83,20 +85,15 @@ pub fn resume(out: &Path, verbosity: Verbosity, stop_after: Option<u64>) -> Resu
     opts.stop_after = stop_after;
     let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;
     let cfg = RunConfig::from_spec(&opts.student, spec)?;
-    execute(&opts, cfg, out, Some(rundir), &saved.config)
+    execute(&opts, cfg, out, Some(rundir))
 }
 
-fn execute(
-    opts: &TrainOptions,
-    cfg: RunConfig,
-    out: &Path,
-    reopened: Option<RunDir>,
-    config_text: &str,
-) -> Result<Report> {
+fn execute(opts: &TrainOptions, mut cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
     let start = Instant::now();
-    let spec = &cfg.spec;
     let device = parse_device(&opts.device)?;
-    check_trainable(spec, &cfg.path)?;
+    check_trainable(&cfg.spec, &cfg.path)?;
+    let progress = Progress::new(opts.verbosity);
+    let spec = &cfg.spec;
 
     let train_set = Dataset::load(&cfg.train, &spec.data)?;
     let (train_set, test_set) = match &cfg.test {
@@ -116,15 +113,25 @@ fn execute(
     check_not_identical(&teacher, &probe_logits, &student, &probe_x)?;
     drop(student);
 
+    // The memory plan on this device; `batch_size = "auto"` is resolved here.
+    let auto = spec.train.batch_size == BatchSize::Auto;
+    let memory = memory_plan(&mut cfg, &teacher, &train_set, &test_set, device, &progress)?;
+    let spec = &cfg.spec;
+
     let rundir = match reopened {
         Some(r) => r,
         None => RunDir::create(out, opts.overwrite)?,
     };
-    let resumable = Resumable { options: absolute(opts, out), config: config_text.to_string() };
+    let resumable = Resumable { options: absolute(opts, out), config: spec.to_toml_string() };
     let json = serde_json::to_vec_pretty(&resumable).expect("run.json serialises");
     write_atomic(&rundir.path("run.json"), |f| std::io::Write::write_all(f, &json))?;
     rundir.write("config.toml", spec.to_toml_string().as_bytes())?;
-    let result = train_all(opts, &cfg, &rundir, device, &mut teacher, &train_set, &test_set, &norm, start);
+    let data = Data { train: &train_set, test: &test_set, norm: &norm };
+    let result = train_all(opts, &cfg, &rundir, device, &mut teacher, &data, &progress, auto).map(|report| Report {
+        memory: memory.clone().map(|m| m.measured(device)),
+        wall_seconds: start.elapsed().as_secs_f64(),
+        ..report
+    });
     match result {
         Ok(report) => {
             let json = serde_json::to_string_pretty(&report).expect("report serialises");
@@ -138,6 +145,13 @@ fn execute(
     }
 }
 
+/// The datasets on the device and their normalisation.
+struct Data<'a> {
+    train: &'a Dataset,
+    test: &'a Dataset,
+    norm: &'a Normalizer,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn train_all(
     opts: &TrainOptions,
@@ -145,13 +159,11 @@ fn train_all(
     rundir: &RunDir,
     device: tch::Device,
     teacher: &mut Teacher,
-    train_set: &Dataset,
-    test_set: &Dataset,
-    norm: &Normalizer,
-    start: Instant,
+    data: &Data,
+    progress: &Progress,
+    auto_batch: bool,
 ) -> Result<Report> {
-    let spec = &cfg.spec;
-    let progress = Progress::new(opts.verbosity);
+    let (spec, train_set, test_set, norm) = (&cfg.spec, data.train, data.test, data.norm);
     let eval_batch = spec.train.eval_batch_size as usize;
     let teacher_test = teacher_logits(teacher, test_set, norm, eval_batch)?.argmax(-1, false);
     let teacher_accuracy = accuracy(&teacher_test, &test_set.y);
@@ -171,14 +183,21 @@ fn train_all(
         teacher_test_preds: Some(&teacher_test),
         device,
     };
+    if auto_batch {
+        confirm_batch(&inputs, &cfg.path)?;
+        progress.line(format!(
+            "train.batch_size = \"auto\": {} fits the device (confirmed with one step)",
+            batch_size(spec)
+        ));
+    }
     let phase = |prefix| PhaseOutputs { rundir, prefix, stop: &STOP, stop_after: opts.stop_after };
-    let student = run_phase(&inputs, &cfg.path, &phase(""), &progress, "student")?;
+    let student = run_phase(&inputs, &cfg.path, &phase(""), progress, "student")?;
 
     let baseline = if opts.baseline {
         let mut base_spec = spec.clone();
         base_spec.kd.alpha = 0.0;
         let inputs = TrainInputs { spec: &base_spec, targets: SoftTargets::None, ..inputs };
-        Some(run_phase(&inputs, &cfg.path, &phase("baseline/"), &progress, "alpha=0")?)
+        Some(run_phase(&inputs, &cfg.path, &phase("baseline/"), progress, "alpha=0")?)
     } else {
         None
     };
@@ -206,16 +225,82 @@ fn train_all(
         kd_gain_points: baseline.as_ref().map(|b| 100.0 * (student.test_accuracy - b.test_accuracy)),
         student,
         baseline,
-        wall_seconds: start.elapsed().as_secs_f64(),
+        memory: None,
+        wall_seconds: 0.0,
         output_dir: rundir.out.display().to_string(),
     })
 }
 
+/// The estimator's plan for this run on `device` (teacher counts from its file, the datasets
+/// as loaded); resolves `batch_size = "auto"` into `cfg`, and warns with the breakdown when the
+/// plan does not fit.
+fn memory_plan(
+    cfg: &mut RunConfig,
+    teacher: &Teacher,
+    train: &Dataset,
+    test: &Dataset,
+    device: tch::Device,
+    progress: &Progress,
+) -> Result<Option<MemoryReport>> {
+    let sample_bytes = (train.x.numel() / train.len().max(1)) as u64 * train.x.kind().elt_size_in_bytes() as u64;
+    let inputs = Inputs {
+        batch: None,
+        teacher: Some(counted_teacher(teacher.params, &cfg.spec)),
+        dataset: Some(EstDataset { train_samples: train.len() as u64, test_samples: test.len() as u64, sample_bytes }),
+    };
+    let target = if device.is_cuda() { Target::Cuda } else { Target::Cpu };
+    let Some(capacity) = device_capacity(device) else {
+        if cfg.spec.train.batch_size == BatchSize::Auto {
+            return Err(DistillError::config(
+                &cfg.path,
+                "train.batch_size = \"auto\": the device's memory is unknown here; set a number",
+            ));
+        }
+        return Ok(None);
+    };
+    let (resolved, plan) = resolve(&cfg.spec, &cfg.path, &inputs, &capacity, target)?;
+    if cfg.spec.train.batch_size == BatchSize::Auto && plan.batch >= train.len() as u64 {
+        progress.warn(format!(
+            "warning: train.batch_size = \"auto\" chose the whole train set ({}) on {}: that is full-batch training; set a number for mini-batches",
+            plan.batch, capacity.name
+        ));
+    }
+    cfg.spec = resolved;
+    if plan.totals.total > capacity.memory {
+        progress.warn(format!(
+            "warning: the estimator expects this run to need {} but {} has {}; expect an out-of-memory error (lower train.batch_size, use precision = \"bf16\" or student.checkpointing)\n{}",
+            human(plan.totals.total),
+            capacity.name,
+            human(capacity.memory),
+            plan.to_table()
+        ));
+    }
+    Ok(Some(MemoryReport {
+        device: capacity.name.to_string(),
+        capacity_bytes: capacity.memory,
+        batch: plan.batch,
+        predicted_total_bytes: plan.totals.total,
+        predicted_allocated_bytes: plan.totals.allocated,
+        measured_peak_allocated_bytes: None,
+    }))
+}
+
+/// One forward and backward at the resolved batch on a scratch student, so that an
+/// over-optimistic `"auto"` fails now, with advice, rather than mid-run.
+fn confirm_batch(inputs: &TrainInputs, cfg_path: &Path) -> Result<()> {
+    let (vs, student) = build_student(inputs.spec, cfg_path, inputs.device)?;
+    let trainer = Trainer::new(inputs, vs, student)?;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trainer.probe()));
+    let b = batch_size(inputs.spec);
+    match outcome {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(DistillError::config(cfg_path, format!("train.batch_size = \"auto\" chose {b}, but one step failed: {e}; set a smaller number"))),
+        Err(_) => Err(DistillError::config(cfg_path, format!("train.batch_size = \"auto\" chose {b}, but one step ran out of memory; set a smaller number or raise estimate.safety_margin"))),
+    }
+}
+
 /// Refuses what the estimator can plan but the trainer cannot train, before any work.
 fn check_trainable(spec: &Config, path: &Path) -> Result<()> {
-    if matches!(spec.train.batch_size, BatchSize::Auto) {
-        return Err(DistillError::config(path, "train.batch_size = \"auto\" is not supported yet: set a number"));
-    }
     if matches!(spec.train.precision, Precision::PureBf16 | Precision::Bf16Master) {
         return Err(DistillError::config(
             path,

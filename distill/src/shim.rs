@@ -18,6 +18,7 @@ extern "C" {
     fn distill_autocast_exit(cuda: c_int, prev_enabled: c_int, prev_type: c_int) -> *mut c_char;
     fn distill_cuda_memory(device: c_int, out: *mut i64) -> *mut c_char;
     fn distill_cuda_reset_peak(device: c_int) -> *mut c_char;
+    fn distill_cuda_mem_info(device: c_int, free: *mut i64, total: *mut i64) -> *mut c_char;
     fn distill_cuda_empty_cache() -> *mut c_char;
 }
 
@@ -86,6 +87,17 @@ pub fn cuda_memory(index: usize) -> Result<CudaMemory> {
         ooms: out[4],
         alloc_retries: out[5],
     })
+}
+
+/// (free, total) bytes of CUDA device `index` (`torch.cuda.mem_get_info`).
+///
+/// # Errors
+/// [`DistillError::Torch`] without CUDA.
+pub fn cuda_mem_info(index: usize) -> Result<(u64, u64)> {
+    let (mut free, mut total) = (0i64, 0i64);
+    // SAFETY: two valid out-pointers.
+    check(unsafe { distill_cuda_mem_info(index as c_int, &mut free, &mut total) })?;
+    Ok((free as u64, total as u64))
 }
 
 /// Resets the peak counters of CUDA device `index` (`torch.cuda.reset_peak_memory_stats`).

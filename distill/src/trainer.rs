@@ -266,6 +266,21 @@ impl<'a> Trainer<'a> {
         }))
     }
 
+    /// One forward and backward on the first `batch` training samples, leaving the optimiser,
+    /// the step and the metrics untouched (checks that the batch fits the device).
+    pub fn probe(&self) -> Result<()> {
+        let inputs = self.inputs;
+        let n = self.batch.min(inputs.train.len()) as i64;
+        let index = Tensor::arange(n, (Kind::Int64, inputs.device));
+        let (x, y) = inputs.train.batch(&index);
+        let x = inputs.norm.apply(&x);
+        let soft = inputs.targets.get(&index, &x)?;
+        let params: Vec<&Tensor> = self.params.iter().collect();
+        let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step: 0 };
+        forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &|| None)
+            .map(|_| ())
+    }
+
     fn step_config(&self) -> StepConfig<'_> {
         let spec = self.inputs.spec;
         StepConfig {

@@ -291,3 +291,38 @@ fn resume_without_an_interrupted_run_says_so() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no interrupted run there"), "{stderr}");
 }
+
+#[test]
+fn plan_prints_the_breakdown_and_the_largest_batch_per_gpu() {
+    let case = Case::new();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_distill"))
+            .args(["plan", "--student", case.path(CFG).to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--gpu", "T4"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in
+        ["student 2410 parameters, teacher 2762", "T4: 15.0 GiB -> fits", "largest micro-batch per GPU", "H200", "fc1 "]
+    {
+        assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
+    }
+    // JSON keeps exact bytes; the teacher count comes from the TorchScript file.
+    let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--json", "--batch", "64"]);
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["plan"]["params"]["teacher"], 2762);
+    assert_eq!(plan["plan"]["params"]["student"], 2410);
+    assert_eq!(plan["plan"]["batch"], 64);
+    assert!(plan["max_batch"].as_array().unwrap().len() >= 8);
+    // Without a teacher file the cfg must say how big the teacher is.
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(CFG), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&["--gpu", "TPU-v9"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TPU-v9") && stderr.lines().count() == 1, "{stderr}");
+}

@@ -1,0 +1,187 @@
+//! The memory estimator inside `distill`: `distill plan` (a breakdown before any training), the
+//! fit warning before a run, and `train.batch_size = "auto"`.
+//!
+//! `distill` adds to the cfg.toml what only it knows: the teacher's exact parameter count (read
+//! from the TorchScript file) and the datasets it keeps on the device (from the .npz headers).
+use std::path::{Path, PathBuf};
+
+use estimator_wasm::spec::{BatchSize, Config, Target};
+use estimator_wasm::teacher::preset_layers;
+use estimator_wasm::{
+    arch, estimate, max_batch, max_batch_per_gpu, render::human, Dataset, Gpu, Inputs, Plan, TeacherModel,
+};
+use serde::Serialize;
+use tch::{CModule, Device};
+
+use crate::error::{first_line, DistillError, Result};
+
+/// `distill plan` flags.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    pub student: PathBuf,
+    /// A TorchScript teacher: its exact parameter count replaces the cfg's `[teacher]` counts.
+    pub teacher: Option<PathBuf>,
+    /// A catalogue GPU overriding `[estimate] gpu`.
+    pub gpu: Option<String>,
+    /// Micro-batch overriding `train.batch_size`.
+    pub batch: Option<u64>,
+    pub json: bool,
+}
+
+/// What `distill plan --json` prints.
+#[derive(Serialize)]
+struct PlanJson<'a> {
+    plan: &'a Plan,
+    max_batch: Vec<GpuBatch>,
+}
+
+#[derive(Serialize)]
+struct GpuBatch {
+    gpu: &'static str,
+    memory: u64,
+    batch: Option<u64>,
+}
+
+/// The text (or JSON) `distill plan` prints.
+///
+/// # Errors
+/// [`DistillError::Config`] naming the cfg.toml when it is unreadable, invalid or cannot be
+/// estimated; [`DistillError::Teacher`] for an unreadable teacher file.
+pub fn plan(opts: &PlanOptions) -> Result<String> {
+    let path = &opts.student;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        DistillError::config(path, format!("cannot read the student config ({e}); pass --student <cfg.toml>"))
+    })?;
+    let mut spec = Config::from_toml_str(&text).map_err(|e| DistillError::config(path, e.to_string()))?;
+    if let Some(gpu) = &opts.gpu {
+        spec.estimate.gpu = Some(gpu.clone());
+        spec.estimate.target = Target::Cuda;
+    }
+    let inputs = Inputs {
+        batch: opts.batch,
+        teacher: opts.teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
+        dataset: dataset(&spec, path),
+    };
+    let bad = |e: estimator_wasm::EstimateError| DistillError::config(path, e.to_string());
+    let plan = estimate(&spec, &inputs).map_err(bad)?;
+    let per_gpu: Vec<GpuBatch> = max_batch_per_gpu(&spec, &inputs, spec.estimate.safety_margin)
+        .map_err(bad)?
+        .into_iter()
+        .map(|(g, batch)| GpuBatch { gpu: g.name, memory: g.memory, batch })
+        .collect();
+    if opts.json {
+        return Ok(serde_json::to_string_pretty(&PlanJson { plan: &plan, max_batch: per_gpu })
+            .expect("plan serialises")
+            + "\n");
+    }
+    let mut out = plan.to_table();
+    out.push_str(&format!(
+        "\nlargest micro-batch per GPU (keeping {:.0}% free):\n",
+        100.0 * spec.estimate.safety_margin
+    ));
+    for g in per_gpu {
+        let batch = g.batch.map(|b| b.to_string()).unwrap_or_else(|| "does not fit".into());
+        out.push_str(&format!("  {:<24} {:>10}  {batch}\n", g.gpu, human(g.memory)));
+    }
+    Ok(out)
+}
+
+/// The teacher as the estimator sees it: exact counts from the TorchScript file, and the layer
+/// list of the cfg's `preset` or `arch` (for its inference working set) when given.
+///
+/// # Errors
+/// [`DistillError::Teacher`] when the file is not TorchScript.
+pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
+    let module = CModule::load_on_device(path, Device::Cpu)
+        .map_err(|e| DistillError::teacher(path, format!("not a TorchScript file ({})", first_line(&e.to_string()))))?;
+    let params = module.named_parameters()?.iter().map(|(_, t)| t.numel() as u64).sum();
+    Ok(counted_teacher(params, spec))
+}
+
+/// A teacher of `params` parameters, with the cfg's layer description when it has one.
+pub fn counted_teacher(params: u64, spec: &Config) -> TeacherModel {
+    let layers = match (&spec.teacher.preset, &spec.teacher.arch) {
+        (Some(name), _) => preset_layers(name, &spec.data).ok(),
+        (None, Some(a)) => arch::layers(a, &spec.data).ok(),
+        _ => None,
+    };
+    TeacherModel { params, buffers: spec.teacher.buffers.unwrap_or(0), layers }
+}
+
+/// Train and test sets as `distill` would keep them, from the .npz headers when the cfg's data
+/// files are readable.
+pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<Dataset> {
+    let dir = cfg_path.parent().unwrap_or(Path::new("."));
+    let (train_n, sample_bytes) = crate::data::npz_summary(&dir.join(spec.data.train.as_ref()?))?;
+    let test_samples = match &spec.data.test {
+        Some(t) => crate::data::npz_summary(&dir.join(t))?.0,
+        None => (train_n as f64 * spec.data.holdout.unwrap_or(0.1)).round() as u64,
+    };
+    let train_samples = train_n - if spec.data.test.is_none() { test_samples } else { 0 };
+    Some(Dataset { train_samples, test_samples, sample_bytes })
+}
+
+/// The memory `distill` may fill on `device`: the CUDA device's total memory, or the memory
+/// the OS reports available for the CPU.
+pub fn device_capacity(device: Device) -> Option<Gpu> {
+    let (name, memory, target_cuda) = match device {
+        Device::Cuda(i) => {
+            let (_, total) = crate::shim::cuda_mem_info(i).ok()?;
+            (format!("cuda:{i}"), total, true)
+        }
+        _ => ("cpu".to_string(), available_ram()?, false),
+    };
+    let template = estimator_wasm::catalogue()[0];
+    Some(Gpu {
+        name: Box::leak(name.into_boxed_str()),
+        memory,
+        cuda_context: if target_cuda { template.cuda_context } else { 0 },
+        cublas_workspace: if target_cuda { template.cublas_workspace } else { 0 },
+        bf16: true,
+        mig_of: None,
+    })
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes.
+fn available_ram() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The plan of a run about to start on `capacity`, with `train.batch_size` resolved: `"auto"`
+/// takes the largest micro-batch that fits (keeping `estimate.safety_margin` free), at most the
+/// train set. Returns the resolved spec and the plan at its batch.
+///
+/// # Errors
+/// [`DistillError::Config`] when the estimate fails or not even a batch of 1 fits.
+pub fn resolve(
+    spec: &Config,
+    cfg_path: &Path,
+    inputs: &Inputs,
+    capacity: &Gpu,
+    target: Target,
+) -> Result<(Config, Plan)> {
+    let mut spec = spec.clone();
+    spec.estimate.target = target;
+    let bad = |e: estimator_wasm::EstimateError| DistillError::config(cfg_path, e.to_string());
+    if spec.train.batch_size == BatchSize::Auto {
+        let fit = max_batch(&spec, inputs, capacity, spec.estimate.safety_margin).map_err(bad)?;
+        let Some(b) = fit else {
+            return Err(DistillError::config(
+                cfg_path,
+                format!(
+                    "train.batch_size = \"auto\": not even a batch of 1 fits {} ({})",
+                    capacity.name,
+                    human(capacity.memory)
+                ),
+            ));
+        };
+        let n = inputs.dataset.map(|d| d.train_samples).unwrap_or(b).max(1);
+        spec.train.batch_size = BatchSize::Fixed(b.min(n));
+    }
+    let BatchSize::Fixed(b) = spec.train.batch_size else { unreachable!("resolved above") };
+    let plan = estimate(&spec, &Inputs { batch: Some(b), ..inputs.clone() }).map_err(bad)?;
+    Ok((spec, plan))
+}
