@@ -51,6 +51,7 @@ pub fn train(teacher: &Path, config: &Path, dir: &Path, baseline: bool) -> disti
         overwrite: true,
         device: "cpu".into(),
         baseline,
+        sets: Vec::new(),
         verbosity: Verbosity::Quiet,
         stop_after: None,
     })

@@ -6,6 +6,49 @@ use estimator_wasm::spec::Config;
 
 use crate::error::{DistillError, Result};
 
+/// Reads, overrides (`--set`) and validates a cfg.toml.
+///
+/// # Errors
+/// [`DistillError::Config`] naming the file, with the line/column or key at fault.
+pub fn read_spec(path: &Path, sets: &[String]) -> Result<Config> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        DistillError::config(path, format!("cannot read the student config ({e}); pass --student <cfg.toml>"))
+    })?;
+    let text = if sets.is_empty() { text } else { apply_sets(path, &text, sets)? };
+    Config::from_toml_str(&text).map_err(|e| DistillError::config(path, e.to_string()))
+}
+
+/// Applies `--set key.path=value` overrides to the TOML text. `value` is read as a TOML value
+/// (`0.5`, `true`, `[8, 16]`, `"bf16"`); anything else is taken as a string (`bf16`).
+fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
+    let mut doc: toml::Table =
+        text.parse().map_err(|e: toml::de::Error| DistillError::config(path, e.message().to_string()))?;
+    for set in sets {
+        let (key, raw) = set.split_once('=').ok_or_else(|| {
+            DistillError::Usage(format!("--set {set}: expected KEY=VALUE, e.g. --set train.precision=bf16"))
+        })?;
+        let value = format!("v = {raw}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        let mut parts: Vec<&str> = key.trim().split('.').collect();
+        let leaf = parts
+            .pop()
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| DistillError::Usage(format!("--set {set}: empty key")))?;
+        let mut table = &mut doc;
+        for part in parts {
+            let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            table = entry.as_table_mut().ok_or_else(|| {
+                DistillError::Usage(format!("--set {set}: {part} is not a table in {}", path.display()))
+            })?;
+        }
+        table.insert(leaf.to_string(), value);
+    }
+    Ok(toml::to_string(&doc).expect("a TOML table serialises"))
+}
+
 /// A validated cfg.toml plus the data paths it names, resolved.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -23,11 +66,8 @@ impl RunConfig {
     ///
     /// # Errors
     /// [`DistillError::Config`] naming the file with the line/column or key at fault.
-    pub fn load(path: &Path) -> Result<RunConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            DistillError::config(path, format!("cannot read the student config ({e}); pass --student <cfg.toml>"))
-        })?;
-        let spec = Config::from_toml_str(&text).map_err(|e| DistillError::config(path, e.to_string()))?;
+    pub fn load(path: &Path, sets: &[String]) -> Result<RunConfig> {
+        let spec = read_spec(path, sets)?;
         RunConfig::from_spec(path, spec)
     }
 
@@ -49,5 +89,27 @@ impl RunConfig {
             ));
         }
         Ok(RunConfig { path: path.to_path_buf(), spec, train, test })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_override_create_and_type_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n").unwrap();
+        let sets =
+            ["train.precision=bf16", "prune.sparsity=0.8", "student.hidden=[8, 4]", "kd.alpha=0.5"].map(String::from);
+        let spec = read_spec(&path, &sets).unwrap();
+        assert_eq!(spec.train.precision, estimator_wasm::spec::Precision::Bf16);
+        assert_eq!(spec.prune.unwrap().sparsity, 0.8);
+        assert_eq!(spec.student.hidden, vec![8, 4]);
+        assert_eq!(spec.kd.alpha, 0.5);
+        let e = read_spec(&path, &["kd.alpha=2".to_string()]).unwrap_err().to_string();
+        assert!(e.contains("kd.alpha"), "{e}");
+        assert!(read_spec(&path, &["nonsense".to_string()]).is_err());
     }
 }

@@ -39,6 +39,10 @@ struct Args {
     /// Continue the interrupted run whose --out was DIR, from its newest checkpoint.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["teacher", "student", "baseline"])]
     resume: Option<PathBuf>,
+    /// Override a cfg.toml value, e.g. --set train.precision=bf16 or --set prune.sparsity=0.8
+    /// (repeatable; recorded in the run's config.toml).
+    #[arg(long = "set", value_name = "KEY=VALUE", conflicts_with = "resume")]
+    sets: Vec<String>,
     /// Write a checkpoint and stop after N optimiser steps of a student (continue with --resume).
     #[arg(long, value_name = "N")]
     stop_after_steps: Option<u64>,
@@ -67,13 +71,16 @@ enum Command {
         /// Print the plan as JSON (exact bytes) instead of a table.
         #[arg(long)]
         json: bool,
+        /// Override a cfg.toml value, e.g. --set train.precision=bf16 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
     },
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Some(Command::Plan { student, teacher, gpu, batch, json }) = args.command {
-        return match distill::plan::plan(&PlanOptions { student, teacher, gpu, batch, json }) {
+    if let Some(Command::Plan { student, teacher, gpu, batch, json, sets }) = args.command {
+        return match distill::plan::plan(&PlanOptions { student, teacher, gpu, batch, json, sets }) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS
@@ -101,6 +108,7 @@ fn main() -> ExitCode {
             overwrite: args.overwrite,
             device: args.device,
             baseline: args.baseline,
+            sets: args.sets,
             verbosity,
             stop_after: args.stop_after_steps,
         }),

@@ -26,6 +26,8 @@ pub struct PlanOptions {
     /// Micro-batch overriding `train.batch_size`.
     pub batch: Option<u64>,
     pub json: bool,
+    /// `key.path=value` overrides of the cfg.toml.
+    pub sets: Vec<String>,
 }
 
 /// What `distill plan --json` prints.

@@ -40,6 +40,9 @@ pub struct TrainOptions {
     pub device: String,
     /// Also train the same student with alpha = 0 into `<out>/baseline`.
     pub baseline: bool,
+    /// `key.path=value` overrides of the cfg.toml (`--set`).
+    #[serde(default)]
+    pub sets: Vec<String>,
     #[serde(skip, default = "quiet")]
     pub verbosity: Verbosity,
     /// Checkpoint and stop after this many optimiser steps of a student (resume later).
@@ -65,7 +68,7 @@ struct Resumable {
 /// Any [`DistillError`]. Before the first checkpoint nothing is left behind; after it, the
 /// `.partial` folder stays and the error says how to resume.
 pub fn run(opts: &TrainOptions) -> Result<Report> {
-    let cfg = RunConfig::load(&opts.student)?;
+    let cfg = RunConfig::load(&opts.student, &opts.sets)?;
     let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
     execute(opts, cfg, &out, None)
 }

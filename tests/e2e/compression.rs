@@ -41,6 +41,7 @@ fn interrupted_and_resumed_run_equals_an_unbroken_one() {
         overwrite: false,
         device: "cpu".into(),
         baseline: false,
+        sets: Vec::new(),
         verbosity: Verbosity::Quiet,
         stop_after: Some(57),
     };
