@@ -3,6 +3,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use estimator_wasm::render::human as bytes;
+
 use crate::latency::Latency;
 use crate::prune::LayerSparsity;
 
@@ -227,15 +229,6 @@ pub fn group(n: u64) -> String {
     out
 }
 
-/// Bytes in KiB/MiB with one decimal.
-pub fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} B"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,7 +238,5 @@ mod tests {
         assert_eq!(group(0), "0");
         assert_eq!(group(421_642), "421,642");
         assert_eq!(group(1_000_000), "1,000,000");
-        assert_eq!(bytes(1536), "1.5 KiB");
-        assert_eq!(bytes(3 << 20), "3.0 MiB");
     }
 }

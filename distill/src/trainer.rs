@@ -269,16 +269,20 @@ impl<'a> Trainer<'a> {
     /// One forward and backward on the first `batch` training samples, leaving the optimiser,
     /// the step and the metrics untouched (checks that the batch fits the device).
     pub fn probe(&self) -> Result<()> {
-        let inputs = self.inputs;
-        let n = self.batch.min(inputs.train.len()) as i64;
-        let index = Tensor::arange(n, (Kind::Int64, inputs.device));
-        let (x, y) = inputs.train.batch(&index);
-        let x = inputs.norm.apply(&x);
-        let soft = inputs.targets.get(&index, &x)?;
+        let n = self.batch.min(self.inputs.train.len()) as i64;
+        let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.device)))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step: 0 };
         forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &|| None)
             .map(|_| ())
+    }
+
+    /// Normalised inputs, labels and soft targets of the training rows `index`.
+    fn batch_of(&self, index: &Tensor) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+        let (x, y) = self.inputs.train.batch(index);
+        let x = self.inputs.norm.apply(&x);
+        let soft = self.inputs.targets.get(index, &x)?;
+        Ok((x, y, soft))
     }
 
     fn step_config(&self) -> StepConfig<'_> {
@@ -299,10 +303,7 @@ impl<'a> Trainer<'a> {
         let t0 = Instant::now();
         let step = self.state.step;
         let inputs = self.inputs;
-        let index = Tensor::from_slice(chunk).to_device(inputs.device);
-        let (x, y) = inputs.train.batch(&index);
-        let x = inputs.norm.apply(&x);
-        let soft = inputs.targets.get(&index, &x)?;
+        let (x, y, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(inputs.device))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
