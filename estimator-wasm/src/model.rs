@@ -325,7 +325,10 @@ impl Model {
         // --- the loss (distill/src/loss.rs): CE always; KD when alpha > 0 and a teacher exists
         let resolved_teacher = resolve_teacher(config, inputs, &mut notes)?;
         let kd = config.kd.alpha > 0.0 && resolved_teacher.is_some();
-        let classes = config.data.classes.div_ceil(est.tensor_parallel);
+        // a transformer head is vocab-parallel under tensor parallelism; an mlp/cnn head is not
+        let vocab_parallel = matches!(layers.last().map(|l| &l.op), Some(Op::LmHead { .. }));
+        let classes =
+            if vocab_parallel { config.data.classes.div_ceil(est.tensor_parallel) } else { config.data.classes };
         let rows = logits.elems / classes.max(1);
         let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
         let mut loss_saved: Vec<Size> = vec![fp32_logits, Size::per(mul(rows, 8, "labels")?), Size::fixed(4)];
