@@ -338,10 +338,12 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
     };
     match layer.op {
         Op::Linear { in_features, out_features } => {
+            // mlp/cnn under tensor parallelism: weights split, activations replicated
             linear(&mut b, &x, n_out, in_features, out_features, true, false)?;
         }
         Op::LmHead { in_features, out_features, bias, tied } => {
-            linear(&mut b, &x, n_out, in_features, out_features, bias, tied)?;
+            // vocab-parallel head: each GPU holds out_features / t logits
+            linear(&mut b, &x, n_out.div_ceil(ctx.tp), in_features, out_features, bias, tied)?;
         }
         Op::Conv2d { in_channels, out_channels, kernel, bias } => {
             let to = b.mm_dtype(x.dtype);
@@ -469,7 +471,7 @@ fn linear(
         b.param("bias", out_features, true, true, false);
         b.bias_copy(out_features.div_ceil(tp))?;
     }
-    let out = b.fresh(n_out.div_ceil(tp), to, true);
+    let out = b.fresh(n_out, to, true);
     b.scratch(Scratch::Backward, out.size()?);
     if x.requires_grad {
         b.scratch(Scratch::Backward, x.size()?);

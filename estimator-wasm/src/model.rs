@@ -78,7 +78,7 @@ pub(crate) struct LayerPlan {
     pub backward_release: Vec<Size>,
 }
 
-/// A run of `Model::hot_sizes`.
+/// A run of `Model::hot_index` (indices into `Model::hot_unique`).
 pub(crate) type Span = (u32, u32);
 
 /// One layer's batch-dependent sizes as spans of one contiguous array, for the scan.
@@ -165,9 +165,14 @@ pub struct Model {
     pub(crate) notes: Vec<String>,
     /// Upper bound of all batch-dependent tensors together: `per_sample * b + fixed` (u128).
     pub(crate) bound: (u128, u128),
-    /// `layers`' sizes laid out for the scan.
+    /// `layers`' sizes laid out for the scan: spans of indices into the distinct sizes.
     pub(crate) hot: Vec<HotLayer>,
-    pub(crate) hot_sizes: Vec<Size>,
+    /// The loss's saved, transient and gradient tensors, student and teacher logits, and the
+    /// batch, as spans.
+    pub(crate) hot_loss: [Span; 6],
+    pub(crate) hot_index: Vec<u32>,
+    /// Every distinct size the scan evaluates (each is rounded once per estimate).
+    pub(crate) hot_unique: Vec<Size>,
 }
 
 impl Model {
@@ -320,7 +325,10 @@ impl Model {
         // --- the loss (distill/src/loss.rs): CE always; KD when alpha > 0 and a teacher exists
         let resolved_teacher = resolve_teacher(config, inputs, &mut notes)?;
         let kd = config.kd.alpha > 0.0 && resolved_teacher.is_some();
-        let classes = config.data.classes.div_ceil(est.tensor_parallel);
+        // a transformer head is vocab-parallel under tensor parallelism; an mlp/cnn head is not
+        let vocab_parallel = matches!(layers.last().map(|l| &l.op), Some(Op::LmHead { .. }));
+        let classes =
+            if vocab_parallel { config.data.classes.div_ceil(est.tensor_parallel) } else { config.data.classes };
         let rows = logits.elems / classes.max(1);
         let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
         let mut loss_saved: Vec<Size> = vec![fp32_logits, Size::per(mul(rows, 8, "labels")?), Size::fixed(4)];
@@ -586,10 +594,12 @@ impl Model {
             teacher_plan.as_ref(),
             [&eval_batch, &eval_live.1, &teacher_eval_live.1, &cache_build],
         );
-        let (hot, hot_sizes) = hot_layout(&plans);
+        let (hot, hot_loss, hot_index, hot_unique) = hot_layout(&plans, &loss, &batch);
         Ok(Model {
             hot,
-            hot_sizes,
+            hot_loss,
+            hot_index,
+            hot_unique,
             bound,
             runtime,
             gpu,
@@ -637,13 +647,22 @@ impl Model {
     }
 }
 
-/// Lays the layers' sizes out contiguously (see [`HotLayer`]).
-fn hot_layout(plans: &[LayerPlan]) -> (Vec<HotLayer>, Vec<Size>) {
-    let mut sizes = Vec::new();
+/// Lays the layers' (and the loss's and batch's) sizes out as spans of indices into the list of
+/// distinct sizes (see [`HotLayer`]).
+#[allow(clippy::type_complexity)]
+fn hot_layout(plans: &[LayerPlan], loss: &LossPlan, batch: &[Size]) -> (Vec<HotLayer>, [Span; 6], Vec<u32>, Vec<Size>) {
+    let mut unique: Vec<Size> = Vec::new();
+    let mut index: Vec<u32> = Vec::new();
     let mut span = |v: &[Size]| {
-        let start = sizes.len() as u32;
-        sizes.extend_from_slice(v);
-        (start, sizes.len() as u32)
+        let start = index.len() as u32;
+        for s in v {
+            let i = unique.iter().position(|u| u == s).unwrap_or_else(|| {
+                unique.push(*s);
+                unique.len() - 1
+            });
+            index.push(i as u32);
+        }
+        (start, index.len() as u32)
     };
     let hot = plans
         .iter()
@@ -658,7 +677,15 @@ fn hot_layout(plans: &[LayerPlan]) -> (Vec<HotLayer>, Vec<Size>) {
             segment_start: l.segment_start,
         })
         .collect();
-    (hot, sizes)
+    let loss_spans = [
+        span(&loss.saved),
+        span(&loss.transient),
+        span(&loss.grads),
+        span(&[loss.student_logits]),
+        span(loss.teacher_logits.as_slice()),
+        span(batch),
+    ];
+    (hot, loss_spans, index, unique)
 }
 
 /// The pruning summary: masks of magnitude pruning, the shrunk student of structured pruning.

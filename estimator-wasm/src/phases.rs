@@ -357,14 +357,26 @@ impl Scan {
 pub(crate) fn scan(m: &Model, b: u64) -> Result<Scan, EstimateError> {
     m.check_bound(b)?;
     let cuda = m.runtime.cuda;
-    let exact = |sizes: &[Size]| {
+    // each distinct size rounded once: a one-tensor pool per size
+    let mut stack = [Pool::default(); 32];
+    let mut heap = Vec::new();
+    let ones: &mut [Pool] = if m.hot_unique.len() <= stack.len() {
+        &mut stack[..m.hot_unique.len()]
+    } else {
+        heap.resize(m.hot_unique.len(), Pool::default());
+        &mut heap
+    };
+    for (one, s) in ones.iter_mut().zip(&m.hot_unique) {
+        one.tensor_exact(s.per_sample * b + s.fixed, cuda);
+    }
+    let ones: &[Pool] = ones;
+    let span = |(start, end): (u32, u32)| {
         let mut p = Pool::default();
-        for s in sizes {
-            p.tensor_exact(s.per_sample * b + s.fixed, cuda);
+        for &i in &m.hot_index[start as usize..end as usize] {
+            p.merge_exact(&ones[i as usize]);
         }
         p
     };
-    let span = |(start, end): (u32, u32)| exact(&m.hot_sizes[start as usize..end as usize]);
     let mut out = Scan::default();
     for (si, s) in m.stages.iter().enumerate() {
         let hot = &m.hot[s.layers.clone()];
@@ -374,14 +386,13 @@ pub(crate) fn scan(m: &Model, b: u64) -> Result<Scan, EstimateError> {
             out.offer(si, At::TeacherCache, p, cuda);
         }
         base.merge_exact(&s.train_total);
-        let batch = if s.first { exact(&m.batch) } else { Pool::default() };
+        let batch = if s.first { span(m.hot_loss[5]) } else { Pool::default() };
         if m.teacher.as_ref().is_some_and(|t| t.live) {
             out.offer(si, At::TeacherForward, base.plus_exact(&batch).plus_exact(&teacher_live(m, b).1), cuda);
         }
         let (loss_saved, loss_transient, loss_grads, student_logits, teacher_logits) = if s.last {
-            let l = &m.loss;
-            let teacher = l.teacher_logits.map_or(Pool::default(), |t| exact(&[t]));
-            (exact(&l.saved), exact(&l.transient), exact(&l.grads), exact(&[l.student_logits]), teacher)
+            let l = &m.hot_loss;
+            (span(l[0]), span(l[1]), span(l[2]), span(l[3]), span(l[4]))
         } else {
             Default::default()
         };

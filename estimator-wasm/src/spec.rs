@@ -59,7 +59,7 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataSpec {
-    /// `.npz` with `x` ([N, C, H, W] or [N, D], uint8 or float) and `y` (integer labels [N]).
+    /// `.npz` with `x` (`[N, C, H, W]` or `[N, D]`, uint8 or float) and `y` (integer labels `[N]`).
     /// Relative to the cfg.toml's folder. Needed by `distill`, not by the estimator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub train: Option<String>,

@@ -373,3 +373,32 @@ fn the_text_table_names_every_layer_and_the_verdict() {
         assert!(table.contains(needle), "{needle} missing:\n{table}");
     }
 }
+
+/// Under tensor parallelism an mlp splits its weights but keeps activations and logits whole; a
+/// transformer's head is vocab-parallel.
+#[test]
+fn tensor_parallel_splits_weights_not_mlp_activations() {
+    let text = |t: u64| {
+        format!(
+            "[data]\ninput_shape = [64]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [128]\n[kd]\nalpha = 0.0\n\
+             [train]\nbatch_size = 4\n[estimate]\ntarget = \"cpu\"\ntensor_parallel = {t}\n"
+        )
+    };
+    let (one, two) = (
+        estimate(&config(&text(1)), &Inputs::default()).unwrap(),
+        estimate(&config(&text(2)), &Inputs::default()).unwrap(),
+    );
+    assert_eq!(two.model_states.weights * 2, one.model_states.weights);
+    let saved = |p: &Plan| p.layers.iter().map(|l| l.saved_bytes).collect::<Vec<_>>();
+    assert_eq!(saved(&one), saved(&two));
+    let lm = |t: u64| {
+        let c = config(&format!(
+            "[data]\ninput_shape = [16]\nclasses = 64\n[student]\nfamily = \"transformer\"\n[student.transformer]\nvocab = 64\n\
+             layers = 1\nd_model = 32\nheads = 2\n[kd]\nalpha = 0.0\n[train]\nbatch_size = 2\n[estimate]\ntarget = \"cpu\"\n\
+             tensor_parallel = {t}\n"
+        ));
+        estimate(&c, &Inputs::default()).unwrap().layers.last().unwrap().saved_bytes
+    };
+    // CE log-probs b*s*V*4 halve; labels (b*s*8) and total_weight do not
+    assert_eq!(lm(1) - lm(2), 2 * 16 * 64 * 4 / 2);
+}
