@@ -463,8 +463,17 @@ impl Explore {
     /// A form field out of range, an unknown teacher, or the estimator's validation error on
     /// the resulting config (mapped to the form field that sets its key).
     pub fn config_at(&self, scale: f64) -> Result<Config, ExploreError> {
+        self.config_from(self.base()?, scale)
+    }
+
+    /// [`Explore::config_at`] from a base config already made by [`Explore::base`] (a sweep
+    /// makes it once for every size and lever; `base` must be this form's).
+    ///
+    /// # Errors
+    /// As [`Explore::config_at`].
+    pub fn config_from(&self, base: Config, scale: f64) -> Result<Config, ExploreError> {
         self.check()?;
-        let mut c = self.base()?;
+        let mut c = base;
         set_input(&mut c, self.input);
         scale_student(&mut c.student, self.width * scale, self.depth);
         c.student.checkpointing = self.checkpointing()?;

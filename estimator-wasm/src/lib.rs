@@ -32,7 +32,7 @@ pub mod spec;
 pub mod states;
 pub mod sweep;
 pub mod teacher;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "js"))]
 pub mod wasm;
 
 pub use batch::BatchSearch;

@@ -5,11 +5,11 @@
 use serde::Serialize;
 
 use crate::batch::{self, MAX_BATCH};
-use crate::catalogue::Gpu;
+use crate::catalogue::{catalogue, Gpu};
 use crate::explore::{Explore, ExploreError};
 use crate::plan::{Cat, Plan};
-use crate::spec::{Optimizer, Precision, PruneMethod};
-use crate::{max_batch_per_gpu, Inputs, Model};
+use crate::spec::{Config, Optimizer, Precision, PruneMethod, Target};
+use crate::{Inputs, Model};
 
 /// Width factors of the compared students, relative to the chosen width multiplier.
 pub const SIZES: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
@@ -178,29 +178,24 @@ pub struct Sweep {
 /// The form's or the estimator's error for the chosen student (other sizes and levers carry
 /// their own errors instead).
 pub fn sweep(form: &Explore) -> Result<Sweep, ExploreError> {
-    let config = form.config()?;
-    let inputs = Inputs::default();
-    let model = Model::new(&config, &inputs)?;
+    let base = form.base()?;
+    let config = form.config_from(base.clone(), 1.0)?;
+    let model = Model::new(&config, &Inputs::default())?;
     let gpu: &Gpu = model.gpu().ok_or_else(|| ExploreError { field: Some("gpu"), message: "choose a GPU".into() })?;
     let margin = config.estimate.safety_margin;
     let plan = model.plan(form.batch)?;
     let search = batch::search(&model, gpu, margin)?;
-    let students = SIZES
-        .iter()
-        .map(
-            |&scale| {
+    let students =
+        SIZES
+            .iter()
+            .map(|&scale| {
                 if scale == 1.0 {
                     chosen_size(form, &plan, search.batch)
                 } else {
-                    size(form, scale, gpu, margin)
+                    size(form, &base, scale, gpu, margin)
                 }
-            },
-        )
-        .collect();
-    let gpus = max_batch_per_gpu(&config, &inputs, margin)?
-        .into_iter()
-        .map(|(g, b)| GpuRow { gpu: g.name, memory: g.memory, max_batch: b })
-        .collect();
+            })
+            .collect();
     Ok(Sweep {
         gpu: gpu.name,
         capacity: gpu.memory,
@@ -210,10 +205,38 @@ pub fn sweep(form: &Explore) -> Result<Sweep, ExploreError> {
         chosen: CHOSEN,
         curve: curve(&model, search.batch),
         max_batch: search.batch,
-        gpus,
-        levers: levers(form, gpu, plan.totals.total),
+        gpus: gpu_rows(&config, &model, margin)?,
+        levers: levers(form, &base, gpu, plan.totals.total),
         plan,
     })
+}
+
+/// The largest micro-batch on every catalogue GPU, as [`crate::max_batch_per_gpu`] finds it,
+/// with one compiled model per distinct runtime: a GPU enters `Model::new` only through its CUDA
+/// context and cuBLAS workspace (the batch search reads its memory), so the catalogue needs two
+/// models, not sixteen (the test `gpu_rows_equal_max_batch_per_gpu` holds this to the estimator's
+/// own answer).
+fn gpu_rows(config: &Config, chosen: &Model, margin: f64) -> Result<Vec<GpuRow>, ExploreError> {
+    let runtime = |g: &Gpu| (g.cuda_context, g.cublas_workspace);
+    let mut models: Vec<((u64, u64), Model)> = Vec::new();
+    if let Some(g) = chosen.gpu() {
+        models.push((runtime(g), chosen.clone()));
+    }
+    let mut rows = Vec::with_capacity(catalogue().len());
+    for g in catalogue() {
+        let i = match models.iter().position(|(k, _)| *k == runtime(g)) {
+            Some(i) => i,
+            None => {
+                let mut c = config.clone();
+                c.estimate.gpu = Some(g.name.to_string());
+                c.estimate.target = Target::Cuda;
+                models.push((runtime(g), Model::new(&c, &Inputs::default())?));
+                models.len() - 1
+            }
+        };
+        rows.push(GpuRow { gpu: g.name, memory: g.memory, max_batch: batch::search(&models[i].1, g, margin)?.batch });
+    }
+    Ok(rows)
 }
 
 fn chosen_size(form: &Explore, plan: &Plan, max_batch: Option<u64>) -> StudentSize {
@@ -228,9 +251,9 @@ fn chosen_size(form: &Explore, plan: &Plan, max_batch: Option<u64>) -> StudentSi
     }
 }
 
-fn size(form: &Explore, scale: f64, gpu: &Gpu, margin: f64) -> StudentSize {
+fn size(form: &Explore, base: &Config, scale: f64, gpu: &Gpu, margin: f64) -> StudentSize {
     let priced = (|| {
-        let model = Model::new(&form.config_at(scale)?, &Inputs::default())?;
+        let model = Model::new(&form.config_from(base.clone(), scale)?, &Inputs::default())?;
         let plan = model.plan(form.batch)?;
         let search = batch::search(&model, gpu, margin)?;
         Ok::<_, ExploreError>((plan, search.batch))
@@ -267,7 +290,7 @@ fn curve(model: &Model, max_batch: Option<u64>) -> Vec<CurvePoint> {
 
 /// The chosen student with each lever moved once: precision, checkpointing, micro-batch,
 /// optimizer, pruning and ZeRO.
-fn levers(form: &Explore, gpu: &Gpu, current: u64) -> Vec<Lever> {
+fn levers(form: &Explore, base: &Config, gpu: &Gpu, current: u64) -> Vec<Lever> {
     let mut variants: Vec<(&'static str, String, Explore)> = Vec::new();
     let mut push = |lever, setting: String, change: &dyn Fn(&mut Explore)| {
         let mut e = form.clone();
@@ -308,7 +331,7 @@ fn levers(form: &Explore, gpu: &Gpu, current: u64) -> Vec<Lever> {
         .into_iter()
         .map(|(lever, setting, e)| {
             let priced = (|| {
-                let config = e.config()?;
+                let config = e.config_from(base.clone(), 1.0)?;
                 let model = Model::new(&config, &Inputs::default())?;
                 let total = model.totals(e.batch)?.total;
                 Ok::<_, ExploreError>((total, batch::search(&model, gpu, config.estimate.safety_margin)?.batch))
@@ -381,6 +404,22 @@ mod tests {
         // wider students never need less memory (the smallest ones share allocator segments)
         let totals: Vec<u64> = s.students.iter().map(|st| st.breakdown.unwrap().total).collect();
         assert!(totals.windows(2).all(|w| w[0] <= w[1]) && totals[0] < totals[4], "{totals:?}");
+    }
+
+    #[test]
+    fn gpu_rows_equal_max_batch_per_gpu() {
+        for s in &SCENARIOS {
+            for &family in s.families {
+                for gpu in ["T4", "H200"] {
+                    let form = Explore { family, ..Explore::for_scenario(s, gpu) };
+                    let config = form.config().unwrap();
+                    let want = crate::max_batch_per_gpu(&config, &Inputs::default(), 0.05).unwrap();
+                    let want: Vec<_> = want.iter().map(|(g, b)| (g.name, *b)).collect();
+                    let got: Vec<_> = sweep(&form).unwrap().gpus.iter().map(|r| (r.gpu, r.max_batch)).collect();
+                    assert_eq!(got, want, "{} {family:?} on {gpu}", s.key);
+                }
+            }
+        }
     }
 
     #[test]
