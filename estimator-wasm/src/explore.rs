@@ -565,7 +565,10 @@ fn generic_student(kind: InputKind, family: Family) -> Result<StudentSpec, Explo
             ))
         }
     };
-    toml::from_str(body).map_err(|e| ExploreError::on("family", e.to_string()))
+    // parsed as a whole cfg.toml (any valid [data] will do): the page then needs no second
+    // TOML deserializer for a bare [student] table
+    let text = format!("[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\n{body}");
+    Ok(Config::from_toml_str(&text).map_err(|e| ExploreError::on("family", e.to_string()))?.student)
 }
 
 /// `v * f` rounded, at least 1 (saturating far beyond any real size).
@@ -764,6 +767,11 @@ mod tests {
             Some(e.batch),
             crate::max_batch(&c, &crate::Inputs::default(), catalogue::gpu("RTX-3090").unwrap(), 0.05).unwrap()
         );
+        // another family starts from a generic base student; a transformer cannot read images
+        let mlp = Explore { family: Family::Mlp, ..Explore::from_cfg(text, "T4").unwrap() };
+        assert_eq!(mlp.config().unwrap().student.hidden, vec![256, 128]);
+        let transformer = Explore { family: Family::Transformer, ..mlp };
+        assert_eq!(transformer.config().unwrap_err().field, Some("family"));
         let err = Explore::from_cfg("[data]\ninput_shape = [0]\n", "T4").unwrap_err();
         assert_eq!(err.field, Some("cfg"));
     }
