@@ -110,7 +110,13 @@ const context = await chromium.launchPersistentContext(profile, {
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
 const problems = [];
+const ORIGIN = new URL(BASE).origin;
 function watch(page, label) {
+  // static files only: every request stays on the test server (or is a data:/blob: URL)
+  page.on('request', (r) => {
+    const url = r.url();
+    if (!url.startsWith(`${ORIGIN}/`) && !/^(data|blob):/.test(url)) problems.push(`${label}: network call to ${url}`);
+  });
   page.on('pageerror', (e) => problems.push(`${label}: pageerror ${e.message}`));
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`${label}: console error ${m.text()}`); });
   page.on('requestfailed', (r) => problems.push(`${label}: request failed ${r.url()}`));
