@@ -356,6 +356,8 @@ fn levers(form: &Explore, base: &Config, gpu: &Gpu, current: u64) -> Vec<Lever> 
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::Just;
+
     use super::*;
     use crate::explore::{scenario, SCENARIOS};
     use crate::{estimate, max_batch};
@@ -456,6 +458,37 @@ mod tests {
         assert!(lever("batch").saves > 0);
         assert!(lever("optimizer").saves > 0, "SGD keeps one moment, AdamW two");
         assert!(lever("sparsity").costs > 0, "masks cost memory while training");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Whatever the form holds, the sweep answers (figures or a message) and never panics.
+        #[test]
+        fn any_form_gives_an_answer_not_a_panic(
+            teacher in 0usize..SCENARIOS.len(),
+            family in 0usize..2,
+            width in proptest::prop_oneof![Just(-1.0), Just(f64::NAN), 1e-6..80.0f64],
+            depth in 1e-3..20.0f64,
+            input in proptest::prop_oneof![Just(0u64), 1u64..4096, Just(1 << 20), Just(u64::MAX)],
+            batch in proptest::prop_oneof![Just(0u64), 1u64..100_000, Just(MAX_BATCH), Just(u64::MAX)],
+            sparsity in -0.5..1.5f64,
+            data_parallel in proptest::prop_oneof![Just(0u64), 1u64..64, Just(u64::MAX)],
+            zero_stage in 0u64..6,
+            checkpointing in proptest::prop_oneof![Just("none"), Just("sqrt"), Just("3"), Just("0"), Just("x")],
+            gpu in proptest::prop_oneof![Just("T4"), Just("H200"), Just("A100-40GB-MIG-1g.5gb"), Just("none")],
+        ) {
+            let s = &SCENARIOS[teacher];
+            let form = Explore {
+                family: s.families[family % s.families.len()],
+                width, depth, input, batch, sparsity, data_parallel, zero_stage,
+                checkpointing: checkpointing.into(),
+                ..Explore::for_scenario(s, gpu)
+            };
+            match sweep(&form) {
+                Ok(sw) => proptest::prop_assert_eq!(sw.students.len(), SIZES.len()),
+                Err(e) => proptest::prop_assert!(!e.message.is_empty()),
+            }
+        }
     }
 
     #[test]
