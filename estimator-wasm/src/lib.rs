@@ -21,6 +21,7 @@ pub mod catalogue;
 pub mod dtype;
 pub mod error;
 mod estimate;
+pub mod explore;
 pub mod layer;
 pub mod model;
 mod phases;
@@ -29,7 +30,10 @@ pub mod render;
 pub mod runtime;
 pub mod spec;
 pub mod states;
+pub mod sweep;
 pub mod teacher;
+#[cfg(all(target_arch = "wasm32", feature = "js"))]
+pub mod wasm;
 
 pub use batch::BatchSearch;
 pub use catalogue::{catalogue, gpu, Gpu};

@@ -1,0 +1,383 @@
+// End-to-end test of the built explorer (site/dist served on 127.0.0.1) in Debian's Chromium,
+// driven by playwright-core. Run by scripts/test-web, which sets:
+//   BASE_URL      http://127.0.0.1:<port>/ serving site/dist
+//   ARTIFACTS     folder for the screenshots, the downloaded cfg.toml and budgets.json
+//   EXPLORE_BIN   native estimator-wasm example `explore` (the reference sweep for a form JSON)
+//   PLAN_BIN      native estimator-wasm example `plan` (the Plan JSON of a cfg.toml)
+//   DISTILL_BIN   target/debug/distill (its `plan` subcommand must accept the downloaded cfg.toml)
+// Every check runs; failures are listed at the end and the exit code is 1 if any failed.
+import { chromium } from 'playwright-core';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set (run scripts/test-web)`);
+  return v;
+};
+const BASE = env('BASE_URL');
+const ART = env('ARTIFACTS');
+const EXPLORE_BIN = env('EXPLORE_BIN');
+const PLAN_BIN = env('PLAN_BIN');
+const DISTILL_BIN = env('DISTILL_BIN');
+const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
+mkdirSync(ART, { recursive: true });
+
+const failures = [];
+const passed = [];
+async function check(name, body) {
+  try {
+    await body();
+    passed.push(name);
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failures.push(`${name}: ${e.message}`);
+    console.log(`FAIL ${name}: ${e.message}`);
+  }
+}
+function assert(cond, message) {
+  if (!cond) throw new Error(message);
+}
+function eq(got, want, what) {
+  assert(got === want, `${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+}
+
+/** The native sweep for a form (the reference every figure on the page must equal). */
+function nativeSweep(form) {
+  const out = execFileSync(EXPLORE_BIN, ['-'], { input: JSON.stringify(form), encoding: 'utf8' });
+  return JSON.parse(out);
+}
+const at = (obj, path) => path.split('.').reduce((o, k) => (o == null ? undefined : o[k]), obj);
+
+/** Every [data-k] figure in `root` (page or frame) compared with the native sweep of the page's form. */
+async function compareWithNative(page, what) {
+  const form = JSON.parse(await page.getAttribute('#explorer', 'data-state'));
+  const native = nativeSweep(form);
+  const figures = await page.$$eval('#explorer [data-k]', (els) =>
+    els.map((e) => ({ k: e.dataset.k, bytes: e.dataset.bytes, batch: e.dataset.batch })));
+  let compared = 0;
+  for (const f of figures) {
+    if (f.bytes !== undefined) {
+      const want = at(native, f.k);
+      assert(want !== undefined, `${what}: ${f.k} is not in the native sweep`);
+      eq(f.bytes, String(want), `${what}: ${f.k} (bytes)`);
+      compared++;
+    } else if (f.batch !== undefined && f.k.endsWith('max_batch')) {
+      const want = at(native, f.k);
+      eq(f.batch, want == null ? '' : String(want), `${what}: ${f.k} (largest micro-batch)`);
+      compared++;
+    }
+  }
+  assert(compared >= 60, `${what}: only ${compared} figures compared`);
+  return { native, compared, form };
+}
+
+async function stateOf(page) {
+  return JSON.parse(await page.getAttribute('#explorer', 'data-state'));
+}
+async function waitForState(page, pred, what) {
+  await page.waitForFunction(
+    ([src]) => {
+      const s = document.getElementById('explorer')?.dataset.state;
+      return s && new Function('s', `return (${src})(s)`)(JSON.parse(s));
+    },
+    [pred.toString()],
+    { timeout: 5000 },
+  ).catch(() => { throw new Error(`timed out waiting for ${what}`); });
+}
+/** Waits until the URL holds the form (it is written once the form stops changing). */
+async function urlSynced(page) {
+  await page.waitForFunction(() => {
+    const q = document.getElementById('explorer')?.dataset.query;
+    return q !== undefined && location.search === `?${q}`;
+  }, null, { timeout: 5000 }).catch(() => { throw new Error(`the URL never took the form: ${page.url()}`); });
+}
+async function barTotals(page) {
+  return page.$$eval('#size-bars text.total', (els) => els.map((e) => e.dataset.bytes));
+}
+
+const profile = mkdtempSync(join(tmpdir(), 'explorer-e2e-'));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  acceptDownloads: true,
+  viewport: { width: 1280, height: 900 },
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const problems = [];
+const ORIGIN = new URL(BASE).origin;
+function watch(page, label) {
+  // static files only: every request stays on the test server (or is a data:/blob: URL)
+  page.on('request', (r) => {
+    const url = r.url();
+    if (!url.startsWith(`${ORIGIN}/`) && !/^(data|blob):/.test(url)) problems.push(`${label}: network call to ${url}`);
+  });
+  page.on('pageerror', (e) => problems.push(`${label}: pageerror ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(`${label}: console error ${m.text()}`); });
+  page.on('requestfailed', (r) => problems.push(`${label}: request failed ${r.url()}`));
+  page.on('response', (r) => { if (r.status() >= 400) problems.push(`${label}: HTTP ${r.status()} ${r.url()}`); });
+}
+async function noPanic(page, label) {
+  const panic = await page.$('#panic');
+  assert(panic === null, `${label}: the panic report fired: ${panic && (await panic.innerText())}`);
+}
+const budgets = {};
+const page = await context.newPage();
+watch(page, 'explorer');
+
+await check('the page loads with figures and no console error', async () => {
+  const t0 = Date.now();
+  await page.goto(`${BASE}index.html`);
+  await page.waitForSelector('#explorer [data-k="plan.totals.total"]', { timeout: 15000 });
+  budgets.first_numbers_wall_ms = Date.now() - t0;
+  const n = await page.$$eval('#size-bars rect.seg', (e) => e.length);
+  assert(n >= 10, `only ${n} bar segments`);
+  await noPanic(page, 'load');
+  assert(problems.length === 0, problems.join('; '));
+});
+
+await check('every figure equals the native estimator (default form)', async () => {
+  const { compared } = await compareWithNative(page, 'default');
+  budgets.figures_compared = compared;
+});
+
+await check('the largest micro-batch marked equals max_batch', async () => {
+  const native = nativeSweep(await stateOf(page));
+  assert(native.max_batch != null, 'the default form should fit');
+  eq(await page.getAttribute('#max-batch', 'data-batch'), String(native.max_batch), 'summary');
+  eq(await page.getAttribute('#batch-curve circle.dot.max', 'data-batch'), String(native.max_batch), 'curve marker');
+  const mark = await page.textContent('#batch-curve .max-mark text');
+  assert(mark.includes(`largest micro-batch ${native.max_batch}`), mark);
+});
+
+await check('changing the student size changes the bars', async () => {
+  const before = await barTotals(page);
+  await page.fill('#f-width', '0.5');
+  await waitForState(page, (s) => s.width === 0.5, 'width 0.5');
+  const after = await barTotals(page);
+  assert(after.length === 5 && JSON.stringify(after) !== JSON.stringify(before), `bars unchanged: ${after}`);
+  await urlSynced(page);
+  assert(page.url().includes('width=0.5'), `URL ${page.url()}`);
+  await compareWithNative(page, 'width 0.5');
+  await page.click('#size-bars g.bar[data-scale="2"]');
+  await waitForState(page, (s) => s.width === 1, 'width 1 after clicking the x2 bar');
+  eq(JSON.stringify(await barTotals(page)), JSON.stringify(before), 'bars after returning to width 1');
+});
+
+await check('every lever reaches the estimate', async () => {
+  await page.selectOption('#f-precision', 'fp32');
+  await page.selectOption('#f-checkpointing', 'sqrt');
+  await page.fill('#f-sparsity', '0.3');
+  await page.fill('#f-data_parallel', '4');
+  await page.selectOption('#f-zero_stage', '2');
+  await page.selectOption('#f-gpu', 'A100-80GB');
+  await page.fill('#f-input', '512');
+  await page.fill('#f-depth', '2');
+  await waitForState(page, (s) => s.depth === 2 && s.gpu === 'A100-80GB' && s.input === 512, 'levers set');
+  const s = await stateOf(page);
+  eq(s.precision, 'fp32', 'precision'); eq(s.checkpointing, 'sqrt', 'checkpointing'); eq(s.sparsity, 0.3, 'sparsity');
+  eq(s.data_parallel, 4, 'data parallel'); eq(s.zero_stage, 2, 'ZeRO');
+  await page.click('#toggle-layers');
+  await page.waitForSelector('#layer-table');
+  const { native } = await compareWithNative(page, 'levers + per-layer table');
+  const rows = await page.$$eval('#layer-table tbody tr', (r) => r.length);
+  eq(rows, native.plan.layers.length, 'per-layer rows');
+});
+
+await check('a link reproduces the view', async () => {
+  await urlSynced(page);
+  const url = page.url();
+  const other = await context.newPage();
+  watch(other, 'link');
+  await other.goto(url);
+  await other.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  eq(JSON.stringify(await stateOf(other)), JSON.stringify(await stateOf(page)), 'form from the link');
+  // the per-layer table is opened on demand, not part of the link
+  const figures = async (p) => p.$$eval('#explorer [data-k][data-bytes]', (els) => els
+    .filter((e) => !e.dataset.k.startsWith('plan.layers.'))
+    .map((e) => `${e.dataset.k}=${e.dataset.bytes}`).join());
+  const mine = await figures(page);
+  assert(mine.length > 1000, 'figures on the page');
+  eq(await figures(other), mine, 'figures from the link');
+  await other.close();
+});
+
+await check('bad input shows an inline message, never a panic', async () => {
+  for (const [field, text, message] of [
+    ['batch', '', 'enter a whole number'],
+    ['batch', '-4', 'must be positive'],
+    ['batch', '99999999999999999999999', 'not a whole number'],
+    ['batch', '0', 'between 1 and'],
+    ['width', 'abc', 'not a number'],
+    ['width', '0', 'must be > 0'],
+    ['width', '1e9', 'at most 64'],
+    ['sparsity', '1.5', 'fraction'],
+    ['data_parallel', '-1', 'must be positive'],
+  ]) {
+    await page.fill(`#f-${field}`, text);
+    const shown = await page.waitForSelector(`#e-${field}`, { timeout: 3000 }).then((e) => e.innerText());
+    assert(shown.includes(message), `${field}="${text}": "${shown}" lacks "${message}"`);
+    assert(await page.$('#explorer [data-k="plan.totals.total"]'), `${field}="${text}": the figures vanished`);
+  }
+  await page.fill('#f-batch', '8'); await page.fill('#f-width', '1'); await page.fill('#f-sparsity', '0');
+  await page.fill('#f-data_parallel', '1');
+  await page.waitForSelector('#e-batch', { state: 'detached' });
+  // an absurd size the estimator rejects: a sequence longer than GPT-2's positions
+  await page.fill('#f-input', '1048576');
+  const err = await page.waitForSelector('#e-input').then((e) => e.innerText());
+  assert(err.includes('1024'), err);
+  assert(await page.$('#estimate-error'), 'the views give way to the message');
+  await page.fill('#f-input', '1024');
+  await page.waitForSelector('#e-input', { state: 'detached' });
+  await noPanic(page, 'bad input');
+});
+
+let downloaded;
+await check('Download cfg.toml gives the file the page prices; distill plan accepts it', async () => {
+  await page.selectOption('#f-teacher', 'fashion-mnist-cnn');
+  await waitForState(page, (s) => s.teacher === 'fashion-mnist-cnn', 'fashion-mnist teacher');
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-cfg')]);
+  downloaded = join(ART, 'cfg.toml');
+  await download.saveAs(downloaded);
+  const text = readFileSync(downloaded, 'utf8');
+  const form = await stateOf(page);
+  const want = execFileSync(EXPLORE_BIN, ['-', '--cfg'], { input: JSON.stringify(form), encoding: 'utf8' });
+  eq(text.trim(), want.trim(), 'downloaded cfg.toml vs the native cfg.toml');
+  eq(text.trim(), (await page.textContent('#cfg-toml')).trim(), 'downloaded vs shown');
+  const plan = JSON.parse(execFileSync(PLAN_BIN, [downloaded], { encoding: 'utf8' }));
+  eq(String(plan.totals.total), await page.getAttribute('#explorer [data-k="plan.totals.total"]', 'data-bytes'),
+    'native plan of the downloaded file vs the page');
+  assert(existsSync(DISTILL_BIN), `${DISTILL_BIN} is missing: build distill (cargo build -p distill) before scripts/test-web`);
+  const r = spawnSync(DISTILL_BIN, ['plan', '--student', downloaded], { encoding: 'utf8' });
+  const said = (r.stderr || String(r.error || '')).split('\n').map((l) => l.trim()).filter(Boolean);
+  assert(r.status === 0, `${DISTILL_BIN} plan --student ${downloaded} exited ${r.status}: ${said.slice(0, 2).join(' / ')}`);
+});
+
+await check('Copy cfg.toml puts the file on the clipboard', async () => {
+  await context.grantPermissions(['clipboard-read', 'clipboard-write']);
+  await page.click('#copy-cfg');
+  await page.waitForFunction(() => document.querySelector('.export .status')?.textContent === 'copied');
+  const clip = await page.evaluate(() => navigator.clipboard.readText());
+  eq(clip.trim(), (await page.textContent('#cfg-toml')).trim(), 'clipboard');
+});
+
+await check('pasting a cfg.toml fills the form and prices the same file', async () => {
+  const cfg = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../../examples/fashion-mnist/student.toml'), 'utf8')
+    + '\n[teacher]\npreset = "fashion-mnist-cnn"\n[estimate]\ngpu = "RTX-3090"\n';
+  await page.click('.paste summary');
+  await page.fill('#paste', cfg);
+  await page.click('#paste-load');
+  await waitForState(page, (s) => s.teacher === 'custom', 'custom form');
+  const s = await stateOf(page);
+  eq(s.gpu, 'RTX-3090', 'GPU from the file'); eq(s.batch, 128, 'batch from the file'); eq(s.family, 'cnn', 'family');
+  await compareWithNative(page, 'pasted cfg.toml');
+  const file = join(ART, 'pasted.toml');
+  writeFileSync(file, cfg);
+  const plan = JSON.parse(execFileSync(PLAN_BIN, [file], { encoding: 'utf8' }));
+  eq(String(plan.totals.total), await page.getAttribute('#explorer [data-k="plan.totals.total"]', 'data-bytes'),
+    'the pasted file priced natively');
+  await page.fill('#paste', '[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\nfamily = "cnn"\nhiden = 3\n');
+  await page.click('#paste-load');
+  const msg = await page.waitForSelector('#e-cfg').then((e) => e.innerText());
+  assert(msg.includes('unknown field') && msg.includes('line'), msg);
+});
+
+await check('no console error, page error or panic on the explorer', async () => {
+  await noPanic(page, 'end');
+  assert(problems.length === 0, problems.join('; '));
+});
+
+await check('screenshots', async () => {
+  await page.goto(`${BASE}index.html`);
+  await page.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  await page.screenshot({ path: join(ART, 'explorer.png'), fullPage: true });
+});
+
+await check('budgets: first numbers and sweep recompute', async () => {
+  const first = [];
+  for (let i = 0; i < 5; i++) {
+    const p = await context.newPage();
+    watch(p, `load ${i}`);
+    await p.goto(`${BASE}index.html`);
+    await p.waitForSelector('#explorer[data-first-numbers-ms]');
+    first.push(Number(await p.getAttribute('#explorer', 'data-first-numbers-ms')));
+    await p.close();
+  }
+  first.sort((a, b) => a - b);
+  budgets.first_numbers_ms = first[2];
+  // input change -> DOM updated, measured in the page; the app's own compute time too
+  const runs = await page.evaluate(async () => {
+    const input = document.getElementById('f-batch');
+    const main = document.getElementById('explorer');
+    const out = [];
+    for (let i = 0; i < 40; i++) {
+      const value = i % 2 ? '8' : '6';
+      const done = new Promise((resolve) => {
+        const obs = new MutationObserver(() => { obs.disconnect(); resolve(performance.now()); });
+        obs.observe(main, { attributes: true, attributeFilter: ['data-state'] });
+      });
+      const t0 = performance.now();
+      input.value = value;
+      input.dispatchEvent(new Event('input', { bubbles: true }));
+      const t1 = await done;
+      await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+      out.push({ dom: t1 - t0, sweep: Number(main.dataset.sweepMs) });
+    }
+    return out;
+  });
+  const med = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+  const max = (xs) => Math.max(...xs);
+  budgets.recompute_dom_ms_median = med(runs.map((r) => r.dom));
+  budgets.recompute_dom_ms_max = max(runs.map((r) => r.dom));
+  budgets.sweep_ms_median = med(runs.map((r) => r.sweep));
+  budgets.sweep_ms_max = max(runs.map((r) => r.sweep));
+  const wasm = readdirSync(DIST).filter((f) => f.endsWith('.wasm'));
+  eq(wasm.length, 1, 'one app wasm in dist/');
+  const gz = (f) => gzipSync(readFileSync(f), { level: 9 }).length;
+  budgets.site_wasm_bytes = readFileSync(join(DIST, wasm[0])).length;
+  budgets.site_wasm_gzip_bytes = gz(join(DIST, wasm[0]));
+  budgets.site_wasm_brotli_bytes = brotliCompressSync(readFileSync(join(DIST, wasm[0])),
+    { params: { [zlib.BROTLI_PARAM_QUALITY]: 11 } }).length;
+  budgets.site_total_gzip_bytes = readdirSync(DIST).filter((f) => /\.(wasm|js|css|html)$/.test(f))
+    .reduce((n, f) => n + gz(join(DIST, f)), 0);
+  budgets.embed_wasm_gzip_bytes = gz(join(DIST, 'embed', 'estimator_wasm_bg.wasm'));
+  console.log(JSON.stringify(budgets));
+});
+
+await check('the embed snippet works on the docs page', async () => {
+  const docs = await context.newPage();
+  const before = problems.length;
+  watch(docs, 'docs');
+  await docs.goto(`${BASE}docs/memory-model.html`);
+  const total = docs.locator('#snippet-demo .total-bytes');
+  await total.waitFor({ timeout: 15000 });
+  const form = JSON.parse(await docs.getAttribute('#snippet-demo', 'data-state'));
+  eq(form.teacher, 'fashion-mnist-cnn', 'snippet teacher'); eq(form.gpu, 'T4', 'snippet GPU'); eq(form.batch, 256, 'snippet batch');
+  const native = nativeSweep(form);
+  eq(await total.getAttribute('data-bytes'), String(native.plan.totals.total), 'widget total vs native');
+  eq((await docs.locator('#snippet-demo .max-batch').innerText()).trim(), String(native.max_batch), 'widget largest batch');
+  const live = docs.locator('#live .total-bytes');
+  const was = await live.getAttribute('data-bytes');
+  await docs.locator('#live input[name="width"]').fill('2');
+  await docs.waitForFunction((w) => document.querySelector('#live .total-bytes')?.dataset.bytes !== w, was);
+  const liveForm = JSON.parse(await docs.getAttribute('#live', 'data-state'));
+  eq(await live.getAttribute('data-bytes'), String(nativeSweep(liveForm).plan.totals.total), 'live widget after a change');
+  await docs.locator('#live input[name="batch"]').fill('-2');
+  const err = await docs.locator('#live .error').innerText();
+  assert(err.includes('micro-batch'), err);
+  await docs.screenshot({ path: join(ART, 'docs.png'), fullPage: true });
+  assert(problems.length === before, problems.slice(before).join('; '));
+});
+
+await context.close();
+writeFileSync(join(ART, 'budgets.json'), JSON.stringify(budgets, null, 2));
+console.log(`\n${passed.length} passed, ${failures.length} failed`);
+if (failures.length) {
+  console.log(failures.map((f) => `  - ${f}`).join('\n'));
+  process.exit(1);
+}

@@ -1,0 +1,118 @@
+//! The page: the form on the left, the estimator's views on the right. Owns the reducer; the
+//! sweep is memoised on the form (`use_sweep`), the URL follows the form (`use_url_sync`).
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use yew::prelude::*;
+
+use super::batch_curve::BatchCurve;
+use super::cfg_export::CfgExport;
+use super::cfg_paste::CfgPaste;
+use super::gpu_table::GpuTable;
+use super::layer_table::LayerTable;
+use super::levers::Levers;
+use super::parallel_form::ParallelForm;
+use super::size_bars::SizeBars;
+use super::size_table::SizeTable;
+use super::student_form::StudentForm;
+use super::summary::Summary;
+use super::teacher_picker::TeacherPicker;
+use super::training_form::TrainingForm;
+use crate::hooks::{use_first_numbers, use_sweep, use_url_sync};
+use crate::state::{Action, Field, State};
+use crate::{dom, query};
+
+/// Id of the page's main element (it carries `data-state` (the form as JSON), `data-query`
+/// (the URL query it is written to), `data-sweep-ms` and `data-first-numbers-ms` for the
+/// end-to-end test).
+pub const MAIN_ID: &str = "explorer";
+
+#[component]
+pub fn App() -> Html {
+    let state = use_reducer(|| State::from_query(&dom::location_search()));
+    use_url_sync(&state.form);
+    let priced = use_sweep(&state.form);
+    use_first_numbers(MAIN_ID);
+
+    let dispatch = |make: fn(String) -> Action| {
+        let state = state.clone();
+        Callback::from(move |text: String| state.dispatch(make(text)))
+    };
+    let onset = {
+        let state = state.clone();
+        Callback::from(move |(field, text): (Field, String)| state.dispatch(Action::Set(field, text)))
+    };
+    let onload = {
+        let state = state.clone();
+        Callback::from(move |()| state.dispatch(Action::LoadPaste))
+    };
+    let ontoggle = {
+        let state = state.clone();
+        Callback::from(move |()| state.dispatch(Action::ToggleLayers))
+    };
+
+    // inline messages: the inputs' own, then the estimator's on the field that sets its key
+    let mut errors: BTreeMap<Field, String> = state.errors.clone();
+    let mut general = None;
+    let mut paste_error = state.paste_error.clone();
+    if let Err(e) = &priced.sweep {
+        match e.field.and_then(Field::from_key) {
+            Some(f) => {
+                errors.entry(f).or_insert_with(|| e.message.clone());
+            }
+            None if e.field == Some("cfg") => paste_error = paste_error.or_else(|| Some(e.message.clone())),
+            None => general = Some(e.message.clone()),
+        }
+    }
+    let form_props =
+        super::FormProps { state: Rc::new((*state).clone()), errors: Rc::new(errors), onset: onset.clone() };
+
+    let views = match &priced.sweep {
+        Ok(sweep) => html! {
+            <>
+                <Summary sweep={sweep.clone()} />
+                <SizeBars sweep={sweep.clone()} onset={onset.clone()} />
+                <SizeTable sweep={sweep.clone()} />
+                <BatchCurve sweep={sweep.clone()} />
+                <GpuTable sweep={sweep.clone()} onset={onset.clone()} />
+                <Levers sweep={sweep.clone()} />
+                <LayerTable sweep={sweep.clone()} open={state.show_layers} {ontoggle} />
+                if let Some(text) = &priced.cfg_toml { <CfgExport text={text.clone()} /> }
+            </>
+        },
+        Err(e) => html! {
+            <p class="error" id="estimate-error" role="alert">
+                { "This configuration cannot be priced: " }{ general.clone().unwrap_or_else(|| e.message.clone()) }
+            </p>
+        },
+    };
+    let onsubmit = Callback::from(|e: SubmitEvent| e.prevent_default());
+    html! {
+        <>
+            <header>
+                <h1>{ "distill explorer" }</h1>
+                <p>{ "Describe a teacher and a family of students: see which student sizes fit which GPU, where the \
+                      memory goes, and what each lever buys. Every figure comes from the same estimator as " }
+                   <code>{ "distill plan" }</code>{ ", running in this page." }</p>
+            </header>
+            <main id={MAIN_ID} data-state={serde_json::to_string(&state.form).unwrap_or_default()}
+                  data-query={query::to_query(&state.form)}
+                  data-sweep-ms={format!("{:.3}", priced.millis)}>
+                <form class="inputs" {onsubmit}>
+                    if let Some(notice) = &state.notice { <p class="notice" role="alert">{ notice }</p> }
+                    <TeacherPicker ..form_props.clone() />
+                    <CfgPaste text={AttrValue::from(state.paste.clone())} error={paste_error}
+                              onedit={dispatch(Action::EditPaste)} {onload} />
+                    <StudentForm ..form_props.clone() />
+                    <TrainingForm ..form_props.clone() />
+                    <ParallelForm ..form_props />
+                </form>
+                <div class="views">{ views }</div>
+            </main>
+            <footer>
+                <a href="docs/memory-model.html">{ "How the estimate works" }</a>
+                { " · figures are bytes per GPU; hover a figure for its exact bytes · the link keeps every setting" }
+            </footer>
+        </>
+    }
+}

@@ -1,0 +1,43 @@
+//! "Copy cfg.toml" and "Download cfg.toml": the chosen student's file, as `distill` reads it.
+use yew::prelude::*;
+
+use crate::dom;
+
+#[derive(Properties, PartialEq)]
+pub struct CfgExportProps {
+    pub text: AttrValue,
+}
+
+#[component]
+pub fn CfgExport(props: &CfgExportProps) -> Html {
+    let status = use_state(String::new);
+    let copy = {
+        let (text, status) = (props.text.clone(), status.clone());
+        Callback::from(move |_: MouseEvent| {
+            status.set(if dom::copy(&text) { "copied".into() } else { "copy failed".into() });
+        })
+    };
+    let download = {
+        let (text, status) = (props.text.clone(), status.clone());
+        Callback::from(move |_: MouseEvent| {
+            status.set(if dom::download("cfg.toml", &text) {
+                "downloaded cfg.toml".into()
+            } else {
+                "download failed".into()
+            });
+        })
+    };
+    html! {
+        <section class="export">
+            <button id="copy-cfg" type="button" onclick={copy}>{ "Copy cfg.toml" }</button>
+            <button id="download-cfg" type="button" onclick={download}>{ "Download cfg.toml" }</button>
+            <span class="status" aria-live="polite">{ (*status).clone() }</span>
+            <p class="hint">{ "Then check it with " }<code>{ "distill plan --student cfg.toml" }</code>
+                { " and train with " }<code>{ "distill --teacher t.pt --student cfg.toml" }</code>{ "." }</p>
+            <details>
+                <summary>{ "cfg.toml" }</summary>
+                <pre id="cfg-toml">{ props.text.clone() }</pre>
+            </details>
+        </section>
+    }
+}

@@ -1,0 +1,39 @@
+//! The largest micro-batch of the chosen student on every catalogue GPU; a GPU's name picks it.
+use std::rc::Rc;
+
+use estimator_wasm::sweep::Sweep;
+use yew::prelude::*;
+
+use super::bytes::Bytes;
+use crate::state::Field;
+
+#[derive(Properties, PartialEq)]
+pub struct GpuTableProps {
+    pub sweep: Rc<Sweep>,
+    pub onset: Callback<(Field, String)>,
+}
+
+#[component]
+pub fn GpuTable(props: &GpuTableProps) -> Html {
+    let s = &props.sweep;
+    let rows = s.gpus.iter().enumerate().map(|(i, row)| {
+        let name = row.gpu;
+        let onclick = props.onset.reform(move |_: MouseEvent| (Field::Gpu, name.to_string()));
+        html! {
+            <tr key={name} class={classes!((name == s.gpu).then_some("chosen"), row.max_batch.is_none().then_some("over"))}>
+                <td><button type="button" class="link" {onclick}>{ name }</button></td>
+                <td><Bytes value={row.memory} k={format!("gpus.{i}.memory")} /></td>
+                <td data-k={format!("gpus.{i}.max_batch")} data-batch={row.max_batch.map(|b| b.to_string()).unwrap_or_default()}>
+                    { row.max_batch.map_or("does not fit".to_string(), |b| b.to_string()) }
+                </td>
+            </tr>
+        }
+    });
+    html! {
+        <table class="figures" id="gpu-table">
+            <caption>{ "Largest micro-batch of the chosen student on each GPU (safety margin kept free)" }</caption>
+            <thead><tr><th>{ "GPU" }</th><th>{ "memory" }</th><th>{ "largest micro-batch" }</th></tr></thead>
+            <tbody>{ for rows }</tbody>
+        </table>
+    }
+}

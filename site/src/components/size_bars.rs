@@ -1,0 +1,110 @@
+//! A stacked bar per student size, side by side, against the GPU's capacity line. Clicking a
+//! bar makes that size the chosen student.
+use std::rc::Rc;
+
+use estimator_wasm::sweep::{Sweep, GROUPS};
+use yew::prelude::*;
+
+use crate::format;
+use crate::state::Field;
+
+#[derive(Properties, PartialEq)]
+pub struct SizeBarsProps {
+    pub sweep: Rc<Sweep>,
+    pub onset: Callback<(Field, String)>,
+}
+
+const W: f64 = 700.0;
+const H: f64 = 300.0;
+const LEFT: f64 = 64.0;
+/// Room right of the bars for the capacity label.
+const RIGHT: f64 = 96.0;
+const TOP: f64 = 24.0;
+const BOTTOM: f64 = 52.0;
+
+#[component]
+pub fn SizeBars(props: &SizeBarsProps) -> Html {
+    let s = &props.sweep;
+    let tallest = s.students.iter().filter_map(|st| st.breakdown.map(|b| b.total)).max().unwrap_or(0);
+    let top = (tallest.max(s.capacity) as f64 * 1.08).max(1.0);
+    let plot_h = H - TOP - BOTTOM;
+    let y = |bytes: u64| TOP + plot_h * (1.0 - bytes as f64 / top);
+    let slot = (W - LEFT - RIGHT) / s.students.len() as f64;
+    let bar_w = slot * 0.56;
+    let bars = s.students.iter().enumerate().map(|(i, st)| {
+        let x = LEFT + slot * i as f64 + (slot - bar_w) / 2.0;
+        let cx = x + bar_w / 2.0;
+        let width = format::number(st.width);
+        let onclick = props.onset.reform(move |_: MouseEvent| (Field::Width, width.clone()));
+        let label = format!("x{}", format::number(st.scale));
+        let params = st.params.map(format::params).unwrap_or_default();
+        let body = match &st.breakdown {
+            Some(b) => {
+                let mut base = 0u64;
+                let segments = b.groups().into_iter().zip(GROUPS).filter(|((_, v), _)| *v > 0).map(|((key, v), (_, name))| {
+                    let (y1, y0) = (y(base + v), y(base));
+                    base += v;
+                    html! {
+                        <rect class={classes!("seg", format!("g-{key}"))} x={x.to_string()} y={y1.to_string()}
+                              width={bar_w.to_string()} height={(y0 - y1).max(0.0).to_string()}
+                              data-k={format!("students.{i}.breakdown.{key}")} data-bytes={v.to_string()}>
+                            <title>{ format!("{name}: {} ({})", format::gib(v), format::exact(v)) }</title>
+                        </rect>
+                    }
+                });
+                html! {
+                    <>
+                        { for segments }
+                        <text class="total" x={cx.to_string()} y={(y(b.total) - 6.0).to_string()} text-anchor="middle"
+                              data-k={format!("students.{i}.breakdown.total")} data-bytes={b.total.to_string()}>
+                            <title>{ format::exact(b.total) }</title>
+                            { format::gib(b.total) }
+                        </text>
+                    </>
+                }
+            }
+            None => html! {
+                <text class="na" x={cx.to_string()} y={(TOP + plot_h - 8.0).to_string()} text-anchor="middle">
+                    <title>{ st.error.clone().unwrap_or_default() }</title>{ "n/a" }
+                </text>
+            },
+        };
+        html! {
+            <g key={i} class={classes!("bar", (i == s.chosen).then_some("chosen"), (st.fits == Some(false)).then_some("over"))}
+               data-scale={format::number(st.scale)} {onclick}>
+                <rect class="hit" x={(x - 6.0).to_string()} y={TOP.to_string()} width={(bar_w + 12.0).to_string()}
+                      height={plot_h.to_string()} />
+                { body }
+                <text class="label" x={cx.to_string()} y={(H - BOTTOM + 18.0).to_string()} text-anchor="middle">{ label }</text>
+                <text class="params" x={cx.to_string()} y={(H - BOTTOM + 34.0).to_string()} text-anchor="middle">{ params }</text>
+            </g>
+        }
+    });
+    let grid = (1..=4).map(|q| {
+        let bytes = (top * q as f64 / 4.0) as u64;
+        html! {
+            <g class="grid">
+                <line x1={LEFT.to_string()} x2={(W - RIGHT).to_string()} y1={y(bytes).to_string()} y2={y(bytes).to_string()} />
+                <text x={(LEFT - 6.0).to_string()} y={(y(bytes) + 4.0).to_string()} text-anchor="end">{ format::gib(bytes) }</text>
+            </g>
+        }
+    });
+    html! {
+        <figure class="chart" id="size-bars">
+            <figcaption>{ format!("Peak memory per GPU at micro-batch {}, by student width (click a bar to choose it)", s.batch) }</figcaption>
+            <svg viewBox={format!("0 0 {W} {H}")} role="img" aria-label="stacked bars of memory per student size">
+                { for grid }
+                { for bars }
+                <line class="capacity" x1={LEFT.to_string()} x2={(W - RIGHT + 4.0).to_string()} y1={y(s.capacity).to_string()} y2={y(s.capacity).to_string()} />
+                <text class="capacity-label" x={(W - RIGHT + 8.0).to_string()} y={(y(s.capacity) - 2.0).to_string()}>
+                    <title>{ format::exact(s.capacity) }</title>
+                    <tspan>{ s.gpu }</tspan>
+                    <tspan x={(W - RIGHT + 8.0).to_string()} dy="13">{ format::gib(s.capacity) }</tspan>
+                </text>
+            </svg>
+            <ul class="legend">
+                { for GROUPS.iter().map(|(key, name)| html! { <li><i class={format!("g-{key}")}></i>{ *name }</li> }) }
+            </ul>
+        </figure>
+    }
+}

@@ -1,0 +1,69 @@
+//! The bars' figures as a table: one column per student size, one row per group.
+use std::rc::Rc;
+
+use estimator_wasm::sweep::{Sweep, GROUPS};
+use yew::prelude::*;
+
+use super::bytes::Bytes;
+use crate::format;
+
+#[derive(Properties, PartialEq)]
+pub struct SizeTableProps {
+    pub sweep: Rc<Sweep>,
+}
+
+#[component]
+pub fn SizeTable(props: &SizeTableProps) -> Html {
+    let s = &props.sweep;
+    let cell = |i: usize, key: &'static str, value: Option<u64>| match value {
+        Some(v) => html! { <td><Bytes value={v} k={format!("students.{i}.breakdown.{key}")} /></td> },
+        None => html! { <td class="na" title={s.students[i].error.clone().unwrap_or_default()}>{ "n/a" }</td> },
+    };
+    let row = |key: &'static str, name: &'static str| {
+        html! {
+            <tr>
+                <th scope="row"><i class={format!("g-{key}")}></i>{ name }</th>
+                { for s.students.iter().enumerate().map(|(i, st)| cell(i, key, st.breakdown.map(|b| value(&b, key)))) }
+            </tr>
+        }
+    };
+    html! {
+        <>
+        <table class="figures" id="size-table">
+            <thead>
+                <tr>
+                    <th>{ "student width" }</th>
+                    { for s.students.iter().enumerate().map(|(i, st)| html! {
+                        <th class={classes!((i == s.chosen).then_some("chosen"))}>
+                            { format!("x{} ({})", format::number(st.width), st.params.map(format::params).unwrap_or_default()) }
+                        </th>
+                    }) }
+                </tr>
+            </thead>
+            <tbody>
+                { for GROUPS.iter().map(|(key, name)| row(key, name)) }
+                { row("total", "total") }
+                <tr>
+                    <th scope="row">{ "largest micro-batch" }</th>
+                    { for s.students.iter().enumerate().map(|(i, st)| html! {
+                        <td data-k={format!("students.{i}.max_batch")}
+                            data-batch={st.max_batch.map(|b| b.to_string()).unwrap_or_default()}>
+                            { st.max_batch.map_or("-".to_string(), |b| b.to_string()) }
+                        </td>
+                    }) }
+                </tr>
+            </tbody>
+        </table>
+        <p class="hint">{ format!("Each column is its student's peak moment ({} for the chosen one). At the forward \
+            end no gradient exists yet (distill frees them between steps); at the optimizer step all of them do.",
+            crate::state::word_of(&s.plan.peak_phase).replace('_', " ")) }</p>
+        </>
+    }
+}
+
+fn value(b: &estimator_wasm::sweep::Breakdown, key: &str) -> u64 {
+    if key == "total" {
+        return b.total;
+    }
+    b.groups().iter().find(|(k, _)| *k == key).map_or(0, |(_, v)| *v)
+}

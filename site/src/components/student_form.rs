@@ -1,0 +1,42 @@
+//! The student: family, width and depth multipliers, input size.
+use yew::prelude::*;
+
+use super::choice_field::ChoiceField;
+use super::number_field::NumberField;
+use super::{FormProps, Options};
+use crate::format;
+use crate::state::{word_of, Field};
+
+#[component]
+pub fn StudentForm(props: &FormProps) -> Html {
+    let (s, onset) = (&props.state, &props.onset);
+    let form = &s.form;
+    let error = |f: Field| props.errors.get(&f).cloned();
+    let families: Vec<_> = match form.scenario() {
+        Some(sc) => sc.families.to_vec(),
+        None => vec![form.family],
+    };
+    let options: Options =
+        families.iter().map(|f| (AttrValue::from(word_of(f)), AttrValue::from(word_of(f)))).collect();
+    let input_unit = match form.scenario().map(|sc| sc.input) {
+        Some(estimator_wasm::explore::InputKind::Tokens) => "tokens (sequence length)",
+        Some(estimator_wasm::explore::InputKind::Image) => "pixels (image height)",
+        _ => "image height, sequence length or features",
+    };
+    html! {
+        <fieldset class="student">
+            <legend>{ "Student" }</legend>
+            <ChoiceField field={Field::Family} label="family" {options} selected={word_of(&form.family)}
+                         error={error(Field::Family)} onset={onset.clone()} />
+            <NumberField field={Field::Width} label="width multiplier" unit="x the base student's widths"
+                         value={s.text(Field::Width, || format::number(form.width))}
+                         error={error(Field::Width)} onset={onset.clone()} />
+            <NumberField field={Field::Depth} label="depth multiplier" unit="x its blocks or layers"
+                         value={s.text(Field::Depth, || format::number(form.depth))}
+                         error={error(Field::Depth)} onset={onset.clone()} />
+            <NumberField field={Field::Input} label="input size" unit={input_unit}
+                         value={s.text(Field::Input, || form.input.to_string())}
+                         error={error(Field::Input)} onset={onset.clone()} />
+        </fieldset>
+    }
+}

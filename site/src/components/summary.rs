@@ -1,0 +1,55 @@
+//! One paragraph on the chosen student: size, total at the micro-batch, fit, largest batch,
+//! and the estimator's notes.
+use std::rc::Rc;
+
+use estimator_wasm::sweep::Sweep;
+use yew::prelude::*;
+
+use super::bytes::Bytes;
+use crate::format;
+
+#[derive(Properties, PartialEq)]
+pub struct SummaryProps {
+    pub sweep: Rc<Sweep>,
+}
+
+#[component]
+pub fn Summary(props: &SummaryProps) -> Html {
+    let s = &props.sweep;
+    let plan = &s.plan;
+    let fit = plan.fit.as_ref();
+    html! {
+        <section class="summary" id="summary">
+            <p>
+                { format!("The chosen student has {} parameters (teacher {}). At a micro-batch of {} it needs ",
+                          format::params(plan.params.student), format::params(plan.params.teacher), s.batch) }
+                <strong><Bytes value={plan.totals.total} k="plan.totals.total" /></strong>
+                { " of the " }{ s.gpu }{ "'s " }<Bytes value={s.capacity} k="capacity" />{ ": " }
+                if let Some(f) = fit {
+                    if f.fits {
+                        <span class="fits">{ "fits, " }<Bytes value={f.free} k="plan.fit.free" />{ " free" }</span>
+                    } else {
+                        <span class="short">{ "does not fit, " }<Bytes value={f.short} k="plan.fit.short" />{ " short" }</span>
+                    }
+                }
+                { ". Largest micro-batch: " }
+                <strong id="max-batch" data-k="max_batch" data-batch={s.max_batch.map(|b| b.to_string()).unwrap_or_default()}>
+                    { s.max_batch.map_or("none (not even 1 fits)".to_string(), |b| b.to_string()) }
+                </strong>
+                { format!(" (keeping {} free). The peak is at the {} moment.",
+                          pct(s.capacity - s.budget, s.capacity), phase(&plan.peak_phase)) }
+            </p>
+            if !plan.notes.is_empty() {
+                <ul class="notes">{ for plan.notes.iter().map(|n| html! { <li>{ n }</li> }) }</ul>
+            }
+        </section>
+    }
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    format!("{:.0}%", part as f64 * 100.0 / whole.max(1) as f64)
+}
+
+fn phase(p: &estimator_wasm::Phase) -> String {
+    crate::state::word_of(p).replace('_', " ")
+}

@@ -1,0 +1,22 @@
+//! Keeps the URL query equal to the form, so that a link reproduces the view.
+use estimator_wasm::explore::Explore;
+use gloo_timers::callback::Timeout;
+use yew::prelude::*;
+
+use crate::{dom, query};
+
+/// Quiet time before the URL is rewritten: `history.replaceState` costs about as much as a
+/// whole sweep, and Chromium throttles frequent calls, so typing rewrites it once at the end.
+pub const URL_DELAY_MS: u32 = 150;
+
+/// Writes `form` into the URL query (no history entry) once it has not changed for
+/// [`URL_DELAY_MS`]; `data-query` on `#explorer` holds the query the URL is about to get.
+#[hook]
+pub fn use_url_sync(form: &Explore) {
+    use_effect_with(form.clone(), |form| {
+        let query = query::to_query(form);
+        let pending = Timeout::new(URL_DELAY_MS, move || dom::replace_query(&query));
+        // a newer form cancels the pending write (dropping a Timeout clears it)
+        move || drop(pending)
+    });
+}

@@ -1,0 +1,306 @@
+//! The page's state and its reducer: the form (`Explore`, what the URL holds), the text of
+//! each number input as typed, inline messages, and the cfg.toml paste box. Pure: no web-sys,
+//! so `cargo test` covers it natively.
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use estimator_wasm::explore::{Explore, CUSTOM};
+use serde::de::value::{Error as ValueError, StrDeserializer};
+use serde::de::DeserializeOwned;
+use yew::Reducible;
+
+use crate::query;
+
+/// A form field, named as in `Explore` (and in `ExploreError::field`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Field {
+    Teacher,
+    Family,
+    Width,
+    Depth,
+    Input,
+    Batch,
+    Precision,
+    TeacherPrecision,
+    Optimizer,
+    Checkpointing,
+    Sparsity,
+    Prune,
+    DataParallel,
+    ZeroStage,
+    Gpu,
+}
+
+impl Field {
+    /// Every field, in form order.
+    pub const ALL: [Field; 15] = [
+        Field::Teacher,
+        Field::Family,
+        Field::Width,
+        Field::Depth,
+        Field::Input,
+        Field::Batch,
+        Field::Precision,
+        Field::TeacherPrecision,
+        Field::Optimizer,
+        Field::Checkpointing,
+        Field::Sparsity,
+        Field::Prune,
+        Field::DataParallel,
+        Field::ZeroStage,
+        Field::Gpu,
+    ];
+
+    /// The field called `key` (as in `ExploreError::field`).
+    pub fn from_key(key: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.key() == key)
+    }
+
+    /// The `Explore` field (and URL query key) this input sets.
+    pub const fn key(self) -> &'static str {
+        match self {
+            Field::Teacher => "teacher",
+            Field::Family => "family",
+            Field::Width => "width",
+            Field::Depth => "depth",
+            Field::Input => "input",
+            Field::Batch => "batch",
+            Field::Precision => "precision",
+            Field::TeacherPrecision => "teacher_precision",
+            Field::Optimizer => "optimizer",
+            Field::Checkpointing => "checkpointing",
+            Field::Sparsity => "sparsity",
+            Field::Prune => "prune",
+            Field::DataParallel => "data_parallel",
+            Field::ZeroStage => "zero_stage",
+            Field::Gpu => "gpu",
+        }
+    }
+}
+
+/// A user intent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// An input's new text (numbers as typed, or a select's option value).
+    Set(Field, String),
+    /// The paste box's text.
+    EditPaste(String),
+    /// Fill the form from the paste box.
+    LoadPaste,
+    /// Show or hide the per-layer table.
+    ToggleLayers,
+}
+
+/// Everything the page remembers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct State {
+    /// The last form whose every field is in range (what is priced and put in the URL).
+    pub form: Explore,
+    /// Number inputs as typed, so "0." or "-" stay on screen while being edited.
+    pub texts: BTreeMap<Field, String>,
+    /// Inline messages of inputs whose text is not a valid value (the form keeps the old one).
+    pub errors: BTreeMap<Field, String>,
+    /// The cfg.toml paste box.
+    pub paste: String,
+    pub paste_error: Option<String>,
+    /// A message about the whole page (an unreadable link).
+    pub notice: Option<String>,
+    pub show_layers: bool,
+}
+
+impl State {
+    /// The state a URL query describes (the default form, with a notice, if it cannot be read).
+    pub fn from_query(search: &str) -> State {
+        match query::from_query(search) {
+            Ok(form) => State { form, ..State::default() },
+            Err(notice) => State { notice: Some(notice), ..State::default() },
+        }
+    }
+
+    /// The text an input shows: as typed, else the form's value.
+    pub fn text(&self, field: Field, value: impl FnOnce() -> String) -> String {
+        self.texts.get(&field).cloned().unwrap_or_else(value)
+    }
+
+    fn set(&mut self, field: Field, text: String) {
+        let number = matches!(
+            field,
+            Field::Width | Field::Depth | Field::Input | Field::Batch | Field::Sparsity | Field::DataParallel
+        );
+        if number {
+            self.texts.insert(field, text.clone());
+        }
+        let applied = apply(&self.form, field, text.trim()).and_then(|form| match form.check() {
+            Err(e) if e.field == Some(field.key()) => Err(e.message),
+            _ => Ok(form),
+        });
+        match applied {
+            Ok(form) => {
+                if field == Field::Teacher {
+                    self.texts.clear();
+                    self.errors.clear();
+                }
+                self.errors.remove(&field);
+                self.form = form;
+            }
+            Err(message) => {
+                self.errors.insert(field, message);
+            }
+        }
+    }
+}
+
+impl Reducible for State {
+    type Action = Action;
+
+    fn reduce(self: Rc<Self>, action: Action) -> Rc<Self> {
+        let mut s = (*self).clone();
+        match action {
+            Action::Set(field, text) => {
+                s.notice = None;
+                s.set(field, text);
+            }
+            Action::EditPaste(text) => s.paste = text,
+            Action::LoadPaste => match Explore::from_cfg(&s.paste, &s.form.gpu) {
+                Ok(form) => {
+                    s.form = form;
+                    s.texts.clear();
+                    s.errors.clear();
+                    s.paste_error = None;
+                }
+                Err(e) => s.paste_error = Some(e.message),
+            },
+            Action::ToggleLayers => s.show_layers = !s.show_layers,
+        }
+        Rc::new(s)
+    }
+}
+
+/// `form` with `field` set from `text`, or the message to show beside the input.
+fn apply(form: &Explore, field: Field, text: &str) -> Result<Explore, String> {
+    let mut f = form.clone();
+    match field {
+        Field::Teacher if text == CUSTOM => return Ok(f),
+        Field::Teacher => return form.with_teacher(text).map_err(|e| e.message),
+        Field::Family => f.family = word(text)?,
+        Field::Width => f.width = decimal(text)?,
+        Field::Depth => f.depth = decimal(text)?,
+        Field::Input => f.input = whole(text)?,
+        Field::Batch => f.batch = whole(text)?,
+        Field::Precision => f.precision = word(text)?,
+        Field::TeacherPrecision => f.teacher_precision = word(text)?,
+        Field::Optimizer => f.optimizer = word(text)?,
+        Field::Checkpointing => f.checkpointing = text.to_string(),
+        Field::Sparsity => f.sparsity = decimal(text)?,
+        Field::Prune => f.prune = word(text)?,
+        Field::DataParallel => f.data_parallel = whole(text)?,
+        Field::ZeroStage => f.zero_stage = whole(text)?,
+        Field::Gpu => f.gpu = text.to_string(),
+    }
+    Ok(f)
+}
+
+fn decimal(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ if text.is_empty() => Err("enter a number".into()),
+        _ => Err(format!("\"{text}\" is not a number")),
+    }
+}
+
+fn whole(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(v) => Ok(v),
+        _ if text.is_empty() => Err("enter a whole number".into()),
+        _ if text.starts_with('-') => Err("must be positive".into()),
+        _ => Err(format!("\"{text}\" is not a whole number (at most {})", u64::MAX)),
+    }
+}
+
+/// The snake_case name of an enum value (a select's option value).
+pub fn word_of<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// One of an enum's snake_case names (a select's option value).
+fn word<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    T::deserialize(StrDeserializer::<ValueError>::new(text)).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use estimator_wasm::spec::{Family, Precision};
+
+    fn after(actions: Vec<Action>) -> State {
+        actions.into_iter().fold(Rc::new(State::default()), |s, a| s.reduce(a)).as_ref().clone()
+    }
+
+    #[test]
+    fn numbers_update_the_form() {
+        let s = after(vec![Action::Set(Field::Batch, "16".into()), Action::Set(Field::Width, "0.5".into())]);
+        assert_eq!((s.form.batch, s.form.width), (16, 0.5));
+        assert!(s.errors.is_empty());
+        assert_eq!(s.text(Field::Width, || "?".into()), "0.5");
+    }
+
+    #[test]
+    fn bad_numbers_keep_the_last_valid_form_and_say_why() {
+        for (field, text, message) in [
+            (Field::Batch, "", "enter a whole number"),
+            (Field::Batch, "-4", "must be positive"),
+            (Field::Batch, "0", "micro-batch must be between 1"),
+            (Field::Batch, "99999999999999999999999", "not a whole number"),
+            (Field::Width, "abc", "not a number"),
+            (Field::Width, "0", "width multiplier must be > 0"),
+            (Field::Width, "1e9", "at most 64"),
+            (Field::Sparsity, "1.5", "sparsity must be a fraction"),
+            (Field::Input, "0", "input size must be between"),
+            (Field::ZeroStage, "7", "ZeRO stage"),
+        ] {
+            let s = after(vec![Action::Set(field, text.into())]);
+            assert_eq!(s.form, Explore::default(), "{field:?} {text}");
+            let got = s.errors.get(&field).unwrap_or_else(|| panic!("{field:?} {text}: no message"));
+            assert!(got.contains(message), "{field:?} {text}: {got}");
+            assert_eq!(s.text(Field::Batch, || "x".into()), if field == Field::Batch { text } else { "x" });
+        }
+        // a later valid value clears the message
+        let s = after(vec![Action::Set(Field::Batch, "-1".into()), Action::Set(Field::Batch, "2".into())]);
+        assert!(s.errors.is_empty());
+        assert_eq!(s.form.batch, 2);
+    }
+
+    #[test]
+    fn switching_teacher_takes_its_defaults_and_keeps_the_gpu() {
+        let s = after(vec![
+            Action::Set(Field::Gpu, "H200".into()),
+            Action::Set(Field::Batch, "x".into()),
+            Action::Set(Field::Teacher, "fashion-mnist-cnn".into()),
+        ]);
+        assert_eq!((s.form.family, s.form.input, s.form.batch), (Family::Cnn, 28, 128));
+        assert_eq!(s.form.gpu, "H200");
+        assert!(s.errors.is_empty() && s.texts.is_empty());
+        let s = after(vec![Action::Set(Field::Precision, "fp16".into()), Action::Set(Field::Family, "cnn".into())]);
+        assert_eq!((s.form.precision, s.form.family), (Precision::Fp16, Family::Cnn));
+    }
+
+    #[test]
+    fn pasting_a_cfg_fills_the_form() {
+        let text = "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[teacher]\npreset = \"fashion-mnist-cnn\"\n\
+                    [student]\nfamily = \"mlp\"\nhidden = [64]\n[train]\nbatch_size = 7\n";
+        let s = after(vec![Action::EditPaste(text.into()), Action::LoadPaste]);
+        assert_eq!((s.form.teacher.as_str(), s.form.batch, s.form.family), (CUSTOM, 7, Family::Mlp));
+        assert_eq!(s.paste_error, None);
+        let s = after(vec![Action::EditPaste("[data]\nbad".into()), Action::LoadPaste]);
+        assert!(s.paste_error.unwrap().contains("line"), "TOML errors give the line");
+        assert_eq!(s.form, Explore::default());
+    }
+
+    #[test]
+    fn an_unreadable_link_falls_back_to_the_default_with_a_notice() {
+        let s = State::from_query("?batch=lots");
+        assert_eq!(s.form, Explore::default());
+        assert!(s.notice.is_some());
+        assert_eq!(State::from_query("?batch=5").form.batch, 5);
+    }
+}
