@@ -67,7 +67,9 @@ impl Student {
         for i in range {
             h = self.blocks[i].forward_t(&h, train);
             if let Some(mask) = &self.unit_masks[i] {
-                h *= mask;
+                // Out of place: the block may return a tensor autograd saved (ReLU's output, or
+                // its input aliased by Dropout at p = 0 and by `pool = "none"`).
+                h = &h * mask;
             }
         }
         h
