@@ -204,6 +204,13 @@ mod tests {
         (spec, vs, student, names)
     }
 
+    /// Blocks of the test student; under the RNG lock, since building it reseeds the global
+    /// generator that a concurrent test may be drawing from.
+    fn block_count(dropout: f64) -> usize {
+        let _guard = crate::rng_lock();
+        setup(dropout).2.blocks.len()
+    }
+
     /// Gradients (and BN running statistics after the step) of one batch.
     fn grads(dropout: f64, segments: &[Range<usize>], recompute: bool) -> (Vec<Tensor>, Vec<Tensor>) {
         let _guard = crate::rng_lock();
@@ -235,7 +242,7 @@ mod tests {
 
     #[test]
     fn checkpointed_gradients_equal_full_backprop() {
-        let n = setup(0.0).2.blocks.len();
+        let n = block_count(0.0);
         #[allow(clippy::single_range_in_vec_init)]
         let whole = vec![0..n];
         for mode in [Checkpointing::Sqrt, Checkpointing::Segments(2), Checkpointing::Segments(n as u64)] {
@@ -251,7 +258,7 @@ mod tests {
 
     #[test]
     fn recomputed_segments_replay_dropout() {
-        let n = setup(0.3).2.blocks.len();
+        let n = block_count(0.3);
         let segments = checkpoint_segments(n, Checkpointing::Segments(3)).unwrap();
         let (g_ref, _) = grads(0.3, &segments, false);
         let (g, _) = grads(0.3, &segments, true);

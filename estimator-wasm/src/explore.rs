@@ -747,11 +747,13 @@ mod tests {
 
     #[test]
     fn a_pasted_cfg_fills_the_form_and_prices_the_same_file() {
-        // the example names no teacher size: distill reads it from t.pt, the page needs a preset
-        let example = include_str!("../../examples/fashion-mnist/student.toml");
-        let e = Explore::from_cfg(example, "T4").unwrap();
+        // without [teacher], distill reads the teacher's size from t.pt but the page needs a preset
+        let text = include_str!("../../examples/fashion-mnist/student.toml");
+        let preset = "[teacher]\npreset = \"fashion-mnist-cnn\"";
+        assert!(text.contains(preset), "the example names its teacher preset");
+        let bare = text.lines().filter(|l| !preset.lines().any(|p| l.starts_with(p))).collect::<Vec<_>>().join("\n");
+        let e = Explore::from_cfg(&bare, "T4").unwrap();
         assert_eq!(crate::sweep::sweep(&e).unwrap_err().field, Some("teacher"));
-        let text = &format!("{example}\n[teacher]\npreset = \"fashion-mnist-cnn\"\n");
         let e = Explore::from_cfg(text, "T4").unwrap();
         assert_eq!((e.teacher.as_str(), e.family, e.input, e.batch), (CUSTOM, Family::Cnn, 28, 128));
         let mut expected = Config::from_toml_str(text).unwrap();
