@@ -268,7 +268,7 @@ await check('Copy cfg.toml puts the file on the clipboard', async () => {
 
 await check('pasting a cfg.toml fills the form and prices the same file', async () => {
   const cfg = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../../examples/fashion-mnist/student.toml'), 'utf8')
-    + '\n[teacher]\npreset = "fashion-mnist-cnn"\n[estimate]\ngpu = "RTX-3090"\n';
+    + '\n[estimate]\ngpu = "RTX-3090"\n';
   await page.click('.paste summary');
   await page.fill('#paste', cfg);
   await page.click('#paste-load');
