@@ -69,7 +69,9 @@ Measured {date} with `{command}` on {platform.machine()} ({os.cpu_count()} CPU c
 `{fp32["device"]}`. Teacher: {t["params"]:,} parameters, {100 * t["test_accuracy"]:.2f}% test accuracy. Student:
 `examples/fashion-mnist/student.toml` ({fp32["student"]["params"]:,} parameters), KD with T = {fp32["student"]["temperature"]},
 alpha = {fp32["student"]["alpha"]}, {fp32["student"]["steps"]} steps; every run from the same seed. Accuracy on the 10,000
-test images; difference in points against the fp32 dense student.
+test images; difference in points against the fp32 dense student. Accuracy is deterministic on
+CPU (same seed, same result); samples/s and latency are wall-clock figures from a 2-core machine
+that may have run other jobs at the same time, so compare them only roughly.
 
 ### Mixed precision
 
