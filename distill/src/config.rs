@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use estimator_wasm::spec::Config;
+use estimator_wasm::SpecError;
 
 use crate::error::{DistillError, Result};
 
@@ -14,8 +15,28 @@ pub fn read_spec(path: &Path, sets: &[String]) -> Result<Config> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         DistillError::config(path, format!("cannot read the student config ({e}); pass --student <cfg.toml>"))
     })?;
-    let text = if sets.is_empty() { text } else { apply_sets(path, &text, sets)? };
-    Config::from_toml_str(&text).map_err(|e| DistillError::config(path, e.to_string()))
+    if sets.is_empty() {
+        return Config::from_toml_str(&text).map_err(|e| DistillError::config(path, e.to_string()));
+    }
+    Config::from_toml_str(&apply_sets(path, &text, sets)?).map_err(|e| blame(path, &text, sets, e))
+}
+
+/// The error of a cfg with overrides, pinned on the first `--set` that brings it in: the line and
+/// column of the rewritten text would point into a file that does not hold the mistake.
+fn blame(path: &Path, text: &str, sets: &[String], error: SpecError) -> DistillError {
+    let fails = |n: usize| apply_sets(path, text, &sets[..n]).map_or(true, |t| Config::from_toml_str(&t).is_err());
+    match (0..sets.len()).find(|&n| !fails(n) && fails(n + 1)) {
+        Some(n) => {
+            let message = error.to_string();
+            // "TOML parse error at line L, column C: <what>" -> "<what>"
+            let what = match message.strip_prefix("TOML parse error at line ") {
+                Some(rest) => rest.split_once(": ").map_or(rest, |(_, what)| what),
+                None => &message,
+            };
+            DistillError::Usage(format!("--set {}: {what} (over {})", sets[n], path.display()))
+        }
+        None => DistillError::config(path, error.to_string()),
+    }
 }
 
 /// Applies `--set key.path=value` overrides to the TOML text. `value` is read as a TOML value
@@ -109,7 +130,12 @@ mod tests {
         assert_eq!(spec.student.hidden, vec![8, 4]);
         assert_eq!(spec.kd.alpha, 0.5);
         let e = read_spec(&path, &["kd.alpha=2".to_string()]).unwrap_err().to_string();
-        assert!(e.contains("kd.alpha"), "{e}");
+        assert!(e.starts_with("--set kd.alpha=2: kd.alpha"), "{e}");
+        // the override at fault is named, not a line of the rewritten file
+        let sets = ["kd.alpha=0.5", "train.epoch=2"].map(String::from);
+        let e = read_spec(&path, &sets).unwrap_err().to_string();
+        assert!(e.starts_with("--set train.epoch=2: unknown field `epoch`"), "{e}");
+        assert!(!e.contains("line"), "{e}");
         assert!(read_spec(&path, &["nonsense".to_string()]).is_err());
     }
 }

@@ -36,8 +36,9 @@ struct Args {
     /// Also train the same student with alpha = 0 (labels only) and report the KD gain.
     #[arg(long)]
     baseline: bool,
-    /// Continue the interrupted run whose --out was DIR, from its newest checkpoint.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["teacher", "student", "baseline"])]
+    /// Continue the interrupted run whose --out was DIR, from its newest checkpoint (with
+    /// --teacher: the same teacher, moved to FILE since the run started).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["student", "baseline"])]
     resume: Option<PathBuf>,
     /// Override a cfg.toml value, e.g. --set train.precision=bf16 or --set prune.sparsity=0.8
     /// (repeatable; recorded in the run's config.toml).
@@ -100,7 +101,7 @@ fn main() -> ExitCode {
     });
     let verbosity = if args.quiet { Verbosity::Quiet } else { Verbosity::Normal };
     let result = match &args.resume {
-        Some(out) => distill::resume(out, verbosity, args.stop_after_steps),
+        Some(out) => distill::resume(out, args.teacher.as_deref(), verbosity, args.stop_after_steps),
         None => distill::run(&TrainOptions {
             teacher: args.teacher.expect("clap requires --teacher"),
             student: args.student.expect("clap requires --student"),

@@ -73,17 +73,21 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
     execute(opts, cfg, &out, None)
 }
 
-/// Continues the interrupted run whose `--out` was `out`.
+/// Continues the interrupted run whose `--out` was `out`; `teacher`, when given, is where the
+/// run's teacher file is now (it was moved or copied elsewhere since the run started).
 ///
 /// # Errors
 /// [`DistillError::Usage`] when `out` has no interrupted run; then as [`run`].
-pub fn resume(out: &Path, verbosity: Verbosity, stop_after: Option<u64>) -> Result<Report> {
+pub fn resume(out: &Path, teacher: Option<&Path>, verbosity: Verbosity, stop_after: Option<u64>) -> Result<Report> {
     let rundir = RunDir::reopen(out)?;
     let saved = rundir.path("run.json");
     let text = std::fs::read_to_string(&saved).map_err(|e| DistillError::io(&saved, e))?;
     let saved: Resumable =
         serde_json::from_str(&text).map_err(|e| DistillError::Usage(format!("{}: {e}", saved.display())))?;
     let mut opts = saved.options;
+    if let Some(teacher) = teacher {
+        opts.teacher = teacher.to_path_buf();
+    }
     opts.verbosity = verbosity;
     opts.stop_after = stop_after;
     let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;

@@ -24,15 +24,23 @@ impl RunDir {
     /// Claims `out`, creating `<out>.partial`.
     ///
     /// # Errors
-    /// [`DistillError::Usage`] when `out` exists without `overwrite`, or a `.partial` from an
-    /// interrupted run is in the way; [`DistillError::Io`] when the folder cannot be created.
+    /// [`DistillError::Usage`] when `out` has no folder name of its own (`.`, `..`, `/`), exists
+    /// without `overwrite` or is not an earlier distill run, or a `.partial` from an interrupted
+    /// run is in the way; [`DistillError::Io`] when the folder cannot be created.
     pub fn create(out: &Path, overwrite: bool) -> Result<RunDir> {
+        if out.file_name().is_none() {
+            return Err(DistillError::Usage(format!(
+                "--out {}: name a folder of its own for the run (for example runs/student-1)",
+                out.display()
+            )));
+        }
         if out.exists() && !overwrite {
             return Err(DistillError::Usage(format!(
                 "{} already exists: pass --overwrite to replace it when this run finishes, or choose another --out",
                 out.display()
             )));
         }
+        check_replaceable(out)?;
         let partial = partial_path(out);
         if partial.exists() {
             return Err(DistillError::Usage(format!(
@@ -80,14 +88,16 @@ impl RunDir {
         Ok(path)
     }
 
-    /// Publishes the finished run at `out`.
+    /// Publishes the finished run at `out`, replacing an earlier run there (`--overwrite`): it is
+    /// moved aside to `<out>.replaced-<pid>` first and removed only once the new run is in place.
     ///
     /// # Errors
-    /// [`DistillError::Io`] when a rename fails; the `.partial` folder is then kept.
+    /// [`DistillError::Usage`] when what is now at `out` is not a distill run;
+    /// [`DistillError::Io`] when a rename fails. The `.partial` folder is then kept.
     pub fn commit(mut self) -> Result<PathBuf> {
         if self.out.exists() && self.overwrite {
-            let old = self.out.with_extension("replaced");
-            let _ = std::fs::remove_dir_all(&old);
+            check_replaceable(&self.out)?;
+            let old = sibling(&self.out, &format!(".replaced-{}", std::process::id()));
             std::fs::rename(&self.out, &old).map_err(|e| DistillError::io(&self.out, e))?;
             std::fs::rename(&self.partial, &self.out).map_err(|e| DistillError::io(&self.out, e))?;
             let _ = std::fs::remove_dir_all(&old);
@@ -109,9 +119,26 @@ impl Drop for RunDir {
 
 /// `<out>.partial`, beside `out`.
 pub fn partial_path(out: &Path) -> PathBuf {
-    let mut name = out.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".partial");
-    out.with_file_name(name)
+    sibling(out, ".partial")
+}
+
+/// `<path><suffix>` beside `path` (the suffix is appended: `exp.v1` gives `exp.v1.partial`).
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// `--overwrite` replaces only an earlier run: a folder holding `report.json`, a finished
+/// run's last file. Anything else at `out` is the user's and stays.
+fn check_replaceable(out: &Path) -> Result<()> {
+    if out.exists() && !out.join("report.json").is_file() {
+        return Err(DistillError::Usage(format!(
+            "{} exists and is not a finished distill run (no report.json): --overwrite replaces only runs; choose another --out",
+            out.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Writes `path` through `<path>.tmp` and a rename, so readers see the old or the new file.
@@ -153,5 +180,40 @@ mod tests {
         run.commit().unwrap();
         assert_eq!(std::fs::read_to_string(out.join("report.json")).unwrap(), "new");
         assert!(!partial_path(&out).exists());
+        let siblings: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(siblings, ["run"], "the replaced run is gone, nothing else is left");
+    }
+
+    #[test]
+    fn overwrite_replaces_only_earlier_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        for out in [".", "..", "/"] {
+            let e = RunDir::create(Path::new(out), true).unwrap_err().to_string();
+            assert!(e.contains("name a folder"), "{out}: {e}");
+        }
+        // a folder or a file of the user's is never replaced
+        let notes = dir.path().join("notes");
+        std::fs::create_dir(&notes).unwrap();
+        std::fs::write(notes.join("data.txt"), "mine").unwrap();
+        let file = dir.path().join("afile");
+        std::fs::write(&file, "mine").unwrap();
+        for out in [&notes, &file] {
+            let e = RunDir::create(out, true).unwrap_err().to_string();
+            assert!(e.contains("not a finished distill run"), "{e}");
+            assert!(!partial_path(out).exists());
+        }
+        assert_eq!(std::fs::read_to_string(notes.join("data.txt")).unwrap(), "mine");
+        // the backup name is appended, so a sibling `exp.replaced` is not touched
+        let exp = dir.path().join("exp.v1");
+        std::fs::create_dir(&exp).unwrap();
+        std::fs::write(exp.join("report.json"), "old").unwrap();
+        std::fs::create_dir(dir.path().join("exp.replaced")).unwrap();
+        std::fs::write(dir.path().join("exp.replaced/notes.txt"), "keep").unwrap();
+        let run = RunDir::create(&exp, true).unwrap();
+        assert_eq!(run.partial, dir.path().join("exp.v1.partial"));
+        run.write("report.json", b"new").unwrap();
+        run.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(exp.join("report.json")).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(dir.path().join("exp.replaced/notes.txt")).unwrap(), "keep");
     }
 }

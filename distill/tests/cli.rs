@@ -271,7 +271,22 @@ fn ctrl_c_checkpoints_and_resume_finishes_the_same_run() {
     assert!(!case.path("run").exists());
     assert!(case.path("run.partial/checkpoints").read_dir().unwrap().count() >= 1);
 
-    let resumed = Command::new(bin).args(["--resume", case.path("run").to_str().unwrap(), "--quiet"]).output().unwrap();
+    // the teacher moved since: resume says so and keeps the run; --teacher points at it
+    std::fs::rename(case.path(TEACHER), case.path("moved.pt")).unwrap();
+    let resume = |extra: &[&str]| {
+        Command::new(bin)
+            .args(["--resume", case.path("run").to_str().unwrap(), "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let lost = resume(&[]);
+    let stderr = String::from_utf8_lossy(&lost.stderr);
+    assert_eq!(lost.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("pass --teacher"), "{stderr}");
+    assert!(case.path("run.partial/run.json").is_file());
+    let resumed = resume(&["--teacher", case.path("moved.pt").to_str().unwrap()]);
+    std::fs::rename(case.path("moved.pt"), case.path(TEACHER)).unwrap();
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
     assert!(String::from_utf8_lossy(&resumed.stdout).contains("test accuracy"));
     assert!(!case.path("run.partial").exists());
