@@ -61,7 +61,11 @@ impl Teacher {
         let out = tch::no_grad(|| self.module.forward_is(&[IValue::Tensor(x.to_kind(self.kind))])).map_err(|e| {
             DistillError::teacher(
                 &self.path,
-                format!("forward failed on input {:?}: {}", x.size(), first_line(&e.to_string())),
+                format!(
+                    "forward failed on input {:?}: check data.input_shape against the input the teacher was made for ({})",
+                    x.size(),
+                    first_line(&e.to_string())
+                ),
             )
         })?;
         let logits = self.select(out)?;
@@ -108,7 +112,14 @@ impl Teacher {
                     })?
             }
             (Some(sel), other) => {
-                return Err(err(format!("teacher.output = {sel:?} does not fit an output of {}", describe(&other))))
+                let sel = match sel {
+                    OutputSelector::Index(i) => i.to_string(),
+                    OutputSelector::Key(k) => format!("\"{k}\""),
+                };
+                return Err(err(format!(
+                    "teacher.output = {sel} does not fit an output of {}: set teacher.output to a key of a dict output or an index of a tuple output",
+                    describe(&other)
+                )));
             }
         };
         match entry {

@@ -293,6 +293,9 @@ fn ctrl_c_checkpoints_and_resume_finishes_the_same_run() {
     let unbroken = common("unbroken").output().unwrap();
     assert!(unbroken.status.success());
     assert_eq!(losses(&case.path("run/metrics.jsonl")), losses(&case.path("unbroken/metrics.jsonl")));
+    let again = resume(&[]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("that run has finished"));
 }
 
 #[test]
