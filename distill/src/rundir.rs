@@ -26,7 +26,7 @@ impl RunDir {
     /// # Errors
     /// [`DistillError::Usage`] when `out` has no folder name of its own (`.`, `..`, `/`), exists
     /// without `overwrite` or is not an earlier distill run, or a `.partial` from an interrupted
-    /// run is in the way; [`DistillError::Io`] when the folder cannot be created.
+    /// run is in the way, or the folder cannot be created (read-only or missing parent).
     pub fn create(out: &Path, overwrite: bool) -> Result<RunDir> {
         if out.file_name().is_none() {
             return Err(DistillError::Usage(format!(
@@ -49,7 +49,12 @@ impl RunDir {
                 out.display()
             )));
         }
-        std::fs::create_dir_all(&partial).map_err(|e| DistillError::io(&partial, e))?;
+        std::fs::create_dir_all(&partial).map_err(|e| {
+            DistillError::Usage(format!(
+                "cannot create the output folder {} ({e}): choose another --out",
+                partial.display()
+            ))
+        })?;
         Ok(RunDir { out: out.to_path_buf(), partial, overwrite, committed: false })
     }
 
