@@ -308,11 +308,15 @@ fn confirm_batch(inputs: &TrainInputs, cfg_path: &Path) -> Result<()> {
 
 /// Refuses what the estimator can plan but the trainer cannot train, before any work.
 fn check_trainable(spec: &Config, path: &Path) -> Result<()> {
-    if matches!(spec.train.precision, Precision::PureBf16 | Precision::Bf16Master) {
-        return Err(DistillError::config(
-            path,
-            "train.precision: distill trains \"fp32\", \"fp16\" or \"bf16\" (the other recipes are for `distill plan`)",
-        ));
+    for (key, precision) in [("train.precision", spec.train.precision), ("teacher.precision", spec.teacher.precision)] {
+        if matches!(precision, Precision::PureBf16 | Precision::Bf16Master) {
+            return Err(DistillError::config(
+                path,
+                format!(
+                    "{key}: distill runs \"fp32\", \"fp16\" or \"bf16\" (the other recipes are for `distill plan`)"
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -107,6 +107,13 @@ fn out_of_range_value_names_the_key() {
 }
 
 #[test]
+fn precisions_only_the_estimator_prices_are_refused() {
+    let case = Case::new();
+    case.edit_config("[teacher]", "[teacher]\nprecision = \"bf16_master\"");
+    case.fails_with(TEACHER, CFG, &[CFG, "teacher.precision", "for `distill plan`"]);
+}
+
+#[test]
 fn missing_data_file() {
     let case = Case::new();
     std::fs::remove_file(case.path("digits-test.npz")).unwrap();
