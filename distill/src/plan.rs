@@ -51,20 +51,26 @@ struct GpuBatch {
 /// estimated; [`DistillError::Teacher`] for an unreadable teacher file.
 pub fn plan(opts: &PlanOptions) -> Result<String> {
     let path = &opts.student;
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        DistillError::config(path, format!("cannot read the student config ({e}); pass --student <cfg.toml>"))
-    })?;
-    let mut spec = Config::from_toml_str(&text).map_err(|e| DistillError::config(path, e.to_string()))?;
+    let mut spec = crate::config::read_spec(path, &opts.sets)?;
     if let Some(gpu) = &opts.gpu {
+        estimator_wasm::gpu(gpu).map_err(|e| DistillError::Usage(format!("--gpu {gpu}: {e}")))?;
         spec.estimate.gpu = Some(gpu.clone());
         spec.estimate.target = Target::Cuda;
+    }
+    if opts.batch == Some(0) {
+        return Err(DistillError::Usage("--batch 0: the micro-batch is at least 1 sample".into()));
     }
     let inputs = Inputs {
         batch: opts.batch,
         teacher: opts.teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
         dataset: dataset(&spec, path),
     };
-    let bad = |e: estimator_wasm::EstimateError| DistillError::config(path, e.to_string());
+    let bad = |e: estimator_wasm::EstimateError| match e.to_string() {
+        m if opts.teacher.is_none() && m.starts_with("teacher: the teacher's size is unknown") => {
+            DistillError::config(path, format!("{m}; or pass --teacher <t.pt> to distill plan"))
+        }
+        m => DistillError::config(path, m),
+    };
     let plan = estimate(&spec, &inputs).map_err(bad)?;
     let per_gpu: Vec<GpuBatch> = max_batch_per_gpu(&spec, &inputs, spec.estimate.safety_margin)
         .map_err(bad)?

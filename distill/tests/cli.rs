@@ -345,9 +345,13 @@ fn plan_prints_the_breakdown_and_the_largest_batch_per_gpu() {
     // Without a teacher file the cfg must say how big the teacher is.
     let out = run(&[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(CFG), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(CFG) && stderr.contains("pass --teacher"), "{stderr}");
     let out = run(&["--gpu", "TPU-v9"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("TPU-v9") && stderr.lines().count() == 1, "{stderr}");
+    assert!(stderr.starts_with("error: --gpu TPU-v9: unknown GPU") && stderr.lines().count() == 1, "{stderr}");
+    // --set overrides reach the plan (they were once parsed and ignored)
+    let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--set", "train.precision=bf16"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("precision bf16 autocast"));
 }
