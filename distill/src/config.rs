@@ -26,15 +26,7 @@ pub fn read_spec(path: &Path, sets: &[String]) -> Result<Config> {
 fn blame(path: &Path, text: &str, sets: &[String], error: SpecError) -> DistillError {
     let fails = |n: usize| apply_sets(path, text, &sets[..n]).map_or(true, |t| Config::from_toml_str(&t).is_err());
     match (0..sets.len()).find(|&n| !fails(n) && fails(n + 1)) {
-        Some(n) => {
-            let message = error.to_string();
-            // "TOML parse error at line L, column C: <what>" -> "<what>"
-            let what = match message.strip_prefix("TOML parse error at line ") {
-                Some(rest) => rest.split_once(": ").map_or(rest, |(_, what)| what),
-                None => &message,
-            };
-            DistillError::Usage(format!("--set {}: {what} (over {})", sets[n], path.display()))
-        }
+        Some(n) => DistillError::Usage(format!("--set {}: {} (over {})", sets[n], error.reason(), path.display())),
         None => DistillError::config(path, error.to_string()),
     }
 }

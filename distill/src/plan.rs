@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use estimator_wasm::spec::{BatchSize, Config, Target};
 use estimator_wasm::teacher::preset_layers;
 use estimator_wasm::{
-    arch, estimate, max_batch, max_batch_per_gpu, render::human, Dataset, Gpu, Inputs, Plan, TeacherModel,
+    arch, estimate, max_batch, max_batch_per_gpu, render::human, Dataset, EstimateError, Gpu, Inputs, Plan,
+    TeacherModel,
 };
 use serde::Serialize;
 use tch::{CModule, Device};
@@ -65,11 +66,11 @@ pub fn plan(opts: &PlanOptions) -> Result<String> {
         teacher: opts.teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
         dataset: dataset(&spec, path),
     };
-    let bad = |e: estimator_wasm::EstimateError| match e.to_string() {
-        m if opts.teacher.is_none() && m.starts_with("teacher: the teacher's size is unknown") => {
-            DistillError::config(path, format!("{m}; or pass --teacher <t.pt> to distill plan"))
+    let bad = |e: EstimateError| match &e {
+        EstimateError::Invalid { key, .. } if key == "teacher" && opts.teacher.is_none() => {
+            DistillError::config(path, format!("{e}; or pass --teacher <t.pt> to distill plan"))
         }
-        m => DistillError::config(path, m),
+        _ => DistillError::config(path, e.to_string()),
     };
     let plan = estimate(&spec, &inputs).map_err(bad)?;
     let per_gpu: Vec<GpuBatch> = max_batch_per_gpu(&spec, &inputs, spec.estimate.safety_margin)
@@ -173,7 +174,7 @@ pub fn resolve(
 ) -> Result<(Config, Plan)> {
     let mut spec = spec.clone();
     spec.estimate.target = target;
-    let bad = |e: estimator_wasm::EstimateError| DistillError::config(cfg_path, e.to_string());
+    let bad = |e: EstimateError| DistillError::config(cfg_path, e.to_string());
     if spec.train.batch_size == BatchSize::Auto {
         let fit = max_batch(&spec, inputs, capacity, spec.estimate.safety_margin).map_err(bad)?;
         let Some(b) = fit else {

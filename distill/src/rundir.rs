@@ -64,18 +64,19 @@ impl RunDir {
     /// [`DistillError::Usage`] when there is none.
     pub fn reopen(out: &Path) -> Result<RunDir> {
         let partial = partial_path(out);
-        if !partial.join("run.json").is_file() && out.join("report.json").is_file() {
-            return Err(DistillError::Usage(format!(
-                "--resume {}: that run has finished (its report.json is there); start a new one with --out",
-                out.display()
-            )));
-        }
         if !partial.join("run.json").is_file() {
-            return Err(DistillError::Usage(format!(
-                "--resume {}: no interrupted run there ({} with run.json not found)",
-                out.display(),
-                partial.display()
-            )));
+            return Err(DistillError::Usage(if out.join("report.json").is_file() {
+                format!(
+                    "--resume {}: that run has finished (its report.json is there); start a new one with --out",
+                    out.display()
+                )
+            } else {
+                format!(
+                    "--resume {}: no interrupted run there ({} with run.json not found)",
+                    out.display(),
+                    partial.display()
+                )
+            }));
         }
         Ok(RunDir { out: out.to_path_buf(), partial, overwrite: true, committed: false })
     }

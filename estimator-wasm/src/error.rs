@@ -12,6 +12,21 @@ pub enum SpecError {
     Invalid { key: String, message: String },
 }
 
+impl SpecError {
+    /// The message without its place in the text: a [`SpecError::Parse`] reads "TOML parse
+    /// error at line L, column C: reason"; this is the reason (for text the user did not write
+    /// as such, like a cfg rewritten by command-line overrides).
+    pub fn reason(&self) -> String {
+        match self {
+            SpecError::Parse(message) => message
+                .strip_prefix("TOML parse error at line ")
+                .and_then(|rest| rest.split_once(": "))
+                .map_or_else(|| message.clone(), |(_, reason)| reason.to_string()),
+            invalid => invalid.to_string(),
+        }
+    }
+}
+
 /// Why an estimate could not be made. Every failure on user input is one of these; the
 /// estimator never panics and never wraps around.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -37,5 +52,22 @@ impl EstimateError {
 
     pub(crate) fn invalid(key: &str, message: impl Into<String>) -> EstimateError {
         EstimateError::Invalid { key: key.to_string(), message: message.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Config;
+
+    #[test]
+    fn reason_drops_the_place_in_the_text() {
+        let e = Config::from_toml_str("[data]\ninput_shape = [4]\nclasses = 3\n[student]\nhiden = 3\n").unwrap_err();
+        assert!(e.to_string().starts_with("TOML parse error at line 5, column 1: unknown field `hiden`"), "{e}");
+        assert!(e.reason().starts_with("unknown field `hiden`"), "{}", e.reason());
+        let e = Config::from_toml_str(
+            "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n[kd]\nalpha = 2.0\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.reason(), e.to_string(), "a range error names its key, not a place");
     }
 }
