@@ -53,9 +53,18 @@ function nativeSweep(form) {
 }
 const at = (obj, path) => path.split('.').reduce((o, k) => (o == null ? undefined : o[k]), obj);
 
+/** The numeric keys of the form (`Explore`): everything else in the query is a string. */
+const NUMERIC = ['width', 'depth', 'input', 'batch', 'sparsity', 'data_parallel', 'zero_stage'];
+/** The form as the native tools read it (`Explore` JSON), from the page's query string. */
+function formOf(query, numeric = NUMERIC) {
+  const form = {};
+  for (const [k, v] of new URLSearchParams(query)) form[k] = numeric.includes(k) ? Number(v) : v;
+  return form;
+}
+
 /** Every [data-k] figure in `root` (page or frame) compared with the native sweep of the page's form. */
 async function compareWithNative(page, what) {
-  const form = JSON.parse(await page.getAttribute('#explorer', 'data-state'));
+  const form = await stateOf(page);
   const native = nativeSweep(form);
   const figures = await page.$$eval('#explorer [data-k]', (els) =>
     els.map((e) => ({ k: e.dataset.k, bytes: e.dataset.bytes, batch: e.dataset.batch })));
@@ -76,16 +85,18 @@ async function compareWithNative(page, what) {
   return { native, compared, form };
 }
 
+/** The page's form: its `data-query` (what the URL gets), read as the native tools read it. */
 async function stateOf(page) {
-  return JSON.parse(await page.getAttribute('#explorer', 'data-state'));
+  return formOf(await page.getAttribute('#explorer', 'data-query'));
 }
 async function waitForState(page, pred, what) {
   await page.waitForFunction(
-    ([src]) => {
-      const s = document.getElementById('explorer')?.dataset.state;
-      return s && new Function('s', `return (${src})(s)`)(JSON.parse(s));
+    ([src, formSrc, numeric]) => {
+      const q = document.getElementById('explorer')?.dataset.query;
+      const form = new Function('q', 'numeric', `return (${formSrc})(q, numeric)`)(q, numeric);
+      return q !== undefined && new Function('s', `return (${src})(s)`)(form);
     },
-    [pred.toString()],
+    [pred.toString(), formOf.toString(), NUMERIC],
     { timeout: 5000 },
   ).catch(() => { throw new Error(`timed out waiting for ${what}`); });
 }
@@ -319,7 +330,7 @@ await check('budgets: first numbers and sweep recompute', async () => {
       const value = i % 2 ? '8' : '6';
       const done = new Promise((resolve) => {
         const obs = new MutationObserver(() => { obs.disconnect(); resolve(performance.now()); });
-        obs.observe(main, { attributes: true, attributeFilter: ['data-state'] });
+        obs.observe(main, { attributes: true, attributeFilter: ['data-query'] });
       });
       const t0 = performance.now();
       input.value = value;

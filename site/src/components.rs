@@ -23,7 +23,8 @@ use std::rc::Rc;
 
 use yew::Callback;
 
-use crate::state::{Field, State};
+use crate::field::Field;
+use crate::state::State;
 
 /// What every form section receives: the state, the inline message per field, and the
 /// callback that sets a field from text.

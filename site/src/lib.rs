@@ -5,6 +5,7 @@
 //! query, so a link reproduces a view.
 pub mod components;
 pub mod dom;
+pub mod field;
 pub mod format;
 pub mod hooks;
 pub mod panic;

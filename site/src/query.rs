@@ -1,22 +1,39 @@
 //! The form as a URL query (`?teacher=gpt2&batch=8&...`), so that a link reproduces a view.
+//! Each key holds what its input shows ([`Field::text`]); `cfg` holds a pasted cfg.toml.
 use estimator_wasm::explore::Explore;
 
-/// The query string of `form`, without the leading `?`.
+use crate::field::Field;
+
+/// The query string of `form`, without the leading `?`: every field, then `cfg` if any.
 pub fn to_query(form: &Explore) -> String {
-    serde_urlencoded::to_string(form).unwrap_or_default()
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for field in Field::ALL {
+        query.append_pair(field.key(), &field.text(form));
+    }
+    if let Some(cfg) = &form.cfg {
+        query.append_pair("cfg", cfg);
+    }
+    query.finish()
 }
 
 /// The form in a query string (with or without the leading `?`); keys left out take the
-/// default form's values.
+/// default form's values, keys the form does not have are ignored.
 ///
 /// # Errors
-/// A one-line message naming the value that could not be read.
+/// A one-line message naming the key whose value could not be read, and why.
 pub fn from_query(query: &str) -> Result<Explore, String> {
     let query = query.strip_prefix('?').unwrap_or(query);
-    if query.is_empty() {
-        return Ok(Explore::default());
+    let mut form = Explore::default();
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        match Field::from_key(&key) {
+            Some(field) => field
+                .set(&mut form, &value)
+                .map_err(|e| format!("the link's settings could not be read ({key}: {e})"))?,
+            None if key == "cfg" => form.cfg = Some(value.into_owned()),
+            None => {}
+        }
     }
-    serde_urlencoded::from_str(query).map_err(|e| format!("the link's settings could not be read ({e})"))
+    Ok(form)
 }
 
 #[cfg(test)]
@@ -49,7 +66,8 @@ mod tests {
         assert_eq!(form.batch, 3);
         assert_eq!(form.teacher, Explore::default().teacher);
         assert_eq!(from_query("").unwrap(), Explore::default());
+        assert_eq!(from_query("?batch=3&utm_source=x").unwrap().batch, 3, "unknown keys are ignored");
         let e = from_query("batch=-3").unwrap_err();
-        assert!(e.contains("could not be read"), "{e}");
+        assert_eq!(e, "the link's settings could not be read (batch: must be positive)");
     }
 }

@@ -5,78 +5,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use estimator_wasm::explore::{Explore, CUSTOM};
-use serde::de::value::{Error as ValueError, StrDeserializer};
-use serde::de::DeserializeOwned;
 use yew::Reducible;
 
+use crate::field::Field;
 use crate::query;
-
-/// A form field, named as in `Explore` (and in `ExploreError::field`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Field {
-    Teacher,
-    Family,
-    Width,
-    Depth,
-    Input,
-    Batch,
-    Precision,
-    TeacherPrecision,
-    Optimizer,
-    Checkpointing,
-    Sparsity,
-    Prune,
-    DataParallel,
-    ZeroStage,
-    Gpu,
-}
-
-impl Field {
-    /// Every field, in form order.
-    pub const ALL: [Field; 15] = [
-        Field::Teacher,
-        Field::Family,
-        Field::Width,
-        Field::Depth,
-        Field::Input,
-        Field::Batch,
-        Field::Precision,
-        Field::TeacherPrecision,
-        Field::Optimizer,
-        Field::Checkpointing,
-        Field::Sparsity,
-        Field::Prune,
-        Field::DataParallel,
-        Field::ZeroStage,
-        Field::Gpu,
-    ];
-
-    /// The field called `key` (as in `ExploreError::field`).
-    pub fn from_key(key: &str) -> Option<Field> {
-        Field::ALL.into_iter().find(|f| f.key() == key)
-    }
-
-    /// The `Explore` field (and URL query key) this input sets.
-    pub const fn key(self) -> &'static str {
-        match self {
-            Field::Teacher => "teacher",
-            Field::Family => "family",
-            Field::Width => "width",
-            Field::Depth => "depth",
-            Field::Input => "input",
-            Field::Batch => "batch",
-            Field::Precision => "precision",
-            Field::TeacherPrecision => "teacher_precision",
-            Field::Optimizer => "optimizer",
-            Field::Checkpointing => "checkpointing",
-            Field::Sparsity => "sparsity",
-            Field::Prune => "prune",
-            Field::DataParallel => "data_parallel",
-            Field::ZeroStage => "zero_stage",
-            Field::Gpu => "gpu",
-        }
-    }
-}
 
 /// A user intent.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,17 +49,13 @@ impl State {
         }
     }
 
-    /// The text an input shows: as typed, else the form's value.
-    pub fn text(&self, field: Field, value: impl FnOnce() -> String) -> String {
-        self.texts.get(&field).cloned().unwrap_or_else(value)
+    /// The text an input shows: as typed, else the form's value ([`Field::text`]).
+    pub fn text(&self, field: Field) -> String {
+        self.texts.get(&field).cloned().unwrap_or_else(|| field.text(&self.form))
     }
 
     fn set(&mut self, field: Field, text: String) {
-        let number = matches!(
-            field,
-            Field::Width | Field::Depth | Field::Input | Field::Batch | Field::Sparsity | Field::DataParallel
-        );
-        if number {
+        if field.is_number() {
             self.texts.insert(field, text.clone());
         }
         let applied = apply(&self.form, field, text.trim()).and_then(|form| match form.check() {
@@ -178,53 +106,15 @@ impl Reducible for State {
 
 /// `form` with `field` set from `text`, or the message to show beside the input.
 fn apply(form: &Explore, field: Field, text: &str) -> Result<Explore, String> {
-    let mut f = form.clone();
     match field {
-        Field::Teacher if text == CUSTOM => return Ok(f),
-        Field::Teacher => return form.with_teacher(text).map_err(|e| e.message),
-        Field::Family => f.family = word(text)?,
-        Field::Width => f.width = decimal(text)?,
-        Field::Depth => f.depth = decimal(text)?,
-        Field::Input => f.input = whole(text)?,
-        Field::Batch => f.batch = whole(text)?,
-        Field::Precision => f.precision = word(text)?,
-        Field::TeacherPrecision => f.teacher_precision = word(text)?,
-        Field::Optimizer => f.optimizer = word(text)?,
-        Field::Checkpointing => f.checkpointing = text.to_string(),
-        Field::Sparsity => f.sparsity = decimal(text)?,
-        Field::Prune => f.prune = word(text)?,
-        Field::DataParallel => f.data_parallel = whole(text)?,
-        Field::ZeroStage => f.zero_stage = whole(text)?,
-        Field::Gpu => f.gpu = text.to_string(),
+        Field::Teacher if text == CUSTOM => Ok(form.clone()),
+        Field::Teacher => form.with_teacher(text).map_err(|e| e.message),
+        _ => {
+            let mut f = form.clone();
+            field.set(&mut f, text)?;
+            Ok(f)
+        }
     }
-    Ok(f)
-}
-
-fn decimal(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok(v),
-        _ if text.is_empty() => Err("enter a number".into()),
-        _ => Err(format!("\"{text}\" is not a number")),
-    }
-}
-
-fn whole(text: &str) -> Result<u64, String> {
-    match text.parse::<u64>() {
-        Ok(v) => Ok(v),
-        _ if text.is_empty() => Err("enter a whole number".into()),
-        _ if text.starts_with('-') => Err("must be positive".into()),
-        _ => Err(format!("\"{text}\" is not a whole number (at most {})", u64::MAX)),
-    }
-}
-
-/// The snake_case name of an enum value (a select's option value).
-pub fn word_of<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-}
-
-/// One of an enum's snake_case names (a select's option value).
-fn word<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    T::deserialize(StrDeserializer::<ValueError>::new(text)).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -241,7 +131,7 @@ mod tests {
         let s = after(vec![Action::Set(Field::Batch, "16".into()), Action::Set(Field::Width, "0.5".into())]);
         assert_eq!((s.form.batch, s.form.width), (16, 0.5));
         assert!(s.errors.is_empty());
-        assert_eq!(s.text(Field::Width, || "?".into()), "0.5");
+        assert_eq!(s.text(Field::Width), "0.5");
     }
 
     #[test]
@@ -262,7 +152,8 @@ mod tests {
             assert_eq!(s.form, Explore::default(), "{field:?} {text}");
             let got = s.errors.get(&field).unwrap_or_else(|| panic!("{field:?} {text}: no message"));
             assert!(got.contains(message), "{field:?} {text}: {got}");
-            assert_eq!(s.text(Field::Batch, || "x".into()), if field == Field::Batch { text } else { "x" });
+            let shown = if field == Field::Batch { text.to_string() } else { Explore::default().batch.to_string() };
+            assert_eq!(s.text(Field::Batch), shown);
         }
         // a later valid value clears the message
         let s = after(vec![Action::Set(Field::Batch, "-1".into()), Action::Set(Field::Batch, "2".into())]);

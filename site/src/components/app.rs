@@ -18,13 +18,13 @@ use super::student_form::StudentForm;
 use super::summary::Summary;
 use super::teacher_picker::TeacherPicker;
 use super::training_form::TrainingForm;
+use crate::field::Field;
 use crate::hooks::{use_first_numbers, use_sweep, use_url_sync};
-use crate::state::{Action, Field, State};
+use crate::state::{Action, State};
 use crate::{dom, query};
 
-/// Id of the page's main element (it carries `data-state` (the form as JSON), `data-query`
-/// (the URL query it is written to), `data-sweep-ms` and `data-first-numbers-ms` for the
-/// end-to-end test).
+/// Id of the page's main element (it carries `data-query` (the form as the URL query it is
+/// written to), `data-sweep-ms` and `data-first-numbers-ms` for the end-to-end test).
 pub const MAIN_ID: &str = "explorer";
 
 #[component]
@@ -95,8 +95,7 @@ pub fn App() -> Html {
                       memory goes, and what each lever buys. Every figure comes from the same estimator as " }
                    <code>{ "distill plan" }</code>{ ", running in this page." }</p>
             </header>
-            <main id={MAIN_ID} data-state={serde_json::to_string(&state.form).unwrap_or_default()}
-                  data-query={query::to_query(&state.form)}
+            <main id={MAIN_ID} data-query={query::to_query(&state.form)}
                   data-sweep-ms={format!("{:.3}", priced.millis)}>
                 <form class="inputs" {onsubmit}>
                     if let Some(notice) = &state.notice { <p class="notice" role="alert">{ notice }</p> }

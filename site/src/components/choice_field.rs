@@ -3,7 +3,7 @@ use web_sys::HtmlSelectElement;
 use yew::prelude::*;
 
 use super::Options;
-use crate::state::Field;
+use crate::field::Field;
 
 #[derive(Properties, PartialEq)]
 pub struct ChoiceFieldProps {

@@ -5,7 +5,7 @@ use estimator_wasm::sweep::Sweep;
 use yew::prelude::*;
 
 use super::bytes::Bytes;
-use crate::state::Field;
+use crate::field::Field;
 
 #[derive(Properties, PartialEq)]
 pub struct GpuTableProps {

@@ -2,7 +2,7 @@
 use web_sys::HtmlInputElement;
 use yew::prelude::*;
 
-use crate::state::Field;
+use crate::field::Field;
 
 #[derive(Properties, PartialEq)]
 pub struct NumberFieldProps {

@@ -5,7 +5,7 @@ use yew::prelude::*;
 use super::choice_field::ChoiceField;
 use super::number_field::NumberField;
 use super::{options, FormProps, Options};
-use crate::state::Field;
+use crate::field::Field;
 
 #[component]
 pub fn ParallelForm(props: &FormProps) -> Html {
@@ -25,7 +25,7 @@ pub fn ParallelForm(props: &FormProps) -> Html {
             <ChoiceField field={Field::Gpu} label="GPU" options={gpus} selected={form.gpu.clone()}
                          error={error(Field::Gpu)} onset={onset.clone()} />
             <NumberField field={Field::DataParallel} label="data parallel" unit="GPUs"
-                         value={s.text(Field::DataParallel, || form.data_parallel.to_string())}
+                         value={s.text(Field::DataParallel)}
                          error={error(Field::DataParallel)} onset={onset.clone()} />
             <ChoiceField field={Field::ZeroStage} label="ZeRO stage" options={zero} selected={form.zero_stage.to_string()}
                          error={error(Field::ZeroStage)} onset={onset.clone()} />

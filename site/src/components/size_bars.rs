@@ -5,8 +5,8 @@ use std::rc::Rc;
 use estimator_wasm::sweep::{Sweep, GROUPS};
 use yew::prelude::*;
 
+use crate::field::Field;
 use crate::format;
-use crate::state::Field;
 
 #[derive(Properties, PartialEq)]
 pub struct SizeBarsProps {

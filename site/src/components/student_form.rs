@@ -4,8 +4,7 @@ use yew::prelude::*;
 use super::choice_field::ChoiceField;
 use super::number_field::NumberField;
 use super::{FormProps, Options};
-use crate::format;
-use crate::state::{word_of, Field};
+use crate::field::{word_of, Field};
 
 #[component]
 pub fn StudentForm(props: &FormProps) -> Html {
@@ -29,13 +28,13 @@ pub fn StudentForm(props: &FormProps) -> Html {
             <ChoiceField field={Field::Family} label="family" {options} selected={word_of(&form.family)}
                          error={error(Field::Family)} onset={onset.clone()} />
             <NumberField field={Field::Width} label="width multiplier" unit="x the base student's widths"
-                         value={s.text(Field::Width, || format::number(form.width))}
+                         value={s.text(Field::Width)}
                          error={error(Field::Width)} onset={onset.clone()} />
             <NumberField field={Field::Depth} label="depth multiplier" unit="x its blocks or layers"
-                         value={s.text(Field::Depth, || format::number(form.depth))}
+                         value={s.text(Field::Depth)}
                          error={error(Field::Depth)} onset={onset.clone()} />
             <NumberField field={Field::Input} label="input size" unit={input_unit}
-                         value={s.text(Field::Input, || form.input.to_string())}
+                         value={s.text(Field::Input)}
                          error={error(Field::Input)} onset={onset.clone()} />
         </fieldset>
     }

@@ -51,5 +51,5 @@ fn pct(part: u64, whole: u64) -> String {
 }
 
 fn phase(p: &estimator_wasm::Phase) -> String {
-    crate::state::word_of(p).replace('_', " ")
+    crate::field::word_of(p).replace('_', " ")
 }

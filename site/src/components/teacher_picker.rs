@@ -4,7 +4,7 @@ use yew::prelude::*;
 
 use super::choice_field::ChoiceField;
 use super::{FormProps, Options};
-use crate::state::Field;
+use crate::field::Field;
 
 #[component]
 pub fn TeacherPicker(props: &FormProps) -> Html {

@@ -4,8 +4,7 @@ use yew::prelude::*;
 use super::choice_field::ChoiceField;
 use super::number_field::NumberField;
 use super::{options, FormProps};
-use crate::format;
-use crate::state::{word_of, Field};
+use crate::field::{word_of, Field};
 
 const PRECISIONS: [(&str, &str); 5] = [
     ("fp32", "fp32"),
@@ -35,7 +34,7 @@ pub fn TrainingForm(props: &FormProps) -> Html {
         <fieldset class="training">
             <legend>{ "Training" }</legend>
             <NumberField field={Field::Batch} label="micro-batch" unit="samples per GPU"
-                         value={s.text(Field::Batch, || form.batch.to_string())}
+                         value={s.text(Field::Batch)}
                          error={error(Field::Batch)} onset={onset.clone()} />
             <ChoiceField field={Field::Precision} label="student precision" options={options(&PRECISIONS)}
                          selected={word_of(&form.precision)} error={error(Field::Precision)} onset={onset.clone()} />
@@ -47,7 +46,7 @@ pub fn TrainingForm(props: &FormProps) -> Html {
             <ChoiceField field={Field::Checkpointing} label="checkpointing" options={checkpointing}
                          selected={form.checkpointing.clone()} error={error(Field::Checkpointing)} onset={onset.clone()} />
             <NumberField field={Field::Sparsity} label="pruning sparsity" unit="fraction, 0 = no pruning"
-                         value={s.text(Field::Sparsity, || format::number(form.sparsity))}
+                         value={s.text(Field::Sparsity)}
                          error={error(Field::Sparsity)} onset={onset.clone()} />
             <ChoiceField field={Field::Prune} label="pruning method"
                          options={options(&[("magnitude", "magnitude (masks)"), ("structured", "structured (removes units)")])}

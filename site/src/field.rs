@@ -1,0 +1,242 @@
+//! The form's fields: each input's key (as in `Explore` and the URL query), the text it shows
+//! for a form, and how a text sets it. The inputs and the URL query share these, so a link
+//! holds exactly what the inputs show.
+use std::fmt::Debug;
+
+use estimator_wasm::explore::Explore;
+use serde::de::value::{Error as ValueError, StrDeserializer};
+use serde::de::DeserializeOwned;
+
+use crate::format;
+
+/// A form field, named as in `Explore` (and in `ExploreError::field`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Field {
+    Teacher,
+    Family,
+    Width,
+    Depth,
+    Input,
+    Batch,
+    Precision,
+    TeacherPrecision,
+    Optimizer,
+    Checkpointing,
+    Sparsity,
+    Prune,
+    DataParallel,
+    ZeroStage,
+    Gpu,
+}
+
+impl Field {
+    /// Every field, in form order.
+    pub const ALL: [Field; 15] = [
+        Field::Teacher,
+        Field::Family,
+        Field::Width,
+        Field::Depth,
+        Field::Input,
+        Field::Batch,
+        Field::Precision,
+        Field::TeacherPrecision,
+        Field::Optimizer,
+        Field::Checkpointing,
+        Field::Sparsity,
+        Field::Prune,
+        Field::DataParallel,
+        Field::ZeroStage,
+        Field::Gpu,
+    ];
+
+    /// The field called `key` (as in `ExploreError::field`).
+    pub fn from_key(key: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.key() == key)
+    }
+
+    /// The `Explore` field (and URL query key) this input sets.
+    pub const fn key(self) -> &'static str {
+        match self {
+            Field::Teacher => "teacher",
+            Field::Family => "family",
+            Field::Width => "width",
+            Field::Depth => "depth",
+            Field::Input => "input",
+            Field::Batch => "batch",
+            Field::Precision => "precision",
+            Field::TeacherPrecision => "teacher_precision",
+            Field::Optimizer => "optimizer",
+            Field::Checkpointing => "checkpointing",
+            Field::Sparsity => "sparsity",
+            Field::Prune => "prune",
+            Field::DataParallel => "data_parallel",
+            Field::ZeroStage => "zero_stage",
+            Field::Gpu => "gpu",
+        }
+    }
+
+    /// Whether the input is a text box for a number (kept as typed while it is edited).
+    pub const fn is_number(self) -> bool {
+        matches!(
+            self,
+            Field::Width | Field::Depth | Field::Input | Field::Batch | Field::Sparsity | Field::DataParallel
+        )
+    }
+
+    /// `form`'s value of this field as its input shows it: a number as typed (`0.5`, `128`),
+    /// an enum's snake_case name, a string as is. [`Field::set`] reads it back unchanged.
+    pub fn text(self, form: &Explore) -> String {
+        match self {
+            Field::Teacher => form.teacher.clone(),
+            Field::Family => word_of(&form.family),
+            Field::Width => format::number(form.width),
+            Field::Depth => format::number(form.depth),
+            Field::Input => form.input.to_string(),
+            Field::Batch => form.batch.to_string(),
+            Field::Precision => word_of(&form.precision),
+            Field::TeacherPrecision => word_of(&form.teacher_precision),
+            Field::Optimizer => word_of(&form.optimizer),
+            Field::Checkpointing => form.checkpointing.clone(),
+            Field::Sparsity => format::number(form.sparsity),
+            Field::Prune => word_of(&form.prune),
+            Field::DataParallel => form.data_parallel.to_string(),
+            Field::ZeroStage => form.zero_stage.to_string(),
+            Field::Gpu => form.gpu.clone(),
+        }
+    }
+
+    /// Sets this field of `form` from `text` (the teacher's key as is: its defaults are
+    /// `Explore::with_teacher`'s job). No cross-field check: that is `Explore::check`'s.
+    ///
+    /// # Errors
+    /// The message to show beside the input: not a number, negative, not one of the names.
+    pub fn set(self, form: &mut Explore, text: &str) -> Result<(), String> {
+        match self {
+            Field::Teacher => form.teacher = text.to_string(),
+            Field::Family => form.family = word(text)?,
+            Field::Width => form.width = decimal(text)?,
+            Field::Depth => form.depth = decimal(text)?,
+            Field::Input => form.input = whole(text)?,
+            Field::Batch => form.batch = whole(text)?,
+            Field::Precision => form.precision = word(text)?,
+            Field::TeacherPrecision => form.teacher_precision = word(text)?,
+            Field::Optimizer => form.optimizer = word(text)?,
+            Field::Checkpointing => form.checkpointing = text.to_string(),
+            Field::Sparsity => form.sparsity = decimal(text)?,
+            Field::Prune => form.prune = word(text)?,
+            Field::DataParallel => form.data_parallel = whole(text)?,
+            Field::ZeroStage => form.zero_stage = whole(text)?,
+            Field::Gpu => form.gpu = text.to_string(),
+        }
+        Ok(())
+    }
+}
+
+/// The snake_case name of a unit enum value (a select's option value), as
+/// `#[serde(rename_all = "snake_case")]` names it: `PureBf16` -> `pure_bf16`. Made from the
+/// `Debug` name so that the page needs no serialiser (tests check it against serde's).
+pub fn word_of<T: Debug>(value: &T) -> String {
+    let mut word = String::new();
+    for (i, c) in format!("{value:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            word.push('_');
+        }
+        word.push(c.to_ascii_lowercase());
+    }
+    word
+}
+
+/// One of an enum's snake_case names (a select's option value).
+fn word<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    T::deserialize(StrDeserializer::<ValueError>::new(text)).map_err(|e| e.to_string())
+}
+
+fn decimal(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ if text.is_empty() => Err("enter a number".into()),
+        _ => Err(format!("\"{text}\" is not a number")),
+    }
+}
+
+fn whole(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(v) => Ok(v),
+        _ if text.is_empty() => Err("enter a whole number".into()),
+        _ if text.starts_with('-') => Err("must be positive".into()),
+        _ => Err(format!("\"{text}\" is not a whole number (at most {})", u64::MAX)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use estimator_wasm::plan::Phase;
+    use estimator_wasm::spec::{Family, Optimizer, Precision, PruneMethod};
+    use serde::Serialize;
+
+    /// serde's own name of a unit variant (the reference `word_of` must equal).
+    fn serde_word<T: Serialize>(value: &T) -> String {
+        serde_json::to_value(value).unwrap().as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn words_are_serdes_snake_case_names() {
+        let precisions =
+            [Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::PureBf16, Precision::Bf16Master];
+        for p in precisions {
+            assert_eq!(word_of(&p), serde_word(&p));
+            assert_eq!(word::<Precision>(&word_of(&p)), Ok(p));
+        }
+        assert_eq!(word_of(&Precision::Bf16Master), "bf16_master");
+        for f in [Family::Mlp, Family::Cnn, Family::Transformer] {
+            assert_eq!(word_of(&f), serde_word(&f));
+        }
+        for o in [Optimizer::Adamw, Optimizer::Sgd] {
+            assert_eq!(word_of(&o), serde_word(&o));
+        }
+        for m in [PruneMethod::Magnitude, PruneMethod::Structured] {
+            assert_eq!(word_of(&m), serde_word(&m));
+        }
+        for ph in [Phase::TeacherCache, Phase::Forward, Phase::OptimizerStep] {
+            assert_eq!(word_of(&ph), serde_word(&ph));
+        }
+    }
+
+    #[test]
+    fn every_field_reads_back_its_own_text() {
+        let form = Explore {
+            width: 0.1 + 0.2, // no short decimal: the text must still be exact
+            depth: 1e-7,
+            sparsity: 0.9,
+            precision: Precision::PureBf16,
+            prune: PruneMethod::Structured,
+            checkpointing: "4".into(),
+            ..Explore::default()
+        };
+        let mut back = Explore { teacher: String::new(), gpu: String::new(), ..Explore::default() };
+        for f in Field::ALL {
+            f.set(&mut back, &f.text(&form)).unwrap_or_else(|e| panic!("{f:?}: {e}"));
+        }
+        assert_eq!(back, form);
+        assert_eq!(Field::Width.text(&form), "0.30000000000000004");
+    }
+
+    #[test]
+    fn bad_texts_say_why() {
+        let mut form = Explore::default();
+        for (field, text, message) in [
+            (Field::Batch, "", "enter a whole number"),
+            (Field::Batch, "-4", "must be positive"),
+            (Field::Batch, "99999999999999999999999", "not a whole number (at most 18446744073709551615)"),
+            (Field::Width, "abc", "\"abc\" is not a number"),
+            (Field::Width, "inf", "\"inf\" is not a number"),
+            (Field::Width, "", "enter a number"),
+            (Field::Precision, "fp8", "unknown variant `fp8`"),
+        ] {
+            let e = field.set(&mut form, text).unwrap_err();
+            assert!(e.contains(message), "{field:?} {text}: {e}");
+        }
+        assert_eq!(form, Explore::default(), "a bad text leaves the form as it was");
+    }
+}
