@@ -95,7 +95,8 @@ pub fn gpu(name: &str) -> Result<&'static Gpu, EstimateError> {
 }
 
 fn normalise(name: &str) -> String {
-    let s: String = name.chars().filter(|c| !matches!(c, ' ' | '-' | '_' | '.')).flat_map(char::to_lowercase).collect();
+    let s: String =
+        name.chars().filter(|c| !matches!(c, ' ' | '-' | '_' | '.')).map(|c| c.to_ascii_lowercase()).collect();
     for prefix in ["nvidia", "tesla", "geforce"] {
         if let Some(rest) = s.strip_prefix(prefix) {
             return rest.to_string();

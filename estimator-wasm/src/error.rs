@@ -4,24 +4,21 @@ use thiserror::Error;
 /// Why a cfg.toml (or an estimate request) was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SpecError {
-    /// TOML syntax, an unknown key or a wrong type; the message carries line and column.
-    #[error("{0}")]
-    Parse(String),
+    /// TOML syntax, an unknown key or a wrong type, at a 1-based line and column of the text
+    /// when the parser knows it; the reason names the key path where it is known.
+    #[error("TOML parse error{}: {reason}", place.map_or_else(String::new, |(l, c)| format!(" at line {l}, column {c}")))]
+    Parse { place: Option<(usize, usize)>, reason: String },
     /// A value out of range or inconsistent with another key.
     #[error("{key}: {message}")]
     Invalid { key: String, message: String },
 }
 
 impl SpecError {
-    /// The message without its place in the text: a [`SpecError::Parse`] reads "TOML parse
-    /// error at line L, column C: reason"; this is the reason (for text the user did not write
-    /// as such, like a cfg rewritten by command-line overrides).
+    /// The message without its place in the text (for text the user did not write as such,
+    /// like a cfg rewritten by command-line overrides).
     pub fn reason(&self) -> String {
         match self {
-            SpecError::Parse(message) => message
-                .strip_prefix("TOML parse error at line ")
-                .and_then(|rest| rest.split_once(": "))
-                .map_or_else(|| message.clone(), |(_, reason)| reason.to_string()),
+            SpecError::Parse { reason, .. } => reason.clone(),
             invalid => invalid.to_string(),
         }
     }
@@ -64,6 +61,7 @@ mod tests {
         let e = Config::from_toml_str("[data]\ninput_shape = [4]\nclasses = 3\n[student]\nhiden = 3\n").unwrap_err();
         assert!(e.to_string().starts_with("TOML parse error at line 5, column 1: unknown field `hiden`"), "{e}");
         assert!(e.reason().starts_with("unknown field `hiden`"), "{}", e.reason());
+        assert!(e.reason().ends_with("for key `student`"), "{}", e.reason());
         let e = Config::from_toml_str(
             "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n[kd]\nalpha = 2.0\n",
         )

@@ -206,7 +206,7 @@ impl From<EstimateError> for ExploreError {
     fn from(e: EstimateError) -> ExploreError {
         let field = match &e {
             EstimateError::Spec(SpecError::Invalid { key, .. }) | EstimateError::Invalid { key, .. } => field_of(key),
-            EstimateError::Spec(SpecError::Parse(_)) => Some("cfg"),
+            EstimateError::Spec(SpecError::Parse { .. }) => Some("cfg"),
             EstimateError::UnknownGpu { .. } => Some("gpu"),
             EstimateError::Overflow { .. } => None,
         };
@@ -527,7 +527,7 @@ fn unknown_teacher(key: &str) -> ExploreError {
 }
 
 fn family_list(families: &[Family]) -> String {
-    let names: Vec<String> = families.iter().map(|f| format!("{f:?}").to_lowercase()).collect();
+    let names: Vec<String> = families.iter().map(|f| format!("{f:?}").to_ascii_lowercase()).collect();
     names.join(" or ")
 }
 

@@ -302,14 +302,14 @@ fn levers(form: &Explore, base: &Config, gpu: &Gpu, current: u64) -> Vec<Lever> 
         Precision::Fp32 => Precision::Fp16,
         _ => Precision::Fp32,
     };
-    push("precision", format!("{precision:?}").to_lowercase(), &|e| e.precision = precision);
+    push("precision", format!("{precision:?}").to_ascii_lowercase(), &|e| e.precision = precision);
     let checkpointing = if form.checkpointing == "none" { "sqrt" } else { "none" };
     push("checkpointing", checkpointing.into(), &|e| e.checkpointing = checkpointing.into());
     if form.batch > 1 {
         push("batch", format!("micro-batch {}", form.batch / 2), &|e| e.batch /= 2);
     }
     let optimizer = if form.optimizer == Optimizer::Adamw { Optimizer::Sgd } else { Optimizer::Adamw };
-    push("optimizer", format!("{optimizer:?}").to_lowercase(), &|e| e.optimizer = optimizer);
+    push("optimizer", format!("{optimizer:?}").to_ascii_lowercase(), &|e| e.optimizer = optimizer);
     if form.sparsity > 0.0 {
         push("sparsity", "no pruning".into(), &|e| e.sparsity = 0.0);
     } else {

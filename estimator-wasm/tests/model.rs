@@ -318,10 +318,13 @@ fn typed_errors_never_panics() {
         Config::from_toml_str(&base.replace("[8]", "[0]")),
         Err(estimator_wasm::SpecError::Invalid { .. })
     ));
-    assert!(matches!(Config::from_toml_str(&base.replace("[8]", "[-8]")), Err(estimator_wasm::SpecError::Parse(_))));
+    assert!(matches!(
+        Config::from_toml_str(&base.replace("[8]", "[-8]")),
+        Err(estimator_wasm::SpecError::Parse { .. })
+    ));
     assert!(matches!(
         Config::from_toml_str(&base.replace("classes = 4\n", "")),
-        Err(estimator_wasm::SpecError::Parse(_))
+        Err(estimator_wasm::SpecError::Parse { .. })
     ));
     // batch 0 and an absurd batch
     let model = Model::new(&config(base), &Inputs::default()).unwrap();
