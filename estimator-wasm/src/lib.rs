@@ -32,6 +32,7 @@ pub mod spec;
 pub mod states;
 pub mod sweep;
 pub mod teacher;
+mod toml_text;
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
 pub mod wasm;
 

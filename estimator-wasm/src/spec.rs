@@ -616,7 +616,8 @@ pub struct TrainSpec {
 
 impl Default for TrainSpec {
     fn default() -> Self {
-        basic_toml::from_str("").expect("every TrainSpec field has a default")
+        // (panics by Display: `expect` would pull the errors' Debug code into the wasm)
+        crate::toml_text::parse("").unwrap_or_else(|e| panic!("every TrainSpec field has a default: {e}"))
     }
 }
 
@@ -628,14 +629,14 @@ impl Config {
     /// TOML syntax, unknown keys and wrong types; [`SpecError::Invalid`] (with the key path)
     /// for values out of range.
     pub fn from_toml_str(text: &str) -> Result<Config, SpecError> {
-        let config: Config = basic_toml::from_str(text).map_err(|e| parse_error(text, e))?;
+        let config: Config = crate::toml_text::parse(text)?;
         config.validate()?;
         Ok(config)
     }
 
     /// Serialises back to TOML that [`Config::from_toml_str`] accepts.
     pub fn to_toml_string(&self) -> String {
-        basic_toml::to_string(self).expect("a Config always serialises")
+        basic_toml::to_string(self).unwrap_or_else(|e| panic!("a Config always serialises: {e}"))
     }
 
     /// Checks every value range and cross-field rule.
@@ -993,58 +994,6 @@ fn invalid<T>(key: &str, message: &str) -> Result<T, SpecError> {
     Err(SpecError::Invalid { key: key.to_string(), message: message.to_string() })
 }
 
-/// A [`SpecError::Parse`] from basic-toml's error on `text`. basic-toml ends its message
-/// with " at line L column C" (0-based in `line_col`); the place goes into its own field so
-/// that [`SpecError::reason`] needs no text surgery.
-///
-/// basic-toml places syntax errors and bad values exactly, but a schema error found at a
-/// table (an unknown key, a missing key, a bad enum name) at some table's header, often
-/// the last one: such a place is moved to the key the message names.
-fn parse_error(text: &str, e: basic_toml::Error) -> SpecError {
-    let message = e.to_string();
-    let Some((line, column)) = e.line_col() else {
-        return SpecError::Parse { place: None, reason: message };
-    };
-    let reason = message.rsplit_once(" at line ").map_or(message.as_str(), |(reason, _)| reason).to_string();
-    let at_header = text.lines().nth(line).is_some_and(|l| l.trim_start().starts_with('['));
-    let schema = ["unknown field `", "unknown variant `", "missing field `", "invalid type: ", "invalid value: "];
-    let found = if at_header && schema.iter().any(|p| reason.starts_with(p)) {
-        let table = reason.rsplit_once(" for key `").and_then(|(_, path)| path.strip_suffix('`'));
-        let unknown = reason.strip_prefix("unknown field `").and_then(|rest| rest.split_once('`')).map(|(key, _)| key);
-        match (table, unknown) {
-            (Some(table), Some(key)) => locate(text, &format!("{table}.{key}")),
-            (None, Some(key)) => locate(text, key),
-            (Some(path), None) => locate(text, path),
-            (None, None) => None,
-        }
-    } else {
-        None
-    };
-    SpecError::Parse { place: Some(found.unwrap_or((line + 1, column + 1))), reason }
-}
-
-/// The 1-based line and column where the dotted key `path` is written: `key = ...` under its
-/// table's `[header]` (or before any header, for a top-level key), or the header `[path]`.
-/// None for keys written in other ways (inline tables, dotted keys).
-fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
-    let (table, key) = path.rsplit_once('.').unwrap_or(("", path));
-    let mut current = String::new();
-    for (n, line) in text.lines().enumerate() {
-        let t = line.trim_start();
-        let column = line.len() - t.len() + 1;
-        if let Some(header) = t.strip_prefix('[') {
-            let name = header.trim_start_matches('[').split(']').next().unwrap_or_default();
-            current = name.split('.').map(str::trim).collect::<Vec<_>>().join(".");
-            if current == path {
-                return Some((n + 1, column));
-            }
-        } else if current == table && t.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('=')) {
-            return Some((n + 1, column));
-        }
-    }
-    None
-}
-
 fn yes() -> bool {
     true
 }
@@ -1121,38 +1070,6 @@ mod tests {
         assert!(msg.starts_with("TOML parse error at line 6, column 1: unknown field `hiden`"), "{msg}");
         assert!(msg.ends_with("for key `student`"), "{msg}");
         assert!(!msg.contains('\n'), "one line: {msg}");
-    }
-
-    #[test]
-    fn key_errors_are_placed_on_the_keys_line_not_its_tables() {
-        let place = |text: &str| match Config::from_toml_str(text) {
-            Err(SpecError::Parse { place, reason }) => (place, reason),
-            other => panic!("{text}: {other:?}"),
-        };
-        let student = "[student]\nfamily = \"mlp\"\n";
-        let data = "[data]\ninput_shape = [4]\nclasses = 3\n";
-        // an unknown top-level key (basic-toml names the last header) and an unknown table
-        assert_eq!(place(&format!("foo = 3\n{data}{student}")).0, Some((1, 1)));
-        assert_eq!(place(&format!("{data}[studnet]\nfamily = \"mlp\"\n")).0, Some((4, 1)));
-        // an unknown key in a table and in a sub-table, indented
-        assert_eq!(place(&format!("{data}foo = 1\n{student}")).0, Some((4, 1)));
-        let (at, reason) = place(&format!("{data}{student}[student.transformer]\n  layerz = 3\n"));
-        assert_eq!(at, Some((7, 3)));
-        assert!(reason.starts_with("unknown field `layerz`") && reason.ends_with("for key `student.transformer`"));
-        // a bad value of a key in a table
-        let (at, reason) = place(&format!("{data}[student]\nfamily = \"mlpx\"\n"));
-        assert_eq!(at, Some((5, 1)));
-        assert_eq!(
-            reason,
-            "unknown variant `mlpx`, expected one of `mlp`, `cnn`, `transformer` for key `student.family`"
-        );
-        // basic-toml's own place where it is already the key's (an inline table)
-        let inline = format!("{data}{student}[teacher]\narch = {{ family = \"mlp\", hidde = [3] }}\n");
-        assert_eq!(place(&inline).0, Some((7, 8)));
-        // a table's own errors stay at its header: missing keys, a second definition
-        let (at, reason) = place(&format!("{data}[student]\nhidden = [8]\n[kd]\nalpha = 0.5\n"));
-        assert_eq!((at, reason.as_str()), (Some((4, 1)), "missing field `family` for key `student`"));
-        assert_eq!(place(&format!("{data}{student}[student]\nfamily = \"mlp\"\n")).0, Some((6, 1)));
     }
 
     #[test]

@@ -1,0 +1,201 @@
+//! Reading cfg.toml text with basic-toml: a guard against absurd nesting, and errors placed
+//! where the mistake is written (line and column, 1-based, in bytes like basic-toml's).
+use serde::de::DeserializeOwned;
+
+use crate::error::SpecError;
+
+/// Arrays and inline tables nested deeper than this are refused before parsing: basic-toml
+/// recurses once per level, and a few thousand levels overflow the stack (natively and in
+/// the browser). The cfg schema needs 2.
+pub const MAX_NESTING: usize = 32;
+
+/// `text` (a leading UTF-8 byte-order mark ignored) as a `T`.
+///
+/// # Errors
+/// [`SpecError::Parse`] for nesting deeper than [`MAX_NESTING`], TOML syntax, unknown keys,
+/// wrong types and bad enum names, with the place and, where known, the key path.
+pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, SpecError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    check_nesting(text)?;
+    basic_toml::from_str(text).map_err(|e| parse_error(text, &e))
+}
+
+/// Refuses brackets and braces (outside strings and comments) nested deeper than
+/// [`MAX_NESTING`], at the first one past it.
+fn check_nesting(text: &str) -> Result<(), SpecError> {
+    let bytes = text.as_bytes();
+    let (mut i, mut line, mut line_start, mut depth) = (0, 1, 0, 0);
+    let mut string: Option<&[u8]> = None; // the closing delimiter of the string being read
+    while i < bytes.len() {
+        let rest = &bytes[i..];
+        match (string, rest[0]) {
+            (_, b'\n') => {
+                (line, line_start) = (line + 1, i + 1);
+                string = string.filter(|d| d.len() == 3); // a one-line string ends (TOML rejects it)
+            }
+            (Some(d), b'\\') if d[0] == b'"' => i += 1,
+            (Some(d), _) if rest.starts_with(d) => {
+                string = None;
+                i += d.len() - 1;
+            }
+            (Some(_), _) => {}
+            (None, b'#') => i += rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len()) - 1,
+            (None, q @ (b'"' | b'\'')) => {
+                let d: &[u8] = if q == b'"' { b"\"\"\"" } else { b"'''" };
+                let d = if rest.starts_with(d) { d } else { &d[..1] };
+                string = Some(d);
+                i += d.len() - 1;
+            }
+            (None, b'[' | b'{') => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    let reason = format!("arrays or inline tables nested more than {MAX_NESTING} deep");
+                    return Err(SpecError::Parse { place: Some((line, i - line_start + 1)), reason });
+                }
+            }
+            (None, b']' | b'}') => depth = depth.saturating_sub(1),
+            (None, _) => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// A [`SpecError::Parse`] from basic-toml's error on `text`. basic-toml ends its message
+/// with " at line L column C" (0-based in `line_col`); the place goes into its own field so
+/// that [`SpecError::reason`] needs no text surgery.
+///
+/// basic-toml places syntax errors and bad values exactly, but a schema error found at a
+/// table (an unknown or missing key, a bad enum name) at some table's header, often the last
+/// one: such a place is moved to the key the message names. A missing top-level table has
+/// no place.
+fn parse_error(text: &str, e: &basic_toml::Error) -> SpecError {
+    let message = e.to_string();
+    let Some((line, column)) = e.line_col() else {
+        return SpecError::Parse { place: None, reason: message };
+    };
+    let reason = message.rsplit_once(" at line ").map_or(message.as_str(), |(reason, _)| reason).to_string();
+    let table = reason.rsplit_once(" for key `").and_then(|(_, path)| path.strip_suffix('`'));
+    let named = |prefix: &str| reason.strip_prefix(prefix).and_then(|rest| rest.split_once('`')).map(|(k, _)| k);
+    let schema = ["unknown variant `", "invalid type: ", "invalid value: "].iter().any(|p| reason.starts_with(p));
+    let path = match (named("unknown field `"), named("missing field `"), table) {
+        (Some(key), _, Some(table)) => Some(format!("{table}.{key}")),
+        (Some(key), _, None) => Some(key.to_string()),
+        (None, Some(_), None) => return SpecError::Parse { place: None, reason },
+        (None, Some(_), Some(path)) => Some(path.to_string()),
+        (None, None, Some(path)) if schema => Some(path.to_string()),
+        _ => None,
+    };
+    let found = path.and_then(|path| locate(text, &path)).filter(|&(l, _)| l != line + 1);
+    SpecError::Parse { place: Some(found.unwrap_or((line + 1, column + 1))), reason }
+}
+
+/// The 1-based line and column where the dotted key `path` is written: `key = ...` (plain,
+/// quoted or dotted) under its table's `[header]` or at the top level, or the header `[path]`.
+/// None for keys of inline tables. Lines inside multi-line strings are skipped.
+fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
+    let mut table = String::new();
+    let mut string: Option<&str> = None; // the delimiter of an open multi-line string
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        let column = line.len() - t.len() + 1;
+        if let Some(d) = string {
+            if line.matches(d).count() % 2 == 1 {
+                string = None;
+            }
+        } else if let Some(header) = t.strip_prefix('[') {
+            table = dotted(header.trim_start_matches('[').split(']').next().unwrap_or_default());
+            if table == path {
+                return Some((n + 1, column));
+            }
+        } else if let Some((key, value)) = t.split_once('=') {
+            let key = dotted(key);
+            if table.is_empty() && key == path || path.strip_prefix(table.as_str()) == Some(&format!(".{key}")) {
+                return Some((n + 1, column));
+            }
+            string = ["\"\"\"", "'''"].into_iter().find(|d| value.matches(d).count() % 2 == 1);
+        }
+    }
+    None
+}
+
+/// A dotted key as its parts joined by '.', each trimmed and unquoted: `"a" . b` -> `a.b`.
+fn dotted(key: &str) -> String {
+    let parts: Vec<&str> = key.split('.').map(|p| p.trim().trim_matches(['"', '\''])).collect();
+    parts.join(".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Config;
+
+    fn place(text: &str) -> (Option<(usize, usize)>, String) {
+        match Config::from_toml_str(text) {
+            Err(SpecError::Parse { place, reason }) => (place, reason),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    const DATA: &str = "[data]\ninput_shape = [4]\nclasses = 3\n";
+    const STUDENT: &str = "[student]\nfamily = \"mlp\"\n";
+
+    #[test]
+    fn key_errors_are_placed_on_the_keys_line_not_a_tables() {
+        // an unknown top-level key (basic-toml names the last header) and an unknown table
+        assert_eq!(place(&format!("foo = 3\n{DATA}{STUDENT}")).0, Some((1, 1)));
+        assert_eq!(place(&format!("{DATA}[studnet]\nfamily = \"mlp\"\n")).0, Some((4, 1)));
+        // an unknown key in a table that is not the last one, and in an indented sub-table
+        assert_eq!(place(&format!("{DATA}foo = 1\n{STUDENT}")).0, Some((4, 1)));
+        let (at, reason) = place(&format!("{DATA}{STUDENT}[student.transformer]\n  layerz = 3\n"));
+        assert_eq!(at, Some((7, 3)));
+        assert!(reason.starts_with("unknown field `layerz`") && reason.ends_with("for key `student.transformer`"));
+        // a bad enum name
+        let (at, reason) = place(&format!("{DATA}[student]\nfamily = \"mlpx\"\n"));
+        assert_eq!(at, Some((5, 1)));
+        assert_eq!(
+            reason,
+            "unknown variant `mlpx`, expected one of `mlp`, `cnn`, `transformer` for key `student.family`"
+        );
+        // quoted keys and headers, dotted keys
+        assert_eq!(place(&format!("{DATA}{STUDENT}[\"train\"]\n\"epoch\" = 10\n")).0, Some((7, 1)));
+        assert_eq!(place(&format!("student.family = \"mlp\"\nstudent.famly = 1\n{DATA}")).0, Some((2, 1)));
+        // a multi-line string holding a line that looks like a header
+        let text = format!(
+            "[kd]\nalpha = 0.5\n{STUDENT}[data]\ninput_shape = [4]\nclasses = 3\ntrain = '''\n[kd]\n'''\nfoo = 1\n"
+        );
+        assert_eq!(place(&text).0, Some((11, 1)), "{}", place(&text).1);
+        // basic-toml's own place where it is already the key's (an inline table)
+        let inline = format!("{DATA}{STUDENT}[teacher]\narch = {{ family = \"mlp\", hidde = [3] }}\n");
+        assert_eq!(place(&inline).0, Some((7, 8)));
+    }
+
+    #[test]
+    fn a_tables_own_errors_stay_at_its_header_and_missing_tables_have_no_place() {
+        let (at, reason) = place(&format!("{DATA}[student]\nhidden = [8]\n[kd]\nalpha = 0.5\n"));
+        assert_eq!((at, reason.as_str()), (Some((4, 1)), "missing field `family` for key `student`"));
+        assert_eq!(place(&format!("{DATA}{STUDENT}[student]\nfamily = \"mlp\"\n")).0, Some((6, 1)));
+        assert_eq!(place(&format!("{DATA}[train]\nepochs = 3\n")), (None, "missing field `student`".to_string()));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_ignored() {
+        assert!(Config::from_toml_str(&format!("\u{feff}{DATA}{STUDENT}")).is_ok());
+        assert_eq!(place("\u{feff}[data\n").0, Some((1, 6)));
+        assert_eq!(place(&format!("\u{feff}foo = 1\n{DATA}{STUDENT}[train]\nseed = 1\n")).0, Some((1, 1)));
+    }
+
+    #[test]
+    fn absurd_nesting_is_refused_before_it_overflows_the_stack() {
+        let deep = |n: usize| format!("{DATA}{STUDENT}[train]\nz = {}{}\n", "[".repeat(n), "]".repeat(n));
+        let (at, reason) = place(&deep(10_000));
+        assert_eq!(at, Some((7, 5 + MAX_NESTING)));
+        assert_eq!(reason, format!("arrays or inline tables nested more than {MAX_NESTING} deep"));
+        // within the limit it is an ordinary schema error, and brackets in strings and
+        // comments do not count
+        assert!(place(&deep(MAX_NESTING)).1.contains("unknown field `z`"));
+        let quoted =
+            format!("{DATA}{STUDENT}[train]\n# {0}\nz = \"{0}\"\ny = '{0}'\nx = \"\"\"\n{0}\"\"\"\n", "[".repeat(99));
+        assert!(place(&quoted).1.contains("unknown field `z`"), "{}", place(&quoted).1);
+    }
+}
