@@ -15,10 +15,16 @@ pub fn read_spec(path: &Path, sets: &[String]) -> Result<Config> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         DistillError::config(path, format!("cannot read the student config ({e}); pass --student <cfg.toml>"))
     })?;
-    if sets.is_empty() {
-        return Config::from_toml_str(&text).map_err(|e| DistillError::config(path, e.to_string()));
+    let own = Config::from_toml_str(&text);
+    if sets.is_empty() || (own.is_err() && text.parse::<toml::Table>().is_err()) {
+        // no overrides, or a file that no override can mend: its own error, at its own place
+        return own.map_err(|e| DistillError::config(path, e.to_string()));
     }
-    Config::from_toml_str(&apply_sets(path, &text, sets)?).map_err(|e| blame(path, &text, sets, e))
+    Config::from_toml_str(&apply_sets(path, &text, sets)?).map_err(|e| match own {
+        // the file's own mistake, which the overrides leave in place: its place in the file
+        Err(mine) if mine.reason() == e.reason() => DistillError::config(path, mine.to_string()),
+        _ => blame(path, &text, sets, e),
+    })
 }
 
 /// The error of a cfg with overrides, pinned on the first `--set` that brings it in: the line and
@@ -129,5 +135,24 @@ mod tests {
         assert!(e.starts_with("--set train.epoch=2: unknown field `epoch`"), "{e}");
         assert!(!e.contains("line"), "{e}");
         assert!(read_spec(&path, &["nonsense".to_string()]).is_err());
+    }
+
+    #[test]
+    fn a_mistake_in_the_file_keeps_its_place_under_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let cfg = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n[train]\nepoch = 3\n";
+        std::fs::write(&path, cfg).unwrap();
+        let alone = read_spec(&path, &[]).unwrap_err().to_string();
+        assert!(alone.contains("line 7, column 1: unknown field `epoch`"), "{alone}");
+        let set = ["kd.alpha=0.5".to_string()];
+        assert_eq!(read_spec(&path, &set).unwrap_err().to_string(), alone);
+        // not TOML at all: the file's own syntax error, with its place
+        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses\n").unwrap();
+        let e = read_spec(&path, &set).unwrap_err().to_string();
+        assert!(e.contains("line 3, column 8"), "{e}");
+        // an override that mends the file's mistake is taken
+        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n").unwrap();
+        assert!(read_spec(&path, &["student.family=mlp".to_string()]).is_ok());
     }
 }
