@@ -248,6 +248,30 @@ await check('bad input shows an inline message, never a panic', async () => {
   await noPanic(page, 'bad input');
 });
 
+await check('a link with a bad value keeps the rest and marks that input; names are canonical', async () => {
+  const other = await context.newPage();
+  watch(other, 'bad link');
+  await other.goto(`${BASE}index.html?gpu=h200&batch=-3&precision=fp8&teacher_precision=pure_bf16`);
+  await other.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  const shown = await other.waitForSelector('#e-batch').then((e) => e.innerText());
+  assert(shown.includes('must be positive'), `batch=-3: "${shown}"`);
+  eq(await other.inputValue('#f-batch'), '-3', 'the bad text stays in its input');
+  const precision = await other.waitForSelector('#e-precision').then((e) => e.innerText());
+  assert(precision.includes('unknown variant `fp8`'), `precision=fp8: "${precision}"`);
+  const s = await stateOf(other);
+  eq(s.gpu, 'H200', 'a GPU by its catalogue name'); eq(await other.inputValue('#f-gpu'), 'H200', 'the GPU shown');
+  eq(await other.inputValue('#f-teacher_precision'), 'pure_bf16', 'a value without an option is shown as is');
+  // a cfg.toml nested absurdly deep is refused with a message, not a stack overflow
+  const deep = `[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = "mlp"\n[train]\nz = ${'['.repeat(6000)}${']'.repeat(6000)}\n`;
+  await other.click('.paste summary');
+  await other.fill('#paste', deep);
+  await other.click('#paste-load');
+  const msg = await other.waitForSelector('#e-cfg').then((e) => e.innerText());
+  assert(msg.includes('nested more than'), msg);
+  await noPanic(other, 'bad link');
+  await other.close();
+});
+
 let downloaded;
 await check('Download cfg.toml gives the file the page prices; distill plan accepts it', async () => {
   await page.selectOption('#f-teacher', 'fashion-mnist-cnn');

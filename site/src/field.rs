@@ -3,6 +3,7 @@
 //! holds exactly what the inputs show.
 use std::fmt::Debug;
 
+use estimator_wasm::catalogue;
 use estimator_wasm::explore::Explore;
 use serde::de::value::{Error as ValueError, StrDeserializer};
 use serde::de::DeserializeOwned;
@@ -126,7 +127,8 @@ impl Field {
             Field::Prune => form.prune = word(text)?,
             Field::DataParallel => form.data_parallel = whole(text)?,
             Field::ZeroStage => form.zero_stage = whole(text)?,
-            Field::Gpu => form.gpu = text.to_string(),
+            // a known GPU by its catalogue name (`h200` -> `H200`), so its option is the one shown
+            Field::Gpu => form.gpu = catalogue::gpu(text).map_or_else(|_| text.to_string(), |g| g.name.to_string()),
         }
         Ok(())
     }
@@ -238,5 +240,9 @@ mod tests {
             assert!(e.contains(message), "{field:?} {text}: {e}");
         }
         assert_eq!(form, Explore::default(), "a bad text leaves the form as it was");
+        Field::Gpu.set(&mut form, "nvidia h200").unwrap();
+        assert_eq!(form.gpu, "H200", "a known GPU takes its catalogue name");
+        Field::Gpu.set(&mut form, "TPU").unwrap();
+        assert_eq!(form.gpu, "TPU", "an unknown one is kept for the estimator to name");
     }
 }

@@ -1,39 +1,57 @@
 //! The form as a URL query (`?teacher=gpt2&batch=8&...`), so that a link reproduces a view.
 //! Each key holds what its input shows ([`Field::text`]); `cfg` holds a pasted cfg.toml.
-use estimator_wasm::explore::Explore;
+use estimator_wasm::explore::{Explore, CUSTOM};
 
 use crate::field::Field;
 
-/// The query string of `form`, without the leading `?`: every field, then `cfg` if any.
+/// The query string of `form`, without the leading `?`: every field, then `cfg` for a
+/// pasted cfg.toml.
 pub fn to_query(form: &Explore) -> String {
     let mut query = form_urlencoded::Serializer::new(String::new());
     for field in Field::ALL {
         query.append_pair(field.key(), &field.text(form));
     }
-    if let Some(cfg) = &form.cfg {
+    if let Some(cfg) = form.cfg.as_ref().filter(|_| form.teacher == CUSTOM) {
         query.append_pair("cfg", cfg);
     }
     query.finish()
 }
 
-/// The form in a query string (with or without the leading `?`); keys left out take the
-/// default form's values, keys the form does not have are ignored.
-///
-/// # Errors
-/// A one-line message naming the key whose value could not be read, and why.
-pub fn from_query(query: &str) -> Result<Explore, String> {
+/// What a link holds: the form, and each value that could not be read, as the page shows a
+/// bad input: its field, its text and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    pub form: Explore,
+    pub bad: Vec<(Field, String, String)>,
+}
+
+/// The form in a query string (with or without the leading `?`). Keys left out take the
+/// values of the link's teacher (its scenario's defaults, or the fields of its `cfg`); keys
+/// the form does not have are ignored; the last of repeated keys wins.
+pub fn from_query(query: &str) -> Link {
     let query = query.strip_prefix('?').unwrap_or(query);
-    let mut form = Explore::default();
-    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-        match Field::from_key(&key) {
-            Some(field) => field
-                .set(&mut form, &value)
-                .map_err(|e| format!("the link's settings could not be read ({key}: {e})"))?,
-            None if key == "cfg" => form.cfg = Some(value.into_owned()),
-            None => {}
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    let last = |key: &str| pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let start = Explore::default();
+    let mut form = match (last("teacher"), last("cfg")) {
+        (Some(CUSTOM), Some(cfg)) => Explore::from_cfg(cfg, &start.gpu).unwrap_or_else(|_| Explore {
+            teacher: CUSTOM.into(),
+            cfg: Some(cfg.into()),
+            ..start
+        }),
+        (Some(teacher), _) => start.with_teacher(teacher).unwrap_or(start),
+        (None, _) => start,
+    };
+    let mut bad = Vec::new();
+    for (key, value) in &pairs {
+        if let Some(field) = Field::from_key(key) {
+            if let Err(e) = field.set(&mut form, value) {
+                bad.retain(|(f, _, _)| *f != field);
+                bad.push((field, value.clone(), e));
+            }
         }
     }
-    Ok(form)
+    Link { form, bad }
 }
 
 #[cfg(test)]
@@ -47,7 +65,7 @@ mod tests {
             Explore { width: 0.5, precision: Precision::Fp16, checkpointing: "sqrt".into(), ..Explore::default() };
         let q = to_query(&form);
         assert!(q.contains("width=0.5") && q.contains("precision=fp16"), "{q}");
-        assert_eq!(from_query(&format!("?{q}")).unwrap(), form);
+        assert_eq!(from_query(&format!("?{q}")), Link { form, bad: vec![] });
     }
 
     #[test]
@@ -55,19 +73,34 @@ mod tests {
         let text = "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[teacher]\npreset = \"fashion-mnist-cnn\"\n\
                     [student]\nfamily = \"mlp\"\nhidden = [64]\n";
         let form = Explore::from_cfg(text, "T4").unwrap();
-        let back = from_query(&to_query(&form)).unwrap();
+        let back = from_query(&to_query(&form)).form;
         assert_eq!(back, form);
         assert_eq!(back.family, Family::Mlp);
+        // the cfg alone: the missing keys are the file's, not the default scenario's
+        let alone = form_urlencoded::Serializer::new(String::new())
+            .append_pair("teacher", CUSTOM)
+            .append_pair("cfg", text)
+            .finish();
+        assert_eq!(from_query(&alone).form, Explore::from_cfg(text, &Explore::default().gpu).unwrap());
+        // a cfg is written only for a pasted teacher
+        let stale = Explore { cfg: Some(text.into()), ..Explore::default() };
+        assert!(!to_query(&stale).contains("cfg="));
     }
 
     #[test]
-    fn missing_keys_take_defaults_and_bad_values_are_reported() {
-        let form = from_query("batch=3").unwrap();
-        assert_eq!(form.batch, 3);
-        assert_eq!(form.teacher, Explore::default().teacher);
-        assert_eq!(from_query("").unwrap(), Explore::default());
-        assert_eq!(from_query("?batch=3&utm_source=x").unwrap().batch, 3, "unknown keys are ignored");
-        let e = from_query("batch=-3").unwrap_err();
-        assert_eq!(e, "the link's settings could not be read (batch: must be positive)");
+    fn missing_keys_take_the_teachers_defaults_and_bad_values_are_kept_aside() {
+        assert_eq!(from_query("batch=3").form.batch, 3);
+        assert_eq!(from_query("batch=3").form.teacher, Explore::default().teacher);
+        assert_eq!(from_query(""), Link { form: Explore::default(), bad: vec![] });
+        assert_eq!(from_query("?batch=3&utm_source=x&batch=5").form.batch, 5, "unknown keys ignored, last wins");
+        let cnn = from_query("teacher=fashion-mnist-cnn").form;
+        assert_eq!(cnn, Explore::default().with_teacher("fashion-mnist-cnn").unwrap());
+        // one bad value spoils only its own key
+        let link = from_query("gpu=T4&batch=-3&width=abc&precision=fp32");
+        assert_eq!((link.form.gpu.as_str(), link.form.precision), ("T4", Precision::Fp32));
+        assert_eq!(link.form.batch, Explore::default().batch);
+        let fields: Vec<_> = link.bad.iter().map(|(f, text, _)| (*f, text.as_str())).collect();
+        assert_eq!(fields, [(Field::Batch, "-3"), (Field::Width, "abc")]);
+        assert_eq!(link.bad[0].2, "must be positive");
     }
 }

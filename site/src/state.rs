@@ -35,18 +35,22 @@ pub struct State {
     /// The cfg.toml paste box.
     pub paste: String,
     pub paste_error: Option<String>,
-    /// A message about the whole page (an unreadable link).
-    pub notice: Option<String>,
     pub show_layers: bool,
 }
 
 impl State {
-    /// The state a URL query describes (the default form, with a notice, if it cannot be read).
+    /// The state a URL query describes: its form, its pasted cfg.toml in the paste box, and
+    /// each value it holds that could not be read shown at its input, as if typed.
     pub fn from_query(search: &str) -> State {
-        match query::from_query(search) {
-            Ok(form) => State { form, ..State::default() },
-            Err(notice) => State { notice: Some(notice), ..State::default() },
+        let link = query::from_query(search);
+        let mut s = State { paste: link.form.cfg.clone().unwrap_or_default(), form: link.form, ..State::default() };
+        for (field, text, message) in link.bad {
+            if field.is_number() {
+                s.texts.insert(field, text);
+            }
+            s.errors.insert(field, message);
         }
+        s
     }
 
     /// The text an input shows: as typed, else the form's value ([`Field::text`]).
@@ -85,7 +89,6 @@ impl Reducible for State {
         let mut s = (*self).clone();
         match action {
             Action::Set(field, text) => {
-                s.notice = None;
                 s.set(field, text);
             }
             Action::EditPaste(text) => s.paste = text,
@@ -188,10 +191,16 @@ mod tests {
     }
 
     #[test]
-    fn an_unreadable_link_falls_back_to_the_default_with_a_notice() {
-        let s = State::from_query("?batch=lots");
-        assert_eq!(s.form, Explore::default());
-        assert!(s.notice.is_some());
+    fn a_links_bad_value_is_shown_at_its_input_and_the_rest_is_kept() {
+        let s = State::from_query("?batch=lots&gpu=T4");
+        assert_eq!(s.form, Explore { gpu: "T4".into(), ..Explore::default() });
+        assert_eq!(s.text(Field::Batch), "lots");
+        assert_eq!(
+            s.errors.get(&Field::Batch).map(String::as_str),
+            Some("\"lots\" is not a whole number (at most 18446744073709551615)")
+        );
         assert_eq!(State::from_query("?batch=5").form.batch, 5);
+        let s = State::from_query("?teacher=custom&cfg=%5Bdata%5D");
+        assert_eq!(s.paste, "[data]", "a link's cfg.toml fills the paste box");
     }
 }

@@ -98,7 +98,6 @@ pub fn App() -> Html {
             <main id={MAIN_ID} data-query={query::to_query(&state.form)}
                   data-sweep-ms={format!("{:.3}", priced.millis)}>
                 <form class="inputs" {onsubmit}>
-                    if let Some(notice) = &state.notice { <p class="notice" role="alert">{ notice }</p> }
                     <TeacherPicker ..form_props.clone() />
                     <CfgPaste text={AttrValue::from(state.paste.clone())} error={paste_error}
                               onedit={dispatch(Action::EditPaste)} {onload} />

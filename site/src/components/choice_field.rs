@@ -22,13 +22,19 @@ pub fn ChoiceField(props: &ChoiceFieldProps) -> Html {
     let field = props.field;
     let onchange = props.onset.reform(move |e: Event| (field, e.target_unchecked_into::<HtmlSelectElement>().value()));
     let id = format!("f-{}", field.key());
+    // a value that is not among the options (from a link) is shown as it is, not as another
+    let mut options = props.options.clone();
+    if !options.iter().any(|(v, _)| v.as_str() == props.selected) {
+        let value = AttrValue::from(props.selected.clone());
+        options.push((value.clone(), value));
+    }
     html! {
         <div class={classes!("field", props.error.as_ref().map(|_| "invalid"))}>
             <label for={id.clone()}>{ &props.label }</label>
             <select id={id} name={field.key()} {onchange}>
                 // keyed by value and selectedness: a changed selection inserts fresh options, so the
                 // `selected` attribute applies even after the user has touched the select
-                { for props.options.iter().map(|(value, label)| {
+                { for options.iter().map(|(value, label)| {
                     let selected = value.as_str() == props.selected;
                     html! {
                         <option key={format!("{value}:{selected}")} value={value.clone()} {selected}>{ label.clone() }</option>

@@ -19,17 +19,13 @@ pub fn TrainingForm(props: &FormProps) -> Html {
     let (s, onset) = (&props.state, &props.onset);
     let form = &s.form;
     let error = |f: Field| props.errors.get(&f).cloned();
-    let mut checkpointing = options(&[
+    let checkpointing = options(&[
         ("none", "none"),
         ("sqrt", "sqrt(n) segments"),
         ("2", "2 segments"),
         ("4", "4 segments"),
         ("8", "8 segments"),
     ]);
-    if !checkpointing.iter().any(|(v, _)| v.as_str() == form.checkpointing) {
-        let n = AttrValue::from(form.checkpointing.clone());
-        checkpointing.push((n.clone(), n));
-    }
     html! {
         <fieldset class="training">
             <legend>{ "Training" }</legend>
