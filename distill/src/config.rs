@@ -46,6 +46,9 @@ fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
         let (key, raw) = set.split_once('=').ok_or_else(|| {
             DistillError::Usage(format!("--set {set}: expected KEY=VALUE, e.g. --set train.precision=bf16"))
         })?;
+        if raw.contains(['\n', '\r']) {
+            return Err(DistillError::Usage(format!("--set {key}: the value spans lines; give one TOML value")));
+        }
         let value = format!("v = {raw}")
             .parse::<toml::Table>()
             .ok()
@@ -135,6 +138,8 @@ mod tests {
         assert!(e.starts_with("--set train.epoch=2: unknown field `epoch`"), "{e}");
         assert!(!e.contains("line"), "{e}");
         assert!(read_spec(&path, &["nonsense".to_string()]).is_err());
+        let e = read_spec(&path, &["train.epochs=5\ntrain.lr=3".to_string()]).unwrap_err().to_string();
+        assert_eq!(e, "--set train.epochs: the value spans lines; give one TOML value");
     }
 
     #[test]
