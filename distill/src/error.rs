@@ -21,6 +21,9 @@ pub enum DistillError {
     /// Training produced a non-finite loss.
     #[error("loss became {value} at step {step} (epoch {epoch}): lower train.lr, raise train.warmup_steps or check the data for NaN/inf")]
     Diverged { step: u64, epoch: u64, value: f64 },
+    /// A student tensor (parameter or buffer) is NaN/inf when training ends: nothing is exported.
+    #[error("student tensor {name} holds {count} NaN/inf value(s) of {numel} after training: not exported; lower train.lr, check the data for NaN/inf, or use train.batch_size >= 2 with student.norm = \"batch\"")]
+    NonFinite { name: String, count: i64, numel: i64 },
     /// Reading or writing an output or checkpoint failed.
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 use crate::amp::GradScaler;
+use crate::batches::Batches;
 use crate::checkpoint;
 use crate::data::{permutation, Dataset, Normalizer};
 use crate::error::{DistillError, Result};
@@ -107,6 +108,8 @@ pub struct TrainOutcome {
     pub skipped_steps: u64,
     pub final_scale: Option<f64>,
     pub segments: usize,
+    /// Training samples left out of every epoch (see [`Batches`]).
+    pub dropped_per_epoch: u64,
 }
 
 /// How a call to [`Trainer::run`] ended.
@@ -140,8 +143,8 @@ pub struct Trainer<'a> {
     schedule: Schedule,
     segments: Vec<Range<usize>>,
     param_segment: Vec<usize>,
-    steps_per_epoch: u64,
-    batch: usize,
+    /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).
+    pub batches: Batches,
     pub state: State,
 }
 
@@ -160,8 +163,8 @@ impl<'a> Trainer<'a> {
     /// [`DistillError::Usage`] for a pruning schedule that does not fit the run.
     pub fn new(inputs: &'a TrainInputs<'a>, vs: VarStore, mut student: Student) -> Result<Trainer<'a>> {
         let spec = inputs.spec;
-        let batch = batch_size(spec);
-        let steps_per_epoch = inputs.train.len().div_ceil(batch) as u64;
+        let batches = Batches::new(inputs.train.len(), batch_size(spec), &student.blocks)?;
+        let steps_per_epoch = batches.steps_per_epoch;
         let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
         let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
@@ -199,8 +202,7 @@ impl<'a> Trainer<'a> {
             schedule,
             segments,
             param_segment,
-            steps_per_epoch,
-            batch,
+            batches,
             state: State::default(),
         })
     }
@@ -219,21 +221,21 @@ impl<'a> Trainer<'a> {
     ) -> Result<RunEnd> {
         let spec = self.inputs.spec;
         let (n, epochs, total) = (self.inputs.train.len(), spec.train.epochs, self.schedule.total);
-        progress.start(name, epochs, self.steps_per_epoch, self.state.step);
+        let steps_per_epoch = self.batches.steps_per_epoch;
+        progress.start(name, epochs, steps_per_epoch, self.state.step);
         let mut order: Option<(u64, Vec<i64>)> = None;
         while self.state.step < total {
-            let epoch = self.state.step / self.steps_per_epoch;
-            let i = (self.state.step % self.steps_per_epoch) as usize;
+            let (epoch, i) = (self.state.step / steps_per_epoch, self.state.step % steps_per_epoch);
             if order.as_ref().map(|(e, _)| *e) != Some(epoch) {
                 order = Some((epoch, permutation(n, spec.train.seed, epoch)));
             }
             let chunk = {
                 let all = &order.as_ref().expect("set above").1;
-                all[i * self.batch..((i + 1) * self.batch).min(n)].to_vec()
+                all[self.batches.range(i)].to_vec()
             };
             self.train_step(&chunk, epoch, progress, metrics)?;
             let step = self.state.step;
-            let epoch_end = step % self.steps_per_epoch == 0;
+            let epoch_end = step % steps_per_epoch == 0;
             if epoch_end {
                 self.end_epoch(epoch, progress, metrics, name)?;
             }
@@ -263,13 +265,14 @@ impl<'a> Trainer<'a> {
             skipped_steps: self.state.skipped_steps,
             final_scale: self.scaler.as_ref().map(GradScaler::scale),
             segments: self.segments.len(),
+            dropped_per_epoch: self.batches.dropped as u64,
         }))
     }
 
     /// One forward and backward on the first `batch` training samples, leaving the optimiser,
     /// the step and the metrics untouched (checks that the batch fits the device).
     pub fn probe(&self) -> Result<()> {
-        let n = self.batch.min(self.inputs.train.len()) as i64;
+        let n = self.batches.size as i64;
         let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.device)))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step: 0 };

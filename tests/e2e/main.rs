@@ -5,4 +5,5 @@ mod compression;
 mod determinism;
 mod export;
 mod optimizer;
+mod stability;
 mod teachers;
