@@ -167,6 +167,19 @@ fn copies(tensors: &[Tensor]) -> Vec<Tensor> {
     tensors.iter().map(|t| t.detach().copy()).collect()
 }
 
+/// Copies of every BatchNorm running statistic of `student` (for [`restore_running_stats`]).
+pub fn save_running_stats(student: &Student) -> Vec<Tensor> {
+    copies(&student.running_stats(0..student.blocks.len()))
+}
+
+/// Puts back the running statistics `saved` by [`save_running_stats`] (a skipped fp16 step
+/// must not leave its forward's statistics, which may be inf/NaN, in the model).
+pub fn restore_running_stats(student: &Student, saved: &[Tensor]) {
+    for (t, saved) in student.running_stats(0..student.blocks.len()).iter_mut().zip(saved) {
+        tch::no_grad(|| t.copy_(saved));
+    }
+}
+
 /// The libtorch seed of segment `segment` of optimiser step `step`: SplitMix64 over the three
 /// numbers, so neighbouring steps and segments get unrelated streams.
 pub fn segment_seed(seed: u64, step: u64, segment: u64) -> i64 {

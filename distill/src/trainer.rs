@@ -11,7 +11,7 @@ use estimator_wasm::spec::{BatchSize, Config, Precision};
 use serde::{Deserialize, Serialize};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
-use crate::amp::GradScaler;
+use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
 use crate::checkpoint;
 use crate::data::{permutation, Dataset, Normalizer};
@@ -22,7 +22,7 @@ use crate::optim::Optimizer;
 use crate::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::schedule::Schedule;
-use crate::step::{forward_backward, param_segments, Batch, StepConfig};
+use crate::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, Batch, StepConfig};
 use crate::student::Student;
 use crate::teacher::Teacher;
 
@@ -89,6 +89,9 @@ pub struct State {
     /// Lines in metrics.jsonl at this point (a resumed run truncates to it).
     pub metrics_lines: u64,
     skipped_steps: u64,
+    /// fp16: steps skipped in a row up to now (the run stops at `MAX_CONSECUTIVE_SKIPS`).
+    #[serde(default)]
+    consecutive_skips: u64,
     last_epoch: Option<EpochLine>,
 }
 
@@ -210,7 +213,8 @@ impl<'a> Trainer<'a> {
     /// Trains until the last step, or until `checkpoints` says stop.
     ///
     /// # Errors
-    /// [`DistillError::Diverged`] on a non-finite loss (with the step and value); I/O errors of
+    /// [`DistillError::Diverged`] on a non-finite loss (with the step and value), or under fp16
+    /// [`DistillError::Overflow`] after `MAX_CONSECUTIVE_SKIPS` skipped steps in a row; I/O errors of
     /// the metrics log or checkpoints; teacher errors in live mode.
     pub fn run(
         &mut self,
@@ -311,15 +315,16 @@ impl<'a> Trainer<'a> {
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
         let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step };
+        let stats = self.scaler.as_ref().map(|_| save_running_stats(&self.student));
         let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
         let value = out.loss.total.double_value(&[]);
-        if !value.is_finite() {
-            return Err(DistillError::Diverged { step: step + 1, epoch: epoch + 1, value });
-        }
         let mut grads = out.grads;
+        // fp16: a non-finite loss or gradient skips the step and backs the scale off; only a
+        // run of skips stops training. Other precisions have no scale to blame: stop at once.
         let apply = match self.scaler.as_mut() {
-            Some(scaler) => scaler.unscale_and_update(&mut grads)?,
-            None => true,
+            Some(scaler) => scaler.unscale_and_update(&mut grads, value.is_finite())?,
+            None if value.is_finite() => true,
+            None => return Err(DistillError::Diverged { step: step + 1, epoch: epoch + 1, value }),
         };
         let lr = self.schedule.at(step);
         if apply {
@@ -330,8 +335,17 @@ impl<'a> Trainer<'a> {
             if let Some(p) = self.pruner.as_mut() {
                 p.apply_masks();
             }
+            self.state.consecutive_skips = 0;
         } else {
+            // Skipped: BatchNorm's running statistics are put back too, so nothing changes.
+            restore_running_stats(&self.student, &stats.unwrap_or_default());
             self.state.skipped_steps += 1;
+            self.state.consecutive_skips += 1;
+            if self.state.consecutive_skips >= MAX_CONSECUTIVE_SKIPS {
+                let scale = self.scaler.as_ref().map_or(0.0, GradScaler::scale);
+                let skipped = self.state.consecutive_skips;
+                return Err(DistillError::Overflow { skipped, step: step + 1, epoch: epoch + 1, value, scale });
+            }
         }
         self.state.step += 1;
         if let Some(p) = self.pruner.as_mut() {
@@ -343,7 +357,8 @@ impl<'a> Trainer<'a> {
         let seconds = t0.elapsed().as_secs_f64();
         let b = chunk.len() as f64;
         let (kd, ce) = (out.loss.kd.double_value(&[]), out.loss.ce.double_value(&[]));
-        for w in [&mut self.state.window, &mut self.state.epoch] {
+        // A skipped step's (possibly inf/NaN) loss stays out of the logged means.
+        for w in [&mut self.state.window, &mut self.state.epoch].into_iter().filter(|_| apply) {
             w.loss += value;
             w.kd += kd;
             w.ce += ce;
@@ -485,6 +500,11 @@ impl<'a> Trainer<'a> {
     /// Names of the optimised parameters, sorted.
     pub fn param_names(&self) -> &[String] {
         &self.names
+    }
+
+    /// fp16: the current loss scale.
+    pub fn loss_scale(&self) -> Option<f64> {
+        self.scaler.as_ref().map(GradScaler::scale)
     }
 }
 
