@@ -49,15 +49,14 @@ impl Batches {
         };
         if !trainable(size) {
             let (_, layer) = batch_norm_values(blocks).expect("only BatchNorm makes a batch untrainable");
-            let cause = if batch_size <= 1 {
-                "train.batch_size = 1".to_string()
+            let (cause, fix) = if batch_size <= 1 {
+                ("train.batch_size = 1".to_string(), "set train.batch_size >= 2")
             } else {
-                format!("the training set holds {n} sample (after data.holdout)")
+                (format!("the training set holds {n} sample (after data.holdout)"), "train on at least 2 samples")
             };
             return Err(DistillError::Usage(format!(
                 "{cause}, but layer {layer} (BatchNorm) needs at least 2 samples per batch in training (one sample gives it \
-                 one value per channel and a NaN running variance); set train.batch_size >= 2 with more training data, \
-                 or student.norm = \"layer\" or \"none\""
+                 one value per channel and a NaN running variance); {fix}, or set student.norm = \"layer\" or \"none\""
             )));
         }
         let (full, rest) = (n / size, n % size);
