@@ -25,7 +25,7 @@ pub enum DistillError {
     #[error("fp16: {skipped} steps in a row skipped for a non-finite loss or gradients (the last at step {step}, epoch {epoch}, loss {value}; loss scale backed off to {scale}): the scale is not the cause; lower train.lr, use train.precision = \"bf16\" or \"fp32\", or check the data for NaN/inf")]
     Overflow { skipped: u64, step: u64, epoch: u64, value: f64, scale: f64 },
     /// A student tensor (parameter or buffer) is NaN/inf when training ends: nothing is exported.
-    #[error("student tensor {name} holds {count} NaN/inf value(s) of {numel} after training: not exported; lower train.lr, check the data for NaN/inf, or use train.batch_size >= 2 with student.norm = \"batch\"")]
+    #[error("student tensor {name} holds {count} NaN/inf value(s) of {numel} after training: not exported; lower train.lr, or check the data and student.init for NaN/inf")]
     NonFinite { name: String, count: i64, numel: i64 },
     /// Reading or writing an output or checkpoint failed.
     #[error("{}: {source}", path.display())]
