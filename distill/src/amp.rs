@@ -1,7 +1,10 @@
 //! Dynamic loss scaling for fp16 training, with `torch.amp.GradScaler` semantics
 //! (`torch/amp/grad_scaler.py`): the loss is multiplied by `scale` before backward; the
 //! gradients are unscaled and checked for inf/NaN; a step with any non-finite gradient is skipped
-//! and the scale halves; after `growth_interval` clean steps in a row it doubles.
+//! and the scale halves; after `growth_interval` clean steps in a row it doubles. A non-finite
+//! loss counts as a non-finite gradient (its gradients are NaN or meaningless), so it skips the
+//! step too instead of stopping the run; the trainer stops only after [`MAX_CONSECUTIVE_SKIPS`]
+//! skips in a row.
 //!
 //! Built on libtorch's `_amp_foreach_non_finite_check_and_unscale_` (single-tensor form) and
 //! `_amp_update_scale_`, which have CPU and CUDA kernels.
@@ -25,6 +28,12 @@ pub struct GradScaler {
 /// PyTorch's defaults: initial scale 2^16, x2 after 2000 clean steps, x0.5 on overflow.
 pub const INITIAL_SCALE: f64 = 65536.0;
 pub const GROWTH_INTERVAL: i64 = 2000;
+
+/// Skipped steps in a row after which fp16 training stops: 17 halvings take the initial scale
+/// 2^16 to 2^-1, and a scale below 1 no longer magnifies anything, so the overflow comes from
+/// the data, the learning rate or fp16's range, not from the scale (PyTorch's `GradScaler` would
+/// keep skipping for ever).
+pub const MAX_CONSECUTIVE_SKIPS: u64 = 17;
 
 impl GradScaler {
     pub fn new(device: Device) -> GradScaler {
@@ -53,9 +62,11 @@ impl GradScaler {
     }
 
     /// Unscales `grads` in place, updates the scale, and returns whether the optimiser may step
-    /// (false: a gradient held inf/NaN, the step is skipped and counted).
-    pub fn unscale_and_update(&mut self, grads: &mut [Tensor]) -> Result<bool> {
-        let mut found_inf = Tensor::zeros([1], (Kind::Float, self.scale.device()));
+    /// (false: `loss_finite` is false or a gradient held inf/NaN; the step is skipped and
+    /// counted, and the scale backs off).
+    pub fn unscale_and_update(&mut self, grads: &mut [Tensor], loss_finite: bool) -> Result<bool> {
+        let flag = if loss_finite { 0.0f32 } else { 1.0 };
+        let mut found_inf = Tensor::from_slice(&[flag]).to_device(self.scale.device());
         let inv_scale = self.scale.reciprocal();
         for g in grads.iter_mut().filter(|g| g.defined()) {
             g.f_internal_amp_non_finite_check_and_unscale(&mut found_inf, &inv_scale)?;
@@ -101,7 +112,7 @@ mod tests {
         let mut s = GradScaler::with(Device::Cpu, 8.0, 3);
         for step in 1..=3 {
             let mut g = grads(&[8.0, 16.0]);
-            assert!(s.unscale_and_update(&mut g).unwrap());
+            assert!(s.unscale_and_update(&mut g, true).unwrap());
             assert_eq!(Vec::<f32>::try_from(&g[0]).unwrap(), [1.0, 2.0]);
             assert_eq!(Vec::<f32>::try_from(&g[1]).unwrap(), [0.125, 0.25]);
             // Grows x2 exactly when the 3rd clean step in a row completes.
@@ -115,27 +126,38 @@ mod tests {
         let mut s = GradScaler::new(Device::Cpu);
         assert_eq!(s.scale(), 65536.0);
         let mut g = grads(&[1.0, f32::INFINITY]);
-        assert!(!s.unscale_and_update(&mut g).unwrap());
+        assert!(!s.unscale_and_update(&mut g, true).unwrap());
         assert_eq!(s.scale(), 32768.0);
         let mut g = grads(&[f32::NAN, 1.0]);
-        assert!(!s.unscale_and_update(&mut g).unwrap());
+        assert!(!s.unscale_and_update(&mut g, true).unwrap());
         assert_eq!(s.scale(), 16384.0);
         assert_eq!(s.skipped_steps, 2);
         // A clean step after an overflow restarts the growth count; scale holds.
         let mut g = grads(&[1.0, 1.0]);
-        assert!(s.unscale_and_update(&mut g).unwrap());
+        assert!(s.unscale_and_update(&mut g, true).unwrap());
         assert_eq!(s.scale(), 16384.0);
+    }
+
+    #[test]
+    fn a_non_finite_loss_skips_even_with_finite_gradients() {
+        let mut s = GradScaler::with(Device::Cpu, 8.0, 2);
+        let mut g = grads(&[8.0, 16.0]);
+        assert!(!s.unscale_and_update(&mut g, false).unwrap());
+        assert_eq!((s.scale(), s.skipped_steps), (4.0, 1));
+        // The growth count restarted: two clean steps are needed to double.
+        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0]), true).unwrap());
+        assert_eq!(s.scale(), 4.0);
     }
 
     #[test]
     fn overflow_resets_the_growth_count() {
         let mut s = GradScaler::with(Device::Cpu, 4.0, 2);
-        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0])).unwrap());
-        assert!(!s.unscale_and_update(&mut grads(&[f32::INFINITY, 1.0])).unwrap());
+        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0]), true).unwrap());
+        assert!(!s.unscale_and_update(&mut grads(&[f32::INFINITY, 1.0]), true).unwrap());
         assert_eq!(s.scale(), 2.0);
-        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0])).unwrap());
+        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0]), true).unwrap());
         assert_eq!(s.scale(), 2.0, "one clean step since the overflow is not enough");
-        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0])).unwrap());
+        assert!(s.unscale_and_update(&mut grads(&[1.0, 1.0]), true).unwrap());
         assert_eq!(s.scale(), 4.0);
     }
 }

@@ -21,6 +21,12 @@ pub enum DistillError {
     /// Training produced a non-finite loss.
     #[error("loss became {value} at step {step} (epoch {epoch}): lower train.lr, raise train.warmup_steps or check the data for NaN/inf")]
     Diverged { step: u64, epoch: u64, value: f64 },
+    /// fp16: the loss scaler skipped `skipped` steps in a row (`amp::MAX_CONSECUTIVE_SKIPS`).
+    #[error("fp16: {skipped} steps in a row skipped for a non-finite loss or gradients (the last at step {step}, epoch {epoch}, loss {value}; loss scale backed off to {scale}): the scale is not the cause; lower train.lr, use train.precision = \"bf16\" or \"fp32\", or check the data for NaN/inf")]
+    Overflow { skipped: u64, step: u64, epoch: u64, value: f64, scale: f64 },
+    /// A student tensor (parameter or buffer) is NaN/inf when training ends: nothing is exported.
+    #[error("student tensor {name} holds {count} NaN/inf value(s) of {numel} after training: not exported; lower train.lr, or check the data and student.init for NaN/inf")]
+    NonFinite { name: String, count: i64, numel: i64 },
     /// Reading or writing an output or checkpoint failed.
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },

@@ -8,6 +8,7 @@
 //! gradient checkpointing) -> `optim` + `schedule` + `prune` -> `export` (+ `shrink`,
 //! `latency`) -> `report`, written through `rundir`.
 pub mod amp;
+pub mod batches;
 pub mod checkpoint;
 pub mod config;
 pub mod data;

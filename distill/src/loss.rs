@@ -116,9 +116,25 @@ mod tests {
 
     #[test]
     fn computed_in_fp32_from_half_logits() {
-        let s = t(&[&[0.0, 0.0]]).to_kind(Kind::Half);
-        let te = t(&[&[3f32.ln(), 0.0]]).to_kind(Kind::BFloat16);
-        let loss = soft_target_loss(&s, &te, 1.0);
-        assert_eq!(loss.kind(), Kind::Float);
+        // Logits [10, 0], label 1: CE = 10 + ln(1 + e^-10) = 10.0000453989. Near 10, fp16 values
+        // are 2^-7 apart and bf16 values 2^-4, so a 16-bit log-softmax returns 10 exactly and
+        // loses the 4.54e-5; computed in fp32 (spacing 9.5e-7) it is kept.
+        let tail = (-10f64).exp().ln_1p();
+        let exact_ce = 10.0 + tail;
+        // Soft term at T = 1 against a uniform teacher: KL = -ln 2 + (ln(1 + e^-10) + exact_ce) / 2.
+        let exact_kl = -(2f64.ln()) + (tail + exact_ce) / 2.0;
+        let y = Tensor::from_slice(&[1i64]);
+        for kind in [Kind::Half, Kind::BFloat16] {
+            let s = t(&[&[10.0, 0.0]]).to_kind(kind);
+            let te = t(&[&[0.0, 0.0]]).to_kind(kind);
+            let loss = kd_loss(&s, Some(&te), &y, 1.0, 0.5);
+            assert_eq!(loss.total.kind(), Kind::Float);
+            assert!((scalar(&loss.ce) - exact_ce).abs() < 1e-6, "{kind:?}: ce {}", scalar(&loss.ce));
+            assert!((scalar(&loss.kd) - exact_kl).abs() < 1e-6, "{kind:?}: kd {}", scalar(&loss.kd));
+            // The same computation in 16 bits is off by the whole tail.
+            let naive_ce = -scalar(&s.log_softmax(-1, kind).get(0).get(1));
+            assert_eq!(naive_ce, 10.0, "{kind:?}");
+            assert!((naive_ce - exact_ce).abs() > 4.5e-5);
+        }
     }
 }

@@ -60,6 +60,9 @@ pub fn run_phase(
     std::fs::create_dir_all(out.path("")).map_err(|e| DistillError::io(&out.path(""), e))?;
     let (vs, student) = build_student(inputs.spec, cfg_path, inputs.device)?;
     let mut trainer = Trainer::new(inputs, vs, student)?;
+    if let Some(note) = trainer.batches.note() {
+        progress.line(format!("{name}: {note}"));
+    }
     let checkpoints = Checkpoints { dir: out.path("checkpoints"), stop: out.stop, stop_after: out.stop_after };
     let metrics_path = out.path("metrics.jsonl");
     let mut metrics = match checkpoint::list(&checkpoints.dir).last() {
@@ -102,6 +105,7 @@ fn export(inputs: &TrainInputs, trainer: Trainer, outcome: &TrainOutcome, out: &
     let spec = inputs.spec;
     let example = inputs.norm.apply(&inputs.test.x.narrow(0, 0, 1));
     let Trainer { mut vs, student, pruner, .. } = trainer;
+    check_finite(&vs)?;
     let structured = pruner.as_ref().filter(|p| p.spec.method == PruneMethod::Structured);
     let dense_dir = if structured.is_some() { out.path("dense/") } else { out.path("") };
     std::fs::create_dir_all(&dense_dir).map_err(|e| DistillError::io(&dense_dir, e))?;
@@ -146,9 +150,27 @@ fn export(inputs: &TrainInputs, trainer: Trainer, outcome: &TrainOutcome, out: &
         checkpointing_segments: outcome.segments,
         skipped_steps: outcome.skipped_steps,
         final_loss_scale: outcome.final_scale,
+        samples_dropped_per_epoch: outcome.dropped_per_epoch,
         latency,
         prune,
     })
+}
+
+/// Refuses to export a student with a NaN/inf parameter or buffer (BatchNorm running
+/// statistics included), naming the first such tensor in name order.
+///
+/// # Errors
+/// [`DistillError::NonFinite`] with the tensor's name and how many of its values are not finite.
+pub fn check_finite(vs: &VarStore) -> Result<()> {
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, t) in vars {
+        let count = t.isfinite().logical_not().sum(tch::Kind::Int64).int64_value(&[]);
+        if count > 0 {
+            return Err(DistillError::NonFinite { name, count, numel: t.numel() as i64 });
+        }
+    }
+    Ok(())
 }
 
 /// Shrinks a structured-pruned student, checks it against the masked one on the test set, and

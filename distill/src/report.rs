@@ -45,6 +45,10 @@ pub struct StudentReport {
     /// fp16: optimiser steps skipped for inf/NaN gradients, and the final loss scale.
     pub skipped_steps: u64,
     pub final_loss_scale: Option<f64>,
+    /// Training samples left out of every epoch: 1 when the last batch would hold a single
+    /// sample that BatchNorm cannot train on (`distill::batches`), else 0.
+    #[serde(default)]
+    pub samples_dropped_per_epoch: u64,
     /// Measured CPU inference latency of the exported student.
     pub latency: Latency,
     pub prune: Option<PruneReport>,

@@ -136,11 +136,40 @@ mod tests {
     }
 
     #[test]
-    fn cuda_statistics_fail_cleanly_without_a_gpu() {
-        if tch::Cuda::is_available() {
-            assert!(cuda_memory(0).is_ok());
-        } else {
-            assert!(cuda_memory(0).is_err());
+    fn bf16_autocast_rounds_matmul_inputs_to_bf16_on_cpu() {
+        // 1 + 2^-10 is not a bf16 value (8 significant bits): autocast rounds it to 1 before the
+        // matmul, so the product is 1 inside and 1 + 2^-10 in fp32 outside.
+        let x = Tensor::from_slice(&[1.0f32 + 2f32.powi(-10)]).reshape([1, 1]);
+        let w = Tensor::ones([1, 1], (Kind::Float, Device::Cpu));
+        let inside = autocast(Device::Cpu, Precision::Bf16, || x.matmul(&w)).unwrap();
+        assert_eq!(inside.kind(), Kind::BFloat16);
+        assert_eq!(inside.to_kind(Kind::Float).double_value(&[0, 0]), 1.0);
+        let outside = x.matmul(&w);
+        assert_eq!(outside.kind(), Kind::Float);
+        assert_eq!(outside.double_value(&[0, 0]), 1.0 + 2f64.powi(-10));
+    }
+
+    /// Without CUDA every statistic is a one-line libtorch error; with it, a 4 MiB tensor moves
+    /// `allocated` by exactly 4 MiB and the peak follows.
+    #[test]
+    fn cuda_statistics_count_an_allocation_or_fail_in_one_line() {
+        if !tch::Cuda::is_available() {
+            let errors = [cuda_memory(0).map(|_| ()), cuda_mem_info(0).map(|_| ()), cuda_reset_peak(0)];
+            for e in errors {
+                let text = e.unwrap_err().to_string();
+                assert!(text.starts_with("libtorch: ") && !text.contains('\n'), "{text:?}");
+            }
+            return;
         }
+        cuda_reset_peak(0).unwrap();
+        let before = cuda_memory(0).unwrap();
+        let t = Tensor::zeros([1 << 20], (Kind::Float, Device::Cuda(0)));
+        let after = cuda_memory(0).unwrap();
+        assert_eq!(after.allocated - before.allocated, 4 << 20);
+        assert!(after.peak_allocated >= after.allocated && after.reserved >= after.allocated);
+        drop(t);
+        assert_eq!(cuda_memory(0).unwrap().allocated, before.allocated);
+        let (free, total) = cuda_mem_info(0).unwrap();
+        assert!(0 < free && free <= total);
     }
 }

@@ -7,10 +7,12 @@
 //! recomputed segment replays the same masks and a resumed run replays the same steps.
 //!
 //! With checkpointing, the forward runs segments `0..K-1` under `no_grad`, keeping only each
-//! segment's input; the last segment runs with autograd and the loss is back-propagated to its
-//! parameters and its input. Then, from the last segment down, each earlier segment is
-//! recomputed with autograd from its kept input and the gradient of its output is pushed in
-//! through the surrogate `sum(out * grad_out)`, whose gradient is exactly `grad_out`.
+//! segment's input; the last segment runs with autograd and the loss is back-propagated to
+//! every parameter (its own through the logits, any through an extra term such as L1) and to
+//! its input. Then, from the last segment down to the first that holds parameters, each earlier
+//! segment is recomputed with autograd from its kept input and the gradient of its output is
+//! pushed in through the surrogate `sum(out * grad_out)`, whose gradient is exactly `grad_out`;
+//! the gradients of a parameter add up. Any segment count works, whatever blocks a segment holds.
 //! BatchNorm running statistics are restored before a recompute, so they move once per step.
 use std::ops::Range;
 
@@ -99,14 +101,20 @@ pub fn forward_backward(
     let leaf = inputs[k - 1].detach().set_requires_grad(true);
     let logits = run(&leaf, k - 1)?;
     let (loss, backprop) = finish(cfg, &logits, y, soft, scaler, extra_loss);
-    let mut grad_out = backward_into(&backprop, params, &in_segment(k - 1), Some(&leaf), &mut grads)?;
-    // Earlier segments, last to first: recompute, then push the output gradient in.
-    for segment in (0..k - 1).rev() {
+    // The loss reaches the last segment's parameters through the logits and any parameter
+    // directly through the extra term (an L1 penalty): back-propagate it to all of them.
+    let all: Vec<usize> = (0..params.len()).collect();
+    let mut grad_out = backward_into(&backprop, params, &all, Some(&leaf), &mut grads)?;
+    // Earlier segments, last to first, down to the first one holding parameters (segments in
+    // front of it, such as a lone `flatten`, need no gradient): recompute, then push the output
+    // gradient in.
+    let lowest = cfg.param_segment.iter().copied().min().unwrap_or(k - 1);
+    for segment in (lowest..k - 1).rev() {
         for (t, saved) in student.running_stats(cfg.segments[segment].clone()).iter_mut().zip(&stats_before[segment]) {
             tch::no_grad(|| t.copy_(saved));
         }
-        let input = (segment > 0).then(|| inputs[segment].detach().set_requires_grad(true));
-        let out = run(input.as_ref().unwrap_or(&inputs[0]), segment)?;
+        let input = (segment > lowest).then(|| inputs[segment].detach().set_requires_grad(true));
+        let out = run(input.as_ref().unwrap_or(&inputs[segment]), segment)?;
         let surrogate = (out * &grad_out).sum(Kind::Float);
         grad_out = backward_into(&surrogate, params, &in_segment(segment), input.as_ref(), &mut grads)?;
     }
@@ -134,7 +142,7 @@ fn finish(
 }
 
 /// Back-propagates `root` to the parameters `which` (indices into `params`) and to `input`,
-/// storing the parameter gradients into `grads`; returns the input's gradient (or an undefined
+/// adding the parameter gradients into `grads`; returns the input's gradient (or an undefined
 /// tensor without input).
 fn backward_into(
     root: &Tensor,
@@ -149,14 +157,27 @@ fn backward_into(
     }
     let mut out = Tensor::f_run_backward(&[root], &targets, false, false)?;
     let grad_in = if input.is_some() { out.pop().unwrap_or_else(Tensor::new) } else { Tensor::new() };
-    for (&i, g) in which.iter().zip(out) {
-        grads[i] = g;
+    for (&i, g) in which.iter().zip(out).filter(|(_, g)| g.defined()) {
+        grads[i] = if grads[i].defined() { &grads[i] + g } else { g };
     }
     Ok(grad_in)
 }
 
 fn copies(tensors: &[Tensor]) -> Vec<Tensor> {
     tensors.iter().map(|t| t.detach().copy()).collect()
+}
+
+/// Copies of every BatchNorm running statistic of `student` (for [`restore_running_stats`]).
+pub fn save_running_stats(student: &Student) -> Vec<Tensor> {
+    copies(&student.running_stats(0..student.blocks.len()))
+}
+
+/// Puts back the running statistics `saved` by [`save_running_stats`] (a skipped fp16 step
+/// must not leave its forward's statistics, which may be inf/NaN, in the model).
+pub fn restore_running_stats(student: &Student, saved: &[Tensor]) {
+    for (t, saved) in student.running_stats(0..student.blocks.len()).iter_mut().zip(saved) {
+        tch::no_grad(|| t.copy_(saved));
+    }
 }
 
 /// The libtorch seed of segment `segment` of optimiser step `step`: SplitMix64 over the three
@@ -190,9 +211,27 @@ mod tests {
     use estimator_wasm::spec::{Checkpointing, Config};
     use tch::nn::VarStore;
 
-    fn setup(dropout: f64) -> (Config, VarStore, Student, Vec<String>) {
+    /// A CNN (conv -> BN -> act -> pool blocks, then flatten and hidden blocks) and MLPs over an
+    /// image input (a leading `flatten`): segments of parameter-free blocks at every position.
+    const STUDENTS: [&str; 3] = [
+        "family = \"cnn\"\nchannels = [4, 6]\nhidden = [12, 8]\nnorm = \"batch\"",
+        "family = \"mlp\"\nhidden = [12, 8]\nnorm = \"batch\"",
+        "family = \"mlp\"\nhidden = [12]\nnorm = \"layer\"",
+    ];
+
+    /// One loss the config can build: the student, its dropout, alpha and an L1 weight.
+    #[derive(Clone, Copy, Debug)]
+    struct Case {
+        student: &'static str,
+        dropout: f64,
+        alpha: f64,
+        l1: f64,
+    }
+
+    fn setup(case: Case) -> (VarStore, Student, Vec<String>) {
         let text = format!(
-            "[data]\ninput_shape = [1, 8, 8]\nclasses = 5\n[student]\nfamily = \"cnn\"\nchannels = [4, 6]\nhidden = [12, 8]\nnorm = \"batch\"\ndropout = {dropout}\n"
+            "[data]\ninput_shape = [1, 8, 8]\nclasses = 5\n[student]\n{}\ndropout = {}\n",
+            case.student, case.dropout
         );
         let spec = Config::from_toml_str(&text).unwrap();
         tch::manual_seed(11);
@@ -201,20 +240,20 @@ mod tests {
         let mut names: Vec<String> =
             vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).map(|(n, _)| n).collect();
         names.sort();
-        (spec, vs, student, names)
+        (vs, student, names)
     }
 
     /// Blocks of the test student; under the RNG lock, since building it reseeds the global
     /// generator that a concurrent test may be drawing from.
-    fn block_count(dropout: f64) -> usize {
+    fn block_count(case: Case) -> usize {
         let _guard = crate::rng_lock();
-        setup(dropout).2.blocks.len()
+        setup(case).1.blocks.len()
     }
 
     /// Gradients (and BN running statistics after the step) of one batch.
-    fn grads(dropout: f64, segments: &[Range<usize>], recompute: bool) -> (Vec<Tensor>, Vec<Tensor>) {
+    fn grads(case: Case, segments: &[Range<usize>], recompute: bool) -> (Vec<Tensor>, Vec<Tensor>) {
         let _guard = crate::rng_lock();
-        let (_, vs, student, names) = setup(dropout);
+        let (vs, student, names) = setup(case);
         let vars = vs.variables();
         let params: Vec<Tensor> = names.iter().map(|n| vars[n].shallow_clone()).collect();
         let refs: Vec<&Tensor> = params.iter().collect();
@@ -222,7 +261,7 @@ mod tests {
             device: Device::Cpu,
             precision: Precision::Fp32,
             temperature: 2.0,
-            alpha: 0.5,
+            alpha: case.alpha,
             seed: 3,
             segments,
             param_segment: &param_segments(&student, &names, segments),
@@ -232,7 +271,13 @@ mod tests {
         let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);
         let soft = Tensor::linspace(-2.0, 2.0, 30, (Kind::Float, Device::Cpu)).reshape([6, 5]);
         let batch = Batch { x: &x, y: &y, soft: Some(&soft), step: 7 };
-        let out = forward_backward(&cfg, &student, &refs, &batch, None, &|| None).unwrap();
+        // L1 of every conv/linear weight, as `prune.l1` builds it: a term with a graph straight
+        // to parameters of every segment, not through the logits.
+        let l1 = || {
+            let weights = refs.iter().filter(|w| w.dim() >= 2);
+            (case.l1 > 0.0).then(|| weights.map(|w| w.abs().sum(Kind::Float)).reduce(|a, b| a + b).unwrap() * case.l1)
+        };
+        let out = forward_backward(&cfg, &student, &refs, &batch, None, &l1).unwrap();
         (out.grads, student.running_stats(0..student.blocks.len()).iter().map(|t| t.copy()).collect())
     }
 
@@ -240,28 +285,70 @@ mod tests {
         a.iter().zip(b).map(|(a, b)| (a - b).abs().max().double_value(&[])).fold(0.0, f64::max)
     }
 
-    #[test]
-    fn checkpointed_gradients_equal_full_backprop() {
-        let n = block_count(0.0);
+    /// Checks `case` under each of `modes` against keeping the whole graph: the same gradients,
+    /// and BatchNorm statistics that move once. With dropout the reference keeps the same
+    /// segments (their dropout seeds) but recomputes nothing.
+    fn check(case: Case, modes: &[Checkpointing]) {
+        let n = block_count(case);
         #[allow(clippy::single_range_in_vec_init)]
-        let whole = vec![0..n];
-        for mode in [Checkpointing::Sqrt, Checkpointing::Segments(2), Checkpointing::Segments(n as u64)] {
+        let whole = grads(case, &[0..n], false);
+        for &mode in modes {
             let segments = checkpoint_segments(n, mode).unwrap();
-            assert!(segments.len() > 1);
-            let (g_ref, bn_ref) = grads(0.0, &whole, false);
-            let (g, bn) = grads(0.0, &segments, true);
-            assert!(g.iter().all(Tensor::defined), "every parameter gets a gradient");
-            assert!(max_diff(&g, &g_ref) < 1e-6, "{mode:?}: grads differ by {}", max_diff(&g, &g_ref));
-            assert!(max_diff(&bn, &bn_ref) < 1e-7, "{mode:?}: BN statistics must move once");
+            let same_segments = (case.dropout > 0.0).then(|| grads(case, &segments, false));
+            let (g_ref, bn_ref) = same_segments.as_ref().unwrap_or(&whole);
+            let (g, bn) = grads(case, &segments, true);
+            assert!(g.iter().all(Tensor::defined), "{case:?} {mode:?}: every parameter gets a gradient");
+            let diff = max_diff(&g, g_ref);
+            assert!(diff < 1e-6, "{case:?} {mode:?} ({} segments): grads differ by {diff}", segments.len());
+            assert!(max_diff(&bn, bn_ref) < 1e-7, "{case:?} {mode:?}: BN statistics must move once");
+        }
+    }
+
+    /// Every segment count from 1 to two more than the blocks, and "sqrt", so that segments
+    /// hold every run of parameter-free blocks (flatten, pool, activation, dropout); with the
+    /// KD, CE and L1 terms, with and without dropout.
+    #[test]
+    fn checkpointed_gradients_equal_full_backprop_for_every_segment_count() {
+        for student in STUDENTS {
+            for dropout in [0.0, 0.3] {
+                let case = Case { student, dropout, alpha: 0.5, l1: 0.01 };
+                let n = block_count(case) as u64;
+                let modes: Vec<Checkpointing> =
+                    (1..=n + 2).map(Checkpointing::Segments).chain([Checkpointing::Sqrt]).collect();
+                check(case, &modes);
+            }
+        }
+    }
+
+    /// Every loss the config can build: alpha 0 (CE only), 1 (KD only), with and without L1.
+    #[test]
+    fn checkpointed_gradients_equal_full_backprop_for_every_loss() {
+        for student in STUDENTS {
+            for (alpha, l1) in [(0.0, 0.01), (1.0, 0.01), (0.5, 0.0), (1.0, 0.0)] {
+                let case = Case { student, dropout: 0.0, alpha, l1 };
+                let n = block_count(case) as u64;
+                check(case, &[Checkpointing::Segments(2), Checkpointing::Sqrt, Checkpointing::Segments(n)]);
+            }
         }
     }
 
     #[test]
-    fn recomputed_segments_replay_dropout() {
-        let n = block_count(0.3);
-        let segments = checkpoint_segments(n, Checkpointing::Segments(3)).unwrap();
-        let (g_ref, _) = grads(0.3, &segments, false);
-        let (g, _) = grads(0.3, &segments, true);
-        assert!(max_diff(&g, &g_ref) < 1e-6, "grads differ by {}", max_diff(&g, &g_ref));
+    fn the_l1_term_reaches_the_first_segment() {
+        // With and without L1, the first layer's weight gradient differs by exactly
+        // l1 * sign(w) (no weight is 0), also when that layer's segment is recomputed.
+        let case = Case { student: STUDENTS[1], dropout: 0.0, alpha: 0.5, l1: 0.01 };
+        let n = block_count(case);
+        let segments = checkpoint_segments(n, Checkpointing::Segments(2)).unwrap();
+        assert_eq!(segments[0], 0..n / 2, "fc1 lies in the first of two segments");
+        let (with, _) = grads(case, &segments, true);
+        let (without, _) = grads(Case { l1: 0.0, ..case }, &segments, true);
+        let (vs, _, names) = {
+            let _guard = crate::rng_lock();
+            setup(case)
+        };
+        let i = names.iter().position(|n| n == "fc1.weight").unwrap();
+        let sign = vs.variables()["fc1.weight"].sign();
+        let diff = (&with[i] - &without[i] - sign * 0.01).abs().max().double_value(&[]);
+        assert!(diff < 1e-7, "fc1.weight misses its L1 gradient by {diff}");
     }
 }

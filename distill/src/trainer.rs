@@ -11,7 +11,8 @@ use estimator_wasm::spec::{BatchSize, Config, Precision};
 use serde::{Deserialize, Serialize};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
-use crate::amp::GradScaler;
+use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
+use crate::batches::Batches;
 use crate::checkpoint;
 use crate::data::{permutation, Dataset, Normalizer};
 use crate::error::{DistillError, Result};
@@ -21,7 +22,7 @@ use crate::optim::Optimizer;
 use crate::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::schedule::Schedule;
-use crate::step::{forward_backward, param_segments, Batch, StepConfig};
+use crate::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, Batch, StepConfig};
 use crate::student::Student;
 use crate::teacher::Teacher;
 
@@ -88,6 +89,9 @@ pub struct State {
     /// Lines in metrics.jsonl at this point (a resumed run truncates to it).
     pub metrics_lines: u64,
     skipped_steps: u64,
+    /// fp16: steps skipped in a row up to now (the run stops at `MAX_CONSECUTIVE_SKIPS`).
+    #[serde(default)]
+    consecutive_skips: u64,
     last_epoch: Option<EpochLine>,
 }
 
@@ -107,6 +111,8 @@ pub struct TrainOutcome {
     pub skipped_steps: u64,
     pub final_scale: Option<f64>,
     pub segments: usize,
+    /// Training samples left out of every epoch (see [`Batches`]).
+    pub dropped_per_epoch: u64,
 }
 
 /// How a call to [`Trainer::run`] ended.
@@ -140,8 +146,8 @@ pub struct Trainer<'a> {
     schedule: Schedule,
     segments: Vec<Range<usize>>,
     param_segment: Vec<usize>,
-    steps_per_epoch: u64,
-    batch: usize,
+    /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).
+    pub batches: Batches,
     pub state: State,
 }
 
@@ -160,8 +166,8 @@ impl<'a> Trainer<'a> {
     /// [`DistillError::Usage`] for a pruning schedule that does not fit the run.
     pub fn new(inputs: &'a TrainInputs<'a>, vs: VarStore, mut student: Student) -> Result<Trainer<'a>> {
         let spec = inputs.spec;
-        let batch = batch_size(spec);
-        let steps_per_epoch = inputs.train.len().div_ceil(batch) as u64;
+        let batches = Batches::new(inputs.train.len(), batch_size(spec), &student.blocks)?;
+        let steps_per_epoch = batches.steps_per_epoch;
         let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
         let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
@@ -199,8 +205,7 @@ impl<'a> Trainer<'a> {
             schedule,
             segments,
             param_segment,
-            steps_per_epoch,
-            batch,
+            batches,
             state: State::default(),
         })
     }
@@ -208,7 +213,8 @@ impl<'a> Trainer<'a> {
     /// Trains until the last step, or until `checkpoints` says stop.
     ///
     /// # Errors
-    /// [`DistillError::Diverged`] on a non-finite loss (with the step and value); I/O errors of
+    /// [`DistillError::Diverged`] on a non-finite loss (with the step and value), or under fp16
+    /// [`DistillError::Overflow`] after `MAX_CONSECUTIVE_SKIPS` skipped steps in a row; I/O errors of
     /// the metrics log or checkpoints; teacher errors in live mode.
     pub fn run(
         &mut self,
@@ -219,21 +225,21 @@ impl<'a> Trainer<'a> {
     ) -> Result<RunEnd> {
         let spec = self.inputs.spec;
         let (n, epochs, total) = (self.inputs.train.len(), spec.train.epochs, self.schedule.total);
-        progress.start(name, epochs, self.steps_per_epoch, self.state.step);
+        let steps_per_epoch = self.batches.steps_per_epoch;
+        progress.start(name, epochs, steps_per_epoch, self.state.step);
         let mut order: Option<(u64, Vec<i64>)> = None;
         while self.state.step < total {
-            let epoch = self.state.step / self.steps_per_epoch;
-            let i = (self.state.step % self.steps_per_epoch) as usize;
+            let (epoch, i) = (self.state.step / steps_per_epoch, self.state.step % steps_per_epoch);
             if order.as_ref().map(|(e, _)| *e) != Some(epoch) {
                 order = Some((epoch, permutation(n, spec.train.seed, epoch)));
             }
             let chunk = {
                 let all = &order.as_ref().expect("set above").1;
-                all[i * self.batch..((i + 1) * self.batch).min(n)].to_vec()
+                all[self.batches.range(i)].to_vec()
             };
             self.train_step(&chunk, epoch, progress, metrics)?;
             let step = self.state.step;
-            let epoch_end = step % self.steps_per_epoch == 0;
+            let epoch_end = step % steps_per_epoch == 0;
             if epoch_end {
                 self.end_epoch(epoch, progress, metrics, name)?;
             }
@@ -263,13 +269,14 @@ impl<'a> Trainer<'a> {
             skipped_steps: self.state.skipped_steps,
             final_scale: self.scaler.as_ref().map(GradScaler::scale),
             segments: self.segments.len(),
+            dropped_per_epoch: self.batches.dropped as u64,
         }))
     }
 
     /// One forward and backward on the first `batch` training samples, leaving the optimiser,
     /// the step and the metrics untouched (checks that the batch fits the device).
     pub fn probe(&self) -> Result<()> {
-        let n = self.batch.min(self.inputs.train.len()) as i64;
+        let n = self.batches.size as i64;
         let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.device)))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step: 0 };
@@ -308,15 +315,16 @@ impl<'a> Trainer<'a> {
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
         let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step };
+        let stats = self.scaler.as_ref().map(|_| save_running_stats(&self.student));
         let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
         let value = out.loss.total.double_value(&[]);
-        if !value.is_finite() {
-            return Err(DistillError::Diverged { step: step + 1, epoch: epoch + 1, value });
-        }
         let mut grads = out.grads;
+        // fp16: a non-finite loss or gradient skips the step and backs the scale off; only a
+        // run of skips stops training. Other precisions have no scale to blame: stop at once.
         let apply = match self.scaler.as_mut() {
-            Some(scaler) => scaler.unscale_and_update(&mut grads)?,
-            None => true,
+            Some(scaler) => scaler.unscale_and_update(&mut grads, value.is_finite())?,
+            None if value.is_finite() => true,
+            None => return Err(DistillError::Diverged { step: step + 1, epoch: epoch + 1, value }),
         };
         let lr = self.schedule.at(step);
         if apply {
@@ -327,8 +335,17 @@ impl<'a> Trainer<'a> {
             if let Some(p) = self.pruner.as_mut() {
                 p.apply_masks();
             }
+            self.state.consecutive_skips = 0;
         } else {
+            // Skipped: BatchNorm's running statistics are put back too, so nothing changes.
+            restore_running_stats(&self.student, &stats.unwrap_or_default());
             self.state.skipped_steps += 1;
+            self.state.consecutive_skips += 1;
+            if self.state.consecutive_skips >= MAX_CONSECUTIVE_SKIPS {
+                let scale = self.scaler.as_ref().map_or(0.0, GradScaler::scale);
+                let skipped = self.state.consecutive_skips;
+                return Err(DistillError::Overflow { skipped, step: step + 1, epoch: epoch + 1, value, scale });
+            }
         }
         self.state.step += 1;
         if let Some(p) = self.pruner.as_mut() {
@@ -340,7 +357,8 @@ impl<'a> Trainer<'a> {
         let seconds = t0.elapsed().as_secs_f64();
         let b = chunk.len() as f64;
         let (kd, ce) = (out.loss.kd.double_value(&[]), out.loss.ce.double_value(&[]));
-        for w in [&mut self.state.window, &mut self.state.epoch] {
+        // A skipped step's (possibly inf/NaN) loss stays out of the logged means.
+        for w in [&mut self.state.window, &mut self.state.epoch].into_iter().filter(|_| apply) {
             w.loss += value;
             w.kd += kd;
             w.ce += ce;
@@ -482,6 +500,11 @@ impl<'a> Trainer<'a> {
     /// Names of the optimised parameters, sorted.
     pub fn param_names(&self) -> &[String] {
         &self.names
+    }
+
+    /// fp16: the current loss scale.
+    pub fn loss_scale(&self) -> Option<f64> {
+        self.scaler.as_ref().map(GradScaler::scale)
     }
 }
 

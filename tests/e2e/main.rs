@@ -1,7 +1,9 @@
 //! End-to-end tests on the digits fixtures (real data, real TorchScript teachers), with Python
 //! cross-checks through the project's venv. Each test finishes in seconds on 2 CPU cores.
+mod checkpointing;
 mod compression;
 mod determinism;
 mod export;
 mod optimizer;
+mod stability;
 mod teachers;
