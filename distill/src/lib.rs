@@ -11,6 +11,7 @@ pub mod amp;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+pub mod durable;
 pub mod error;
 pub mod eval;
 pub mod export;

@@ -241,6 +241,7 @@ impl<'a> Trainer<'a> {
                 let stop = c.stop.load(std::sync::atomic::Ordering::SeqCst) || c.stop_after == Some(step);
                 let every = spec.train.save_every;
                 if epoch_end || stop || (every > 0 && step % every == 0) {
+                    metrics.sync()?;
                     self.save(&c.dir)?;
                 }
                 if stop && step < total {

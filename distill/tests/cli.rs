@@ -355,3 +355,58 @@ fn plan_prints_the_breakdown_and_the_largest_batch_per_gpu() {
     let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--set", "train.precision=bf16"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("precision bf16 autocast"));
 }
+
+#[test]
+fn resume_falls_back_to_the_newest_checkpoint_that_loads() {
+    let case = Case::new();
+    case.edit_config("seed = 0", "seed = 0\nsave_every = 10");
+    let bin = env!("CARGO_BIN_EXE_distill");
+    let train = |out: &str, extra: &[&str]| {
+        Command::new(bin)
+            .args(["--teacher", case.path(TEACHER).to_str().unwrap(), "--student", case.path(CFG).to_str().unwrap()])
+            .args(["--out", case.path(out).to_str().unwrap(), "--device", "cpu", "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let resume = |extra: &[&str]| {
+        Command::new(bin)
+            .args(["--resume", case.path("run").to_str().unwrap(), "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let stopped = train("run", &["--stop-after-steps", "30"]);
+    assert_eq!(stopped.status.code(), Some(130), "{}", String::from_utf8_lossy(&stopped.stderr));
+    let ckpts = case.path("run.partial/checkpoints");
+    let step = |n: u64| ckpts.join(format!("step-{n:09}"));
+    assert!(step(20).is_dir() && step(30).is_dir());
+
+    // a --stop-after-steps the run has already passed would never stop it: refused
+    let early = resume(&["--stop-after-steps", "20"]);
+    let stderr = String::from_utf8_lossy(&early.stderr);
+    assert_eq!(early.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--stop-after-steps 20: student already stands at step 30"), "{stderr}");
+
+    // a power loss left the newest checkpoint empty and a half-written one beside it
+    std::fs::write(step(30).join("tensors.safetensors"), b"").unwrap();
+    std::fs::write(step(30).join("state.json"), b"").unwrap();
+    std::fs::create_dir(ckpts.join("step-000000040.tmp")).unwrap();
+    let resumed = resume(&[]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(stderr.contains("step-000000030 (unreadable checkpoint"), "{stderr}");
+    assert!(stderr.contains(&format!("resuming from the newest that does, {}", step(20).display())), "{stderr}");
+    let left: Vec<String> = std::fs::read_dir(case.path("run/checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(left.iter().all(|n| !n.ends_with(".tmp")), "{left:?}");
+
+    // the run ends exactly as an unbroken one: same losses, same weights
+    let unbroken = train("unbroken", &[]);
+    assert!(unbroken.status.success());
+    assert_eq!(losses(&case.path("run/metrics.jsonl")), losses(&case.path("unbroken/metrics.jsonl")));
+    let weights = |run: &str| std::fs::read(case.path(run).join("student.safetensors")).unwrap();
+    assert_eq!(weights("run"), weights("unbroken"));
+}
