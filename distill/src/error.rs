@@ -18,8 +18,9 @@ pub enum DistillError {
     /// A command-line value is unusable (device, output folder, flags).
     #[error("{0}")]
     Usage(String),
-    /// Training produced a non-finite loss.
-    #[error("loss became {value} at step {step} (epoch {epoch}): lower train.lr, raise train.warmup_steps or check the data for NaN/inf")]
+    /// Training produced a non-finite loss (the inputs and the teacher's logits are checked
+    /// finite before they reach the loss, so the student's own training diverged).
+    #[error("loss became {value} at step {step} (epoch {epoch}) from finite inputs and soft targets: lower train.lr or raise train.warmup_steps")]
     Diverged { step: u64, epoch: u64, value: f64 },
     /// Reading or writing an output or checkpoint failed.
     #[error("{}: {source}", path.display())]
