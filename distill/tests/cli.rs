@@ -449,6 +449,34 @@ torch.jit.trace(torch.nn.Sequential(torch.nn.Flatten(), fc).eval(), torch.zeros(
 }
 
 #[test]
+fn a_16_bit_teacher_without_a_16_bit_kernel_is_blamed_on_its_precision() {
+    // linalg.inv has no fp16 kernel: the forward fails for the precision, not the input shape
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+class T(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 10)
+        self.m = torch.nn.Parameter(torch.eye(10) * 2)
+    def forward(self, x):
+        return self.fc(x.flatten(1)) @ torch.linalg.inv(self.m)
+torch.jit.script(T().eval()).save('inv.pt')",
+    );
+    case.edit_config("output = \"logits\"", "precision = \"fp16\"");
+    case.fails_with(
+        "inv.pt",
+        CFG,
+        &[
+            "inv.pt: forward fails with teacher.precision = \"fp16\" but works in fp32",
+            "(RuntimeError: linalg.inv: Low precision dtypes not supported. Got Half)",
+            "set teacher.precision = \"fp32\"",
+        ],
+    );
+}
+
+#[test]
 fn nan_pixels_name_the_file_and_the_row() {
     let case = Case::new();
     let (x, y) = digits_train();
