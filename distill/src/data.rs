@@ -55,6 +55,7 @@ impl Dataset {
         if n == 0 {
             return Err(err("x holds no samples".into()));
         }
+        check_finite(&x, path)?;
         let (lo, hi) = (y.min().int64_value(&[]), y.max().int64_value(&[]));
         if lo < 0 || hi >= spec.classes as i64 {
             return Err(err(format!(
@@ -72,6 +73,33 @@ impl Dataset {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Per-channel statistics of the raw inputs (channel = dim 1 of [N, C, H, W]; the whole
+    /// sample for [N, D] vectors), accumulated in f64 over chunks of rows.
+    pub fn channel_stats(&self) -> Vec<ChannelStats> {
+        let channels = if self.x.dim() > 2 { self.x.size()[1] } else { 1 };
+        let mut acc = vec![(f64::INFINITY, f64::NEG_INFINITY, 0.0, 0.0, 0.0); channels as usize];
+        for (x, _) in self.chunks(4096) {
+            // [C, values of that channel in this chunk]
+            let x = x.to_kind(Kind::Double);
+            let x = if channels > 1 { x.transpose(0, 1).reshape([channels, -1]) } else { x.reshape([1, -1]) };
+            let get = |t: Tensor| Vec::<f64>::try_from(&t).expect("a [C] f64 tensor");
+            let min = get(x.amin([1].as_slice(), false));
+            let max = get(x.amax([1].as_slice(), false));
+            let sum = get(x.sum_dim_intlist([1].as_slice(), false, Kind::Double));
+            let sq = get(x.square().sum_dim_intlist([1].as_slice(), false, Kind::Double));
+            let count = x.size()[1] as f64;
+            for (c, a) in acc.iter_mut().enumerate() {
+                *a = (a.0.min(min[c]), a.1.max(max[c]), a.2 + sum[c], a.3 + sq[c], a.4 + count);
+            }
+        }
+        acc.into_iter()
+            .map(|(min, max, sum, sq, n)| {
+                let mean = sum / n;
+                ChannelStats { min, max, mean, std: (sq / n - mean * mean).max(0.0).sqrt() }
+            })
+            .collect()
     }
 
     /// Splits off a held-out tail of a seeded permutation: (train, test) with `round(n * fraction)`
@@ -126,6 +154,39 @@ pub fn npz_summary(path: &Path) -> Option<(u64, u64)> {
     let per_value = if ts.type_char() == TypeChar::Uint && ts.size_field() == 1 { 1 } else { 4 };
     let n = *shape.first()?;
     Some((n, shape[1..].iter().product::<u64>() * per_value))
+}
+
+/// Range of one input channel of a dataset, in the file's units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChannelStats {
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub std: f64,
+}
+
+impl std::fmt::Display for ChannelStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{:.4}, {:.4}] (mean {:.4}, std {:.4})", self.min, self.max, self.mean, self.std)
+    }
+}
+
+/// Refuses inputs holding NaN or inf, naming the first row that does.
+fn check_finite(x: &Tensor, path: &Path) -> Result<()> {
+    if !x.is_floating_point() {
+        return Ok(());
+    }
+    let bad_rows = x.isfinite().logical_not().reshape([x.size()[0], -1]).any_dim(1, false).nonzero();
+    let count = bad_rows.size()[0];
+    if count == 0 {
+        return Ok(());
+    }
+    let row = bad_rows.int64_value(&[0, 0]);
+    let what = if bool::try_from(x.get(row).isnan().any()).unwrap_or(false) { "NaN" } else { "inf" };
+    Err(DistillError::data(
+        path,
+        format!("x row {row} holds {what} ({count} row(s) in all hold NaN or inf): repair or drop those rows"),
+    ))
 }
 
 /// `((x * scale) - mean) / std`, per channel, in fp32.
@@ -264,5 +325,33 @@ mod tests {
         assert_eq!(a, permutation(100, 7, 0));
         assert_ne!(a, permutation(100, 7, 1));
         assert_ne!(a, permutation(100, 8, 0));
+    }
+
+    #[test]
+    fn non_finite_inputs_are_refused_with_the_first_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.npz");
+        let x = Tensor::from_slice(&[1f32, 2., 3., f32::INFINITY, 5., f32::NAN, 7., 8.]).reshape([4, 2]);
+        Tensor::write_npz(&[("x", &x), ("y", &Tensor::from_slice(&[0i64, 1, 0, 1]))], &path).unwrap();
+        let spec =
+            estimator_wasm::Config::from_toml_str("[data]\ninput_shape=[2]\nclasses=2\n[student]\nfamily=\"mlp\"")
+                .unwrap()
+                .data;
+        let e = Dataset::load(&path, &spec).unwrap_err().to_string();
+        assert!(
+            e.ends_with("d.npz: x row 1 holds inf (2 row(s) in all hold NaN or inf): repair or drop those rows"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn channel_stats_per_channel() {
+        // channel 0 holds 1, 2, 5, 6; channel 1 holds 3, 4, 7, 8: std sqrt(4.25) each
+        let x = Tensor::from_slice(&[1u8, 2, 3, 4, 5, 6, 7, 8]).reshape([2, 2, 1, 2]);
+        let d = Dataset { path: "d".into(), x, y: Tensor::from_slice(&[0i64, 1]) };
+        let s = d.channel_stats();
+        let std = 4.25f64.sqrt();
+        assert_eq!(s[0], ChannelStats { min: 1.0, max: 6.0, mean: 3.5, std });
+        assert_eq!(s[1], ChannelStats { min: 3.0, max: 8.0, mean: 5.5, std });
     }
 }

@@ -18,8 +18,9 @@ pub enum DistillError {
     /// A command-line value is unusable (device, output folder, flags).
     #[error("{0}")]
     Usage(String),
-    /// Training produced a non-finite loss.
-    #[error("loss became {value} at step {step} (epoch {epoch}): lower train.lr, raise train.warmup_steps or check the data for NaN/inf")]
+    /// Training produced a non-finite loss (the inputs and the teacher's logits are checked
+    /// finite before they reach the loss, so the student's own training diverged).
+    #[error("loss became {value} at step {step} (epoch {epoch}) from finite inputs and soft targets: lower train.lr or raise train.warmup_steps")]
     Diverged { step: u64, epoch: u64, value: f64 },
     /// fp16: the loss scaler skipped `skipped` steps in a row (`amp::MAX_CONSECUTIVE_SKIPS`).
     #[error("fp16: {skipped} steps in a row skipped for a non-finite loss or gradients (the last at step {step}, epoch {epoch}, loss {value}; loss scale backed off to {scale}): the scale is not the cause; lower train.lr, use train.precision = \"bf16\" or \"fp32\", or check the data for NaN/inf")]
@@ -81,7 +82,30 @@ impl From<tch::TchError> for DistillError {
     }
 }
 
-/// libtorch messages carry C++ backtraces after the first line; keep the reason only.
+/// libtorch messages carry C++ backtraces after the first line; keep the reason only. A
+/// TorchScript interpreter error starts with "The following operation failed ..." and gives
+/// its reason last, as `RuntimeError: ...`: that line is kept then.
 pub fn first_line(message: &str) -> String {
-    message.lines().find(|l| !l.trim().is_empty()).unwrap_or("unknown error").trim().to_string()
+    let raised = message.lines().map(str::trim).rev().find(|l| {
+        l.split_once(": ").is_some_and(|(kind, _)| kind.ends_with("Error") && !kind.contains(char::is_whitespace))
+    });
+    raised.or_else(|| message.lines().map(str::trim).find(|l| !l.is_empty())).unwrap_or("unknown error").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_line;
+
+    #[test]
+    fn the_reason_of_a_torchscript_error_is_kept() {
+        let script = "Internal torch error: The following operation failed in the TorchScript interpreter.
+Traceback of TorchScript (most recent call last):
+  File \"code/__torch__.py\", line 12, in forward
+    _0 = torch.matmul(x, torch.linalg_inv(self.m))
+RuntimeError: linalg.inv: Low precision dtypes not supported. Got Half
+";
+        assert_eq!(first_line(script), "RuntimeError: linalg.inv: Low precision dtypes not supported. Got Half");
+        let cxx = "  mat1 and mat2 shapes cannot be multiplied (8x64 and 32x10)\nException raised from meta at ...\nframe #0: c10::Error::Error";
+        assert_eq!(first_line(cxx), "mat1 and mat2 shapes cannot be multiplied (8x64 and 32x10)");
+    }
 }

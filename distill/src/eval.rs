@@ -1,8 +1,9 @@
 //! Evaluation passes: predictions, accuracy and teacher-student agreement on a held-out set.
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::data::{Dataset, Normalizer};
 use crate::error::Result;
+use crate::preflight::finite_teacher_logits;
 use crate::student::Student;
 use crate::teacher::Teacher;
 
@@ -16,8 +17,19 @@ pub fn student_predictions(student: &Student, data: &Dataset, norm: &Normalizer,
 }
 
 /// Teacher logits [N, C] (fp32) over a whole dataset, in order.
+///
+/// # Errors
+/// As [`finite_teacher_logits`]: a forward that fails, or a NaN/inf logit (naming its row).
 pub fn teacher_logits(teacher: &Teacher, data: &Dataset, norm: &Normalizer, batch: usize) -> Result<Tensor> {
-    let logits = data.chunks(batch).map(|(x, _)| teacher.logits(&norm.apply(&x))).collect::<Result<Vec<_>>>()?;
+    let logits = data
+        .chunks(batch)
+        .enumerate()
+        .map(|(i, (x, _))| {
+            let rows =
+                Tensor::arange_start((i * batch) as i64, (i * batch) as i64 + x.size()[0], (Kind::Int64, Device::Cpu));
+            finite_teacher_logits(teacher, &norm.apply(&x), &rows, &data.path)
+        })
+        .collect::<Result<Vec<_>>>()?;
     Ok(Tensor::cat(&logits, 0))
 }
 

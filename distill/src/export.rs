@@ -1,5 +1,5 @@
 //! Exporting a trained student: safetensors (for reuse in PyTorch or Rust) and TorchScript
-//! (for `torch.jit.load`), both written through a temp name and a rename.
+//! (for `torch.jit.load`), both written through a temp name, a flush and a rename (`durable`).
 //!
 //! * `student.safetensors`: every variable under its cfg.toml layer id, e.g. `conv1.weight`,
 //!   `conv1_bn.running_mean`, `head.bias`; the same names as a PyTorch module with those
@@ -19,7 +19,7 @@ use crate::student::Student;
 pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
     let tmp = tmp_beside(path);
     vs.save(&tmp).map_err(|e| DistillError::Torch(format!("writing {}: {e}", path.display())))?;
-    std::fs::rename(&tmp, path).map_err(|e| DistillError::io(path, e))
+    crate::durable::publish(&tmp, path).map_err(|e| DistillError::io(path, e))
 }
 
 /// Traces `student` in eval mode on `example` [B, ...] and writes TorchScript to `path`.
@@ -31,7 +31,7 @@ pub fn save_torchscript(student: &Student, vs: &mut VarStore, example: &Tensor, 
     })?;
     let tmp = tmp_beside(path);
     module.save(&tmp)?;
-    std::fs::rename(&tmp, path).map_err(|e| DistillError::io(path, e))
+    crate::durable::publish(&tmp, path).map_err(|e| DistillError::io(path, e))
 }
 
 /// `dir/name.tmp.ext` for `dir/name.ext`: the extension must stay last because libtorch and

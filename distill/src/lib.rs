@@ -12,6 +12,7 @@ pub mod batches;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+pub mod durable;
 pub mod error;
 pub mod eval;
 pub mod export;

@@ -68,6 +68,12 @@ impl MetricsLog {
         Ok(MetricsLog { path: path.to_path_buf(), file: std::io::BufWriter::new(file) })
     }
 
+    /// Flushes the lines written so far to the disk (before a checkpoint that counts them, so a
+    /// power loss cannot keep the checkpoint but lose lines it expects).
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.flush().and_then(|_| self.file.get_ref().sync_data()).map_err(|e| DistillError::io(&self.path, e))
+    }
+
     /// Appends one line and flushes it, so a crash loses at most the line being written.
     pub fn write(&mut self, line: &impl Serialize) -> Result<()> {
         let json = serde_json::to_string(line).expect("metrics serialise");

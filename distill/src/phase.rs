@@ -13,6 +13,7 @@ use estimator_wasm::spec::{Config, PruneMethod};
 use tch::{nn::VarStore, Device, Tensor};
 
 use crate::checkpoint;
+use crate::durable::create_dir_all;
 use crate::error::{DistillError, Result};
 use crate::export::{file_bytes, save_safetensors, save_torchscript};
 use crate::latency::{measure, Latency};
@@ -57,7 +58,7 @@ pub fn run_phase(
         let text = std::fs::read_to_string(&done).map_err(|e| DistillError::io(&done, e))?;
         return serde_json::from_str(&text).map_err(|e| DistillError::Usage(format!("{}: {e}", done.display())));
     }
-    std::fs::create_dir_all(out.path("")).map_err(|e| DistillError::io(&out.path(""), e))?;
+    create_dir_all(&out.path("")).map_err(|e| DistillError::io(&out.path(""), e))?;
     let (vs, student) = build_student(inputs.spec, cfg_path, inputs.device)?;
     let mut trainer = Trainer::new(inputs, vs, student)?;
     if let Some(note) = trainer.batches.note() {
@@ -65,14 +66,17 @@ pub fn run_phase(
     }
     let checkpoints = Checkpoints { dir: out.path("checkpoints"), stop: out.stop, stop_after: out.stop_after };
     let metrics_path = out.path("metrics.jsonl");
-    let mut metrics = match checkpoint::list(&checkpoints.dir).last() {
-        Some(last) => {
-            trainer.restore(last)?;
-            progress.line(format!("{name}: resuming from {} (step {})", last.display(), trainer.state.step));
+    let mut metrics = match checkpoint::resume_newest(&checkpoints.dir, |c| trainer.restore(c))? {
+        Some(resumed) => {
+            if let Some(line) = resumed.skipped_line(name) {
+                progress.warn(line);
+            }
+            progress.line(format!("{name}: resuming from {} (step {})", resumed.used.display(), trainer.state.step));
             MetricsLog::resume(&metrics_path, trainer.state.metrics_lines)?
         }
         None => MetricsLog::create(&metrics_path)?,
     };
+    check_stop_after(out.stop_after, trainer.state.step, name)?;
     let outcome = match trainer.run(progress, &mut metrics, name, Some(&checkpoints))? {
         RunEnd::Finished(outcome) => outcome,
         RunEnd::Stopped { step } => return Err(DistillError::Interrupted { step }),
@@ -81,6 +85,17 @@ pub fn run_phase(
     let json = serde_json::to_vec_pretty(&report).expect("report serialises");
     write_atomic(&done, |f| f.write_all(&json))?;
     Ok(report)
+}
+
+/// `--stop-after-steps N` stops a student when it completes step N: refused when this student
+/// already stands at step N or later (a resumed run), where it would never stop.
+fn check_stop_after(stop_after: Option<u64>, step: u64, name: &str) -> Result<()> {
+    match stop_after {
+        Some(n) if n <= step => Err(DistillError::Usage(format!(
+            "--stop-after-steps {n}: {name} already stands at step {step}; pass a larger N or leave it out"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Seeds libtorch, builds the student and applies `student.init` when set.
@@ -108,7 +123,7 @@ fn export(inputs: &TrainInputs, trainer: Trainer, outcome: &TrainOutcome, out: &
     check_finite(&vs)?;
     let structured = pruner.as_ref().filter(|p| p.spec.method == PruneMethod::Structured);
     let dense_dir = if structured.is_some() { out.path("dense/") } else { out.path("") };
-    std::fs::create_dir_all(&dense_dir).map_err(|e| DistillError::io(&dense_dir, e))?;
+    create_dir_all(&dense_dir).map_err(|e| DistillError::io(&dense_dir, e))?;
     let (dense_st, dense_ts) = (dense_dir.join("student.safetensors"), dense_dir.join("student.pt"));
     save_safetensors(&vs, &dense_st)?;
     let named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();

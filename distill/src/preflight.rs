@@ -1,7 +1,13 @@
-//! Checks that run before any output is written, so a bad combination of teacher, config and
-//! data fails in seconds with a message that names the file and the fix (kd-pitfalls T1, T4).
-use tch::{Device, Tensor};
+//! Checks of the teacher and the data against each other, run before any output is written (and,
+//! for the teacher's logits, wherever they are computed), so a bad combination fails in seconds
+//! with a message that names the file, the row and the fix (kd-pitfalls T1, T4). A message
+//! blames a cause only after checking it: a 16-bit teacher is blamed for an overflow only when
+//! the fp32 teacher is finite on the same row, the data only when its values are at fault.
+use std::path::Path;
 
+use tch::{Device, Kind, Tensor};
+
+use crate::data::{Dataset, Normalizer};
 use crate::error::{DistillError, Result};
 use crate::student::Student;
 use crate::teacher::Teacher;
@@ -29,8 +35,11 @@ pub fn parse_device(name: &str) -> Result<Device> {
     Ok(Device::Cuda(device))
 }
 
-/// The teacher's logits on a probe batch must be [B, classes] and finite.
-pub fn check_teacher_logits(teacher: &Teacher, logits: &Tensor, batch: i64, classes: u64) -> Result<()> {
+/// The teacher's logits on a probe batch must be [B, classes].
+///
+/// # Errors
+/// [`DistillError::Teacher`] naming both class counts.
+pub fn check_teacher_shape(teacher: &Teacher, logits: &Tensor, batch: i64, classes: u64) -> Result<()> {
     let size = logits.size();
     if size != [batch, classes as i64] {
         let got = size.get(1).map(|c| c.to_string()).unwrap_or_else(|| format!("{size:?}"));
@@ -42,13 +51,201 @@ pub fn check_teacher_logits(teacher: &Teacher, logits: &Tensor, batch: i64, clas
             ),
         ));
     }
-    if !bool::try_from(logits.isfinite().all()).unwrap_or(false) {
+    Ok(())
+}
+
+/// Refuses a teacher that was traced (`torch.jit.trace`) in training mode: `eval()` cannot undo
+/// a trace, so dropout stays on (the output changes from call to call: the soft targets are
+/// noise, and a logit cache freezes one random draw per sample) or batch norm keeps using batch
+/// statistics (a sample's output depends on the rest of its batch). `logits` [B, C] are the
+/// teacher's on the normalised probe batch `x` [B, ...]; the teacher runs on `x` again, and on
+/// its first half alone. Differences up to 1e-4 (fp32) or 2e-2 (16-bit) of 1 + max |logit| are
+/// float rounding.
+///
+/// # Errors
+/// [`DistillError::Teacher`] saying how to re-export the teacher in eval mode.
+pub fn check_eval_mode(teacher: &Teacher, x: &Tensor, logits: &Tensor) -> Result<()> {
+    let fix = "re-export it in eval mode: call model.eval() before torch.jit.trace(model, example)";
+    let rel = if teacher.precision() == "fp32" { 1e-4 } else { 2e-2 };
+    let tol = rel * (1.0 + logits.abs().max().double_value(&[]));
+    let again = teacher.logits(x)?;
+    let diff = max_abs_diff(&again, logits);
+    if diff > tol {
         return Err(DistillError::teacher(
             &teacher.path,
-            "the teacher's logits contain NaN or inf on the first batch; check data.scale/mean/std",
+            format!(
+                "the teacher gives different logits for the same input on two calls (max difference {diff:.4}): \
+                 it was traced in training mode with dropout on, which eval() cannot undo; {fix}"
+            ),
         ));
     }
+    let b = x.size()[0];
+    if b >= 2 {
+        let half = b / 2;
+        let alone = teacher.logits(&x.narrow(0, 0, half)).map_err(|e| {
+            DistillError::teacher(
+                &teacher.path,
+                format!(
+                    "the teacher runs on a batch of {b} but fails on its first {half} rows alone ({}): its output depends \
+                     on the batch, as batch norm traced in training mode does; {fix}",
+                    crate::error::first_line(&e.to_string())
+                ),
+            )
+        })?;
+        let diff = max_abs_diff(&alone, &logits.narrow(0, 0, half));
+        if diff > tol {
+            return Err(DistillError::teacher(
+                &teacher.path,
+                format!(
+                    "the teacher's logits for a sample change with the other samples in its batch (max difference \
+                     {diff:.4} between a batch of {half} and of {b}): it normalises with batch statistics, as batch norm \
+                     traced in training mode does; {fix}"
+                ),
+            ));
+        }
+    }
     Ok(())
+}
+
+fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
+    (a - b).abs().max().double_value(&[])
+}
+
+/// The teacher's fp32 logits [B, C] for normalised inputs `x` [B, ...], which are rows `rows`
+/// ([B] Int64) of the dataset file `data`.
+///
+/// # Errors
+/// [`DistillError::Teacher`] (or [`DistillError::Data`]) when a logit is NaN or inf, naming the
+/// first such row and the cause that was checked (see [`explain_nonfinite`]).
+pub fn finite_teacher_logits(teacher: &Teacher, x: &Tensor, rows: &Tensor, data: &Path) -> Result<Tensor> {
+    let logits = teacher.logits(x)?;
+    check_finite_logits(teacher, &logits, x, rows, data)?;
+    Ok(logits)
+}
+
+/// Refuses teacher `logits` [B, C] for inputs `x` (rows `rows` of `data`) that hold NaN or inf;
+/// see [`finite_teacher_logits`].
+///
+/// # Errors
+/// As [`finite_teacher_logits`].
+pub fn check_finite_logits(teacher: &Teacher, logits: &Tensor, x: &Tensor, rows: &Tensor, data: &Path) -> Result<()> {
+    let bad = logits.isfinite().logical_not().reshape([logits.size()[0], -1]).any_dim(1, false);
+    if !bool::try_from(bad.any()).unwrap_or(true) {
+        return Ok(());
+    }
+    let i = bad.nonzero().int64_value(&[0, 0]);
+    let row = rows.int64_value(&[i]);
+    Err(explain_nonfinite(teacher, &x.narrow(0, i, 1), &logits.get(i), row, data))
+}
+
+/// Why the teacher's logits `logits` [C] for row `row` of `data` (normalised input `x` [1, ...])
+/// are not finite, blaming, in this order and only after checking: the normalisation (the input
+/// itself is not finite), the teacher's 16-bit precision (the fp32 teacher is finite on the
+/// row), data.scale/mean/std (the input lies far outside [-100, 100]), or else the teacher.
+pub fn explain_nonfinite(teacher: &Teacher, x: &Tensor, logits: &Tensor, row: i64, data: &Path) -> DistillError {
+    let what = if bool::try_from(logits.isnan().any()).unwrap_or(false) { "NaN" } else { "inf" };
+    let file = data.display();
+    if !bool::try_from(x.isfinite().all()).unwrap_or(false) {
+        return DistillError::data(
+            data,
+            format!("row {row} becomes NaN or inf once normalised as (x * data.scale - data.mean) / data.std: check those keys"),
+        );
+    }
+    let (lo, hi) = (x.min().double_value(&[]), x.max().double_value(&[]));
+    let p = teacher.precision();
+    if p != "fp32" {
+        let fp32 = teacher.in_fp32(x.device()).and_then(|t| t.logits(x));
+        if let Ok(l) = fp32.as_ref().map(|l| l.to_kind(Kind::Double)) {
+            if bool::try_from(l.isfinite().all()).unwrap_or(false) {
+                let peak = l.abs().max().double_value(&[]);
+                let range = if p == "fp16" { " (fp16 holds at most 65504)" } else { "" };
+                return DistillError::teacher(
+                    &teacher.path,
+                    format!(
+                        "with teacher.precision = \"{p}\" the teacher's logits for row {row} of {file} are {what}, but in \
+                         fp32 they are finite (largest |logit| {peak:.6}){range}: set teacher.precision = \"fp32\""
+                    ),
+                );
+            }
+        }
+    }
+    if lo.abs().max(hi.abs()) > 100.0 {
+        return DistillError::teacher(
+            &teacher.path,
+            format!(
+                "the teacher's logits for row {row} of {file} are {what}, and that row's normalised input spans \
+                 [{lo:.4}, {hi:.4}], far from the usual few units around 0: check data.scale/mean/std"
+            ),
+        );
+    }
+    DistillError::teacher(
+        &teacher.path,
+        format!(
+            "the teacher returns {what} logits for row {row} of {file}, whose normalised input is finite and in \
+             [{lo:.4}, {hi:.4}]: the fault is in the teacher; run it on that row in PyTorch"
+        ),
+    )
+}
+
+/// Refuses a test file whose inputs are on another scale than the train file's (uint8 0..255
+/// against floats 0..16, say: the student would be tested on inputs it never saw). Per channel
+/// ([`Dataset::channel_stats`]), the two means may differ by at most the larger std, and the
+/// stds by at most a factor of 4; far beyond what samples of one distribution show.
+///
+/// # Errors
+/// [`DistillError::Data`] naming the test file, the train file and both ranges.
+pub fn check_same_range(train: &Dataset, test: &Dataset) -> Result<()> {
+    for (c, (tr, te)) in train.channel_stats().iter().zip(test.channel_stats()).enumerate() {
+        let spread = tr.std.max(te.std);
+        let apart = (tr.mean - te.mean).abs();
+        let mismatch = if spread == 0.0 {
+            apart > 1e-6 * (1.0 + tr.mean.abs())
+        } else {
+            apart > spread || 4.0 * tr.std.min(te.std) < spread
+        };
+        if mismatch {
+            return Err(DistillError::data(
+                &test.path,
+                format!(
+                    "its inputs x span {te} in channel {c}, but those of the train file {} span {tr}: train and \
+                     test inputs must be in the same units; convert one file to the other's range and dtype",
+                    train.path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The share of the most frequent class among `test`'s labels, and a warning when the teacher's
+/// test `accuracy` is no better than that plus three binomial standard errors (sqrt(p (1 - p) /
+/// n)): a teacher at chance level usually sees inputs normalised unlike its training data.
+pub fn chance_warning(accuracy: f64, test: &Dataset, norm: &Normalizer, classes: u64) -> (f64, Option<String>) {
+    let n = test.len().max(1) as f64;
+    let counts = test.y.bincount(None::<Tensor>, classes as i64);
+    let chance = counts.max().double_value(&[]) / n;
+    if accuracy > chance + 3.0 * (chance * (1.0 - chance) / n).sqrt() {
+        return (chance, None);
+    }
+    let (mut lo, mut hi, mut sum, mut sq) = (f64::INFINITY, f64::NEG_INFINITY, 0.0, 0.0);
+    for (x, _) in test.chunks(4096) {
+        let x = norm.apply(&x).to_kind(Kind::Double);
+        lo = lo.min(x.min().double_value(&[]));
+        hi = hi.max(x.max().double_value(&[]));
+        sum += x.sum(Kind::Double).double_value(&[]);
+        sq += x.square().sum(Kind::Double).double_value(&[]);
+    }
+    let count = test.x.numel().max(1) as f64;
+    let mean = sum / count;
+    let std = (sq / count - mean * mean).max(0.0).sqrt();
+    let warning = format!(
+        "warning: the teacher's test accuracy {accuracy:.4} is at chance level (the most frequent class is {chance:.4} \
+         of the {} test labels): check that data.scale/mean/std normalise the inputs as the teacher was trained \
+         (normalised test inputs span [{lo:.4}, {hi:.4}], mean {mean:.4}, std {std:.4}) and that the labels follow \
+         the teacher's classes",
+        test.len()
+    );
+    (chance, Some(warning))
 }
 
 /// Refuses a student that computes the same function as the teacher (kd-pitfalls T4: KD from a
@@ -64,4 +261,58 @@ pub fn check_not_identical(teacher: &Teacher, teacher_logits: &Tensor, student: 
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn dataset(name: &str, x: Tensor, y: Tensor) -> Dataset {
+        Dataset { path: PathBuf::from(name), x, y }
+    }
+
+    #[test]
+    fn train_and_test_on_other_scales_are_refused() {
+        // channel 0 of the train set: 0, 16, 0, 16, 8, 8, 4, 12 -> mean 8, std 6
+        let x = Tensor::from_slice(&[0f32, 16., 0., 16., 8., 8., 4., 12.]).reshape([4, 1, 1, 2]);
+        let y = Tensor::from_slice(&[0i64, 1, 0, 1]);
+        let train = dataset("train.npz", x.shallow_clone(), y.shallow_clone());
+        assert_eq!(train.channel_stats(), [crate::data::ChannelStats { min: 0.0, max: 16.0, mean: 8.0, std: 6.0 }]);
+        // the same data shifted by 1: one distribution
+        check_same_range(&train, &dataset("near.npz", &x + 1.0, y.shallow_clone())).unwrap();
+        // 16 times larger (uint8 0..255 against floats 0..16)
+        let e = check_same_range(&train, &dataset("test.npz", &x * 16.0, y.shallow_clone())).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "test.npz: its inputs x span [0.0000, 256.0000] (mean 128.0000, std 96.0000) in channel 0, but those of \
+             the train file train.npz span [0.0000, 16.0000] (mean 8.0000, std 6.0000): train and test inputs must be \
+             in the same units; convert one file to the other's range and dtype"
+        );
+        // shifted by more than the spread (normalised already against raw)
+        assert!(check_same_range(&train, &dataset("shift.npz", &x + 7.0, y)).is_err());
+    }
+
+    #[test]
+    fn a_teacher_no_better_than_the_most_frequent_class_is_flagged() {
+        // 75 of 100 labels are class 0: chance 0.75, three standard errors 3 * sqrt(0.75 * 0.25 / 100)
+        let y = Tensor::cat(
+            &[Tensor::zeros([75], (Kind::Int64, Device::Cpu)), Tensor::ones([25], (Kind::Int64, Device::Cpu))],
+            0,
+        );
+        let test = dataset("test.npz", Tensor::full([100, 2], 3, (Kind::Uint8, Device::Cpu)), y);
+        let spec = estimator_wasm::Config::from_toml_str(
+            "[data]\ninput_shape=[2]\nclasses=2\nscale=2.0\n[student]\nfamily=\"mlp\"",
+        )
+        .unwrap();
+        let norm = Normalizer::new(&spec.data, Device::Cpu);
+        let threshold = 0.75 + 3.0 * (0.75f64 * 0.25 / 100.0).sqrt();
+        assert_eq!(chance_warning(threshold + 1e-9, &test, &norm, 2), (0.75, None));
+        let (chance, warning) = chance_warning(threshold, &test, &norm, 2);
+        assert_eq!(chance, 0.75);
+        let warning = warning.unwrap();
+        assert!(warning.starts_with("warning: the teacher's test accuracy 0.8799 is at chance level (the most frequent class is 0.7500 of the 100 test labels)"), "{warning}");
+        assert!(warning.contains("normalised test inputs span [6.0000, 6.0000], mean 6.0000, std 0.0000"), "{warning}");
+    }
 }

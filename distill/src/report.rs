@@ -16,6 +16,12 @@ pub struct TeacherReport {
     pub params: u64,
     pub file_bytes: u64,
     pub test_accuracy: f64,
+    /// Share of the most frequent class in the test labels (the accuracy of a constant guess).
+    #[serde(default)]
+    pub chance_accuracy: f64,
+    /// Set when the teacher's test accuracy is at chance level (with what to check).
+    #[serde(default)]
+    pub warning: Option<String>,
 }
 
 /// One trained student (the KD run or its alpha = 0 baseline).
@@ -216,6 +222,9 @@ impl Report {
             let _ = write!(out, "; KD gain over labels alone {gain:+.2} points");
         }
         let _ = writeln!(out, "\nwall time {:.1} s on {}", self.wall_seconds, self.device);
+        if let Some(w) = &t.warning {
+            let _ = writeln!(out, "{w}");
+        }
         out
     }
 }

@@ -17,7 +17,10 @@ use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, teacher_logits};
 use crate::phase::{build_student, run_phase, PhaseOutputs};
 use crate::plan::{counted_teacher, device_capacity, resolve};
-use crate::preflight::{check_not_identical, check_teacher_logits, parse_device};
+use crate::preflight::{
+    chance_warning, check_eval_mode, check_finite_logits, check_not_identical, check_same_range, check_teacher_shape,
+    parse_device,
+};
 use crate::progress::{Progress, Verbosity};
 use crate::report::{DataReport, MemoryReport, Report, TeacherReport};
 use crate::rundir::{write_atomic, RunDir};
@@ -104,18 +107,24 @@ fn execute(opts: &TrainOptions, mut cfg: RunConfig, out: &Path, reopened: Option
 
     let train_set = Dataset::load(&cfg.train, &spec.data)?;
     let (train_set, test_set) = match &cfg.test {
-        Some(path) => (train_set, Dataset::load(path, &spec.data)?),
+        Some(path) => {
+            let test_set = Dataset::load(path, &spec.data)?;
+            check_same_range(&train_set, &test_set)?;
+            (train_set, test_set)
+        }
         None => train_set.split(spec.data.holdout.unwrap_or(0.1), spec.train.seed)?,
     };
     let (train_set, test_set) = (train_set.to_device(device), test_set.to_device(device));
     let norm = Normalizer::new(&spec.data, device);
     let mut teacher = Teacher::load(&opts.teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?;
 
-    // Preflight on a probe batch: teacher output shape, then student != teacher.
+    // Preflight on a probe batch: teacher output shape, finite, in eval mode; student != teacher.
     let probe = Tensor::arange(train_set.len().min(8) as i64, (tch::Kind::Int64, device));
     let probe_x = norm.apply(&train_set.batch(&probe).0);
     let probe_logits = teacher.logits(&probe_x)?;
-    check_teacher_logits(&teacher, &probe_logits, probe.size()[0], spec.data.classes)?;
+    check_teacher_shape(&teacher, &probe_logits, probe.size()[0], spec.data.classes)?;
+    check_finite_logits(&teacher, &probe_logits, &probe_x, &probe, &train_set.path)?;
+    check_eval_mode(&teacher, &probe_x, &probe_logits)?;
     let (_, student) = build_student(spec, &cfg.path, device)?;
     check_not_identical(&teacher, &probe_logits, &student, &probe_x)?;
     drop(student);
@@ -175,6 +184,10 @@ fn train_all(
     let teacher_test = teacher_logits(teacher, test_set, norm, eval_batch)?.argmax(-1, false);
     let teacher_accuracy = accuracy(&teacher_test, &test_set.y);
     progress.line(format!("teacher: {} parameters, test accuracy {:.4}", teacher.params, teacher_accuracy));
+    let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, norm, spec.data.classes);
+    if let Some(w) = &warning {
+        progress.warn(w.clone());
+    }
     teacher.ensure_eval()?;
     let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
         (false, _) => SoftTargets::None,
@@ -227,6 +240,8 @@ fn train_all(
             params: teacher.params,
             file_bytes: teacher.file_bytes,
             test_accuracy: teacher_accuracy,
+            chance_accuracy,
+            warning,
         },
         compression_ratio: teacher.params as f64 / student.params.max(1) as f64,
         kd_gain_points: baseline.as_ref().map(|b| 100.0 * (student.test_accuracy - b.test_accuracy)),
@@ -301,8 +316,24 @@ fn confirm_batch(inputs: &TrainInputs, cfg_path: &Path) -> Result<()> {
     let b = batch_size(inputs.spec);
     match outcome {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(DistillError::config(cfg_path, format!("train.batch_size = \"auto\" chose {b}, but one step failed: {e}; set a smaller number"))),
-        Err(_) => Err(DistillError::config(cfg_path, format!("train.batch_size = \"auto\" chose {b}, but one step ran out of memory; set a smaller number or raise estimate.safety_margin"))),
+        Ok(Err(e)) => Err(DistillError::config(
+            cfg_path,
+            format!("train.batch_size = \"auto\" chose {b}, but one step failed: {e}; set a smaller number"),
+        )),
+        Err(panic) => {
+            let why = panic.downcast_ref::<String>().map(String::as_str).or(panic.downcast_ref::<&str>().copied());
+            let why = crate::error::first_line(why.unwrap_or("a panic"));
+            // only an allocation failure is blamed on the batch size
+            let oom = ["out of memory", "can't allocate memory", "alloc"].iter().any(|s| why.contains(s));
+            Err(DistillError::config(
+                cfg_path,
+                if oom {
+                    format!("train.batch_size = \"auto\" chose {b}, but one step ran out of memory ({why}); set a smaller number or raise estimate.safety_margin")
+                } else {
+                    format!("train.batch_size = \"auto\" chose {b}, but one step failed ({why}); set train.batch_size to a number")
+                },
+            ))
+        }
     }
 }
 

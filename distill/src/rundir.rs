@@ -8,6 +8,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub use crate::durable::write_atomic;
+use crate::durable::{create_dir_all, sync_dir, sync_tree};
 use crate::error::{DistillError, Result};
 
 #[derive(Debug)]
@@ -43,13 +45,15 @@ impl RunDir {
         check_replaceable(out)?;
         let partial = partial_path(out);
         if partial.exists() {
-            return Err(DistillError::Usage(format!(
-                "{} is left from an interrupted run: continue it with `distill --resume {}`, or delete it",
-                partial.display(),
-                out.display()
-            )));
+            // `--resume` needs the run.json of the run; without it only deleting helps
+            let how = if partial.join("run.json").is_file() {
+                format!("continue it with `distill --resume {}`, or delete it", out.display())
+            } else {
+                "it cannot be resumed (no run.json): delete it".to_string()
+            };
+            return Err(DistillError::Usage(format!("{} is left from an interrupted run: {how}", partial.display())));
         }
-        std::fs::create_dir_all(&partial).map_err(|e| {
+        create_dir_all(&partial).map_err(|e| {
             DistillError::Usage(format!(
                 "cannot create the output folder {} ({e}): choose another --out",
                 partial.display()
@@ -107,14 +111,20 @@ impl RunDir {
     /// [`DistillError::Usage`] when what is now at `out` is not a distill run;
     /// [`DistillError::Io`] when a rename fails. The `.partial` folder is then kept.
     pub fn commit(mut self) -> Result<PathBuf> {
-        if self.out.exists() && self.overwrite {
+        // Every file of the run on the disk before the folder takes its final name, and that
+        // name on the disk before the earlier run is removed (see `durable`).
+        sync_tree(&self.partial).map_err(|e| DistillError::io(&self.partial, e))?;
+        let parent = self.out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let old = sibling(&self.out, &format!(".replaced-{}", std::process::id()));
+        let replacing = self.out.exists() && self.overwrite;
+        if replacing {
             check_replaceable(&self.out)?;
-            let old = sibling(&self.out, &format!(".replaced-{}", std::process::id()));
             std::fs::rename(&self.out, &old).map_err(|e| DistillError::io(&self.out, e))?;
-            std::fs::rename(&self.partial, &self.out).map_err(|e| DistillError::io(&self.out, e))?;
+        }
+        std::fs::rename(&self.partial, &self.out).map_err(|e| DistillError::io(&self.out, e))?;
+        sync_dir(parent).map_err(|e| DistillError::io(parent, e))?;
+        if replacing {
             let _ = std::fs::remove_dir_all(&old);
-        } else {
-            std::fs::rename(&self.partial, &self.out).map_err(|e| DistillError::io(&self.out, e))?;
         }
         self.committed = true;
         Ok(self.out.clone())
@@ -153,22 +163,6 @@ fn check_replaceable(out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes `path` through `<path>.tmp` and a rename, so readers see the old or the new file.
-pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>) -> Result<()> {
-    let mut tmp_name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let result = std::fs::File::create(&tmp).and_then(|mut f| {
-        fill(&mut f)?;
-        f.sync_all()
-    });
-    if let Err(e) = result.and_then(|_| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(DistillError::io(path, e));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,7 +183,16 @@ mod tests {
         assert_eq!(std::fs::read_to_string(out.join("report.json")).unwrap(), "old");
         let run = RunDir::create(&out, true).unwrap();
         run.write("report.json", b"new").unwrap();
+        std::fs::write(run.path("metrics.jsonl"), "appended, never flushed\n").unwrap();
+        crate::durable::take_synced();
         run.commit().unwrap();
+        // every file is flushed before the folder is renamed, and the rename before returning
+        let partial = partial_path(&out);
+        let mut synced = crate::durable::take_synced();
+        assert_eq!(synced.pop().as_deref(), Some(dir.path()));
+        assert_eq!(synced.pop(), Some(partial.clone()));
+        synced.sort();
+        assert_eq!(synced, [partial.join("metrics.jsonl"), partial.join("report.json")]);
         assert_eq!(std::fs::read_to_string(out.join("report.json")).unwrap(), "new");
         assert!(!partial_path(&out).exists());
         let siblings: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();

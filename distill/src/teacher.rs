@@ -59,17 +59,43 @@ impl Teacher {
     /// the configured `teacher.output`.
     pub fn logits(&self, x: &Tensor) -> Result<Tensor> {
         let out = tch::no_grad(|| self.module.forward_is(&[IValue::Tensor(x.to_kind(self.kind))])).map_err(|e| {
+            let reason = first_line(&e.to_string());
+            // A 16-bit teacher may fail for want of a 16-bit kernel, not for the input's shape.
+            if self.kind != Kind::Float && self.in_fp32(x.device()).and_then(|t| t.logits(x)).is_ok() {
+                let p = self.precision();
+                return DistillError::teacher(
+                    &self.path,
+                    format!("forward fails with teacher.precision = \"{p}\" but works in fp32 ({reason}): set teacher.precision = \"fp32\""),
+                );
+            }
             DistillError::teacher(
                 &self.path,
                 format!(
-                    "forward failed on input {:?}: check data.input_shape against the input the teacher was made for ({})",
+                    "forward failed on input {:?}: check data.input_shape against the input the teacher was made for ({reason})",
                     x.size(),
-                    first_line(&e.to_string())
                 ),
             )
         })?;
         let logits = self.select(out)?;
         Ok(logits.to_kind(Kind::Float))
+    }
+
+    /// The teacher's weight precision as the cfg.toml spells it (`teacher.precision`).
+    pub fn precision(&self) -> &'static str {
+        match self.kind {
+            Kind::Half => "fp16",
+            Kind::BFloat16 => "bf16",
+            _ => "fp32",
+        }
+    }
+
+    /// The same file loaded again in fp32 on `device` (to tell a 16-bit overflow from a fault of
+    /// the teacher itself).
+    ///
+    /// # Errors
+    /// As [`Teacher::load`].
+    pub fn in_fp32(&self, device: Device) -> Result<Teacher> {
+        Teacher::load(&self.path, self.output.clone(), Precision::Fp32, device)
     }
 
     /// Re-asserts eval mode (kd-pitfalls T3: a teacher must not slip back into training mode).

@@ -38,11 +38,12 @@ pub enum SoftTargets<'a> {
 }
 
 impl SoftTargets<'_> {
-    fn get(&self, index: &Tensor, x: &Tensor) -> Result<Option<Tensor>> {
+    /// Soft targets of training rows `index` (normalised inputs `x`) of the file `data`.
+    fn get(&self, index: &Tensor, x: &Tensor, data: &std::path::Path) -> Result<Option<Tensor>> {
         Ok(match self {
             SoftTargets::None => None,
             SoftTargets::Cached(all) => Some(all.index_select(0, index)),
-            SoftTargets::Live(teacher) => Some(teacher.logits(x)?),
+            SoftTargets::Live(teacher) => Some(crate::preflight::finite_teacher_logits(teacher, x, index, data)?),
         })
     }
 }
@@ -247,6 +248,7 @@ impl<'a> Trainer<'a> {
                 let stop = c.stop.load(std::sync::atomic::Ordering::SeqCst) || c.stop_after == Some(step);
                 let every = spec.train.save_every;
                 if epoch_end || stop || (every > 0 && step % every == 0) {
+                    metrics.sync()?;
                     self.save(&c.dir)?;
                 }
                 if stop && step < total {
@@ -288,7 +290,7 @@ impl<'a> Trainer<'a> {
     fn batch_of(&self, index: &Tensor) -> Result<(Tensor, Tensor, Option<Tensor>)> {
         let (x, y) = self.inputs.train.batch(index);
         let x = self.inputs.norm.apply(&x);
-        let soft = self.inputs.targets.get(index, &x)?;
+        let soft = self.inputs.targets.get(index, &x, &self.inputs.train.path)?;
         Ok((x, y, soft))
     }
 

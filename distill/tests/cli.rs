@@ -65,6 +65,23 @@ impl Case {
     }
 }
 
+/// Runs `script` with the project's Python (the `.venv` that scripts/setup makes), in `dir`.
+fn python(dir: &Path, script: &str) {
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    assert!(py.exists(), "{} is missing: run scripts/setup first", py.display());
+    // a file, not `-c`: torch.jit.script reads the source of the classes it compiles
+    std::fs::write(dir.join("make.py"), script).unwrap();
+    let out = Command::new(&py).arg("make.py").current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "python failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The digits train inputs [1437, 1, 8, 8] (uint8, 0..16) and labels.
+fn digits_train() -> (Tensor, Tensor) {
+    let arrays = Tensor::read_npz(fixtures().join("digits-train.npz")).unwrap();
+    let get = |name: &str| arrays.iter().find(|(n, _)| n == name).unwrap().1.shallow_clone();
+    (get("x"), get("y"))
+}
+
 const TEACHER: &str = "teacher-scripted.pt";
 const CFG: &str = "digits-student.toml";
 
@@ -354,4 +371,219 @@ fn plan_prints_the_breakdown_and_the_largest_batch_per_gpu() {
     // --set overrides reach the plan (they were once parsed and ignored)
     let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--set", "train.precision=bf16"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("precision bf16 autocast"));
+}
+
+#[test]
+fn teacher_traced_in_training_mode_is_refused() {
+    // eval() cannot undo a trace: dropout stays on (outputs change from call to call) and batch
+    // norm keeps normalising with batch statistics (a sample's output depends on its batch).
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+from torch import nn
+torch.manual_seed(0)
+x = torch.randn(4, 1, 8, 8)
+drop = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 10)).train()
+torch.jit.trace(drop, x, check_trace=False).save('drop.pt')
+bn = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 10)).train()
+torch.jit.trace(bn, x, check_trace=False).save('bn.pt')",
+    );
+    case.edit_config("output = \"logits\"", "");
+    let fix = "re-export it in eval mode: call model.eval() before torch.jit.trace(model, example)";
+    case.fails_with("drop.pt", CFG, &["drop.pt", "different logits for the same input on two calls", fix]);
+    case.fails_with(
+        "bn.pt",
+        CFG,
+        &["bn.pt", "change with the other samples in its batch", "a batch of 4 and of 8", fix],
+    );
+}
+
+#[test]
+fn teacher_nan_on_a_later_train_row_is_blamed_on_the_teacher_with_the_row() {
+    // The teacher returns NaN for inputs whose first pixel is above 20 (normalised); only train
+    // row 100 has one (pixel 200 -> (200 / 16 - 0.5) / 0.5 = 24), so the probe batch is clean.
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+class T(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.base = torch.jit.load('teacher-scripted.pt')
+    def forward(self, x):
+        out = self.base(x)['logits']
+        return torch.where(x.flatten(1)[:, :1] > 20, torch.full_like(out, float('nan')), out)
+torch.jit.script(T().eval()).save('nan.pt')",
+    );
+    let (x, y) = digits_train();
+    let _ = x.get(100).get(0).get(0).get(0).fill_(200i64);
+    case.write_npz("digits-train.npz", &x, &y);
+    case.edit_config("output = \"logits\"", "");
+    let needles = ["nan.pt", "returns NaN logits for row 100 of", "digits-train.npz", "the fault is in the teacher"];
+    case.fails_with("nan.pt", CFG, &needles);
+    // the same when the teacher runs on every batch instead of once into a cache
+    case.edit_config("[teacher]", "[teacher]\ncache_logits = false");
+    case.fails_with("nan.pt", CFG, &needles);
+}
+
+#[test]
+fn fp16_teacher_overflow_is_blamed_on_its_precision() {
+    // Logits of about 1e5 are finite in fp32 but beyond fp16's 65504.
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+fc = torch.nn.Linear(64, 10)
+with torch.no_grad():
+    fc.weight.fill_(4000.0)
+    fc.bias.zero_()
+torch.jit.trace(torch.nn.Sequential(torch.nn.Flatten(), fc).eval(), torch.zeros(2, 1, 8, 8)).save('big.pt')",
+    );
+    case.edit_config("output = \"logits\"", "precision = \"fp16\"");
+    case.fails_with(
+        "big.pt",
+        CFG,
+        &["big.pt", "with teacher.precision = \"fp16\"", "in fp32 they are finite", "set teacher.precision = \"fp32\""],
+    );
+}
+
+#[test]
+fn a_16_bit_teacher_without_a_16_bit_kernel_is_blamed_on_its_precision() {
+    // linalg.inv has no fp16 kernel: the forward fails for the precision, not the input shape
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+class T(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 10)
+        self.m = torch.nn.Parameter(torch.eye(10) * 2)
+    def forward(self, x):
+        return self.fc(x.flatten(1)) @ torch.linalg.inv(self.m)
+torch.jit.script(T().eval()).save('inv.pt')",
+    );
+    case.edit_config("output = \"logits\"", "precision = \"fp16\"");
+    case.fails_with(
+        "inv.pt",
+        CFG,
+        &[
+            "inv.pt: forward fails with teacher.precision = \"fp16\" but works in fp32",
+            "(RuntimeError: linalg.inv: Low precision dtypes not supported. Got Half)",
+            "set teacher.precision = \"fp32\"",
+        ],
+    );
+}
+
+#[test]
+fn nan_pixels_name_the_file_and_the_row() {
+    let case = Case::new();
+    let (x, y) = digits_train();
+    let x = x.to_kind(Kind::Float);
+    let _ = x.get(5).get(0).get(3).get(4).fill_(f64::NAN);
+    let _ = x.get(9).get(0).get(0).get(0).fill_(f64::INFINITY);
+    case.write_npz("digits-train.npz", &x, &y);
+    case.fails_with(TEACHER, CFG, &["digits-train.npz", "x row 5 holds NaN (2 row(s) in all hold NaN or inf)"]);
+}
+
+#[test]
+fn train_and_test_inputs_on_different_scales_are_refused() {
+    // float train inputs 0..16 against a uint8 test file 0..255
+    let case = Case::new();
+    let (x, y) = digits_train();
+    case.write_npz("digits-train.npz", &x.to_kind(Kind::Float), &y);
+    let test = Tensor::read_npz(fixtures().join("digits-test.npz")).unwrap();
+    let get = |name: &str| test.iter().find(|(n, _)| n == name).unwrap().1.shallow_clone();
+    let x255 = (get("x").to_kind(Kind::Float) * 16.0).clamp(0.0, 255.0).to_kind(Kind::Uint8);
+    case.write_npz("digits-test.npz", &x255, &get("y"));
+    case.fails_with(
+        TEACHER,
+        CFG,
+        &[
+            "digits-test.npz: its inputs x span [0.0000, 255.0000]",
+            "train file",
+            "digits-train.npz",
+            "[0.0000, 16.0000]",
+        ],
+    );
+}
+
+#[test]
+fn a_teacher_at_chance_level_is_reported_with_a_hint() {
+    // data.scale = 1/255 on 0..16 digits squeezes every input to about -1: the teacher (98.9%
+    // with scale 1/16) gets 42 of 360 right, below the most frequent class's 47.
+    let case = Case::new();
+    case.edit_config("scale = 0.0625", "scale = 0.00392156862745098");
+    let (code, stderr) = case.run(TEACHER, CFG);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("warning: the teacher's test accuracy 0.1167 is at chance level"), "{stderr}");
+    assert!(stderr.contains("check that data.scale/mean/std"), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.path("run/report.json")).unwrap()).unwrap();
+    // accuracy is a mean in f32; the chance level a ratio of counts in f64
+    assert_eq!(report["teacher"]["test_accuracy"].as_f64().unwrap() as f32, 42.0 / 360.0);
+    assert_eq!(report["teacher"]["chance_accuracy"].as_f64().unwrap(), 47.0 / 360.0);
+    assert!(report["teacher"]["warning"].as_str().unwrap().contains("at chance level"));
+    // the right scale: no warning
+    case.edit_config("scale = 0.00392156862745098", "scale = 0.0625");
+    std::fs::remove_dir_all(case.path("run")).unwrap();
+    let (code, stderr) = case.run(TEACHER, CFG);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("chance"), "{stderr}");
+}
+
+#[test]
+fn resume_falls_back_to_the_newest_checkpoint_that_loads() {
+    let case = Case::new();
+    case.edit_config("seed = 0", "seed = 0\nsave_every = 10");
+    let bin = env!("CARGO_BIN_EXE_distill");
+    let train = |out: &str, extra: &[&str]| {
+        Command::new(bin)
+            .args(["--teacher", case.path(TEACHER).to_str().unwrap(), "--student", case.path(CFG).to_str().unwrap()])
+            .args(["--out", case.path(out).to_str().unwrap(), "--device", "cpu", "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let resume = |extra: &[&str]| {
+        Command::new(bin)
+            .args(["--resume", case.path("run").to_str().unwrap(), "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let stopped = train("run", &["--stop-after-steps", "30"]);
+    assert_eq!(stopped.status.code(), Some(130), "{}", String::from_utf8_lossy(&stopped.stderr));
+    let ckpts = case.path("run.partial/checkpoints");
+    let step = |n: u64| ckpts.join(format!("step-{n:09}"));
+    assert!(step(20).is_dir() && step(30).is_dir());
+
+    // a --stop-after-steps the run has already passed would never stop it: refused
+    let early = resume(&["--stop-after-steps", "20"]);
+    let stderr = String::from_utf8_lossy(&early.stderr);
+    assert_eq!(early.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--stop-after-steps 20: student already stands at step 30"), "{stderr}");
+
+    // a power loss left the newest checkpoint empty and a half-written one beside it
+    std::fs::write(step(30).join("tensors.safetensors"), b"").unwrap();
+    std::fs::write(step(30).join("state.json"), b"").unwrap();
+    std::fs::create_dir(ckpts.join("step-000000040.tmp")).unwrap();
+    let resumed = resume(&[]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(stderr.contains("step-000000030 (unreadable checkpoint"), "{stderr}");
+    assert!(stderr.contains(&format!("resuming from the newest that does, {}", step(20).display())), "{stderr}");
+    let left: Vec<String> = std::fs::read_dir(case.path("run/checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(left.iter().all(|n| !n.ends_with(".tmp")), "{left:?}");
+
+    // the run ends exactly as an unbroken one: same losses, same weights
+    let unbroken = train("unbroken", &[]);
+    assert!(unbroken.status.success());
+    assert_eq!(losses(&case.path("run/metrics.jsonl")), losses(&case.path("unbroken/metrics.jsonl")));
+    let weights = |run: &str| std::fs::read(case.path(run).join("student.safetensors")).unwrap();
+    assert_eq!(weights("run"), weights("unbroken"));
 }

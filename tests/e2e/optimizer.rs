@@ -1,12 +1,14 @@
 //! Our AdamW and SGD (which own their state for exact resume) follow `torch.optim` step for
 //! step: the same gradients applied for several steps give the same parameters as PyTorch.
 use distill::optim::Optimizer;
-use e2e::{python, root};
+use e2e::python;
 use estimator_wasm::spec::{Optimizer as Kind_, TrainSpec};
 use tch::{Device, Kind, Tensor};
 
-/// Applies 6 steps with a changing learning rate in Rust and in PyTorch; returns max |diff|.
-fn compare(spec: &TrainSpec, torch_ctor: &str) -> f64 {
+/// Applies 6 steps with a changing learning rate in Rust and in PyTorch; returns max |diff|
+/// between the two, and how far PyTorch moved the parameters (max |final - initial|), so that
+/// a match cannot come from two optimisers that both did nothing.
+fn compare(spec: &TrainSpec, torch_ctor: &str) -> (f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let _guard = e2e::serial();
     tch::manual_seed(3);
@@ -41,9 +43,10 @@ np.save(f'{{d}}/w.npy', w.detach().numpy()); np.save(f'{{d}}/b.npy', b.detach().
     python(&script, &[dir.path().to_str().unwrap()]);
     let w = Tensor::read_npy(dir.path().join("w.npy")).unwrap();
     let b = Tensor::read_npy(dir.path().join("b.npy")).unwrap();
-    let dw = (&state[1] - w).abs().max().double_value(&[]);
-    let db = (&state[0] - b).abs().max().double_value(&[]);
-    dw.max(db)
+    let dw = (&state[1] - &w).abs().max().double_value(&[]);
+    let db = (&state[0] - &b).abs().max().double_value(&[]);
+    let moved = (w - weight).abs().max().max_other(&(b - bias).abs().max()).double_value(&[]);
+    (dw.max(db), moved)
 }
 
 fn spec(optimizer: Kind_, extra: &str) -> TrainSpec {
@@ -61,22 +64,24 @@ fn spec(optimizer: Kind_, extra: &str) -> TrainSpec {
 fn adamw_matches_torch() {
     let s = spec(Kind_::Adamw, "weight_decay = 0.1\nbetas = [0.8, 0.99]\neps = 1e-6");
     let ctor = "torch.optim.AdamW([{'params': [w], 'weight_decay': 0.1}, {'params': [b], 'weight_decay': 0.0}], lr=0.1, betas=(0.8, 0.99), eps=1e-6)";
-    let diff = compare(&s, ctor);
+    let (diff, moved) = compare(&s, ctor);
     assert!(diff < 1e-6, "AdamW differs from torch by {diff}");
-    assert!(root().exists());
+    assert!(moved > 0.1, "torch moved the parameters by {moved}");
 }
 
 #[test]
 fn sgd_nesterov_momentum_matches_torch() {
     let s = spec(Kind_::Sgd, "weight_decay = 0.01\nmomentum = 0.9\nnesterov = true");
     let ctor = "torch.optim.SGD([{'params': [w], 'weight_decay': 0.01}, {'params': [b], 'weight_decay': 0.0}], lr=0.1, momentum=0.9, nesterov=True)";
-    let diff = compare(&s, ctor);
+    let (diff, moved) = compare(&s, ctor);
     assert!(diff < 1e-6, "SGD differs from torch by {diff}");
+    assert!(moved > 0.1, "torch moved the parameters by {moved}");
 }
 
 #[test]
 fn sgd_plain_momentum_matches_torch() {
     let s = spec(Kind_::Sgd, "weight_decay = 0.0\nmomentum = 0.5");
-    let diff = compare(&s, "torch.optim.SGD([w, b], lr=0.1, momentum=0.5)");
+    let (diff, moved) = compare(&s, "torch.optim.SGD([w, b], lr=0.1, momentum=0.5)");
     assert!(diff < 1e-6, "SGD differs from torch by {diff}");
+    assert!(moved > 0.1, "torch moved the parameters by {moved}");
 }

@@ -1,10 +1,52 @@
 //! Both kinds of TorchScript teacher distil into a working student, and the report, metrics
-//! and exports describe the run truthfully.
-use e2e::{digits_config, fixture, train};
-use estimator_wasm::{arch, Config};
+//! and exports describe the run truthfully: its figures are checked against PyTorch's reading
+//! of the files (never against the computation that produced them).
+use std::path::Path;
 
-fn read_jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
+use e2e::{digits_config, fixture, python, train};
+
+fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// PyTorch's view of a finished digits run: the teacher's parameter count (`sum(p.numel())` of
+/// the TorchScript module) and test accuracy, and for each exported student (`student.pt`
+/// run on the test set normalised as the cfg says; parameters counted from the shapes in the
+/// safetensors header, running statistics excluded) its parameters, test accuracy and top-1
+/// agreement with the teacher.
+fn measured(teacher: &Path, run: &Path, students: &[&str]) -> serde_json::Value {
+    let script = "import sys, json, struct, numpy as np, torch
+teacher, run, test = sys.argv[1:4]
+d = np.load(test)
+x = (torch.from_numpy(d['x']).float() * 0.0625 - 0.5) / 0.5
+y = torch.from_numpy(d['y'])
+def logits(out):
+    return out['logits'] if isinstance(out, dict) else out[0] if isinstance(out, tuple) else out
+t = torch.jit.load(teacher).eval()
+with torch.no_grad():
+    tp = logits(t(x)).argmax(1)
+res = {'teacher_params': sum(p.numel() for p in t.parameters()),
+       'teacher_acc': (tp == y).double().mean().item(), 'students': {}}
+for name in sys.argv[4:]:
+    s = torch.jit.load(f'{run}/{name}student.pt').eval()
+    with torch.no_grad():
+        sp = s(x).argmax(1)
+    with open(f'{run}/{name}student.safetensors', 'rb') as f:
+        header = json.loads(f.read(struct.unpack('<Q', f.read(8))[0]))
+    params = sum(int(np.prod(v['shape'])) for k, v in header.items() if k != '__metadata__' and 'running_' not in k)
+    res['students'][name] = {'params': params, 'acc': (sp == y).double().mean().item(),
+                             'agreement': (sp == tp).double().mean().item()}
+print(json.dumps(res))";
+    let test = fixture("digits-test.npz");
+    let mut args = vec![teacher.to_str().unwrap(), run.to_str().unwrap(), test.to_str().unwrap()];
+    args.extend(students);
+    serde_json::from_str(&python(script, &args)).unwrap()
+}
+
+/// `a` and `b` are the same fraction of the 360 test samples.
+fn same_count(a: f64, b: &serde_json::Value) {
+    let b = b.as_f64().unwrap();
+    assert!((a - b).abs() < 0.5 / 360.0, "{a} vs {b} (PyTorch)");
 }
 
 #[test]
@@ -17,13 +59,20 @@ fn scripted_teacher_with_dict_output() {
     assert!(report.teacher.test_accuracy > 0.97, "{}", report.teacher.test_accuracy);
     assert!(report.student.test_accuracy > 0.9, "{}", report.student.test_accuracy);
     assert!(report.student.agreement.unwrap() > 0.9);
-    // Parameter counts: the teacher's from its TorchScript attributes, the student's from the
-    // spec (64*32+32 + 32*10+10), and the ratio between them.
+    // Every figure as PyTorch measures it on the files: parameters (the student's by hand too:
+    // 64*32+32 + 32*10+10), the ratio, and the accuracies of the exported students, which the
+    // report takes from the last epoch's evaluation.
+    let torch = measured(&fixture("teacher-scripted.pt"), &run, &["", "baseline/"]);
+    assert_eq!(report.teacher.params, torch["teacher_params"].as_u64().unwrap());
     assert_eq!(report.teacher.params, 16 * 9 + 16 + 2 * 16 + 256 * 10 + 10);
-    let spec = Config::from_toml_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
-    assert_eq!(report.student.params, arch::param_count(&arch::layers(&spec.student, &spec.data).unwrap()));
+    same_count(report.teacher.test_accuracy, &torch["teacher_acc"]);
+    let (student, base) = (&torch["students"][""], &torch["students"]["baseline/"]);
+    assert_eq!(report.student.params, student["params"].as_u64().unwrap());
     assert_eq!(report.student.params, 2080 + 330);
-    assert!((report.compression_ratio - report.teacher.params as f64 / 2410.0).abs() < 1e-12);
+    let ratio = torch["teacher_params"].as_f64().unwrap() / student["params"].as_f64().unwrap();
+    assert!((report.compression_ratio - ratio).abs() < 1e-12, "{} vs {ratio}", report.compression_ratio);
+    same_count(report.student.test_accuracy, &student["acc"]);
+    same_count(report.student.agreement.unwrap(), &student["agreement"]);
     assert_eq!((report.data.train_samples, report.data.test_samples), (1437, 360));
 
     // 1437 samples in batches of 32 -> 45 steps per epoch, 135 in all; a step line every 10
@@ -33,16 +82,16 @@ fn scripted_teacher_with_dict_output() {
     assert_eq!(steps, (1..=13).map(|i| i * 10).chain([135]).collect::<Vec<_>>());
     assert_eq!(lines.iter().filter(|l| l["kind"] == "epoch").count(), 3);
     assert_eq!(report.student.steps, 135);
-    let last_epoch = lines.iter().rev().find(|l| l["kind"] == "epoch").unwrap();
-    assert!((last_epoch["test_accuracy"].as_f64().unwrap() - report.student.test_accuracy).abs() < 1e-12);
 
-    // The alpha = 0 baseline trains the same student on labels alone.
+    // The alpha = 0 baseline trains the same student on labels alone; the KD gain is the
+    // difference of the exported students' accuracies as PyTorch measures them.
     let baseline = report.baseline.as_ref().unwrap();
     assert_eq!(baseline.alpha, 0.0);
     assert_eq!(baseline.final_kd, 0.0);
-    assert_eq!(baseline.params, report.student.params);
-    let gain = 100.0 * (report.student.test_accuracy - baseline.test_accuracy);
-    assert!((report.kd_gain_points.unwrap() - gain).abs() < 1e-9);
+    assert_eq!(baseline.params, base["params"].as_u64().unwrap());
+    same_count(baseline.test_accuracy, &base["acc"]);
+    let gain = 100.0 * (student["acc"].as_f64().unwrap() - base["acc"].as_f64().unwrap());
+    assert!((report.kd_gain_points.unwrap() - gain).abs() < 1e-4, "{:?} vs {gain}", report.kd_gain_points);
     for file in ["report.json", "config.toml", "student.safetensors", "student.pt", "baseline/student.pt"] {
         assert!(run.join(file).is_file(), "{file} missing");
     }
@@ -63,11 +112,16 @@ fn traced_teacher_with_tuple_output() {
         ],
     );
     let report = train(&fixture("teacher-traced.pt"), &cfg, dir.path(), false).unwrap();
+    let torch = measured(&fixture("teacher-traced.pt"), &dir.path().join("run"), &[""]);
+    assert_eq!(report.teacher.params, torch["teacher_params"].as_u64().unwrap());
     assert_eq!(report.teacher.params, 64 * 128 + 128 + 128 * 10 + 10);
     assert!(report.teacher.test_accuracy > 0.97, "{}", report.teacher.test_accuracy);
+    same_count(report.teacher.test_accuracy, &torch["teacher_acc"]);
     assert!(report.student.test_accuracy > 0.9, "{}", report.student.test_accuracy);
+    same_count(report.student.test_accuracy, &torch["students"][""]["acc"]);
     assert!(report.baseline.is_none());
     // CNN student: conv1 (no bias under BN) 36 + bn 8 + fc1 (4*4*4 -> 32) 2080 + its BN 64 + head 330.
+    assert_eq!(report.student.params, torch["students"][""]["params"].as_u64().unwrap());
     assert_eq!(report.student.params, 36 + 8 + 64 * 32 + 32 + 64 + 330);
 }
 
