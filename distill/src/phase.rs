@@ -223,8 +223,9 @@ fn prune_report(
     let nonzero_params: u64 = named.iter().map(|(_, t)| t.count_nonzero(None::<i64>).int64_value(&[]) as u64).sum();
     PruneReport {
         method: name_of(&p.spec.method),
-        scope: name_of(&p.spec.scope),
+        scope: name_of(&p.spec.effective_scope()),
         target_sparsity: p.spec.sparsity,
+        schedule: p.schedule,
         weight_sparsity: 1.0 - nonzero_w as f64 / dense_w.max(1) as f64,
         layers,
         dense_params,
