@@ -431,6 +431,7 @@ pub struct PruneSpec {
     #[serde(default)]
     pub start_epoch: f64,
     /// Last pruning event t0 + n * dt, in epochs; the final sparsity is reached exactly there.
+    /// Default: 3/4 of the run, or `start_epoch` when later (one-shot pruning there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_epoch: Option<f64>,
     /// Steps between pruning events (dt).
