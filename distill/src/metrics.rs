@@ -39,7 +39,8 @@ pub struct EpochLine {
     pub test_accuracy: f64,
     /// Fraction of test samples where the student's top-1 equals the teacher's.
     pub agreement: Option<f64>,
-    /// Scheduled sparsity of the pruned weights (or units) at this point.
+    /// Sparsity the pruning masks hold at this point: the target of the latest pruning event (0
+    /// before the first), not the curve between events.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sparsity: Option<f64>,
     pub samples_per_s: f64,

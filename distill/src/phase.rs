@@ -15,14 +15,14 @@ use tch::{nn::VarStore, Device, Tensor};
 use crate::checkpoint;
 use crate::durable::create_dir_all;
 use crate::error::{DistillError, Result};
-use crate::export::{file_bytes, save_safetensors, save_torchscript};
+use crate::export::{file_bytes, save_student};
 use crate::latency::{measure, Latency};
 use crate::metrics::MetricsLog;
 use crate::progress::Progress;
 use crate::prune::{LayerSparsity, Pruner};
 use crate::report::{PruneReport, ShrunkReport, StudentReport};
 use crate::rundir::{write_atomic, RunDir};
-use crate::shrink::shrink;
+use crate::shrink::{shrink, zero_dead_inputs};
 use crate::student::Student;
 use crate::trainer::{Checkpoints, RunEnd, TrainInputs, TrainOutcome, Trainer};
 
@@ -119,13 +119,16 @@ pub fn build_student(spec: &Config, cfg_path: &Path, device: Device) -> Result<(
 fn export(inputs: &TrainInputs, trainer: Trainer, outcome: &TrainOutcome, out: &PhaseOutputs) -> Result<StudentReport> {
     let spec = inputs.spec;
     let example = inputs.norm.apply(&inputs.test.x.narrow(0, 0, 1));
-    let Trainer { mut vs, student, pruner, .. } = trainer;
+    let Trainer { vs, student, pruner, .. } = trainer;
     check_finite(&vs)?;
     let structured = pruner.as_ref().filter(|p| p.spec.method == PruneMethod::Structured);
+    if let Some(p) = structured {
+        zero_dead_inputs(&vs, &student, &p.kept_indices());
+    }
     let dense_dir = if structured.is_some() { out.path("dense/") } else { out.path("") };
     create_dir_all(&dense_dir).map_err(|e| DistillError::io(&dense_dir, e))?;
     let (dense_st, dense_ts) = (dense_dir.join("student.safetensors"), dense_dir.join("student.pt"));
-    save_safetensors(&vs, &dense_st)?;
+    save_student(spec, &vs, &student, &example, &dense_st, &dense_ts)?;
     let named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
     let dense_latency = cpu_latency(spec, &dense_st)?;
 
@@ -139,7 +142,6 @@ fn export(inputs: &TrainInputs, trainer: Trainer, outcome: &TrainOutcome, out: &
         }
         None => None,
     };
-    save_torchscript(&student, &mut vs, &example, &dense_ts)?;
     let (st, ts) = (out.path("student.safetensors"), out.path("student.pt"));
     let (params, latency) = match prune.as_ref().and_then(|p| p.shrunk.as_ref()) {
         Some(s) => (s.params, cpu_latency(&shrunk_spec(spec, s), &st)?),
@@ -197,7 +199,7 @@ fn export_shrunk(
     pruner: &Pruner,
     out: &PhaseOutputs,
 ) -> Result<ShrunkReport> {
-    let mut shrunk = shrink(inputs.spec, vs, student, &pruner.kept_indices(), inputs.device)?;
+    let shrunk = shrink(inputs.spec, vs, student, &pruner.kept_indices(), inputs.device)?;
     let batch = inputs.spec.train.eval_batch_size as usize;
     let max_abs_diff = tch::no_grad(|| {
         inputs
@@ -210,9 +212,8 @@ fn export_shrunk(
             .fold(0.0, f64::max)
     });
     let (st, ts) = (out.path("student.safetensors"), out.path("student.pt"));
-    save_safetensors(&shrunk.vs, &st)?;
     let example = inputs.norm.apply(&inputs.test.x.narrow(0, 0, 1));
-    save_torchscript(&shrunk.student, &mut shrunk.vs, &example, &ts)?;
+    save_student(&shrunk.spec, &shrunk.vs, &shrunk.student, &example, &st, &ts)?;
     let toml = shrunk.spec.to_toml_string();
     write_atomic(&out.path("student.toml"), |f| f.write_all(toml.as_bytes()))?;
     Ok(ShrunkReport {
@@ -238,8 +239,9 @@ fn prune_report(
     let nonzero_params: u64 = named.iter().map(|(_, t)| t.count_nonzero(None::<i64>).int64_value(&[]) as u64).sum();
     PruneReport {
         method: name_of(&p.spec.method),
-        scope: name_of(&p.spec.scope),
+        scope: name_of(&p.spec.effective_scope()),
         target_sparsity: p.spec.sparsity,
+        schedule: p.schedule,
         weight_sparsity: 1.0 - nonzero_w as f64 / dense_w.max(1) as f64,
         layers,
         dense_params,

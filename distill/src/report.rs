@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use estimator_wasm::render::human as bytes;
 
 use crate::latency::Latency;
-use crate::prune::LayerSparsity;
+use crate::prune::{LayerSparsity, PruneSchedule};
 
 /// The teacher, as measured in this run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -92,9 +92,14 @@ impl MemoryReport {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PruneReport {
     pub method: String,
+    /// The ranking that ran: `global` or `layer` (structured pruning is always `layer`).
     pub scope: String,
     /// Configured final sparsity: of conv/linear weights (magnitude) or of units (structured).
     pub target_sparsity: f64,
+    /// The events that ran, in optimiser steps: first `t0`, every `every`, last `t_end` (where
+    /// the masks reach `target_sparsity`).
+    #[serde(default)]
+    pub schedule: PruneSchedule,
     /// Measured: zero conv/linear weights / all conv/linear weights, after the last step.
     pub weight_sparsity: f64,
     /// Per conv/linear weight: dense count, non-zeros, sparsity.

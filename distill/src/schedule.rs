@@ -6,6 +6,10 @@
 //! * otherwise, with `t = s - W` and `n = total - W`:
 //!   `min_lr + (lr - min_lr) * (1 + cos(pi * t / (n - 1))) / 2`, so the first post-warm-up step
 //!   is at `lr` and the last step of the run is exactly at `min_lr`.
+//!
+//! Short runs: `W >= total` compresses the warm-up to the run (`W = total`: the last step is at
+//! `lr`, nothing decays); a single step after warm-up (`n = 1`) runs at `lr`; steps past the
+//! end stay at `min_lr`. Every value is finite for any `total`, `W` and `s`.
 
 /// The schedule of one run.
 #[derive(Debug, Clone, Copy)]
@@ -56,5 +60,21 @@ mod tests {
         assert_eq!(s.at(0), 0.5);
         assert!((s.at(1) - 0.25).abs() < 1e-12);
         assert!(s.at(2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn degenerate_runs_stay_finite_and_end_where_they_can() {
+        // Warm-up as long as the run or longer: compressed to the run, the last step at lr.
+        for warmup in [4, 5, 1000] {
+            let s = Schedule { lr: 0.4, min_lr: 0.0, warmup, total: 4 };
+            assert_eq!([s.at(0), s.at(1), s.at(2), s.at(3)], [0.1, 0.2, 0.30000000000000004, 0.4], "{warmup}");
+        }
+        // One step after warm-up: at lr (the cosine needs two points).
+        let s = Schedule { lr: 0.4, min_lr: 0.1, warmup: 3, total: 4 };
+        assert_eq!(s.at(3), 0.4);
+        // One-step and empty runs; steps past the end stay at min_lr.
+        assert_eq!(Schedule { lr: 0.4, min_lr: 0.1, warmup: 0, total: 1 }.at(0), 0.4);
+        assert_eq!(Schedule { lr: 0.4, min_lr: 0.1, warmup: 0, total: 0 }.at(0), 0.4);
+        assert_eq!(Schedule { lr: 0.4, min_lr: 0.1, warmup: 0, total: 3 }.at(7), 0.1);
     }
 }

@@ -71,15 +71,7 @@ pub fn shrink(
                         copies.push(select(leaf, current.as_ref(), None));
                     }
                 }
-                Op::Flatten => {
-                    if let (Some(channels), [_, h, w]) = (&current, block.layer.input.as_slice()) {
-                        let hw = (h * w) as i64;
-                        let cols = (channels.unsqueeze(1) * hw
-                            + Tensor::arange(hw, (Kind::Int64, device)).unsqueeze(0))
-                        .flatten(0, -1);
-                        current = Some(cols);
-                    }
-                }
+                Op::Flatten => current = current.as_ref().map(|c| flattened(c, &block.layer.input)),
                 _ => {}
             }
             for (name, value) in copies {
@@ -90,4 +82,45 @@ pub fn shrink(
         }
     });
     Ok(Shrunk { spec: narrow, vs, student })
+}
+
+/// Zeroes, in the masked student's variables `vs`, every weight column that reads a removed
+/// unit, so that the dense student computes the masked function without its unit masks (as
+/// `dense/student.safetensors` is loaded). The masks zero a removed unit's weights, bias and
+/// norm parameters, so without the mask its activation emits f(0) downstream: 0 for relu, gelu,
+/// silu, tanh and leaky_relu, but 0.5 for sigmoid, which the next conv/linear layer reads
+/// unless its columns for that unit are zero. The masked function is unchanged (it fed those
+/// columns zeros). `kept[layer]` lists the kept unit indices of each pruned layer.
+pub fn zero_dead_inputs(vs: &VarStore, student: &Student, kept: &HashMap<String, Vec<i64>>) {
+    let vars = vs.variables();
+    let mut dead: Option<Tensor> = None; // removed features of the current activation
+    tch::no_grad(|| {
+        for block in &student.blocks {
+            let id = &block.layer.id;
+            match block.layer.op {
+                Op::Conv2d { .. } | Op::Linear { .. } => {
+                    let Some(weight) = vars.get(&format!("{id}.weight")) else { continue };
+                    if let Some(d) = dead.as_ref().filter(|d| d.numel() > 0) {
+                        let _ = weight.shallow_clone().index_fill_(1, d, 0.0);
+                    }
+                    dead = kept.get(id).map(|k| {
+                        let keep = Tensor::from_slice(k).to_device(weight.device());
+                        let mut removed = Tensor::ones([weight.size()[0]], (Kind::Bool, weight.device()));
+                        let _ = removed.index_fill_(0, &keep, 0);
+                        removed.nonzero().flatten(0, -1)
+                    });
+                }
+                Op::Flatten => dead = dead.as_ref().map(|d| flattened(d, &block.layer.input)),
+                _ => {}
+            }
+        }
+    });
+}
+
+/// The columns after `flatten` of channel indices `channels` [n] over an input [C, H, W]:
+/// channel c becomes columns c*H*W .. (c+1)*H*W. Other inputs keep their indices.
+fn flattened(channels: &Tensor, input: &[u64]) -> Tensor {
+    let [_, h, w] = input else { return channels.shallow_clone() };
+    let hw = (h * w) as i64;
+    (channels.unsqueeze(1) * hw + Tensor::arange(hw, (Kind::Int64, channels.device())).unsqueeze(0)).flatten(0, -1)
 }

@@ -416,7 +416,7 @@ impl<'a> Trainer<'a> {
             train_accuracy: e.correct / e.samples,
             test_accuracy,
             agreement,
-            sparsity: self.pruner.as_ref().map(|p| p.schedule.sparsity_at(self.state.step)),
+            sparsity: self.pruner.as_ref().map(|p| p.schedule.applied_at(self.state.step)),
             samples_per_s: e.samples / e.seconds.max(1e-9),
             elapsed_s: self.state.train_seconds,
         };

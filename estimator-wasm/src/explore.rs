@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::batch::MAX_BATCH;
 use crate::catalogue;
 use crate::error::{EstimateError, SpecError};
-use crate::spec::{BatchSize, Checkpointing, Config, Family, Optimizer, Precision, PruneMethod, PruneScope, PruneSpec};
+use crate::spec::{BatchSize, Checkpointing, Config, Family, Optimizer, Precision, PruneMethod, PruneSpec};
 use crate::spec::{StudentSpec, Target};
 
 /// The `teacher` value that means "the pasted cfg.toml in `cfg`".
@@ -484,7 +484,7 @@ impl Explore {
         c.prune = (self.sparsity > 0.0).then(|| {
             let mut p = c.prune.clone().unwrap_or(PruneSpec {
                 method: self.prune,
-                scope: PruneScope::Global,
+                scope: None,
                 sparsity: self.sparsity,
                 initial_sparsity: 0.0,
                 start_epoch: 0.0,

@@ -418,8 +418,10 @@ pub enum PruneScope {
 pub struct PruneSpec {
     #[serde(default)]
     pub method: PruneMethod,
-    #[serde(default)]
-    pub scope: PruneScope,
+    /// Ranking of magnitude pruning: `global` (the default) or `layer`. Structured pruning
+    /// ranks units within each layer; `scope = "global"` with it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<PruneScope>,
     /// Final sparsity s_f: fraction of weights (magnitude) or of neurons/channels (structured).
     pub sparsity: f64,
     /// Initial sparsity s_i at the first pruning event.
@@ -429,6 +431,7 @@ pub struct PruneSpec {
     #[serde(default)]
     pub start_epoch: f64,
     /// Last pruning event t0 + n * dt, in epochs; the final sparsity is reached exactly there.
+    /// Default: 3/4 of the run, or `start_epoch` when later (one-shot pruning there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_epoch: Option<f64>,
     /// Steps between pruning events (dt).
@@ -654,7 +657,7 @@ impl Config {
             t.validate_parallel("student.transformer", self.estimate.tensor_parallel)?;
         }
         match &self.prune {
-            Some(prune) => prune.validate(&self.train),
+            Some(prune) => prune.validate(&self.train, &self.student),
             None => Ok(()),
         }
     }
@@ -893,7 +896,29 @@ impl TrainSpec {
 }
 
 impl PruneSpec {
-    fn validate(&self, train: &TrainSpec) -> Result<(), SpecError> {
+    /// The ranking that runs: `scope`, else `global` for magnitude and `layer` for structured.
+    pub fn effective_scope(&self) -> PruneScope {
+        let default = if self.method == PruneMethod::Structured { PruneScope::Layer } else { PruneScope::Global };
+        self.scope.unwrap_or(default)
+    }
+
+    fn validate(&self, train: &TrainSpec, student: &StudentSpec) -> Result<(), SpecError> {
+        if self.method == PruneMethod::Structured {
+            if self.scope == Some(PruneScope::Global) {
+                return invalid(
+                    "prune.scope",
+                    "structured pruning ranks units within each layer: remove scope or set scope = \"layer\"",
+                );
+            }
+            if student.norm == Norm::Layer && !student.hidden.is_empty() {
+                let why = "its statistics span all units, so removing one changes the others";
+                let fix = "use norm \"batch\" or \"none\", or method \"magnitude\"";
+                return invalid(
+                    "prune.method",
+                    &format!("\"structured\" meets student.norm = \"layer\" ({why}): {fix}"),
+                );
+            }
+        }
         if !(0.0..1.0).contains(&self.sparsity) {
             return invalid("prune.sparsity", "must be in [0, 1)");
         }
@@ -1098,6 +1123,8 @@ mod tests {
             ("[train]\nlr = -1.0\n", "train.lr"),
             ("[train]\nbatch_size = 0\n", "train.batch_size"),
             ("[prune]\nsparsity = 1.0\n", "prune.sparsity"),
+            ("[prune]\nmethod = \"structured\"\nscope = \"global\"\nsparsity = 0.5\n", "prune.scope"),
+            ("hidden = [8]\nnorm = \"layer\"\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\n", "prune.method"),
         ];
         for (extra, key) in cases {
             match Config::from_toml_str(&format!("{MINIMAL}{extra}")) {
