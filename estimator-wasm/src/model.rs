@@ -703,63 +703,51 @@ fn layer_error(e: EstimateError, key: String, l: &Layer) -> EstimateError {
 }
 
 /// Lays the layers' (and the loss's and batch's) sizes out as spans of indices into the list of
-/// distinct sizes (see [`HotLayer`]), in the order first seen. Each size is found through an
-/// open-addressing table, so the layout is linear in the number of sizes.
+/// sizes the scan evaluates (see [`HotLayer`]). A size equal to one of the last 64 listed
+/// reuses it (repeated blocks share their few sizes), which keeps the layout linear in the
+/// number of sizes.
 #[allow(clippy::type_complexity)]
 fn hot_layout(plans: &[LayerPlan], loss: &LossPlan, batch: &[Size]) -> (Vec<HotLayer>, [Span; 6], Vec<u32>, Vec<Size>) {
-    let mut lists: Vec<&[Size]> = Vec::with_capacity(7 * plans.len() + 6);
-    for l in plans {
-        let kept = l.kept.as_slice();
-        lists.extend([&l.saved[..], kept, &l.recompute, &l.forward_live, &l.checkpoint_forward_live]);
-        lists.extend([&l.backward_scratch[..], &l.backward_release]);
-    }
-    let logits = [loss.student_logits];
-    lists.extend([&loss.saved[..], &loss.transient, &loss.grads, &logits, loss.teacher_logits.as_slice(), batch]);
-    let total: usize = lists.iter().map(|v| v.len()).sum();
-    let mask = (2 * total).next_power_of_two() - 1;
-    let mut slots = vec![u32::MAX; mask + 1];
     let mut unique: Vec<Size> = Vec::new();
-    let mut index: Vec<u32> = Vec::with_capacity(total);
-    let mut spans: Vec<Span> = Vec::with_capacity(lists.len());
-    for v in lists {
+    let mut index: Vec<u32> = Vec::new();
+    let mut span = |v: &[Size]| {
         let start = index.len() as u32;
-        for &s in v {
-            let mut h = ((s.per_sample ^ s.fixed.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize;
-            loop {
-                h &= mask;
-                match slots[h] {
-                    u32::MAX => {
-                        slots[h] = unique.len() as u32;
-                        unique.push(s);
-                        break;
-                    }
-                    i if unique[i as usize] == s => break,
-                    _ => h += 1,
+        for s in v {
+            let n = unique.len();
+            let i = match unique.iter().rev().take(64).position(|u| u == s) {
+                Some(back) => n - 1 - back,
+                None => {
+                    unique.push(*s);
+                    n
                 }
-            }
-            index.push(slots[h]);
+            };
+            index.push(i as u32);
         }
-        spans.push((start, index.len() as u32));
-    }
+        (start, index.len() as u32)
+    };
     let hot = plans
         .iter()
-        .zip(spans.chunks(7))
-        .map(|(l, s)| HotLayer {
-            saved: s[0],
-            kept: s[1],
-            recompute: s[2],
-            forward_live: s[3],
-            checkpoint_forward_live: s[4],
-            backward_scratch: s[5],
-            backward_release: s[6],
+        .map(|l| HotLayer {
+            saved: span(&l.saved),
+            kept: span(l.kept.as_slice()),
+            recompute: span(&l.recompute),
+            forward_live: span(&l.forward_live),
+            checkpoint_forward_live: span(&l.checkpoint_forward_live),
+            backward_scratch: span(&l.backward_scratch),
+            backward_release: span(&l.backward_release),
             segment_start: l.segment_start,
         })
         .collect();
-    let mut loss_spans = [(0, 0); 6];
-    loss_spans.copy_from_slice(&spans[7 * plans.len()..]);
+    let loss_spans = [
+        span(&loss.saved),
+        span(&loss.transient),
+        span(&loss.grads),
+        span(&[loss.student_logits]),
+        span(loss.teacher_logits.as_slice()),
+        span(batch),
+    ];
     (hot, loss_spans, index, unique)
 }
-
 /// A set of storage ids emptied in constant time: `clear` starts a new generation.
 struct Seen {
     stamp: Vec<u32>,

@@ -30,7 +30,9 @@
 //! ```
 //!
 //! Every table rejects unknown keys, so a typo is an error with its line and column, never a
-//! silently ignored setting. [`Config::from_toml_str`] parses and then [`Config::validate`]s.
+//! silently ignored setting. Every count and size is bounded (`crate::limits`, with the bound
+//! of each key) before any work grows with it; names (enum values, presets, GPUs) follow one
+//! matching rule (`crate::names`). [`Config::from_toml_str`] parses and then [`Config::validate`]s.
 use serde::{Deserialize, Serialize};
 
 use crate::batch::MAX_BATCH;
@@ -72,9 +74,9 @@ pub struct DataSpec {
     /// Fraction of `train` held out as the test set when `test` is absent (0 < holdout < 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdout: Option<f64>,
-    /// Shape of one sample as the student sees it: `[C, H, W]` or `[D]`.
+    /// Shape of one sample as the student sees it: `[C, H, W]` or `[D]`, each 1 to 2^24.
     pub input_shape: Vec<u64>,
-    /// Number of classes: the student's output width and the exclusive bound on labels.
+    /// Number of classes: the student's output width and the exclusive bound on labels (2 to 2^24).
     pub classes: u64,
     /// Multiplier applied to `x` before normalisation (1/255 for uint8 pixels).
     #[serde(default = "one")]
@@ -185,15 +187,16 @@ names!(Pool { Max = "max", Avg = "avg", None = "none" });
 #[serde(deny_unknown_fields)]
 pub struct StudentSpec {
     pub family: Family,
-    /// Output channels of each conv block (`cnn` only).
+    /// Output channels of each conv block (`cnn` only): at most 1024 blocks of 1 to 2^24.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub channels: Vec<u64>,
-    /// Square conv kernel size, odd; padding keeps the spatial size ("same").
+    /// Square conv kernel size, odd, at most 2^24; padding keeps the spatial size ("same").
     #[serde(default = "three")]
     pub kernel: u64,
     #[serde(default)]
     pub pool: Pool,
-    /// Widths of the fully connected hidden blocks before the classifier head.
+    /// Widths of the fully connected hidden blocks before the classifier head: at most 1024
+    /// blocks of 1 to 2^24.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<u64>,
     #[serde(default)]
@@ -269,18 +272,18 @@ names!(HeadKind { Lm = "lm", Classifier = "classifier" });
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransformerSpec {
-    /// Rows of the token embedding.
+    /// Rows of the token embedding (1 to 2^24).
     pub vocab: u64,
-    /// Number of transformer layers (each an attention and a feed-forward block).
+    /// Number of transformer layers (each an attention and a feed-forward block), 1 to 4096.
     pub layers: u64,
-    /// Hidden size h.
+    /// Hidden size h (1 to 2^24).
     pub d_model: u64,
     /// Attention heads a; `d_model` must be a multiple.
     pub heads: u64,
     /// Key/value heads for grouped-query attention (Ainslie 2023); default `heads`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_heads: Option<u64>,
-    /// Feed-forward width i; default `4 * d_model`.
+    /// Feed-forward width i (1 to 2^24); default `4 * d_model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mlp_width: Option<u64>,
     #[serde(default)]
@@ -293,7 +296,8 @@ pub struct TransformerSpec {
     /// and the embedding).
     #[serde(default)]
     pub attention_dropout: f64,
-    /// Rows of a learned position embedding (GPT-2: 1024); 0 for none (rotary or no positions).
+    /// Rows of a learned position embedding (GPT-2: 1024), at most 2^24; 0 for none (rotary or
+    /// no positions).
     #[serde(default)]
     pub max_positions: u64,
     #[serde(default)]
@@ -484,8 +488,9 @@ names!(MaskDtype { Bool = "bool", Float = "float" });
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EstimateSpec {
-    /// A GPU of the catalogue (`crate::catalogue`), matched case-insensitively, e.g.
-    /// `"A100-80GB"` or `"A100-40GB-MIG-1g.5gb"`; absent: no fit check.
+    /// A GPU of the catalogue (`crate::catalogue`), e.g. `"A100-80GB"` or
+    /// `"A100-40GB-MIG-1g.5gb"`, matched by `crate::names`' rule (`"a100 80gb"` too) and stored
+    /// as its catalogue name; absent: no fit check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
     #[serde(default)]
@@ -580,11 +585,13 @@ impl EstimateSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainSpec {
+    /// Passes over the train set, 1 to 1,000,000.
     #[serde(default = "ten")]
     pub epochs: u64,
+    /// Micro-batch in samples, 1 to 2^40, or `"auto"`.
     #[serde(default = "default_batch")]
     pub batch_size: BatchSize,
-    /// Batch size for evaluation passes (no gradients, so it can be larger).
+    /// Batch size for evaluation passes (no gradients, so it can be larger), 1 to 2^40.
     #[serde(default = "default_eval_batch")]
     pub eval_batch_size: u64,
     #[serde(default)]

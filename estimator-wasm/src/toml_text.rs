@@ -76,7 +76,7 @@ fn parse_error(text: &str, e: &basic_toml::Error) -> SpecError {
     };
     let mut reason = message.rsplit_once(" at line ").map_or(message.as_str(), |(reason, _)| reason).to_string();
     if reason == "invalid number" {
-        reason = invalid_number(text, line, column);
+        reason = invalid_number(text, line + 1);
     }
     let table = reason.rsplit_once(" for key `").and_then(|(_, path)| path.strip_suffix('`'));
     let named = |prefix: &str| reason.strip_prefix(prefix).and_then(|rest| rest.split_once('`')).map(|(k, _)| k);
@@ -93,41 +93,24 @@ fn parse_error(text: &str, e: &basic_toml::Error) -> SpecError {
     SpecError::Parse { place: Some(found.unwrap_or((line + 1, column + 1))), reason }
 }
 
-/// basic-toml's bare "invalid number" at 0-based `line` and `column`, with the number and the
-/// key it is written under, and the largest integer when it is one past TOML's 64 bits.
-fn invalid_number(text: &str, line: usize, column: usize) -> String {
-    let rest = text.lines().nth(line).and_then(|l| l.get(column..)).unwrap_or_default();
-    let number = rest.split(|c: char| c.is_ascii_whitespace() || ",]}#".contains(c)).next().unwrap_or_default();
-    let mut key = String::new();
-    walk(text, |l, _, path| {
-        if l <= line + 1 {
-            key = path.to_string();
-        }
-        l > line + 1
-    });
-    let digits = number.trim_start_matches(['+', '-']).replace('_', "");
-    let too_long = digits.bytes().all(|c| c.is_ascii_digit()) && digits.parse::<i64>().is_err();
-    let hint = if too_long && !digits.is_empty() { ": TOML integers are at most 9223372036854775807" } else { "" };
-    format!("invalid number `{number}` for key `{key}`{hint}")
+/// basic-toml's bare "invalid number" on 1-based `line`, with the key it is written under and
+/// the range of TOML's integers (a number past it is the usual cause).
+fn invalid_number(text: &str, line: usize) -> String {
+    let key = keys(text).into_iter().take_while(|k| k.0 <= line).last().map_or(String::new(), |k| k.2);
+    format!("invalid number for key `{key}` (TOML integers are at most 9223372036854775807)")
 }
 
 /// The 1-based line and column where the dotted key `path` is written: `key = ...` (plain,
 /// quoted or dotted) under its table's `[header]` or at the top level, or the header `[path]`.
 /// None for keys of inline tables. Lines inside multi-line strings are skipped.
 fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
-    let mut found = None;
-    walk(text, |line, column, p| {
-        if p == path {
-            found = Some((line, column));
-        }
-        found.is_some()
-    });
-    found
+    keys(text).into_iter().find(|k| k.2 == path).map(|k| (k.0, k.1))
 }
 
-/// Calls `f(line, column, path)` (1-based; `path` dotted) for each `[header]` and `key = ...`
-/// line of `text` in order, skipping multi-line strings, until `f` returns true.
-fn walk(text: &str, mut f: impl FnMut(usize, usize, &str) -> bool) {
+/// Each `[header]` and `key = ...` line of `text` in order, skipping multi-line strings: its
+/// 1-based line and column and its dotted path.
+fn keys(text: &str) -> Vec<(usize, usize, String)> {
+    let mut found = Vec::new();
     let mut table = String::new();
     let mut string: Option<&str> = None; // the delimiter of an open multi-line string
     for (n, line) in text.lines().enumerate() {
@@ -139,18 +122,14 @@ fn walk(text: &str, mut f: impl FnMut(usize, usize, &str) -> bool) {
             }
         } else if let Some(header) = t.strip_prefix('[') {
             table = dotted(header.trim_start_matches('[').split(']').next().unwrap_or_default());
-            if f(n + 1, column, &table) {
-                return;
-            }
+            found.push((n + 1, column, table.clone()));
         } else if let Some((key, value)) = t.split_once('=') {
             let key = dotted(key);
-            let path = if table.is_empty() { key } else { format!("{table}.{key}") };
-            if f(n + 1, column, &path) {
-                return;
-            }
+            found.push((n + 1, column, if table.is_empty() { key } else { format!("{table}.{key}") }));
             string = ["\"\"\"", "'''"].into_iter().find(|d| value.matches(d).count() % 2 == 1);
         }
     }
+    found
 }
 
 /// A dotted key as its parts joined by '.', each trimmed and unquoted: `"a" . b` -> `a.b`.

@@ -1,6 +1,8 @@
 //! Every entry point (the cfg.toml, the Rust API's `Inputs` and arguments, the explorer's form)
 //! checks a value the same way, and every name is looked up by one rule (`estimator_wasm::names`).
+use estimator_wasm::arch;
 use estimator_wasm::explore::Explore;
+use estimator_wasm::limits::MAX_LAYER_LIST;
 use estimator_wasm::spec::{Activation, Family, Precision, Target};
 use estimator_wasm::{estimate, gpu, max_batch, Config, EstimateError, Gpu, Inputs, SpecError, TeacherModel};
 
@@ -22,6 +24,12 @@ fn the_api_refuses_what_the_toml_refuses_with_the_same_error() {
     let e = estimate(&c, &Inputs { teacher: Some(zero), ..Inputs::default() }).unwrap_err();
     assert_eq!(e, toml_error("[teacher]\nparams = 0\n"));
     assert_eq!(e.to_string(), "teacher.params: must be >= 1 (or leave it out)");
+    // a teacher's layer list longer than any valid architecture expands into
+    let layer = arch::layers(&c.student, &c.data).unwrap().remove(0);
+    let layers = Some(vec![layer; MAX_LAYER_LIST + 1]);
+    let long = TeacherModel { params: 10, buffers: 0, layers };
+    let e = estimate(&c, &Inputs { teacher: Some(long), ..Inputs::default() }).unwrap_err();
+    assert_eq!(e.to_string(), "teacher: has 8201 layers; at most 8200");
     // a micro-batch of 0 or past 2^40
     for b in [0, (1 << 40) + 1] {
         let e = estimate(&c, &Inputs { batch: Some(b), ..Inputs::default() }).unwrap_err();
