@@ -16,10 +16,11 @@
 //! | `train.epochs` | 1 to [`MAX_EPOCHS`] |
 //! | `estimate.data_parallel`, `tensor_parallel`, `pipeline_stages` | 1 to 2^20 (stages also at most one per layer) |
 //! | `student.checkpointing` segments | any; more segments than layers give one layer each |
+//! | `teacher.params`, `teacher.buffers` | 1 (0 for buffers) to 2^50 |
 //!
 //! The same keys under `[teacher.arch]` have the same bounds. Counts no work is proportional to
-//! (`warmup_steps`, `save_every`, `log_every`, `keep_checkpoints`, `prune.every_steps`,
-//! `teacher.params`) take any 64-bit value; TOML itself stops at 2^63 - 1.
+//! (`warmup_steps`, `save_every`, `log_every`, `keep_checkpoints`, `prune.every_steps`) take any
+//! 64-bit value; TOML itself stops at 2^63 - 1.
 use crate::error::SpecError;
 
 /// Most transformer layers (`student.transformer.layers`, `teacher.arch.transformer.layers`).

@@ -655,14 +655,14 @@ impl Model {
 }
 
 /// The caller's [`Inputs`] under the rules the cfg.toml keys they stand for follow: the batch
-/// as `train.batch_size`, the teacher's count as `teacher.params`, its layer list at most
+/// as `train.batch_size`, the teacher's counts as `teacher.params` and `teacher.buffers`, its layer list at most
 /// [`MAX_LAYER_LIST`] long.
 fn check_inputs(inputs: &Inputs) -> Result<(), EstimateError> {
     if let Some(b) = inputs.batch {
         limits::within("train.batch_size", b, 1, MAX_BATCH)?;
     }
     if let Some(t) = &inputs.teacher {
-        spec::check_teacher_params(t.params)?;
+        spec::check_teacher_counts(t.params, t.buffers)?;
         if let Some(n) = t.layers.as_ref().map(Vec::len).filter(|&n| n > MAX_LAYER_LIST) {
             return Err(EstimateError::invalid("teacher", format!("has {n} layers; at most {MAX_LAYER_LIST}")));
         }

@@ -114,11 +114,11 @@ pub struct TeacherSpec {
     /// Costs N x classes x 4 bytes; frees the teacher's per-step forward.
     #[serde(default = "yes")]
     pub cache_logits: bool,
-    /// Exact parameter count of the teacher, in elements. `distill` reads it from the
+    /// Exact parameter count of the teacher, in elements (1 to 2^50). `distill` reads it from the
     /// TorchScript file; the estimator otherwise derives it from `preset` or `arch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<u64>,
-    /// Non-trainable buffers of the teacher (BatchNorm statistics), in elements.
+    /// Non-trainable buffers of the teacher (BatchNorm statistics), in elements (at most 2^50).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffers: Option<u64>,
     /// A named teacher architecture known to the estimator (`crate::teacher::PRESETS`), e.g.
@@ -860,9 +860,7 @@ impl TeacherSpec {
         if self.preset.is_some() && self.arch.is_some() {
             return invalid("teacher.preset", "give either preset or arch, not both");
         }
-        if let Some(p) = self.params {
-            check_teacher_params(p)?;
-        }
+        check_teacher_counts(self.params.unwrap_or(1), self.buffers.unwrap_or(0))?;
         if let Some(name) = &self.preset {
             crate::teacher::preset_layers(name, data)?;
         }
@@ -1027,15 +1025,15 @@ pub fn check_safety_margin(margin: f64) -> Result<(), SpecError> {
     invalid("estimate.safety_margin", "must be a fraction in [0, 1) (typical: 0.05)")
 }
 
-/// `teacher.params` (or the teacher's count a caller passes): at least one parameter.
+/// `teacher.params` and `teacher.buffers` (or the counts a caller passes): 1 to 2^50
+/// parameters (a thousand times the largest published model; their bytes then fit 64 bits)
+/// and at most 2^50 buffers.
 ///
 /// # Errors
-/// [`SpecError::Invalid`] on `teacher.params` for 0.
-pub fn check_teacher_params(params: u64) -> Result<(), SpecError> {
-    match params {
-        0 => invalid("teacher.params", "must be >= 1 (or leave it out)"),
-        _ => Ok(()),
-    }
+/// [`SpecError::Invalid`] on `teacher.params` or `teacher.buffers` otherwise.
+pub fn check_teacher_counts(params: u64, buffers: u64) -> Result<(), SpecError> {
+    limits::within("teacher.params", params, 1, 1 << 50)?;
+    limits::within("teacher.buffers", buffers, 0, 1 << 50)
 }
 
 fn invalid<T>(key: &str, message: &str) -> Result<T, SpecError> {

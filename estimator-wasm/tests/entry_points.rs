@@ -23,7 +23,12 @@ fn the_api_refuses_what_the_toml_refuses_with_the_same_error() {
     let zero = TeacherModel { params: 0, buffers: 0, layers: None };
     let e = estimate(&c, &Inputs { teacher: Some(zero), ..Inputs::default() }).unwrap_err();
     assert_eq!(e, toml_error("[teacher]\nparams = 0\n"));
-    assert_eq!(e.to_string(), "teacher.params: must be >= 1 (or leave it out)");
+    assert_eq!(e.to_string(), "teacher.params: is 0; must be between 1 and 1125899906842624");
+    // a teacher too large to price: 2^60 parameters of 4 bytes overflow 64 bits
+    let huge = TeacherModel { params: 1 << 60, buffers: 0, layers: None };
+    let e = estimate(&c, &Inputs { teacher: Some(huge), ..Inputs::default() }).unwrap_err();
+    assert_eq!(e, toml_error(&format!("[teacher]\nparams = {}\n", 1u64 << 60)));
+    assert_eq!(e.to_string(), "teacher.params: is 1152921504606846976; must be between 1 and 1125899906842624");
     // a teacher's layer list longer than any valid architecture expands into
     let layer = arch::layers(&c.student, &c.data).unwrap().remove(0);
     let layers = Some(vec![layer; MAX_LAYER_LIST + 1]);
