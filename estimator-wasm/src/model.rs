@@ -181,9 +181,11 @@ impl Model {
     /// Compiles `config` (validated here) with the caller's `inputs`.
     ///
     /// # Errors
-    /// [`EstimateError::Spec`] for an invalid config, [`EstimateError::Invalid`] for missing or
-    /// out-of-range inputs (an unknown teacher size, zero samples), [`EstimateError::Overflow`]
-    /// for sizes past 2^64 bytes, [`EstimateError::UnknownGpu`].
+    /// [`EstimateError::Spec`] for an invalid config and for inputs that stand for a cfg.toml
+    /// key (the batch, the teacher's counts) out of that key's range; [`EstimateError::Invalid`]
+    /// for other missing or out-of-range inputs (an unknown teacher size, zero samples) and for
+    /// a layer or evaluation pass past 2^64 bytes (on the key that sizes it);
+    /// [`EstimateError::Overflow`] for other sizes past 2^64 bytes; [`EstimateError::UnknownGpu`].
     pub fn new(config: &Config, inputs: &Inputs) -> Result<Model, EstimateError> {
         config.validate()?;
         check_inputs(inputs)?;
