@@ -29,12 +29,20 @@ pub const MAX_BATCH: u64 = 1 << 40;
 /// Finds the largest micro-batch of `model` that fits `gpu` keeping `safety` (a fraction in
 /// [0, 1)) of its memory free. The result `b` satisfies: `b` fits and `b + 1` does not.
 ///
+/// `gpu` is the device's memory; the model's `estimate.target` prices the step. A model
+/// priced for `target = "cpu"` fits only a device without CUDA context and cuBLAS workspace
+/// (the CPU's memory, as `distill` passes it): a catalogue GPU is refused rather than filled
+/// under the CPU's rules (`Model::new` with `target = "cuda"` prices it).
+///
 /// # Errors
-/// [`EstimateError::Invalid`] for a safety margin outside [0, 1); errors of the model other
-/// than overflow (an overflowing batch simply does not fit).
+/// [`EstimateError::Spec`] on `estimate.safety_margin` outside [0, 1) and on `estimate.target`
+/// for a CPU model and a GPU; errors of the model other than overflow (an overflowing batch
+/// simply does not fit).
 pub fn search(model: &Model, gpu: &Gpu, safety: f64) -> Result<BatchSearch, EstimateError> {
-    if !(safety.is_finite() && (0.0..1.0).contains(&safety)) {
-        return Err(EstimateError::invalid("estimate.safety_margin", "must be a fraction in [0, 1)"));
+    crate::spec::check_safety_margin(safety)?;
+    if !model.runtime.cuda && (gpu.cuda_context > 0 || gpu.cublas_workspace > 0) {
+        let message = format!("\"cpu\" prices a run on the CPU, but {} is a GPU: set target = \"cuda\"", gpu.name);
+        return Err(EstimateError::invalid("estimate.target", message));
     }
     let budget = gpu.memory - fraction_ppm(gpu.memory, crate::runtime::ppm(safety))?.min(gpu.memory);
     let rt = &model.runtime;

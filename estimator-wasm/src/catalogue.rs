@@ -81,8 +81,9 @@ pub fn catalogue() -> &'static [Gpu] {
     &CATALOGUE
 }
 
-/// Looks a GPU up by name, ignoring case, spaces, `-`, `_`, `.` and a leading "NVIDIA" or
-/// "Tesla" (`"nvidia h200"`, `"rtx3090"` and `"a100-40gb-mig-1g.5gb"` all match).
+/// Looks a GPU up by name as every name is matched (`crate::names`: ignoring case, white
+/// space, `-`, `_`, `.`), also without a leading "NVIDIA", "Tesla" or "GeForce" (`"nvidia h200"`,
+/// `"rtx3090"`, `"T4 "` and `"a100-40gb-mig-1g.5gb"` all match). Results carry `Gpu::name`.
 ///
 /// # Errors
 /// [`EstimateError::UnknownGpu`] listing the known names.
@@ -95,8 +96,7 @@ pub fn gpu(name: &str) -> Result<&'static Gpu, EstimateError> {
 }
 
 fn normalise(name: &str) -> String {
-    let s: String =
-        name.chars().filter(|c| !matches!(c, ' ' | '-' | '_' | '.')).map(|c| c.to_ascii_lowercase()).collect();
+    let s = crate::names::fold(name);
     for prefix in ["nvidia", "tesla", "geforce"] {
         if let Some(rest) = s.strip_prefix(prefix) {
             return rest.to_string();

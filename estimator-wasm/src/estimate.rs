@@ -10,7 +10,8 @@ impl Model {
     /// The full estimate at micro-batch `b`: phases, categories, layers, totals and fit.
     ///
     /// # Errors
-    /// [`EstimateError::Invalid`] for `b = 0`, [`EstimateError::Overflow`] past 2^64 bytes.
+    /// [`EstimateError::Spec`] on `train.batch_size` for `b` outside 1 to `batch::MAX_BATCH`
+    /// (the cfg.toml's rule), [`EstimateError::Overflow`] past 2^64 bytes.
     pub fn plan(&self, b: u64) -> Result<Plan, EstimateError> {
         check_batch(b)?;
         let cuda = self.runtime.cuda;
@@ -144,9 +145,7 @@ fn exact(sizes: &[Size], b: u64) -> Result<u64, EstimateError> {
     sizes.iter().try_fold(0u64, |acc, s| crate::runtime::add(acc, s.at(b)?, "saved bytes"))
 }
 
+/// The micro-batch under `train.batch_size`'s rule (1 to `MAX_BATCH`).
 pub(crate) fn check_batch(b: u64) -> Result<(), EstimateError> {
-    if b == 0 {
-        return Err(EstimateError::invalid("train.batch_size", "the micro-batch must be >= 1"));
-    }
-    Ok(())
+    Ok(crate::limits::within("train.batch_size", b, 1, crate::batch::MAX_BATCH)?)
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::batch::MAX_BATCH;
 use crate::catalogue;
 use crate::error::{EstimateError, SpecError};
+use crate::limits::MAX_BLOCKS;
 use crate::spec::{BatchSize, Checkpointing, Config, Family, Optimizer, Precision, PruneMethod, PruneSpec};
 use crate::spec::{StudentSpec, Target};
 
@@ -175,9 +176,9 @@ pub static SCENARIOS: [Scenario; 7] = [
     },
 ];
 
-/// The scenario called `key`.
+/// The scenario called `key` (matched as every name is, `crate::names`).
 pub fn scenario(key: &str) -> Option<&'static Scenario> {
-    SCENARIOS.iter().find(|s| s.key == key)
+    SCENARIOS.iter().find(|s| crate::names::same(key, s.key))
 }
 
 /// Why the form cannot be priced: the form field to mark (`None`: the form as a whole) and a
@@ -227,7 +228,7 @@ pub fn field_of(key: &str) -> Option<&'static str> {
         "train.precision" => "precision",
         "teacher.precision" => "teacher_precision",
         "data.input_shape" | "student.transformer.max_positions" | "teacher.preset" => "input",
-        "student.channels" => "depth",
+        "student.channels" | "student.transformer.layers" => "depth",
         "student.checkpointing" => "checkpointing",
         "teacher" => "teacher",
         "estimate.gpu" => "gpu",
@@ -386,7 +387,7 @@ impl Explore {
     /// # Errors
     /// An unknown teacher, or a pasted cfg.toml that does not parse.
     pub fn base(&self) -> Result<Config, ExploreError> {
-        if self.teacher == CUSTOM {
+        if crate::names::same(&self.teacher, CUSTOM) {
             let text = self.cfg.as_deref().ok_or_else(|| ExploreError::on("cfg", "paste a cfg.toml first"))?;
             let mut config =
                 Config::from_toml_str(text).map_err(|e| ExploreError { field: Some("cfg"), message: e.to_string() })?;
@@ -576,13 +577,13 @@ fn scaled(v: u64, f: f64) -> u64 {
     ((v as f64) * f).round().clamp(1.0, 1e15) as u64
 }
 
-/// Resizes a list of widths to `round(n * depth)` entries (at least 1 when it had any),
-/// growing with `grow(last)`.
+/// Resizes a list of widths to `round(n * depth)` entries (at least 1 when it had any, at
+/// most [`MAX_BLOCKS`]), growing with `grow(last)`.
 fn resize(list: &mut Vec<u64>, depth: f64, grow: impl Fn(u64) -> u64) {
     if list.is_empty() {
         return;
     }
-    let n = scaled(list.len() as u64, depth).min(1 << 12) as usize;
+    let n = scaled(list.len() as u64, depth).min(MAX_BLOCKS as u64) as usize;
     while list.len() < n {
         let next = grow(*list.last().unwrap_or(&1));
         list.push(next);
@@ -780,9 +781,25 @@ mod tests {
 
     #[test]
     fn absurd_sizes_are_errors_not_panics() {
+        // a million tokens: the student's 1024 learned positions cannot embed them
         let e = Explore { width: 64.0, depth: 16.0, input: 1 << 20, batch: MAX_BATCH, ..Explore::default() };
+        let positions = "student.transformer.max_positions: 1024 positions cannot embed sequences of 1048576 \
+                         (data.input_shape); use 0 or >= 1048576";
         for scale in [0.25, 1.0, 4.0] {
-            let _ = e.config_at(scale).and_then(|c| Ok(crate::estimate(&c, &crate::Inputs::default())?));
+            let err = e.config_at(scale).unwrap_err();
+            assert_eq!((err.field, err.message.as_str()), (Some("input"), positions), "scale {scale}");
+        }
+        // within them, 2^40 samples of the widest and deepest student: an overflow, on no field
+        let e = Explore { input: 1024, ..e };
+        let overflow = "the step at micro-batch 1099511627776 overflows 64-bit bytes (more than 16 EiB): the plan \
+                        is too large to price";
+        for scale in [0.25, 1.0, 4.0] {
+            let c = e.config_at(scale).unwrap();
+            let t = c.student.transformer.as_ref().unwrap();
+            // 6 layers x 16; 12 heads x 64 x scale, of 64 dimensions each
+            assert_eq!((t.layers, t.heads, t.d_model), (96, (768.0 * scale) as u64, (768.0 * scale) as u64 * 64));
+            let err = ExploreError::from(crate::estimate(&c, &crate::Inputs::default()).unwrap_err());
+            assert_eq!((err.field, err.message.as_str()), (None, overflow), "scale {scale}");
         }
     }
 }

@@ -23,7 +23,9 @@ pub mod error;
 mod estimate;
 pub mod explore;
 pub mod layer;
+pub mod limits;
 pub mod model;
+pub mod names;
 mod phases;
 pub mod plan;
 pub mod render;
@@ -71,10 +73,12 @@ pub fn estimate(config: &Config, inputs: &Inputs) -> Result<Plan, EstimateError>
 
 /// The largest micro-batch of `config` that fits `gpu`, keeping `safety_margin` (a fraction in
 /// [0, 1)) of its memory free; `None` when not even 1 fits. Closed form, then verified: the
-/// result fits and one more does not.
+/// result fits and one more does not. The step is priced for `estimate.target`: a
+/// `target = "cpu"` config fits only a device without CUDA context (the CPU's memory).
 ///
 /// # Errors
-/// As [`estimate`], and an out-of-range margin.
+/// As [`estimate`]; a margin out of [0, 1) as `estimate.safety_margin` is refused; a
+/// `target = "cpu"` config and a GPU, on `estimate.target` ([`batch::search`]).
 pub fn max_batch(
     config: &Config,
     inputs: &Inputs,

@@ -15,14 +15,16 @@
 use std::ops::Range;
 
 use crate::arch::{self, numel, Layer, Op};
+use crate::batch::MAX_BATCH;
 use crate::catalogue::{self, Gpu};
 use crate::dtype::{DType, Recipe};
 use crate::error::EstimateError;
 use crate::layer::{self, Chain, Ctx, Priced, Save, Size, StorageId};
+use crate::limits::{self, MAX_LAYER_LIST};
 use crate::phases::largest_live;
 use crate::plan::{Cat, Counts, Pruning};
 use crate::runtime::{self, add, mul, Pool, Runtime, MIB};
-use crate::spec::{BatchSize, Config, Family, MaskDtype, Precision, PruneMethod, Target};
+use crate::spec::{self, BatchSize, Config, Family, MaskDtype, Precision, PruneMethod, Target};
 use crate::states::{zero_states, ModelStates, PerParam};
 use crate::teacher::{self, TeacherModel};
 
@@ -179,11 +181,14 @@ impl Model {
     /// Compiles `config` (validated here) with the caller's `inputs`.
     ///
     /// # Errors
-    /// [`EstimateError::Spec`] for an invalid config, [`EstimateError::Invalid`] for missing or
-    /// out-of-range inputs (an unknown teacher size, zero samples), [`EstimateError::Overflow`]
-    /// for sizes past 2^64 bytes, [`EstimateError::UnknownGpu`].
+    /// [`EstimateError::Spec`] for an invalid config and for inputs that stand for a cfg.toml
+    /// key (the batch, the teacher's counts) out of that key's range; [`EstimateError::Invalid`]
+    /// for other missing or out-of-range inputs (an unknown teacher size, zero samples) and for
+    /// a layer or evaluation pass past 2^64 bytes (on the key that sizes it);
+    /// [`EstimateError::Overflow`] for other sizes past 2^64 bytes; [`EstimateError::UnknownGpu`].
     pub fn new(config: &Config, inputs: &Inputs) -> Result<Model, EstimateError> {
         config.validate()?;
+        check_inputs(inputs)?;
         let est = &config.estimate;
         let cuda = est.target == Target::Cuda;
         let gpu = match &est.gpu {
@@ -213,11 +218,6 @@ impl Model {
             (None, BatchSize::Fixed(b)) => Some(b),
             (None, BatchSize::Auto) => None,
         };
-        if let Some(d) = inputs.dataset {
-            if d.train_samples == 0 || d.sample_bytes == 0 {
-                return Err(EstimateError::invalid("dataset", "train_samples and sample_bytes must be >= 1"));
-            }
-        }
         let recipe = Recipe::student(config.train.precision);
         let ctx = Ctx { recipe, cuda, tp: est.tensor_parallel };
         notes.extend(precision_notes(config, gpu, cuda));
@@ -237,7 +237,7 @@ impl Model {
         let mut priced: Vec<Priced> = Vec::with_capacity(layers.len());
         let mut inputs_of: Vec<Chain> = Vec::with_capacity(layers.len());
         for l in &layers {
-            let p = layer::price(l, chain, &mut next_id, &ctx)?;
+            let p = price(l, chain, &mut next_id, &ctx).map_err(|e| layer_error(e, sizing_key("student", &l.id), l))?;
             inputs_of.push(chain);
             chain = p.output;
             priced.push(p);
@@ -274,36 +274,38 @@ impl Model {
                 backward_release: pr.backward_release.clone(),
             })
             .collect();
-        let mut saved_ids: Vec<StorageId> = Vec::new();
+        let mut seen = Seen::new(next_id);
+        let mut x0_saved = false;
         for range in &stage_ranges {
             // attribution without checkpointing
-            let ids = attribute(&priced, range.clone(), None, &mut plans, |lp| &mut lp.saved);
-            saved_ids.extend(ids);
+            x0_saved |= attribute(&priced, range.clone(), None, &mut plans, |lp| &mut lp.saved, &mut seen);
             if let Some(segments) = arch::checkpoint_segments(range.len(), config.student.checkpointing) {
-                let mut kept_ids: Vec<StorageId> = Vec::new();
+                // chain ids grow along the forward: a segment input kept already is the last one
+                let mut last_kept: Option<StorageId> = None;
                 for seg in segments {
                     let seg = range.start + seg.start..range.start + seg.end;
                     let input = inputs_of[seg.start];
                     plans[seg.start].segment_start = true;
-                    if !kept_ids.contains(&input.id) {
-                        kept_ids.push(input.id);
+                    if last_kept != Some(input.id) {
+                        last_kept = Some(input.id);
                         plans[seg.start].kept = Some(input.size()?);
                     }
-                    attribute(&priced, seg, Some(input.id), &mut plans, |lp| &mut lp.recompute);
+                    attribute(&priced, seg, Some(input.id), &mut plans, |lp| &mut lp.recompute, &mut seen);
                 }
             }
         }
         // live sets during forward and no-grad forward
-        let mut saved_so_far: Vec<StorageId> = Vec::new();
+        let mut saved_so_far = Seen::new(next_id);
         for i in 0..n {
             let (x, out) = (inputs_of[i], priced[i].output);
-            saved_so_far.extend(priced[i].saves.iter().filter_map(|s| match s {
-                Save::Chain(id, _) => Some(*id),
-                Save::Own(_) => None,
-            }));
+            for s in &priced[i].saves {
+                if let Save::Chain(id, _) = s {
+                    saved_so_far.insert(*id);
+                }
+            }
             let lp = &mut plans[i];
             if x.id != out.id {
-                if !saved_so_far.contains(&x.id) {
+                if !saved_so_far.contains(x.id) {
                     lp.forward_live.push(x.size()?);
                 }
                 if !saves(&priced[i], out.id) {
@@ -351,7 +353,7 @@ impl Model {
         };
 
         // --- per-step batch tensors not in the saved set (first stage)
-        let x0_saved = saved_ids.contains(&0) || checkpointing;
+        let x0_saved = x0_saved || checkpointing;
         let sample_bytes = match inputs.dataset {
             Some(d) => d.sample_bytes,
             None if transformer => mul(input_elems, 8, "input")?,
@@ -557,24 +559,31 @@ impl Model {
 
         // --- evaluation and teacher-cache phases at the eval batch (batch-independent)
         let eval_b = config.train.eval_batch_size;
+        let eval_error = |e: EstimateError| match e {
+            EstimateError::Overflow { .. } => EstimateError::invalid(
+                "train.eval_batch_size",
+                format!("{eval_b} samples need more than 16 EiB (2^64 bytes) in the evaluation pass; lower it"),
+            ),
+            e => e,
+        };
         let mut eval_batch = Pool::default();
         for s in &batch {
-            eval_batch.tensor(s.at(eval_b)?, cuda);
+            eval_batch.tensor(s.at(eval_b).map_err(eval_error)?, cuda);
         }
         if let Some(d) = inputs.dataset {
             eval_batch.tensor(mul(d.test_samples, 8, "predictions")?, cuda);
             eval_batch.tensor(mul(d.test_samples, 8, "predictions")?, cuda);
         }
         let (id, pool) = largest_live(plans.iter().map(|l| (l.id.as_str(), l.inference_live.as_slice())), eval_b, cuda);
-        let eval_live = (id.map(str::to_string), pool.check("the evaluation pass")?);
+        let eval_live = (id.map(str::to_string), pool.check("the evaluation pass").map_err(eval_error)?);
         let teacher_eval_live = match &teacher_plan {
             Some(t) => {
                 let (id, pool) = largest_live(t.layers.iter().map(|(id, s)| (id.as_str(), s.as_slice())), eval_b, cuda);
-                (id.map(str::to_string), pool.check("the teacher's forward")?)
+                (id.map(str::to_string), pool.check("the teacher's forward").map_err(eval_error)?)
             }
             None => (None, Pool::default()),
         };
-        let eval_batch = eval_batch.check("the evaluation batch")?;
+        let eval_batch = eval_batch.check("the evaluation batch").map_err(eval_error)?;
         let cache_build = cache_build.check("the teacher logit cache")?;
         let counts = Counts {
             student: arch::param_count(&layers),
@@ -642,13 +651,63 @@ impl Model {
         let total = per_sample.checked_mul(u128::from(b)).and_then(|v| v.checked_add(fixed));
         match total {
             Some(t) if t < 1 << 62 => Ok(()),
-            _ => Err(EstimateError::overflow(format!("the tensors of this plan at batch {b}"))),
+            _ => Err(EstimateError::overflow(format!("the step at micro-batch {b}"))),
         }
     }
 }
 
+/// The caller's [`Inputs`] under the rules the cfg.toml keys they stand for follow: the batch
+/// as `train.batch_size`, the teacher's counts as `teacher.params` and `teacher.buffers`, its layer list at most
+/// [`MAX_LAYER_LIST`] long.
+fn check_inputs(inputs: &Inputs) -> Result<(), EstimateError> {
+    if let Some(b) = inputs.batch {
+        limits::within("train.batch_size", b, 1, MAX_BATCH)?;
+    }
+    if let Some(t) = &inputs.teacher {
+        spec::check_teacher_counts(t.params, t.buffers)?;
+        if let Some(n) = t.layers.as_ref().map(Vec::len).filter(|&n| n > MAX_LAYER_LIST) {
+            return Err(EstimateError::invalid("teacher", format!("has {n} layers; at most {MAX_LAYER_LIST}")));
+        }
+    }
+    if let Some(d) = inputs.dataset {
+        if d.train_samples == 0 || d.sample_bytes == 0 {
+            return Err(EstimateError::invalid("dataset", "train_samples and sample_bytes must be >= 1"));
+        }
+    }
+    Ok(())
+}
+
+/// [`layer::price`] with the layer's output size checked too (every later per-layer size is
+/// then exact).
+fn price(l: &Layer, x: Chain, next: &mut StorageId, ctx: &Ctx) -> Result<Priced, EstimateError> {
+    let p = layer::price(l, x, next, ctx)?;
+    p.output.size()?;
+    Ok(p)
+}
+
+/// The key of an architecture under `prefix` (`student`, `teacher.arch`) whose entry made
+/// layer `id` (`arch`'s ids): `conv{i}*` -> `channels`, `fc{j}*` -> `hidden`, a transformer's
+/// `embed*` and `blk{i}*` -> `transformer`, `head` -> `data.classes`; else `data.input_shape`.
+fn sizing_key(prefix: &str, id: &str) -> String {
+    let list = [("conv", ".channels"), ("fc", ".hidden"), ("blk", ".transformer"), ("embed", ".transformer")];
+    match list.iter().find(|(start, _)| id.starts_with(start)) {
+        Some((_, k)) => format!("{prefix}{k}"),
+        None if id == "head" => "data.classes".to_string(),
+        None => "data.input_shape".to_string(),
+    }
+}
+
+/// An overflow while pricing layer `l` as an error on `key` naming the layer.
+fn layer_error(e: EstimateError, key: String, l: &Layer) -> EstimateError {
+    let EstimateError::Overflow { .. } = e else { return e };
+    let message = format!("layer {} needs more than 16 EiB (2^64 bytes); make it smaller", l.id);
+    EstimateError::Invalid { key, message }
+}
+
 /// Lays the layers' (and the loss's and batch's) sizes out as spans of indices into the list of
-/// distinct sizes (see [`HotLayer`]).
+/// sizes the scan evaluates (see [`HotLayer`]). A size equal to one of the last 64 listed
+/// reuses it (repeated blocks share their few sizes), which keeps the layout linear in the
+/// number of sizes.
 #[allow(clippy::type_complexity)]
 fn hot_layout(plans: &[LayerPlan], loss: &LossPlan, batch: &[Size]) -> (Vec<HotLayer>, [Span; 6], Vec<u32>, Vec<Size>) {
     let mut unique: Vec<Size> = Vec::new();
@@ -656,10 +715,14 @@ fn hot_layout(plans: &[LayerPlan], loss: &LossPlan, batch: &[Size]) -> (Vec<HotL
     let mut span = |v: &[Size]| {
         let start = index.len() as u32;
         for s in v {
-            let i = unique.iter().position(|u| u == s).unwrap_or_else(|| {
-                unique.push(*s);
-                unique.len() - 1
-            });
+            let n = unique.len();
+            let i = match unique.iter().rev().take(64).position(|u| u == s) {
+                Some(back) => n - 1 - back,
+                None => {
+                    unique.push(*s);
+                    n
+                }
+            };
             index.push(i as u32);
         }
         (start, index.len() as u32)
@@ -686,6 +749,33 @@ fn hot_layout(plans: &[LayerPlan], loss: &LossPlan, batch: &[Size]) -> (Vec<HotL
         span(batch),
     ];
     (hot, loss_spans, index, unique)
+}
+/// A set of storage ids emptied in constant time: `clear` starts a new generation.
+struct Seen {
+    stamp: Vec<u32>,
+    generation: u32,
+}
+
+impl Seen {
+    /// An empty set for ids below `ids`.
+    fn new(ids: StorageId) -> Seen {
+        Seen { stamp: vec![0; ids as usize + 1], generation: 1 }
+    }
+
+    fn clear(&mut self) {
+        self.generation += 1;
+    }
+
+    /// Adds `id`; whether it was not in the set.
+    fn insert(&mut self, id: StorageId) -> bool {
+        let new = !self.contains(id);
+        self.stamp[id as usize] = self.generation;
+        new
+    }
+
+    fn contains(&self, id: StorageId) -> bool {
+        self.stamp[id as usize] == self.generation
+    }
 }
 
 /// The pruning summary: masks of magnitude pruning, the shrunk student of structured pruning.
@@ -762,21 +852,25 @@ fn bound(
 }
 
 /// Attributes each saved storage of `range` to the first layer that saves it (`skip`: a
-/// storage counted elsewhere), appending to `field`; returns the chain storages seen.
+/// storage counted elsewhere), appending to `field`; returns whether the input (storage 0) is
+/// among them. `seen` is cleared first.
 fn attribute(
     priced: &[Priced],
     range: Range<usize>,
     skip: Option<StorageId>,
     plans: &mut [LayerPlan],
     field: impl Fn(&mut LayerPlan) -> &mut Vec<Size>,
-) -> Vec<StorageId> {
-    let mut seen: Vec<StorageId> = skip.into_iter().collect();
+    seen: &mut Seen,
+) -> bool {
+    seen.clear();
+    if let Some(id) = skip {
+        seen.insert(id);
+    }
     for i in range {
         for s in &priced[i].saves {
             match *s {
                 Save::Chain(id, size) => {
-                    if !seen.contains(&id) {
-                        seen.push(id);
+                    if seen.insert(id) {
                         field(&mut plans[i]).push(size);
                     }
                 }
@@ -784,7 +878,7 @@ fn attribute(
             }
         }
     }
-    seen
+    skip != Some(0) && seen.contains(0)
 }
 
 fn saves(p: &Priced, id: StorageId) -> bool {
@@ -852,8 +946,14 @@ fn resolve_teacher(
                 requires_grad: false,
             };
             let mut next = 0;
+            // the key that sizes a teacher layer: the caller's list, the input of a preset, or the arch
+            let key = |id: &str| match (&inputs.teacher, &spec.preset) {
+                (Some(_), _) => "teacher".to_string(),
+                (None, Some(_)) => "data.input_shape".to_string(),
+                (None, None) => sizing_key("teacher.arch", id),
+            };
             for (i, l) in layers.iter().enumerate() {
-                let p = layer::price(l, chain, &mut next, &ctx)?;
+                let p = price(l, chain, &mut next, &ctx).map_err(|e| layer_error(e, key(&l.id), l))?;
                 let mut sizes = Vec::new();
                 if p.output.id != chain.id {
                     sizes.push(chain.size()?);

@@ -30,10 +30,15 @@
 //! ```
 //!
 //! Every table rejects unknown keys, so a typo is an error with its line and column, never a
-//! silently ignored setting. [`Config::from_toml_str`] parses and then [`Config::validate`]s.
+//! silently ignored setting. Every count and size is bounded (`crate::limits`, with the bound
+//! of each key) before any work grows with it; names (enum values, presets, GPUs) follow one
+//! matching rule (`crate::names`). [`Config::from_toml_str`] parses and then [`Config::validate`]s.
 use serde::{Deserialize, Serialize};
 
+use crate::batch::MAX_BATCH;
 use crate::error::SpecError;
+use crate::limits::{self, MAX_BLOCKS, MAX_EPOCHS, MAX_LAYERS, MAX_SIZE};
+use crate::names::names;
 
 /// A whole cfg.toml.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,9 +74,9 @@ pub struct DataSpec {
     /// Fraction of `train` held out as the test set when `test` is absent (0 < holdout < 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdout: Option<f64>,
-    /// Shape of one sample as the student sees it: `[C, H, W]` or `[D]`.
+    /// Shape of one sample as the student sees it: `[C, H, W]` or `[D]`, each 1 to 2^24.
     pub input_shape: Vec<u64>,
-    /// Number of classes: the student's output width and the exclusive bound on labels.
+    /// Number of classes: the student's output width and the exclusive bound on labels (2 to 2^24).
     pub classes: u64,
     /// Multiplier applied to `x` before normalisation (1/255 for uint8 pixels).
     #[serde(default = "one")]
@@ -109,11 +114,11 @@ pub struct TeacherSpec {
     /// Costs N x classes x 4 bytes; frees the teacher's per-step forward.
     #[serde(default = "yes")]
     pub cache_logits: bool,
-    /// Exact parameter count of the teacher, in elements. `distill` reads it from the
+    /// Exact parameter count of the teacher, in elements (1 to 2^50). `distill` reads it from the
     /// TorchScript file; the estimator otherwise derives it from `preset` or `arch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<u64>,
-    /// Non-trainable buffers of the teacher (BatchNorm statistics), in elements.
+    /// Non-trainable buffers of the teacher (BatchNorm statistics), in elements (at most 2^50).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffers: Option<u64>,
     /// A named teacher architecture known to the estimator (`crate::teacher::PRESETS`), e.g.
@@ -126,7 +131,7 @@ pub struct TeacherSpec {
 }
 
 /// Student architecture family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Family {
     /// Flatten, then `hidden` fully connected blocks, then the classifier head.
@@ -137,9 +142,10 @@ pub enum Family {
     /// The estimator prices it; `distill` trains only `mlp` and `cnn`.
     Transformer,
 }
+names!(Family { Mlp = "mlp", Cnn = "cnn", Transformer = "transformer" });
 
 /// Element-wise non-linearity after each conv and hidden block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Activation {
     #[default]
@@ -150,9 +156,10 @@ pub enum Activation {
     Sigmoid,
     LeakyRelu,
 }
+names!(Activation { Relu = "relu", Gelu = "gelu", Silu = "silu", Tanh = "tanh", Sigmoid = "sigmoid", LeakyRelu = "leaky_relu" });
 
 /// Normalisation after each conv or hidden linear layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Norm {
     #[default]
@@ -162,9 +169,10 @@ pub enum Norm {
     /// LayerNorm over the features (hidden blocks only).
     Layer,
 }
+names!(Norm { None = "none", Batch = "batch", Layer = "layer" });
 
 /// Down-sampling after each conv block (kernel 2, stride 2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Pool {
     #[default]
@@ -172,21 +180,23 @@ pub enum Pool {
     Avg,
     None,
 }
+names!(Pool { Max = "max", Avg = "avg", None = "none" });
 
 /// `[student]`: the network `distill` builds and trains.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StudentSpec {
     pub family: Family,
-    /// Output channels of each conv block (`cnn` only).
+    /// Output channels of each conv block (`cnn` only): at most 1024 blocks of 1 to 2^24.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub channels: Vec<u64>,
-    /// Square conv kernel size, odd; padding keeps the spatial size ("same").
+    /// Square conv kernel size, odd, at most 2^24; padding keeps the spatial size ("same").
     #[serde(default = "three")]
     pub kernel: u64,
     #[serde(default)]
     pub pool: Pool,
-    /// Widths of the fully connected hidden blocks before the classifier head.
+    /// Widths of the fully connected hidden blocks before the classifier head: at most 1024
+    /// blocks of 1 to 2^24.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<u64>,
     #[serde(default)]
@@ -208,7 +218,7 @@ pub struct StudentSpec {
 }
 
 /// Feed-forward block of a transformer layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum MlpKind {
     /// `Linear(d, width)`, `student.activation`, `Linear(width, d)` (GPT-2, BERT with `gelu`).
@@ -218,9 +228,10 @@ pub enum MlpKind {
     /// (Shazeer 2020, arXiv:2002.05202; Llama).
     Swiglu,
 }
+names!(MlpKind { Standard = "standard", Swiglu = "swiglu" });
 
 /// Normalisation inside a transformer layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum NormKind {
     /// `nn.LayerNorm(d)`: weight and bias.
@@ -229,9 +240,10 @@ pub enum NormKind {
     /// `nn.RMSNorm(d)` (Zhang & Sennrich 2019): weight only.
     Rms,
 }
+names!(NormKind { Layer = "layer", Rms = "rms" });
 
 /// Attention kernel, which decides whether the `[s, s]` score matrices are saved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum AttentionKernel {
     /// `softmax(q k^T / sqrt(d)) v` written out: saves scores-sized tensors (Korthikanti 2022).
@@ -241,9 +253,10 @@ pub enum AttentionKernel {
     /// logsumexp (Dao 2022, arXiv:2205.14135).
     Flash,
 }
+names!(AttentionKernel { Math = "math", Flash = "flash" });
 
 /// What the transformer's last layer predicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum HeadKind {
     /// A language-model head: `data.classes` logits per token (`data.classes` = `vocab`).
@@ -252,24 +265,25 @@ pub enum HeadKind {
     /// Mean over tokens, then `data.classes` logits per sequence.
     Classifier,
 }
+names!(HeadKind { Lm = "lm", Classifier = "classifier" });
 
 /// `[student.transformer]` (or `[teacher.arch.transformer]`): a pre-norm transformer over
 /// token ids. The sequence length is `data.input_shape = [s]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransformerSpec {
-    /// Rows of the token embedding.
+    /// Rows of the token embedding (1 to 2^24).
     pub vocab: u64,
-    /// Number of transformer layers (each an attention and a feed-forward block).
+    /// Number of transformer layers (each an attention and a feed-forward block), 1 to 4096.
     pub layers: u64,
-    /// Hidden size h.
+    /// Hidden size h (1 to 2^24).
     pub d_model: u64,
     /// Attention heads a; `d_model` must be a multiple.
     pub heads: u64,
     /// Key/value heads for grouped-query attention (Ainslie 2023); default `heads`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_heads: Option<u64>,
-    /// Feed-forward width i; default `4 * d_model`.
+    /// Feed-forward width i (1 to 2^24); default `4 * d_model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mlp_width: Option<u64>,
     #[serde(default)]
@@ -282,7 +296,8 @@ pub struct TransformerSpec {
     /// and the embedding).
     #[serde(default)]
     pub attention_dropout: f64,
-    /// Rows of a learned position embedding (GPT-2: 1024); 0 for none (rotary or no positions).
+    /// Rows of a learned position embedding (GPT-2: 1024), at most 2^24; 0 for none (rotary or
+    /// no positions).
     #[serde(default)]
     pub max_positions: u64,
     #[serde(default)]
@@ -352,7 +367,7 @@ pub enum BatchSize {
 }
 
 /// Optimiser of the student's parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Optimizer {
     /// Loshchilov & Hutter decoupled weight decay (as `torch.optim.AdamW`).
@@ -361,9 +376,10 @@ pub enum Optimizer {
     /// SGD with (optionally Nesterov) momentum and L2 weight decay (as `torch.optim.SGD`).
     Sgd,
 }
+names!(Optimizer { Adamw = "adamw", Sgd = "sgd" });
 
 /// Numeric precision of a network's forward and backward.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Precision {
     #[default]
@@ -379,6 +395,7 @@ pub enum Precision {
     /// DeepSpeed train (2 + 2 + 12 bytes per parameter with AdamW). Estimator only.
     Bf16Master,
 }
+names!(Precision { Fp32 = "fp32", Fp16 = "fp16", Bf16 = "bf16", PureBf16 = "pure_bf16", Bf16Master = "bf16_master" });
 
 /// Gradient checkpointing: `"none"`, `"sqrt"` (about sqrt(n) segments over n layers) or a
 /// number of segments. Only segment boundaries are kept in the forward; each segment is
@@ -392,7 +409,7 @@ pub enum Checkpointing {
 }
 
 /// How pruned weights are chosen and removed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum PruneMethod {
     /// Unstructured magnitude pruning with masks (Zhu & Gupta 2017, arXiv:1710.01878).
@@ -401,15 +418,17 @@ pub enum PruneMethod {
     /// Whole neurons (MLP) or channels (CNN) ranked by L1 norm, physically removed.
     Structured,
 }
+names!(PruneMethod { Magnitude = "magnitude", Structured = "structured" });
 
 /// Whether magnitude ranking pools all prunable weights or runs per layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum PruneScope {
     #[default]
     Global,
     Layer,
 }
+names!(PruneScope { Global = "global", Layer = "layer" });
 
 /// `[prune]`: gradual pruning of the student's conv and linear weights on the cubic schedule
 /// `s_t = s_f + (s_i - s_f) * (1 - (t - t0) / (n * dt))^3` (Zhu & Gupta 2017), in optimiser steps.
@@ -444,7 +463,7 @@ pub struct PruneSpec {
 
 /// Where the training step runs: decides which tensors autograd saves and in which dtype
 /// (`memory-model.md` section 10) and whether allocator and CUDA runtime costs apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
     /// A CUDA GPU: bool dropout masks, fp32 norms and softmax under autocast, caching allocator.
@@ -454,9 +473,10 @@ pub enum Target {
     /// autocast, exact tensor bytes (what the fidelity check measures).
     Cpu,
 }
+names!(Target { Cuda = "cuda", Cpu = "cpu" });
 
 /// Element type of the unstructured-pruning masks the trainer keeps per pruned weight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum MaskDtype {
     /// 1 byte per weight.
@@ -465,13 +485,15 @@ pub enum MaskDtype {
     /// 4 bytes per weight (an fp32 0/1 tensor, as `torch.nn.utils.prune` keeps).
     Float,
 }
+names!(MaskDtype { Bool = "bool", Float = "float" });
 
 /// `[estimate]`: how the memory estimate is made. Ignored by training; every key is optional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EstimateSpec {
-    /// A GPU of the catalogue (`crate::catalogue`), matched case-insensitively, e.g.
-    /// `"A100-80GB"` or `"A100-40GB-MIG-1g.5gb"`; absent: no fit check.
+    /// A GPU of the catalogue (`crate::catalogue`), e.g. `"A100-80GB"` or
+    /// `"A100-40GB-MIG-1g.5gb"`, matched by `crate::names`' rule (`"a100 80gb"` too) and stored
+    /// as its catalogue name; absent: no fit check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
     #[serde(default)]
@@ -540,9 +562,7 @@ impl EstimateSpec {
             ("estimate.tensor_parallel", self.tensor_parallel),
             ("estimate.pipeline_stages", self.pipeline_stages),
         ] {
-            if v == 0 || v > 1 << 20 {
-                return invalid(key, "must be between 1 and 1048576");
-            }
+            limits::within(key, v, 1, 1 << 20)?;
         }
         if self.zero_stage > 3 {
             return invalid("estimate.zero_stage", "must be 0 (DDP), 1, 2 or 3");
@@ -550,9 +570,7 @@ impl EstimateSpec {
         if !(self.fragmentation.is_finite() && (0.0..=4.0).contains(&self.fragmentation)) {
             return invalid("estimate.fragmentation", "must be a fraction between 0 and 4 (typical: 0.05 to 0.15)");
         }
-        if !(self.safety_margin.is_finite() && (0.0..1.0).contains(&self.safety_margin)) {
-            return invalid("estimate.safety_margin", "must be a fraction in [0, 1) (typical: 0.05)");
-        }
+        check_safety_margin(self.safety_margin)?;
         for (key, v) in [("estimate.cuda_context_mib", self.cuda_context_mib), ("estimate.nccl_mib", self.nccl_mib)] {
             if v.is_some_and(|v| v > 1 << 30) {
                 return invalid(key, "is larger than any GPU (at most 2^30 MiB)");
@@ -570,11 +588,13 @@ impl EstimateSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainSpec {
+    /// Passes over the train set, 1 to 1,000,000.
     #[serde(default = "ten")]
     pub epochs: u64,
+    /// Micro-batch in samples, 1 to 2^40, or `"auto"`.
     #[serde(default = "default_batch")]
     pub batch_size: BatchSize,
-    /// Batch size for evaluation passes (no gradients, so it can be larger).
+    /// Batch size for evaluation passes (no gradients, so it can be larger), 1 to 2^40.
     #[serde(default = "default_eval_batch")]
     pub eval_batch_size: u64,
     #[serde(default)]
@@ -631,8 +651,19 @@ impl Config {
     /// [`SpecError::Parse`] (with line and column, and the key path where it is known) for
     /// TOML syntax, unknown keys and wrong types; [`SpecError::Invalid`] (with the key path)
     /// for values out of range.
+    /// A GPU or preset name written loosely (`crate::names`) is stored as its exact name.
     pub fn from_toml_str(text: &str) -> Result<Config, SpecError> {
-        let config: Config = crate::toml_text::parse(text)?;
+        let mut config: Config = crate::toml_text::parse(text)?;
+        if let Some(g) = config.estimate.gpu.as_mut() {
+            if let Ok(found) = crate::catalogue::gpu(g) {
+                *g = found.name.to_string();
+            }
+        }
+        if let Some(p) = config.teacher.preset.as_mut() {
+            if let Some(found) = crate::teacher::preset(p) {
+                *p = found.name.to_string();
+            }
+        }
         config.validate()?;
         Ok(config)
     }
@@ -671,12 +702,11 @@ impl DataSpec {
 
     fn validate(&self) -> Result<(), SpecError> {
         let shape = &self.input_shape;
-        if !(shape.len() == 1 || shape.len() == 3) || shape.contains(&0) {
-            return invalid("data.input_shape", "must be [C, H, W] or [D] with every entry >= 1");
+        if !(shape.len() == 1 || shape.len() == 3) {
+            return invalid("data.input_shape", "must be [C, H, W] or [D]");
         }
-        if self.classes < 2 {
-            return invalid("data.classes", "must be at least 2");
-        }
+        limits::list("data.input_shape", shape, 3, 1, MAX_SIZE)?;
+        limits::within("data.classes", self.classes, 2, MAX_SIZE)?;
         if !(self.scale.is_finite() && self.scale != 0.0) {
             return invalid("data.scale", "must be a finite non-zero number");
         }
@@ -747,11 +777,11 @@ impl StudentSpec {
             }
             _ => {}
         }
-        if self.channels.iter().chain(&self.hidden).any(|&w| w == 0) {
-            return invalid(&key("hidden"), "widths and channels must be >= 1");
-        }
-        if self.kernel == 0 || self.kernel % 2 == 0 {
-            return invalid(&key("kernel"), "must be an odd number >= 1");
+        limits::list(&key("channels"), &self.channels, MAX_BLOCKS, 1, MAX_SIZE)?;
+        limits::list(&key("hidden"), &self.hidden, MAX_BLOCKS, 1, MAX_SIZE)?;
+        limits::within(&key("kernel"), self.kernel, 1, MAX_SIZE)?;
+        if self.kernel % 2 == 0 {
+            return invalid(&key("kernel"), "must be odd");
         }
         if !(0.0..1.0).contains(&self.dropout) {
             return invalid(&key("dropout"), "must be in [0, 1)");
@@ -774,12 +804,15 @@ impl TransformerSpec {
         if data.input_shape.len() != 1 {
             return invalid("data.input_shape", "a transformer needs [sequence_length]");
         }
-        for (name, v) in
-            [("vocab", self.vocab), ("layers", self.layers), ("d_model", self.d_model), ("heads", self.heads)]
-        {
-            if v == 0 {
-                return invalid(&key(name), "must be >= 1");
-            }
+        for (name, v, max) in [
+            ("layers", self.layers, MAX_LAYERS),
+            ("vocab", self.vocab, MAX_SIZE),
+            ("d_model", self.d_model, MAX_SIZE),
+            ("heads", self.heads, MAX_SIZE),
+            ("mlp_width", self.mlp_width(), MAX_SIZE),
+            ("max_positions", self.max_positions.max(1), MAX_SIZE),
+        ] {
+            limits::within(&key(name), v, 1, max)?;
         }
         if self.d_model % self.heads != 0 {
             return invalid(&key("heads"), "must divide d_model");
@@ -787,9 +820,6 @@ impl TransformerSpec {
         let kv = self.kv_heads();
         if kv == 0 || self.heads % kv != 0 {
             return invalid(&key("kv_heads"), "must be >= 1 and divide heads");
-        }
-        if self.mlp_width() == 0 {
-            return invalid(&key("mlp_width"), "must be >= 1");
         }
         if !(0.0..1.0).contains(&self.attention_dropout) {
             return invalid(&key("attention_dropout"), "must be in [0, 1)");
@@ -833,9 +863,7 @@ impl TeacherSpec {
         if self.preset.is_some() && self.arch.is_some() {
             return invalid("teacher.preset", "give either preset or arch, not both");
         }
-        if self.params == Some(0) {
-            return invalid("teacher.params", "must be >= 1 (or leave it out)");
-        }
+        check_teacher_counts(self.params.unwrap_or(1), self.buffers.unwrap_or(0))?;
         if let Some(name) = &self.preset {
             crate::teacher::preset_layers(name, data)?;
         }
@@ -860,15 +888,11 @@ impl KdSpec {
 
 impl TrainSpec {
     fn validate(&self) -> Result<(), SpecError> {
-        if self.epochs == 0 {
-            return invalid("train.epochs", "must be >= 1");
+        limits::within("train.epochs", self.epochs, 1, MAX_EPOCHS)?;
+        if let BatchSize::Fixed(b) = self.batch_size {
+            limits::within("train.batch_size", b, 1, MAX_BATCH)?;
         }
-        if self.batch_size == BatchSize::Fixed(0) {
-            return invalid("train.batch_size", "must be >= 1 or \"auto\"");
-        }
-        if self.eval_batch_size == 0 {
-            return invalid("train.eval_batch_size", "must be >= 1");
-        }
+        limits::within("train.eval_batch_size", self.eval_batch_size, 1, MAX_BATCH)?;
         let positive = |v: f64| v.is_finite() && v > 0.0;
         if !positive(self.lr) {
             return invalid("train.lr", "must be a finite number > 0");
@@ -968,10 +992,10 @@ impl<'de> Deserialize<'de> for Checkpointing {
                 self.visit_i64(i64::try_from(v).map_err(|_| E::custom(EXPECTED))?)
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Checkpointing, E> {
-                match v {
-                    "none" => Ok(Checkpointing::None),
-                    "sqrt" => Ok(Checkpointing::Sqrt),
-                    _ => Err(E::custom(EXPECTED)),
+                match crate::names::index(v, &["none", "sqrt"]) {
+                    Some(0) => Ok(Checkpointing::None),
+                    Some(_) => Ok(Checkpointing::Sqrt),
+                    None => Err(E::custom(EXPECTED)),
                 }
             }
         }
@@ -1005,14 +1029,36 @@ impl<'de> Deserialize<'de> for BatchSize {
                 Ok(BatchSize::Fixed(v))
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BatchSize, E> {
-                match v {
-                    "auto" => Ok(BatchSize::Auto),
-                    _ => Err(E::custom("batch_size must be a positive integer or \"auto\"")),
+                match crate::names::same(v, "auto") {
+                    true => Ok(BatchSize::Auto),
+                    false => Err(E::custom("batch_size must be a positive integer or \"auto\"")),
                 }
             }
         }
         d.deserialize_any(Visitor)
     }
+}
+
+/// `estimate.safety_margin` (or a margin a caller passes): a fraction in [0, 1).
+///
+/// # Errors
+/// [`SpecError::Invalid`] on `estimate.safety_margin` otherwise.
+pub fn check_safety_margin(margin: f64) -> Result<(), SpecError> {
+    if margin.is_finite() && (0.0..1.0).contains(&margin) {
+        return Ok(());
+    }
+    invalid("estimate.safety_margin", "must be a fraction in [0, 1) (typical: 0.05)")
+}
+
+/// `teacher.params` and `teacher.buffers` (or the counts a caller passes): 1 to 2^50
+/// parameters (a thousand times the largest published model; their bytes then fit 64 bits)
+/// and at most 2^50 buffers.
+///
+/// # Errors
+/// [`SpecError::Invalid`] on `teacher.params` or `teacher.buffers` otherwise.
+pub fn check_teacher_counts(params: u64, buffers: u64) -> Result<(), SpecError> {
+    limits::within("teacher.params", params, 1, 1 << 50)?;
+    limits::within("teacher.buffers", buffers, 0, 1 << 50)
 }
 
 fn invalid<T>(key: &str, message: &str) -> Result<T, SpecError> {
@@ -1144,6 +1190,30 @@ mod tests {
         assert_eq!(c.student.checkpointing, Checkpointing::Segments(3));
         assert!(Config::from_toml_str(&format!("{MINIMAL}checkpointing = 0\n")).is_err());
         assert!(Config::from_toml_str(&format!("{MINIMAL}[train]\nbatch_size = \"big\"\n")).is_err());
+    }
+
+    #[test]
+    fn enum_names_are_the_names_serde_writes() {
+        fn check<T: Serialize>(values: &[T], names: &[&str]) {
+            assert_eq!(values.len(), names.len());
+            for (v, n) in values.iter().zip(names) {
+                assert_eq!(serde_json::to_value(v).unwrap(), *n);
+            }
+        }
+        check(Family::VALUES, Family::NAMES);
+        check(Activation::VALUES, Activation::NAMES);
+        check(Norm::VALUES, Norm::NAMES);
+        check(Pool::VALUES, Pool::NAMES);
+        check(MlpKind::VALUES, MlpKind::NAMES);
+        check(NormKind::VALUES, NormKind::NAMES);
+        check(AttentionKernel::VALUES, AttentionKernel::NAMES);
+        check(HeadKind::VALUES, HeadKind::NAMES);
+        check(Optimizer::VALUES, Optimizer::NAMES);
+        check(Precision::VALUES, Precision::NAMES);
+        check(PruneMethod::VALUES, PruneMethod::NAMES);
+        check(PruneScope::VALUES, PruneScope::NAMES);
+        check(Target::VALUES, Target::NAMES);
+        check(MaskDtype::VALUES, MaskDtype::NAMES);
     }
 
     #[test]

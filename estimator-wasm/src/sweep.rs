@@ -485,7 +485,11 @@ mod tests {
                 ..Explore::for_scenario(s, gpu)
             };
             match sweep(&form) {
-                Ok(sw) => proptest::prop_assert_eq!(sw.students.len(), SIZES.len()),
+                Ok(sw) => {
+                    proptest::prop_assert_eq!(sw.students.len(), SIZES.len());
+                    let chosen = sw.students[CHOSEN].breakdown.map(|b| b.total);
+                    proptest::prop_assert_eq!(chosen, Some(sw.plan.totals.total));
+                }
                 Err(e) => proptest::prop_assert!(!e.message.is_empty()),
             }
         }
@@ -493,13 +497,18 @@ mod tests {
 
     #[test]
     fn a_size_that_cannot_be_priced_carries_its_error() {
+        // 2^20 x 2^20 images: the chosen student (widths x8) is priced, the two wider ones are not
         let mut form = Explore::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "T4");
-        form.data_parallel = 1;
-        form.width = 64.0;
+        form.width = 8.0;
         form.input = 1 << 20;
-        match sweep(&form) {
-            Ok(s) => assert!(s.students.iter().any(|st| st.error.is_some() || st.fits == Some(false))),
-            Err(e) => assert!(!e.message.is_empty()),
-        }
+        let s = sweep(&form).unwrap();
+        let overflow =
+            "the step at micro-batch 128 overflows 64-bit bytes (more than 16 EiB): the plan is too large to price";
+        let errors: Vec<Option<&str>> = s.students.iter().map(|st| st.error.as_deref()).collect();
+        assert_eq!(errors, [None, None, None, Some(overflow), Some(overflow)]);
+        let wide = &s.students[3];
+        assert_eq!((wide.width, wide.params, wide.breakdown, wide.max_batch), (16.0, None, None, None));
+        assert_eq!(s.students[CHOSEN].params, Some(s.plan.params.student));
+        assert_eq!(s.students[CHOSEN].fits, Some(false));
     }
 }

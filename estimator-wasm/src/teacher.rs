@@ -75,7 +75,7 @@ pub static PRESETS: [Preset; 5] = [
 /// [`SpecError::Invalid`] on `teacher.preset` for an unknown name (listing the known ones) or
 /// on the data keys when the preset cannot read that input.
 pub fn preset_layers(name: &str, data: &DataSpec) -> Result<Vec<Layer>, SpecError> {
-    let preset = PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name)).ok_or_else(|| SpecError::Invalid {
+    let preset = preset(name).ok_or_else(|| SpecError::Invalid {
         key: "teacher.preset".into(),
         message: format!(
             "unknown preset \"{name}\"; known: {}",
@@ -83,6 +83,11 @@ pub fn preset_layers(name: &str, data: &DataSpec) -> Result<Vec<Layer>, SpecErro
         ),
     })?;
     (preset.build)(data)
+}
+
+/// The preset `name` matches (`crate::names`: case, white space and separators ignored).
+pub fn preset(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| crate::names::same(name, p.name))
 }
 
 fn fashion_cnn(data: &DataSpec) -> Result<Vec<Layer>, SpecError> {

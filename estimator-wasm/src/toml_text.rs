@@ -74,7 +74,10 @@ fn parse_error(text: &str, e: &basic_toml::Error) -> SpecError {
     let Some((line, column)) = e.line_col() else {
         return SpecError::Parse { place: None, reason: message };
     };
-    let reason = message.rsplit_once(" at line ").map_or(message.as_str(), |(reason, _)| reason).to_string();
+    let mut reason = message.rsplit_once(" at line ").map_or(message.as_str(), |(reason, _)| reason).to_string();
+    if reason == "invalid number" {
+        reason = invalid_number(text, line + 1);
+    }
     let table = reason.rsplit_once(" for key `").and_then(|(_, path)| path.strip_suffix('`'));
     let named = |prefix: &str| reason.strip_prefix(prefix).and_then(|rest| rest.split_once('`')).map(|(k, _)| k);
     let schema = ["unknown variant `", "invalid type: ", "invalid value: "].iter().any(|p| reason.starts_with(p));
@@ -90,10 +93,24 @@ fn parse_error(text: &str, e: &basic_toml::Error) -> SpecError {
     SpecError::Parse { place: Some(found.unwrap_or((line + 1, column + 1))), reason }
 }
 
+/// basic-toml's bare "invalid number" on 1-based `line`, with the key it is written under and
+/// the range of TOML's integers (a number past it is the usual cause).
+fn invalid_number(text: &str, line: usize) -> String {
+    let key = keys(text).into_iter().take_while(|k| k.0 <= line).last().map_or(String::new(), |k| k.2);
+    format!("invalid number for key `{key}` (TOML integers are at most 9223372036854775807)")
+}
+
 /// The 1-based line and column where the dotted key `path` is written: `key = ...` (plain,
 /// quoted or dotted) under its table's `[header]` or at the top level, or the header `[path]`.
 /// None for keys of inline tables. Lines inside multi-line strings are skipped.
 fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
+    keys(text).into_iter().find(|k| k.2 == path).map(|k| (k.0, k.1))
+}
+
+/// Each `[header]` and `key = ...` line of `text` in order, skipping multi-line strings: its
+/// 1-based line and column and its dotted path.
+fn keys(text: &str) -> Vec<(usize, usize, String)> {
+    let mut found = Vec::new();
     let mut table = String::new();
     let mut string: Option<&str> = None; // the delimiter of an open multi-line string
     for (n, line) in text.lines().enumerate() {
@@ -105,18 +122,14 @@ fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
             }
         } else if let Some(header) = t.strip_prefix('[') {
             table = dotted(header.trim_start_matches('[').split(']').next().unwrap_or_default());
-            if table == path {
-                return Some((n + 1, column));
-            }
+            found.push((n + 1, column, table.clone()));
         } else if let Some((key, value)) = t.split_once('=') {
             let key = dotted(key);
-            if table.is_empty() && key == path || path.strip_prefix(table.as_str()) == Some(&format!(".{key}")) {
-                return Some((n + 1, column));
-            }
+            found.push((n + 1, column, if table.is_empty() { key } else { format!("{table}.{key}") }));
             string = ["\"\"\"", "'''"].into_iter().find(|d| value.matches(d).count() % 2 == 1);
         }
     }
-    None
+    found
 }
 
 /// A dotted key as its parts joined by '.', each trimmed and unquoted: `"a" . b` -> `a.b`.
@@ -150,9 +163,9 @@ mod tests {
         let (at, reason) = place(&format!("{DATA}{STUDENT}[student.transformer]\n  layerz = 3\n"));
         assert_eq!(at, Some((7, 3)));
         assert!(reason.starts_with("unknown field `layerz`") && reason.ends_with("for key `student.transformer`"));
-        // a bad enum name
+        // a bad enum name, at its value like a wrong type
         let (at, reason) = place(&format!("{DATA}[student]\nfamily = \"mlpx\"\n"));
-        assert_eq!(at, Some((5, 1)));
+        assert_eq!(at, Some((5, 10)));
         assert_eq!(
             reason,
             "unknown variant `mlpx`, expected one of `mlp`, `cnn`, `transformer` for key `student.family`"

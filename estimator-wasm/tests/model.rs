@@ -326,11 +326,15 @@ fn typed_errors_never_panics() {
         Config::from_toml_str(&base.replace("classes = 4\n", "")),
         Err(estimator_wasm::SpecError::Parse { .. })
     ));
-    // batch 0 and an absurd batch
+    // batch 0 and an absurd batch: train.batch_size's own rule
     let model = Model::new(&config(base), &Inputs::default()).unwrap();
-    assert!(matches!(model.plan(0), Err(EstimateError::Invalid { .. })));
-    assert!(matches!(model.plan(u64::MAX), Err(EstimateError::Overflow { .. })));
-    assert!(matches!(model.totals(u64::MAX / 3), Err(EstimateError::Overflow { .. })));
+    let batch_rule = |b: u64| {
+        let message = format!("is {b}; must be between 1 and 1099511627776");
+        EstimateError::Spec(estimator_wasm::SpecError::Invalid { key: "train.batch_size".into(), message })
+    };
+    assert_eq!(model.plan(0).unwrap_err(), batch_rule(0));
+    assert_eq!(model.plan(u64::MAX).unwrap_err(), batch_rule(u64::MAX));
+    assert_eq!(model.totals(u64::MAX / 3).unwrap_err(), batch_rule(u64::MAX / 3));
     // a 1-trillion-parameter student is priced (16 TB of model states) and does not fit
     let huge = config(
         "[data]\ninput_shape = [1000000]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [1000000]\n\
@@ -346,12 +350,16 @@ fn typed_errors_never_panics() {
         c.estimate.zero_stage = zero;
         assert!(estimate(&c, &Inputs::default()).is_ok(), "zero {zero}");
     }
-    // beyond 2^64 bytes: a typed overflow
+    // beyond 2^64 bytes: a typed overflow (2^24 weights of 4 bytes at 2^40 samples)
     let absurd = config(
-        "[data]\ninput_shape = [4000000000]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [4000000000]\n\
+        "[data]\ninput_shape = [16777216]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [16777216]\n\
          [teacher]\nparams = 10\n",
     );
-    assert!(matches!(estimate(&absurd, &Inputs::default()), Err(EstimateError::Overflow { .. })));
+    let e = Model::new(&absurd, &Inputs::default()).unwrap().plan(1 << 40).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the step at micro-batch 1099511627776 overflows 64-bit bytes (more than 16 EiB): the plan is too large to price"
+    );
     // unknown GPU: the error lists the catalogue
     let e = Config::from_toml_str(&format!("{base}[estimate]\ngpu = \"V100\"\n")).unwrap_err().to_string();
     assert!(e.contains("estimate.gpu") && e.contains("H100-80GB"), "{e}");

@@ -1,12 +1,22 @@
 //! Property tests over random configurations: no panic, typed errors on absurd sizes,
 //! monotone in the batch, and a verified largest batch.
+//!
+//! A generated config the schema refuses (or one the estimator cannot compile) is rejected
+//! with `prop_assume!`, never passed silently, and each test fails when more than a quarter of
+//! its cases are rejected (`max_global_rejects`): the properties hold on configs that exist.
 use estimator_wasm::batch::search;
+use estimator_wasm::limits::MAX_SIZE;
 use estimator_wasm::{estimate, gpu, Config, EstimateError, Inputs, Model};
 use proptest::prelude::*;
 
-/// A size that is usually small and sometimes absurd.
+/// A size that is usually small and sometimes absurd: up to the schema's largest size.
 fn size(small: u64) -> impl Strategy<Value = u64> {
-    prop_oneof![8 => 1..=small, 1 => 1..=1_000_000_000u64, 1 => Just(u64::MAX / 2)]
+    prop_oneof![8 => 1..=small, 1 => 1..=MAX_SIZE, 1 => Just(MAX_SIZE)]
+}
+
+/// `cases` cases, of which at most a quarter may be rejected.
+fn cases(cases: u32) -> ProptestConfig {
+    ProptestConfig { cases, max_global_rejects: cases / 4, ..ProptestConfig::default() }
 }
 
 fn student() -> impl Strategy<Value = String> {
@@ -77,14 +87,16 @@ fn config_text(student: &str, run: &str) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(cases(200))]
 
     /// Any configuration and any batch: a plan or a typed error, never a panic; totals are
     /// consistent and the fit agrees with them.
     #[test]
     fn never_panics_and_errors_are_typed(student in student(), run in run(), batch in size(4096)) {
         let text = config_text(&student, &run);
-        let Ok(config) = Config::from_toml_str(&text) else { return Ok(()) };
+        let config = Config::from_toml_str(&text);
+        prop_assume!(config.is_ok(), "refused: {:?}", config);
+        let config = config.unwrap();
         let inputs = Inputs { batch: Some(batch), ..Inputs::default() };
         match estimate(&config, &inputs) {
             Ok(plan) => {
@@ -106,9 +118,10 @@ proptest! {
     /// More samples never need less memory.
     #[test]
     fn monotone_in_the_batch(student in student(), run in run(), a in 1..5000u64, b in 1..5000u64) {
-        let text = config_text(&student, &run);
-        let Ok(config) = Config::from_toml_str(&text) else { return Ok(()) };
-        let Ok(model) = Model::new(&config, &Inputs::default()) else { return Ok(()) };
+        let model = Config::from_toml_str(&config_text(&student, &run)).map_err(EstimateError::from)
+            .and_then(|c| Model::new(&c, &Inputs::default()));
+        prop_assume!(model.is_ok(), "refused: {:?}", model.err());
+        let model = model.unwrap();
         let (lo, hi) = (a.min(b), a.max(b));
         if let (Ok(x), Ok(y)) = (model.totals(lo), model.totals(hi)) {
             // the device total is monotone (the peak moment may change, so its split may not)
@@ -118,14 +131,16 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(cases(48))]
 
     /// The batch search returns b with b fitting and b + 1 not, below the closed form.
     #[test]
     fn the_largest_batch_is_verified(student in student(), run in run(), margin in 0.0..0.3f64) {
         let text = config_text(&student, &run).replace("target = \"cpu\"", "target = \"cuda\"");
-        let Ok(config) = Config::from_toml_str(&text) else { return Ok(()) };
-        let Ok(model) = Model::new(&config, &Inputs::default()) else { return Ok(()) };
+        let model = Config::from_toml_str(&text).map_err(EstimateError::from)
+            .and_then(|c| Model::new(&c, &Inputs::default()));
+        prop_assume!(model.is_ok(), "refused: {:?}", model.err());
+        let model = model.unwrap();
         let a100 = gpu("A100-40GB").unwrap();
         let found = search(&model, a100, margin).unwrap();
         let fits = |b: u64| model.totals(b).is_ok_and(|t| t.total <= found.budget);
