@@ -110,6 +110,19 @@ impl Fp16Run {
         Fp16Run { spec, cfg, train: Dataset { x, ..train }, test, dir }
     }
 
+    /// What the trainer reads: labels only (alpha = 0), on CPU.
+    fn inputs<'a>(&'a self, norm: &'a Normalizer) -> TrainInputs<'a> {
+        TrainInputs {
+            spec: &self.spec,
+            train: &self.train,
+            test: &self.test,
+            norm,
+            targets: SoftTargets::None,
+            teacher_test_preds: None,
+            device: Device::Cpu,
+        }
+    }
+
     /// Runs `trainer` until `stop_after` steps (or the end).
     fn run(&self, trainer: &mut Trainer, stop_after: Option<u64>) -> distill::Result<RunEnd> {
         let progress = Progress::new(Verbosity::Quiet);
@@ -140,15 +153,7 @@ fn fp16_overflow_skips_the_step_backs_off_and_training_goes_on() {
     let run = Fp16Run::new(&[bad]);
     let _guard = serial();
     let norm = Normalizer::new(&run.spec.data, Device::Cpu);
-    let inputs = TrainInputs {
-        spec: &run.spec,
-        train: &run.train,
-        test: &run.test,
-        norm: &norm,
-        targets: SoftTargets::None,
-        teacher_test_preds: None,
-        device: Device::Cpu,
-    };
+    let inputs = run.inputs(&norm);
     let (vs, student) = build_student(&run.spec, &run.cfg, Device::Cpu).unwrap();
     let mut trainer = Trainer::new(&inputs, vs, student).unwrap();
     assert!(matches!(run.run(&mut trainer, Some(3)).unwrap(), RunEnd::Stopped { step: 3 }));
@@ -178,15 +183,7 @@ fn fp16_stops_after_17_skips_in_a_row_with_one_line() {
     let run = Fp16Run::new(&(0..1437).collect::<Vec<i64>>());
     let _guard = serial();
     let norm = Normalizer::new(&run.spec.data, Device::Cpu);
-    let inputs = TrainInputs {
-        spec: &run.spec,
-        train: &run.train,
-        test: &run.test,
-        norm: &norm,
-        targets: SoftTargets::None,
-        teacher_test_preds: None,
-        device: Device::Cpu,
-    };
+    let inputs = run.inputs(&norm);
     let (vs, student) = build_student(&run.spec, &run.cfg, Device::Cpu).unwrap();
     let mut trainer = Trainer::new(&inputs, vs, student).unwrap();
     let before = snapshot(&trainer);
