@@ -24,13 +24,13 @@ fn form(form_json: &str) -> Result<Explore, JsError> {
     serde_json::from_str(form_json).map_err(|e| js(format!("form JSON: {e}")))
 }
 
-/// A micro-batch from JavaScript: a whole number, then `train.batch_size`'s rule (1 to 2^40).
+/// A micro-batch from JavaScript: a whole number under `train.batch_size`'s rule (1 to 2^40).
 fn micro_batch(b: f64) -> Result<u64, JsError> {
-    if b.fract() != 0.0 || b < 0.0 {
-        return Err(js(format!("micro-batch {b}: must be a whole number")));
+    if b.fract() == 0.0 && b >= 0.0 && crate::estimate::check_batch(b as u64).is_ok() {
+        Ok(b as u64)
+    } else {
+        Err(js(format!("micro-batch {b}: must be a whole number between 1 and {}", batch::MAX_BATCH)))
     }
-    crate::estimate::check_batch(b as u64).map_err(js)?;
-    Ok(b as u64)
 }
 
 /// The estimator's plan for a cfg.toml as JSON (`Plan`: phases, categories, layers, totals,
