@@ -587,3 +587,57 @@ fn resume_falls_back_to_the_newest_checkpoint_that_loads() {
     let weights = |run: &str| std::fs::read(case.path(run).join("student.safetensors")).unwrap();
     assert_eq!(weights("run"), weights("unbroken"));
 }
+
+/// Runs the distill binary with `args` (CPU, quiet).
+fn distill(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_distill")).args(args).args(["--quiet"]).output().unwrap()
+}
+
+/// Starts a run of the case into `out` and stops it after `steps` optimiser steps.
+fn stopped_run(case: &Case, out: &str, steps: &str) {
+    let (teacher, cfg, out) = (case.path(TEACHER), case.path(CFG), case.path(out));
+    let args = ["--teacher", teacher.to_str().unwrap(), "--student", cfg.to_str().unwrap()];
+    let stopped = distill(
+        &[&args[..], &["--out", out.to_str().unwrap(), "--device", "cpu", "--stop-after-steps", steps]].concat(),
+    );
+    assert_eq!(stopped.status.code(), Some(130), "{}", String::from_utf8_lossy(&stopped.stderr));
+}
+
+/// (exit code, stderr) of `distill --resume <case>/<out> extra...`.
+fn resume_run(case: &Case, out: &str, extra: &[&str]) -> (i32, String) {
+    let out = distill(&[&["--resume", case.path(out).to_str().unwrap()][..], extra].concat());
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn resume_refuses_a_changed_teacher_or_data_file_but_follows_a_moved_one() {
+    let case = Case::new();
+    stopped_run(&case, "run", "10");
+    // another teacher (the traced one: other bytes) copied over the run's teacher
+    std::fs::rename(case.path(TEACHER), case.path("own.pt")).unwrap();
+    std::fs::copy(fixtures().join("teacher-traced.pt"), case.path(TEACHER)).unwrap();
+    let (code, stderr) = resume_run(&case, "run", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    let teacher = std::path::absolute(case.path(TEACHER)).unwrap();
+    let own = std::fs::metadata(case.path("own.pt")).unwrap().len();
+    assert!(
+        stderr.contains(&format!("teacher {} is not the file the run started with ({own} bytes", teacher.display())),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // the train rows reversed: same size, other content
+    let (x, y) = digits_train();
+    case.write_npz("digits-train.npz", &x.flip([0]), &y.flip([0]));
+    let (code, stderr) = resume_run(&case, "run", &["--teacher", case.path("own.pt").to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("data.train {} is not the file", case.path("digits-train.npz").display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("put the run's own file back"), "{stderr}");
+    assert!(case.path("run.partial/run.json").is_file(), "the run stays resumable");
+    // the own files back (the teacher moved): the run finishes
+    std::fs::copy(fixtures().join("digits-train.npz"), case.path("digits-train.npz")).unwrap();
+    let (code, stderr) = resume_run(&case, "run", &["--teacher", case.path("own.pt").to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+}
