@@ -641,3 +641,46 @@ fn resume_refuses_a_changed_teacher_or_data_file_but_follows_a_moved_one() {
     let (code, stderr) = resume_run(&case, "run", &["--teacher", case.path("own.pt").to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
 }
+
+#[test]
+fn resume_repairs_a_cut_metrics_log_and_says_what_was_lost() {
+    let case = Case::new();
+    stopped_run(&case, "run", "50");
+    let metrics = case.path("run.partial/metrics.jsonl");
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    let counted = text.lines().count();
+    let whole = text[..300].matches('\n').count();
+    assert!(whole < counted && !text[..300].ends_with('\n'), "the cut must fall inside a line");
+    std::fs::write(&metrics, &text[..300]).unwrap();
+    let (code, stderr) = resume_run(&case, "run", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!("holds {whole} whole line(s) of the {counted} up to step 50 (cut or removed since)")),
+        "{stderr}"
+    );
+    // every line is JSON again; the lost lines are missing and nothing else
+    let unbroken = distill(&[
+        "--teacher",
+        case.path(TEACHER).to_str().unwrap(),
+        "--student",
+        case.path(CFG).to_str().unwrap(),
+        "--out",
+        case.path("unbroken").to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]);
+    assert!(unbroken.status.success());
+    let lines = |run: &str| std::fs::read_to_string(case.path(run).join("metrics.jsonl")).unwrap();
+    let resumed = lines("run");
+    for line in resumed.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+    assert_eq!(resumed.lines().count(), lines("unbroken").lines().count() - (counted - whole));
+
+    // the log removed: all of it is lost, and said so
+    stopped_run(&case, "gone", "50");
+    std::fs::remove_file(case.path("gone.partial/metrics.jsonl")).unwrap();
+    let (code, stderr) = resume_run(&case, "gone", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(&format!("holds 0 whole line(s) of the {counted} up to step 50")), "{stderr}");
+}
