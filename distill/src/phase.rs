@@ -84,7 +84,16 @@ pub fn run_phase(
             }
             log
         }
-        None => MetricsLog::create(&metrics_path)?,
+        None => {
+            // a phase that ran before (its log or checkpoint folder is there) starts over: say so
+            if metrics_path.exists() || checkpoints.dir.exists() {
+                progress.warn(format!(
+                    "warning: {name}: no checkpoint in {}; starting from step 0",
+                    checkpoints.dir.display()
+                ));
+            }
+            MetricsLog::create(&metrics_path)?
+        }
     };
     check_stop_after(out.stop_after, trainer.state.step, name)?;
     let outcome = match trainer.run(progress, &mut metrics, name, Some(&checkpoints))? {

@@ -684,3 +684,22 @@ fn resume_repairs_a_cut_metrics_log_and_says_what_was_lost() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains(&format!("holds 0 whole line(s) of the {counted} up to step 50")), "{stderr}");
 }
+
+#[test]
+fn resume_without_checkpoints_says_it_starts_from_step_0() {
+    let case = Case::new();
+    for (out, remove) in [("emptied", false), ("deleted", true)] {
+        stopped_run(&case, out, "10");
+        let ckpts = case.path(&format!("{out}.partial/checkpoints"));
+        for entry in std::fs::read_dir(&ckpts).unwrap() {
+            std::fs::remove_dir_all(entry.unwrap().path()).unwrap();
+        }
+        if remove {
+            std::fs::remove_dir(&ckpts).unwrap();
+        }
+        let (code, stderr) = resume_run(&case, out, &[]);
+        assert_eq!(code, 0, "{stderr}");
+        let abs = std::path::absolute(&ckpts).unwrap();
+        assert_eq!(stderr, format!("warning: student: no checkpoint in {}; starting from step 0\n", abs.display()));
+    }
+}
