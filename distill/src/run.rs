@@ -87,6 +87,7 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
 /// [`DistillError::Usage`] when `out` has no interrupted run; then as [`run`].
 pub fn resume(out: &Path, teacher: Option<&Path>, verbosity: Verbosity, stop_after: Option<u64>) -> Result<Report> {
     let rundir = RunDir::reopen(out)?;
+    let out = &rundir.out.clone();
     let saved = rundir.path("run.json");
     let text = std::fs::read_to_string(&saved).map_err(|e| DistillError::io(&saved, e))?;
     let saved: Resumable =

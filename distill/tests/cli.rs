@@ -636,10 +636,11 @@ fn resume_refuses_a_changed_teacher_or_data_file_but_follows_a_moved_one() {
     );
     assert!(stderr.contains("put the run's own file back"), "{stderr}");
     assert!(case.path("run.partial/run.json").is_file(), "the run stays resumable");
-    // the own files back (the teacher moved): the run finishes
+    // the own files back (the teacher moved): the run finishes (named by its .partial folder)
     std::fs::copy(fixtures().join("digits-train.npz"), case.path("digits-train.npz")).unwrap();
-    let (code, stderr) = resume_run(&case, "run", &["--teacher", case.path("own.pt").to_str().unwrap()]);
+    let (code, stderr) = resume_run(&case, "run.partial", &["--teacher", case.path("own.pt").to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
+    assert!(case.path("run/report.json").is_file() && !case.path("run.partial").exists());
 }
 
 #[test]
