@@ -161,8 +161,10 @@ fn execute(opts: &TrainOptions, mut cfg: RunConfig, out: &Path, reopened: Option
         Ok(report) => {
             let json = serde_json::to_string_pretty(&report).expect("report serialises");
             rundir.write("report.json", json.as_bytes())?;
-            let _ = std::fs::remove_file(rundir.path("run.json"));
-            rundir.commit()?;
+            // run.json goes only once the run has its name: a failed rename stays resumable
+            let kept = rundir.has_checkpoints();
+            let done = rundir.commit().map_err(|e| if kept { e.resumable(out) } else { e })?;
+            let _ = std::fs::remove_file(done.join("run.json"));
             Ok(report)
         }
         Err(e) if rundir.has_checkpoints() => Err(e.resumable(out)),

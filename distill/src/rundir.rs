@@ -88,6 +88,14 @@ impl RunDir {
                 )
             }));
         }
+        // the finished run is renamed to `out`: what is there must be replaceable, checked now
+        // rather than after the training
+        if out.exists() && !out.join("report.json").is_file() {
+            return Err(DistillError::Usage(format!(
+                "--resume {0}: {0} exists and is not a finished distill run (no report.json), so the resumed run could not take its name: move it away, then resume again",
+                out.display()
+            )));
+        }
         Ok(RunDir { out: out.to_path_buf(), partial, overwrite: true, committed: false })
     }
 
@@ -217,6 +225,12 @@ mod tests {
         }
         let e = RunDir::reopen(&dir.path().join("b.partial")).unwrap_err().to_string();
         assert!(e.contains("no interrupted run there"), "{e}");
+        // a folder of the user's where the run will finish: refused before any work
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        let e = RunDir::reopen(&dir.path().join("a")).unwrap_err().to_string();
+        let a = dir.path().join("a");
+        assert_eq!(e, format!("--resume {0}: {0} exists and is not a finished distill run (no report.json), so the resumed run could not take its name: move it away, then resume again", a.display()));
+        assert!(dir.path().join("a.partial/run.json").is_file());
     }
 
     #[test]

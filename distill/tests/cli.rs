@@ -704,3 +704,24 @@ fn resume_without_checkpoints_says_it_starts_from_step_0() {
         assert_eq!(stderr, format!("warning: student: no checkpoint in {}; starting from step 0\n", abs.display()));
     }
 }
+
+#[test]
+fn resume_checks_where_the_run_will_finish_before_training() {
+    let case = Case::new();
+    stopped_run(&case, "v", "20");
+    std::fs::create_dir(case.path("v")).unwrap();
+    std::fs::write(case.path("v/mine.txt"), "mine").unwrap();
+    let (code, stderr) = resume_run(&case, "v", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    let v = case.path("v");
+    assert_eq!(
+        stderr,
+        format!("error: --resume {0}: {0} exists and is not a finished distill run (no report.json), so the resumed run could not take its name: move it away, then resume again\n", v.display())
+    );
+    assert_eq!(std::fs::read_to_string(case.path("v/mine.txt")).unwrap(), "mine");
+    assert!(case.path("v.partial/run.json").is_file(), "still resumable");
+    std::fs::rename(case.path("v"), case.path("mine")).unwrap();
+    let (code, stderr) = resume_run(&case, "v", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(case.path("v/report.json").is_file() && !case.path("v/run.json").exists());
+}
