@@ -89,7 +89,7 @@ mod tests {
         let was = Fingerprint::of("teacher", &file).unwrap();
         assert_eq!(was, Fingerprint { role: "teacher".into(), bytes: 9, crc32: 0xcbf4_3926 });
         let now = [("teacher", file.clone())];
-        check_unchanged(Path::new("q"), &[was.clone()], &now).unwrap();
+        check_unchanged(Path::new("q"), std::slice::from_ref(&was), &now).unwrap();
         std::fs::write(&file, b"987654321").unwrap();
         let e = check_unchanged(Path::new("q"), &[was], &now).unwrap_err().to_string();
         assert!(
