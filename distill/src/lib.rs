@@ -16,6 +16,7 @@ pub mod durable;
 pub mod error;
 pub mod eval;
 pub mod export;
+pub mod fingerprint;
 pub mod latency;
 pub mod loss;
 pub mod metrics;

@@ -60,13 +60,25 @@ impl MetricsLog {
     }
 
     /// Reopens the log of an interrupted run, keeping its first `lines` lines (those up to the
-    /// checkpoint being resumed; later ones are replayed).
-    pub fn resume(path: &Path, lines: u64) -> Result<MetricsLog> {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let kept: String = text.lines().take(lines as usize).map(|l| format!("{l}\n")).collect();
-        crate::rundir::write_atomic(path, |f| f.write_all(kept.as_bytes()))?;
+    /// checkpoint being resumed; later ones are replayed). Returns the log and the lines kept:
+    /// fewer than `lines` when the file was cut or removed since (a cut line, one without its
+    /// newline or not JSON, is dropped with all after it), so the caller can say so.
+    ///
+    /// # Errors
+    /// [`DistillError::Io`] when the file exists but cannot be read, or cannot be rewritten.
+    pub fn resume(path: &Path, lines: u64) -> Result<(MetricsLog, u64)> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(DistillError::io(path, e)),
+        };
+        let whole = text.split_inclusive('\n').take_while(|l| {
+            l.ends_with('\n') && serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v.is_object())
+        });
+        let kept: Vec<&str> = whole.take(lines as usize).collect();
+        crate::rundir::write_atomic(path, |f| f.write_all(kept.concat().as_bytes()))?;
         let file = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| DistillError::io(path, e))?;
-        Ok(MetricsLog { path: path.to_path_buf(), file: std::io::BufWriter::new(file) })
+        Ok((MetricsLog { path: path.to_path_buf(), file: std::io::BufWriter::new(file) }, kept.len() as u64))
     }
 
     /// Flushes the lines written so far to the disk (before a checkpoint that counts them, so a
@@ -79,5 +91,32 @@ impl MetricsLog {
     pub fn write(&mut self, line: &impl Serialize) -> Result<()> {
         let json = serde_json::to_string(line).expect("metrics serialise");
         writeln!(self.file, "{json}").and_then(|_| self.file.flush()).map_err(|e| DistillError::io(&self.path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_drops_a_cut_line_and_counts_what_survives() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        std::fs::write(&path, "{\"step\":10}\n{\"step\":20}\n{\"step\":30}\n{\"st").unwrap();
+        let (mut log, kept) = MetricsLog::resume(&path, 6).unwrap();
+        assert_eq!(kept, 3);
+        log.write(&serde_json::json!({"step": 40})).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "{\"step\":10}\n{\"step\":20}\n{\"step\":30}\n{\"step\":40}\n");
+        // a line cut inside (no longer JSON) ends what is kept; so does a missing file
+        std::fs::write(&path, "{\"step\":10}\n{\"step\":2\n{\"step\":30}\n").unwrap();
+        assert_eq!(MetricsLog::resume(&path, 3).unwrap().1, 1);
+        assert_eq!(MetricsLog::resume(&path, 0).unwrap().1, 0);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(MetricsLog::resume(&path, 3).unwrap().1, 0);
+        // a log the checkpoint counted in full is kept to the checkpoint's count
+        std::fs::write(&path, "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n").unwrap();
+        assert_eq!(MetricsLog::resume(&path, 2).unwrap().1, 2);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":2}\n");
     }
 }

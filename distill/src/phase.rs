@@ -72,9 +72,28 @@ pub fn run_phase(
                 progress.warn(line);
             }
             progress.line(format!("{name}: resuming from {} (step {})", resumed.used.display(), trainer.state.step));
-            MetricsLog::resume(&metrics_path, trainer.state.metrics_lines)?
+            let (log, kept) = MetricsLog::resume(&metrics_path, trainer.state.metrics_lines)?;
+            if kept < trainer.state.metrics_lines {
+                progress.warn(format!(
+                    "warning: {name}: {} holds {kept} whole line(s) of the {} up to step {} (cut or removed since); those lines are lost, the rest is appended",
+                    metrics_path.display(),
+                    trainer.state.metrics_lines,
+                    trainer.state.step
+                ));
+                trainer.state.metrics_lines = kept;
+            }
+            log
         }
-        None => MetricsLog::create(&metrics_path)?,
+        None => {
+            // a phase that ran before (its log or checkpoint folder is there) starts over: say so
+            if metrics_path.exists() || checkpoints.dir.exists() {
+                progress.warn(format!(
+                    "warning: {name}: no checkpoint in {}; starting from step 0",
+                    checkpoints.dir.display()
+                ));
+            }
+            MetricsLog::create(&metrics_path)?
+        }
     };
     check_stop_after(out.stop_after, trainer.state.step, name)?;
     let outcome = match trainer.run(progress, &mut metrics, name, Some(&checkpoints))? {

@@ -15,6 +15,7 @@ use crate::config::RunConfig;
 use crate::data::{Dataset, Normalizer};
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, teacher_logits};
+use crate::fingerprint::{self, Fingerprint};
 use crate::phase::{build_student, run_phase, PhaseOutputs};
 use crate::plan::{counted_teacher, device_capacity, resolve};
 use crate::preflight::{
@@ -63,6 +64,9 @@ struct Resumable {
     options: TrainOptions,
     /// The cfg.toml's text when the run started (a resumed run uses this, not the file).
     config: String,
+    /// The teacher and data files' contents when the run started (`--resume` refuses changes).
+    #[serde(default)]
+    inputs: Vec<Fingerprint>,
 }
 
 /// Runs a whole distillation and returns its report (also written to `<out>/report.json`).
@@ -83,6 +87,7 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
 /// [`DistillError::Usage`] when `out` has no interrupted run; then as [`run`].
 pub fn resume(out: &Path, teacher: Option<&Path>, verbosity: Verbosity, stop_after: Option<u64>) -> Result<Report> {
     let rundir = RunDir::reopen(out)?;
+    let out = &rundir.out.clone();
     let saved = rundir.path("run.json");
     let text = std::fs::read_to_string(&saved).map_err(|e| DistillError::io(&saved, e))?;
     let saved: Resumable =
@@ -95,6 +100,7 @@ pub fn resume(out: &Path, teacher: Option<&Path>, verbosity: Verbosity, stop_aft
     opts.stop_after = stop_after;
     let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;
     let cfg = RunConfig::from_spec(&opts.student, spec)?;
+    fingerprint::check_unchanged(out, &saved.inputs, &input_files(&opts, &cfg))?;
     execute(&opts, cfg, out, Some(rundir))
 }
 
@@ -138,7 +144,10 @@ fn execute(opts: &TrainOptions, mut cfg: RunConfig, out: &Path, reopened: Option
         Some(r) => r,
         None => RunDir::create(out, opts.overwrite)?,
     };
-    let resumable = Resumable { options: absolute(opts, out), config: spec.to_toml_string() };
+    let files = input_files(opts, &cfg);
+    let files: Vec<(&str, &Path)> = files.iter().map(|(role, path)| (*role, path.as_path())).collect();
+    let inputs = fingerprint::all(&files)?;
+    let resumable = Resumable { options: absolute(opts, out), config: spec.to_toml_string(), inputs };
     let json = serde_json::to_vec_pretty(&resumable).expect("run.json serialises");
     write_atomic(&rundir.path("run.json"), |f| std::io::Write::write_all(f, &json))?;
     rundir.write("config.toml", spec.to_toml_string().as_bytes())?;
@@ -152,8 +161,10 @@ fn execute(opts: &TrainOptions, mut cfg: RunConfig, out: &Path, reopened: Option
         Ok(report) => {
             let json = serde_json::to_string_pretty(&report).expect("report serialises");
             rundir.write("report.json", json.as_bytes())?;
-            let _ = std::fs::remove_file(rundir.path("run.json"));
-            rundir.commit()?;
+            // run.json goes only once the run has its name: a failed rename stays resumable
+            let kept = rundir.has_checkpoints();
+            let done = rundir.commit().map_err(|e| if kept { e.resumable(out) } else { e })?;
+            let _ = std::fs::remove_file(done.join("run.json"));
             Ok(report)
         }
         Err(e) if rundir.has_checkpoints() => Err(e.resumable(out)),
@@ -350,6 +361,13 @@ fn check_trainable(spec: &Config, path: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The files whose content a resumed run must find unchanged, by role.
+fn input_files(opts: &TrainOptions, cfg: &RunConfig) -> Vec<(&'static str, PathBuf)> {
+    let mut files = vec![("teacher", opts.teacher.clone()), ("data.train", cfg.train.clone())];
+    files.extend(cfg.test.clone().map(|test| ("data.test", test)));
+    files
 }
 
 /// Options with absolute paths, so `--resume` works from any folder.

@@ -62,11 +62,17 @@ impl RunDir {
         Ok(RunDir { out: out.to_path_buf(), partial, overwrite, committed: false })
     }
 
-    /// Reopens the `.partial` folder of an interrupted run for `--resume`.
+    /// Reopens the `.partial` folder of an interrupted run for `--resume`: `out` is the run's
+    /// `--out`, or its `.partial` folder itself (then the run's `out` is the name without it).
     ///
     /// # Errors
     /// [`DistillError::Usage`] when there is none.
     pub fn reopen(out: &Path) -> Result<RunDir> {
+        let named = out.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".partial"));
+        let out = match named {
+            Some(name) if !name.is_empty() && out.join("run.json").is_file() => &out.with_file_name(name),
+            _ => out,
+        };
         let partial = partial_path(out);
         if !partial.join("run.json").is_file() {
             return Err(DistillError::Usage(if out.join("report.json").is_file() {
@@ -81,6 +87,14 @@ impl RunDir {
                     partial.display()
                 )
             }));
+        }
+        // the finished run is renamed to `out`: what is there must be replaceable, checked now
+        // rather than after the training
+        if out.exists() && !out.join("report.json").is_file() {
+            return Err(DistillError::Usage(format!(
+                "--resume {0}: {0} exists and is not a finished distill run (no report.json), so the resumed run could not take its name: move it away, then resume again",
+                out.display()
+            )));
         }
         Ok(RunDir { out: out.to_path_buf(), partial, overwrite: true, committed: false })
     }
@@ -197,6 +211,26 @@ mod tests {
         assert!(!partial_path(&out).exists());
         let siblings: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(siblings, ["run"], "the replaced run is gone, nothing else is left");
+    }
+
+    #[test]
+    fn reopen_takes_the_out_folder_or_its_partial_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a.partial")).unwrap();
+        std::fs::write(dir.path().join("a.partial/run.json"), "{}").unwrap();
+        for given in ["a", "a.partial"] {
+            let run = RunDir::reopen(&dir.path().join(given)).unwrap();
+            assert_eq!((run.out.clone(), run.partial.clone()), (dir.path().join("a"), dir.path().join("a.partial")));
+            std::mem::forget(run); // keep the folder (Drop removes one without checkpoints)
+        }
+        let e = RunDir::reopen(&dir.path().join("b.partial")).unwrap_err().to_string();
+        assert!(e.contains("no interrupted run there"), "{e}");
+        // a folder of the user's where the run will finish: refused before any work
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        let e = RunDir::reopen(&dir.path().join("a")).unwrap_err().to_string();
+        let a = dir.path().join("a");
+        assert_eq!(e, format!("--resume {0}: {0} exists and is not a finished distill run (no report.json), so the resumed run could not take its name: move it away, then resume again", a.display()));
+        assert!(dir.path().join("a.partial/run.json").is_file());
     }
 
     #[test]

@@ -587,3 +587,141 @@ fn resume_falls_back_to_the_newest_checkpoint_that_loads() {
     let weights = |run: &str| std::fs::read(case.path(run).join("student.safetensors")).unwrap();
     assert_eq!(weights("run"), weights("unbroken"));
 }
+
+/// Runs the distill binary with `args` (CPU, quiet).
+fn distill(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_distill")).args(args).args(["--quiet"]).output().unwrap()
+}
+
+/// Starts a run of the case into `out` and stops it after `steps` optimiser steps.
+fn stopped_run(case: &Case, out: &str, steps: &str) {
+    let (teacher, cfg, out) = (case.path(TEACHER), case.path(CFG), case.path(out));
+    let args = ["--teacher", teacher.to_str().unwrap(), "--student", cfg.to_str().unwrap()];
+    let stopped = distill(
+        &[&args[..], &["--out", out.to_str().unwrap(), "--device", "cpu", "--stop-after-steps", steps]].concat(),
+    );
+    assert_eq!(stopped.status.code(), Some(130), "{}", String::from_utf8_lossy(&stopped.stderr));
+}
+
+/// (exit code, stderr) of `distill --resume <case>/<out> extra...`.
+fn resume_run(case: &Case, out: &str, extra: &[&str]) -> (i32, String) {
+    let out = distill(&[&["--resume", case.path(out).to_str().unwrap()][..], extra].concat());
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn resume_refuses_a_changed_teacher_or_data_file_but_follows_a_moved_one() {
+    let case = Case::new();
+    stopped_run(&case, "run", "10");
+    // another teacher (the traced one: other bytes) copied over the run's teacher
+    std::fs::rename(case.path(TEACHER), case.path("own.pt")).unwrap();
+    std::fs::copy(fixtures().join("teacher-traced.pt"), case.path(TEACHER)).unwrap();
+    let (code, stderr) = resume_run(&case, "run", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    let teacher = std::path::absolute(case.path(TEACHER)).unwrap();
+    let own = std::fs::metadata(case.path("own.pt")).unwrap().len();
+    assert!(
+        stderr.contains(&format!("teacher {} is not the file the run started with ({own} bytes", teacher.display())),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // the train rows reversed: same size, other content
+    let (x, y) = digits_train();
+    case.write_npz("digits-train.npz", &x.flip([0]), &y.flip([0]));
+    let (code, stderr) = resume_run(&case, "run", &["--teacher", case.path("own.pt").to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("data.train {} is not the file", case.path("digits-train.npz").display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("put the run's own file back"), "{stderr}");
+    assert!(case.path("run.partial/run.json").is_file(), "the run stays resumable");
+    // the own files back (the teacher moved): the run finishes (named by its .partial folder)
+    std::fs::copy(fixtures().join("digits-train.npz"), case.path("digits-train.npz")).unwrap();
+    let (code, stderr) = resume_run(&case, "run.partial", &["--teacher", case.path("own.pt").to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(case.path("run/report.json").is_file() && !case.path("run.partial").exists());
+}
+
+#[test]
+fn resume_repairs_a_cut_metrics_log_and_says_what_was_lost() {
+    let case = Case::new();
+    stopped_run(&case, "run", "50");
+    let metrics = case.path("run.partial/metrics.jsonl");
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    let counted = text.lines().count();
+    let whole = text[..300].matches('\n').count();
+    assert!(whole < counted && !text[..300].ends_with('\n'), "the cut must fall inside a line");
+    std::fs::write(&metrics, &text[..300]).unwrap();
+    let (code, stderr) = resume_run(&case, "run", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!("holds {whole} whole line(s) of the {counted} up to step 50 (cut or removed since)")),
+        "{stderr}"
+    );
+    // every line is JSON again; the lost lines are missing and nothing else
+    let unbroken = distill(&[
+        "--teacher",
+        case.path(TEACHER).to_str().unwrap(),
+        "--student",
+        case.path(CFG).to_str().unwrap(),
+        "--out",
+        case.path("unbroken").to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]);
+    assert!(unbroken.status.success());
+    let lines = |run: &str| std::fs::read_to_string(case.path(run).join("metrics.jsonl")).unwrap();
+    let resumed = lines("run");
+    for line in resumed.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+    assert_eq!(resumed.lines().count(), lines("unbroken").lines().count() - (counted - whole));
+
+    // the log removed: all of it is lost, and said so
+    stopped_run(&case, "gone", "50");
+    std::fs::remove_file(case.path("gone.partial/metrics.jsonl")).unwrap();
+    let (code, stderr) = resume_run(&case, "gone", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(&format!("holds 0 whole line(s) of the {counted} up to step 50")), "{stderr}");
+}
+
+#[test]
+fn resume_without_checkpoints_says_it_starts_from_step_0() {
+    let case = Case::new();
+    for (out, remove) in [("emptied", false), ("deleted", true)] {
+        stopped_run(&case, out, "10");
+        let ckpts = case.path(&format!("{out}.partial/checkpoints"));
+        for entry in std::fs::read_dir(&ckpts).unwrap() {
+            std::fs::remove_dir_all(entry.unwrap().path()).unwrap();
+        }
+        if remove {
+            std::fs::remove_dir(&ckpts).unwrap();
+        }
+        let (code, stderr) = resume_run(&case, out, &[]);
+        assert_eq!(code, 0, "{stderr}");
+        let abs = std::path::absolute(&ckpts).unwrap();
+        assert_eq!(stderr, format!("warning: student: no checkpoint in {}; starting from step 0\n", abs.display()));
+    }
+}
+
+#[test]
+fn resume_checks_where_the_run_will_finish_before_training() {
+    let case = Case::new();
+    stopped_run(&case, "v", "20");
+    std::fs::create_dir(case.path("v")).unwrap();
+    std::fs::write(case.path("v/mine.txt"), "mine").unwrap();
+    let (code, stderr) = resume_run(&case, "v", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    let v = case.path("v");
+    assert_eq!(
+        stderr,
+        format!("error: --resume {0}: {0} exists and is not a finished distill run (no report.json), so the resumed run could not take its name: move it away, then resume again\n", v.display())
+    );
+    assert_eq!(std::fs::read_to_string(case.path("v/mine.txt")).unwrap(), "mine");
+    assert!(case.path("v.partial/run.json").is_file(), "still resumable");
+    std::fs::rename(case.path("v"), case.path("mine")).unwrap();
+    let (code, stderr) = resume_run(&case, "v", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(case.path("v/report.json").is_file() && !case.path("v/run.json").exists());
+}

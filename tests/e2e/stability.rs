@@ -127,7 +127,7 @@ impl Fp16Run {
     fn run(&self, trainer: &mut Trainer, stop_after: Option<u64>) -> distill::Result<RunEnd> {
         let progress = Progress::new(Verbosity::Quiet);
         let path = self.dir.path().join("metrics.jsonl");
-        let mut metrics = MetricsLog::resume(&path, trainer.state.metrics_lines)?;
+        let (mut metrics, _) = MetricsLog::resume(&path, trainer.state.metrics_lines)?;
         let checkpoints = Checkpoints { dir: self.dir.path().join("checkpoints"), stop: &NO_STOP, stop_after };
         trainer.run(&progress, &mut metrics, "student", Some(&checkpoints))
     }
