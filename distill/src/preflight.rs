@@ -270,7 +270,7 @@ mod tests {
     use super::*;
 
     fn dataset(name: &str, x: Tensor, y: Tensor) -> Dataset {
-        Dataset { path: PathBuf::from(name), x, y }
+        Dataset { path: PathBuf::from(name), x, y, rows_in_file: None }
     }
 
     #[test]

@@ -425,6 +425,11 @@ torch.jit.script(T().eval()).save('nan.pt')",
     // the same when the teacher runs on every batch instead of once into a cache
     case.edit_config("[teacher]", "[teacher]\ncache_logits = false");
     case.fails_with("nan.pt", CFG, &needles);
+    // and, both ways, when data.holdout splits the file: the file's row, not the split's
+    case.edit_config("test = \"digits-test.npz\"", "holdout = 0.25");
+    case.fails_with("nan.pt", CFG, &needles);
+    case.edit_config("cache_logits = false", "");
+    case.fails_with("nan.pt", CFG, &needles);
 }
 
 #[test]
