@@ -38,20 +38,35 @@ pub fn parse_device(name: &str) -> Result<Device> {
 /// The teacher's logits on a probe batch must be [B, classes].
 ///
 /// # Errors
-/// [`DistillError::Teacher`] naming both class counts.
+/// [`DistillError::Teacher`] saying what [`shape_problem`] finds.
 pub fn check_teacher_shape(teacher: &Teacher, logits: &Tensor, batch: i64, classes: u64) -> Result<()> {
-    let size = logits.size();
-    if size != [batch, classes as i64] {
-        let got = size.get(1).map(|c| c.to_string()).unwrap_or_else(|| format!("{size:?}"));
-        return Err(DistillError::teacher(
-            &teacher.path,
-            format!(
-                "the teacher outputs logits of shape {size:?} for a batch of {batch}, but data.classes = {classes}: \
-                 the teacher has {got} classes; set data.classes to match or use a teacher for this label set"
-            ),
-        ));
+    match shape_problem(&logits.size(), batch, classes) {
+        Some(problem) => Err(DistillError::teacher(&teacher.path, problem)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// What is wrong with teacher logits of shape `size` for a batch of `batch` under
+/// `data.classes = classes` (expected [batch, classes]): not 2-D (an argmax [B], say), another
+/// row count, or another class count; `None` when the shape is right.
+fn shape_problem(size: &[i64], batch: i64, classes: u64) -> Option<String> {
+    let expected = format!("expected logits [N, classes] = [{batch}, {classes}]");
+    Some(match *size {
+        [b, c] if b == batch && c == classes as i64 => return None,
+        [b, c] if b == batch => format!(
+            "the teacher outputs logits of shape {size:?} for a batch of {batch}, but data.classes = {classes}: \
+             the teacher has {c} classes; set data.classes to match or use a teacher for this label set"
+        ),
+        [b, _] => format!(
+            "the teacher outputs {b} row(s) (shape {size:?}) for a batch of {batch}; {expected}: it must return one row \
+             of logits per sample"
+        ),
+        _ => format!(
+            "the teacher outputs a {}-D tensor of shape {size:?} for a batch of {batch}; {expected}: return the \
+             logits before any argmax, reshape or per-sample reduction",
+            size.len()
+        ),
+    })
 }
 
 /// Refuses a teacher that was traced (`torch.jit.trace`) in training mode: `eval()` cannot undo
@@ -322,6 +337,26 @@ mod tests {
         let warning = warning.unwrap();
         assert!(warning.starts_with("warning: the teacher's test accuracy 0.5470 is at chance level (the most frequent class is 0.4000 of the 100 test labels)"), "{warning}");
         assert!(warning.contains("normalised test inputs span [6.0000, 6.0000], mean 6.0000, std 0.0000"), "{warning}");
+    }
+
+    #[test]
+    fn teacher_output_shapes_are_named_for_what_is_wrong() {
+        assert_eq!(shape_problem(&[8, 10], 8, 10), None);
+        let one_d = "the teacher outputs a 1-D tensor of shape [8] for a batch of 8; expected logits [N, classes] = \
+                     [8, 10]: return the logits before any argmax, reshape or per-sample reduction";
+        assert_eq!(shape_problem(&[8], 8, 10).as_deref(), Some(one_d));
+        assert!(shape_problem(&[8, 10, 1], 8, 10)
+            .unwrap()
+            .starts_with("the teacher outputs a 3-D tensor of shape [8, 10, 1]"));
+        assert!(shape_problem(&[], 8, 10).unwrap().starts_with("the teacher outputs a 0-D tensor of shape []"));
+        assert_eq!(
+            shape_problem(&[1, 10], 8, 10).as_deref(),
+            Some(
+                "the teacher outputs 1 row(s) (shape [1, 10]) for a batch of 8; expected logits [N, classes] = [8, 10]: \
+                 it must return one row of logits per sample"
+            )
+        );
+        assert!(shape_problem(&[8, 12], 8, 10).unwrap().contains("data.classes = 10: the teacher has 12 classes"));
     }
 
     #[test]
