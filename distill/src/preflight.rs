@@ -316,7 +316,7 @@ mod tests {
     /// A test set of `counts[c]` labels of class `c`, all inputs 3 (normalised to 6).
     fn labelled(counts: &[i64]) -> (Dataset, Normalizer) {
         let y: Vec<i64> =
-            counts.iter().enumerate().flat_map(|(c, &k)| std::iter::repeat(c as i64).take(k as usize)).collect();
+            counts.iter().enumerate().flat_map(|(c, &k)| std::iter::repeat_n(c as i64, k as usize)).collect();
         let n = y.len() as i64;
         let test = dataset("test.npz", Tensor::full([n, 2], 3, (Kind::Uint8, Device::Cpu)), Tensor::from_slice(&y));
         let spec = estimator_wasm::Config::from_toml_str(
