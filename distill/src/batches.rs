@@ -54,9 +54,12 @@ impl Batches {
             } else {
                 (format!("the training set holds {n} sample (after data.holdout)"), "train on at least 2 samples")
             };
+            // student.norm = "layer" exists for mlp students only (the schema refuses it for a CNN).
+            let cnn = blocks.iter().any(|b| matches!(b.layer.op, Op::Conv2d { .. }));
+            let norms = if cnn { "\"none\"" } else { "\"layer\" or \"none\"" };
             return Err(DistillError::Usage(format!(
                 "{cause}, but layer {layer} (BatchNorm) needs at least 2 samples per batch in training (one sample gives it \
-                 one value per channel and a NaN running variance); {fix}, or set student.norm = \"layer\" or \"none\""
+                 one value per channel and a NaN running variance); {fix}, or set student.norm = {norms}"
             )));
         }
         let (full, rest) = (n / size, n % size);
@@ -162,6 +165,15 @@ mod tests {
         assert!(!e.contains('\n'));
         let e = Batches::new(1, 32, &bn).unwrap_err().to_string();
         assert!(e.starts_with("the training set holds 1 sample (after data.holdout), but layer fc1_norm"), "{e}");
+        assert!(e.ends_with("train on at least 2 samples, or set student.norm = \"layer\" or \"none\""), "{e}");
+        // A CNN cannot take norm = "layer"; its conv1_bn sees 64 values per sample, fc1_norm one.
+        let cnn = blocks("[1, 8, 8]", "family = \"cnn\"\nchannels = [4]\nhidden = [16]\nnorm = \"batch\"");
+        assert_eq!(
+            Batches::new(100, 1, &cnn).unwrap_err().to_string(),
+            "train.batch_size = 1, but layer fc1_norm (BatchNorm) needs at least 2 samples per batch in training (one \
+             sample gives it one value per channel and a NaN running variance); set train.batch_size >= 2, or set \
+             student.norm = \"none\""
+        );
         let plain = blocks("[64]", "family = \"mlp\"\nhidden = [16]");
         assert_eq!(Batches::new(1, 32, &plain).unwrap().steps_per_epoch, 1);
         assert_eq!(Batches::new(100, 1, &plain).unwrap().steps_per_epoch, 100);

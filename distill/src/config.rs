@@ -49,11 +49,10 @@ fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
         if raw.contains(['\n', '\r']) {
             return Err(DistillError::Usage(format!("--set {key}: the value spans lines; give one TOML value")));
         }
-        let value = format!("v = {raw}")
-            .parse::<toml::Table>()
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        let value = match format!("v = {raw}").parse::<toml::Table>() {
+            Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+            Err(e) => bare_string(set, raw, &e)?,
+        };
         let mut parts: Vec<&str> = key.trim().split('.').collect();
         let leaf = parts
             .pop()
@@ -69,6 +68,28 @@ fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
         table.insert(leaf.to_string(), value);
     }
     Ok(toml::to_string(&doc).expect("a TOML table serialises"))
+}
+
+/// The `--set` value `raw` that TOML could not read (`error`) as a string (`bf16`), unless it
+/// looks like a number, array, table or quoted string: then it is a mistake, not a word.
+///
+/// # Errors
+/// [`DistillError::Usage`] naming the `--set`: an integer beyond TOML's range (i64, at most
+/// 9223372036854775807), or TOML's own message.
+fn bare_string(set: &str, raw: &str, error: &toml::de::Error) -> Result<toml::Value> {
+    let v = raw.trim();
+    let digits = v.strip_prefix(['+', '-']).unwrap_or(v);
+    if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit() || c == '_') {
+        return Err(DistillError::Usage(format!(
+            "--set {set}: {v} is beyond TOML's integer range (at most {}); give a smaller value",
+            i64::MAX
+        )));
+    }
+    if v.starts_with(|c: char| c.is_ascii_digit() || "+-.[{\"'".contains(c)) {
+        let why = error.message().trim().replace('\n', " ");
+        return Err(DistillError::Usage(format!("--set {set}: {v} is not a TOML value ({why})")));
+    }
+    Ok(toml::Value::String(raw.to_string()))
 }
 
 /// A validated cfg.toml plus the data paths it names, resolved.
@@ -140,6 +161,30 @@ mod tests {
         assert!(read_spec(&path, &["nonsense".to_string()]).is_err());
         let e = read_spec(&path, &["train.epochs=5\ntrain.lr=3".to_string()]).unwrap_err().to_string();
         assert_eq!(e, "--set train.epochs: the value spans lines; give one TOML value");
+    }
+
+    #[test]
+    fn an_integer_beyond_toml_is_named_with_the_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n").unwrap();
+        let e = |set: &str| read_spec(&path, &[set.to_string()]).unwrap_err().to_string();
+        for key in ["data.classes", "train.batch_size"] {
+            assert_eq!(
+                e(&format!("{key}=18446744073709551615")),
+                format!(
+                    "--set {key}=18446744073709551615: 18446744073709551615 is beyond TOML's integer range (at most \
+                     9223372036854775807); give a smaller value"
+                )
+            );
+        }
+        // one past i64 is refused, i64::MAX itself reaches the schema
+        assert!(e("train.epochs=-9223372036854775809").contains("is beyond TOML's integer range"));
+        assert!(!e("train.epochs=9223372036854775807").contains("beyond TOML"));
+        // a broken array is TOML's mistake, not the string "[8, 4"
+        assert!(e("student.hidden=[8, 4").starts_with("--set student.hidden=[8, 4: [8, 4 is not a TOML value ("));
+        // bare words are still strings
+        assert!(read_spec(&path, &["train.precision=bf16".to_string()]).is_ok());
     }
 
     #[test]

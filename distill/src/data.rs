@@ -22,6 +22,9 @@ pub struct Dataset {
     pub x: Tensor,
     /// Labels [N], Int64.
     pub y: Tensor,
+    /// The file row of each row [N] Int64 when they differ (after [`Dataset::split`]), so that
+    /// messages name the row of the file; `None` when row `i` is the file's row `i`.
+    pub rows_in_file: Option<Tensor>,
 }
 
 impl Dataset {
@@ -64,7 +67,7 @@ impl Dataset {
                 spec.classes - 1
             )));
         }
-        Ok(Dataset { path: path.to_path_buf(), x, y })
+        Ok(Dataset { path: path.to_path_buf(), x, y, rows_in_file: None })
     }
 
     pub fn len(&self) -> usize {
@@ -120,13 +123,23 @@ impl Dataset {
             path: self.path.clone(),
             x: self.x.index_select(0, &index(idx)),
             y: self.y.index_select(0, &index(idx)),
+            rows_in_file: Some(index(idx)),
         };
         Ok((part(train_idx), part(test_idx)))
     }
 
     /// Moves the arrays to `device` (once, before training).
     pub fn to_device(self, device: Device) -> Dataset {
-        Dataset { path: self.path, x: self.x.to_device(device), y: self.y.to_device(device) }
+        let rows_in_file = self.rows_in_file.map(|r| r.to_device(device));
+        Dataset { path: self.path, x: self.x.to_device(device), y: self.y.to_device(device), rows_in_file }
+    }
+
+    /// The rows of the file [B] that rows `index` ([B] Int64, any device) are, for messages.
+    pub fn file_rows(&self, index: &Tensor) -> Tensor {
+        match &self.rows_in_file {
+            Some(rows) => rows.index_select(0, &index.to_device(rows.device())),
+            None => index.shallow_clone(),
+        }
     }
 
     /// Rows `index` (Int64 [B] on the same device) as (x [B, ...], y [B]).
@@ -345,10 +358,23 @@ mod tests {
     }
 
     #[test]
+    fn split_rows_map_back_to_the_file_rows() {
+        // y[i] = i, so the file row of every split row is its label
+        let y = Tensor::arange(10, (Kind::Int64, Device::Cpu));
+        let d = Dataset { path: "d".into(), x: y.reshape([10, 1]), y, rows_in_file: None };
+        let (train, test) = d.split(0.3, 5).unwrap();
+        for part in [&train, &test] {
+            let all = Tensor::arange(part.len() as i64, (Kind::Int64, Device::Cpu));
+            assert_eq!(Vec::<i64>::try_from(part.file_rows(&all)).unwrap(), Vec::<i64>::try_from(&part.y).unwrap());
+        }
+        assert_ne!(Vec::<i64>::try_from(&test.y).unwrap(), vec![0, 1, 2], "a shuffled split");
+    }
+
+    #[test]
     fn channel_stats_per_channel() {
         // channel 0 holds 1, 2, 5, 6; channel 1 holds 3, 4, 7, 8: std sqrt(4.25) each
         let x = Tensor::from_slice(&[1u8, 2, 3, 4, 5, 6, 7, 8]).reshape([2, 2, 1, 2]);
-        let d = Dataset { path: "d".into(), x, y: Tensor::from_slice(&[0i64, 1]) };
+        let d = Dataset { path: "d".into(), x, y: Tensor::from_slice(&[0i64, 1]), rows_in_file: None };
         let s = d.channel_stats();
         let std = 4.25f64.sqrt();
         assert_eq!(s[0], ChannelStats { min: 1.0, max: 6.0, mean: 3.5, std });

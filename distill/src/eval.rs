@@ -27,7 +27,7 @@ pub fn teacher_logits(teacher: &Teacher, data: &Dataset, norm: &Normalizer, batc
         .map(|(i, (x, _))| {
             let rows =
                 Tensor::arange_start((i * batch) as i64, (i * batch) as i64 + x.size()[0], (Kind::Int64, Device::Cpu));
-            finite_teacher_logits(teacher, &norm.apply(&x), &rows, &data.path)
+            finite_teacher_logits(teacher, &norm.apply(&x), &data.file_rows(&rows), &data.path)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Tensor::cat(&logits, 0))

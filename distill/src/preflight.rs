@@ -38,20 +38,35 @@ pub fn parse_device(name: &str) -> Result<Device> {
 /// The teacher's logits on a probe batch must be [B, classes].
 ///
 /// # Errors
-/// [`DistillError::Teacher`] naming both class counts.
+/// [`DistillError::Teacher`] saying what [`shape_problem`] finds.
 pub fn check_teacher_shape(teacher: &Teacher, logits: &Tensor, batch: i64, classes: u64) -> Result<()> {
-    let size = logits.size();
-    if size != [batch, classes as i64] {
-        let got = size.get(1).map(|c| c.to_string()).unwrap_or_else(|| format!("{size:?}"));
-        return Err(DistillError::teacher(
-            &teacher.path,
-            format!(
-                "the teacher outputs logits of shape {size:?} for a batch of {batch}, but data.classes = {classes}: \
-                 the teacher has {got} classes; set data.classes to match or use a teacher for this label set"
-            ),
-        ));
+    match shape_problem(&logits.size(), batch, classes) {
+        Some(problem) => Err(DistillError::teacher(&teacher.path, problem)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// What is wrong with teacher logits of shape `size` for a batch of `batch` under
+/// `data.classes = classes` (expected [batch, classes]): not 2-D (an argmax [B], say), another
+/// row count, or another class count; `None` when the shape is right.
+fn shape_problem(size: &[i64], batch: i64, classes: u64) -> Option<String> {
+    let expected = format!("expected logits [N, classes] = [{batch}, {classes}]");
+    Some(match *size {
+        [b, c] if b == batch && c == classes as i64 => return None,
+        [b, c] if b == batch => format!(
+            "the teacher outputs logits of shape {size:?} for a batch of {batch}, but data.classes = {classes}: \
+             the teacher has {c} classes; set data.classes to match or use a teacher for this label set"
+        ),
+        [b, _] => format!(
+            "the teacher outputs {b} row(s) (shape {size:?}) for a batch of {batch}; {expected}: it must return one row \
+             of logits per sample"
+        ),
+        _ => format!(
+            "the teacher outputs a {}-D tensor of shape {size:?} for a batch of {batch}; {expected}: return the \
+             logits before any argmax, reshape or per-sample reduction",
+            size.len()
+        ),
+    })
 }
 
 /// Refuses a teacher that was traced (`torch.jit.trace`) in training mode: `eval()` cannot undo
@@ -217,14 +232,18 @@ pub fn check_same_range(train: &Dataset, test: &Dataset) -> Result<()> {
     Ok(())
 }
 
-/// The share of the most frequent class among `test`'s labels, and a warning when the teacher's
-/// test `accuracy` is no better than that plus three binomial standard errors (sqrt(p (1 - p) /
-/// n)): a teacher at chance level usually sees inputs normalised unlike its training data.
+/// The share `p` of the most frequent class among `test`'s labels, and a warning when the
+/// teacher's test `accuracy` is no better than `p` plus three binomial standard errors
+/// (sqrt(p (1 - p) / n)) and nearer `p` than 1: a teacher at chance level usually sees inputs
+/// normalised unlike its training data. No warning when `p` is over 1/2: such a test set (one
+/// class, one sample) cannot tell a good teacher from one that always answers that class.
 pub fn chance_warning(accuracy: f64, test: &Dataset, norm: &Normalizer, classes: u64) -> (f64, Option<String>) {
     let n = test.len().max(1) as f64;
     let counts = test.y.bincount(None::<Tensor>, classes as i64);
     let chance = counts.max().double_value(&[]) / n;
-    if accuracy > chance + 3.0 * (chance * (1.0 - chance) / n).sqrt() {
+    let cannot_tell = chance > 0.5;
+    let above = accuracy > chance + 3.0 * (chance * (1.0 - chance) / n).sqrt() || accuracy > (chance + 1.0) / 2.0;
+    if cannot_tell || above {
         return (chance, None);
     }
     let (mut lo, mut hi, mut sum, mut sq) = (f64::INFINITY, f64::NEG_INFINITY, 0.0, 0.0);
@@ -270,7 +289,7 @@ mod tests {
     use super::*;
 
     fn dataset(name: &str, x: Tensor, y: Tensor) -> Dataset {
-        Dataset { path: PathBuf::from(name), x, y }
+        Dataset { path: PathBuf::from(name), x, y, rows_in_file: None }
     }
 
     #[test]
@@ -294,25 +313,65 @@ mod tests {
         assert!(check_same_range(&train, &dataset("shift.npz", &x + 7.0, y)).is_err());
     }
 
-    #[test]
-    fn a_teacher_no_better_than_the_most_frequent_class_is_flagged() {
-        // 75 of 100 labels are class 0: chance 0.75, three standard errors 3 * sqrt(0.75 * 0.25 / 100)
-        let y = Tensor::cat(
-            &[Tensor::zeros([75], (Kind::Int64, Device::Cpu)), Tensor::ones([25], (Kind::Int64, Device::Cpu))],
-            0,
-        );
-        let test = dataset("test.npz", Tensor::full([100, 2], 3, (Kind::Uint8, Device::Cpu)), y);
+    /// A test set of `counts[c]` labels of class `c`, all inputs 3 (normalised to 6).
+    fn labelled(counts: &[i64]) -> (Dataset, Normalizer) {
+        let y: Vec<i64> =
+            counts.iter().enumerate().flat_map(|(c, &k)| std::iter::repeat_n(c as i64, k as usize)).collect();
+        let n = y.len() as i64;
+        let test = dataset("test.npz", Tensor::full([n, 2], 3, (Kind::Uint8, Device::Cpu)), Tensor::from_slice(&y));
         let spec = estimator_wasm::Config::from_toml_str(
-            "[data]\ninput_shape=[2]\nclasses=2\nscale=2.0\n[student]\nfamily=\"mlp\"",
+            "[data]\ninput_shape=[2]\nclasses=3\nscale=2.0\n[student]\nfamily=\"mlp\"",
         )
         .unwrap();
-        let norm = Normalizer::new(&spec.data, Device::Cpu);
-        let threshold = 0.75 + 3.0 * (0.75f64 * 0.25 / 100.0).sqrt();
-        assert_eq!(chance_warning(threshold + 1e-9, &test, &norm, 2), (0.75, None));
-        let (chance, warning) = chance_warning(threshold, &test, &norm, 2);
-        assert_eq!(chance, 0.75);
+        (test, Normalizer::new(&spec.data, Device::Cpu))
+    }
+
+    #[test]
+    fn a_teacher_no_better_than_the_most_frequent_class_is_flagged() {
+        // 40/30/30 labels: chance 0.4, three standard errors 3 * sqrt(0.4 * 0.6 / 100)
+        let (test, norm) = labelled(&[40, 30, 30]);
+        let threshold = 0.4 + 3.0 * (0.4f64 * 0.6 / 100.0).sqrt();
+        assert_eq!(chance_warning(threshold + 1e-9, &test, &norm, 3), (0.4, None));
+        let (chance, warning) = chance_warning(threshold, &test, &norm, 3);
+        assert_eq!(chance, 0.4);
         let warning = warning.unwrap();
-        assert!(warning.starts_with("warning: the teacher's test accuracy 0.8799 is at chance level (the most frequent class is 0.7500 of the 100 test labels)"), "{warning}");
+        assert!(warning.starts_with("warning: the teacher's test accuracy 0.5470 is at chance level (the most frequent class is 0.4000 of the 100 test labels)"), "{warning}");
         assert!(warning.contains("normalised test inputs span [6.0000, 6.0000], mean 6.0000, std 0.0000"), "{warning}");
+    }
+
+    #[test]
+    fn teacher_output_shapes_are_named_for_what_is_wrong() {
+        assert_eq!(shape_problem(&[8, 10], 8, 10), None);
+        let one_d = "the teacher outputs a 1-D tensor of shape [8] for a batch of 8; expected logits [N, classes] = \
+                     [8, 10]: return the logits before any argmax, reshape or per-sample reduction";
+        assert_eq!(shape_problem(&[8], 8, 10).as_deref(), Some(one_d));
+        assert!(shape_problem(&[8, 10, 1], 8, 10)
+            .unwrap()
+            .starts_with("the teacher outputs a 3-D tensor of shape [8, 10, 1]"));
+        assert!(shape_problem(&[], 8, 10).unwrap().starts_with("the teacher outputs a 0-D tensor of shape []"));
+        assert_eq!(
+            shape_problem(&[1, 10], 8, 10).as_deref(),
+            Some(
+                "the teacher outputs 1 row(s) (shape [1, 10]) for a batch of 8; expected logits [N, classes] = [8, 10]: \
+                 it must return one row of logits per sample"
+            )
+        );
+        assert!(shape_problem(&[8, 12], 8, 10).unwrap().contains("data.classes = 10: the teacher has 12 classes"));
+    }
+
+    #[test]
+    fn no_chance_warning_where_the_test_set_cannot_tell() {
+        // one class (27 of 28 right), one sample (right), 75% one class (at chance exactly)
+        for (counts, accuracy, chance) in
+            [(&[0, 0, 28][..], 27.0 / 28.0, 1.0), (&[1], 1.0, 1.0), (&[75, 25], 0.75, 0.75)]
+        {
+            let (test, norm) = labelled(counts);
+            assert_eq!(chance_warning(accuracy, &test, &norm, 3), (chance, None), "{counts:?}");
+        }
+        // two samples of two classes, both right: nearer 1 than chance 0.5, although within
+        // three standard errors (0.5 + 3 * sqrt(0.25 / 2) = 1.56)
+        let (test, norm) = labelled(&[1, 1]);
+        assert_eq!(chance_warning(1.0, &test, &norm, 3), (0.5, None));
+        assert!(chance_warning(0.5, &test, &norm, 3).1.is_some(), "half right on a balanced pair is chance");
     }
 }

@@ -220,8 +220,10 @@ impl Report {
         }
         let _ = write!(
             out,
-            "compression {:.1}x fewer parameters (KD: T = {}, alpha = {})",
-            self.compression_ratio, s.temperature, s.alpha
+            "compression {} (KD: T = {}, alpha = {})",
+            compression(self.compression_ratio),
+            s.temperature,
+            s.alpha
         );
         if let Some(gain) = self.kd_gain_points {
             let _ = write!(out, "; KD gain over labels alone {gain:+.2} points");
@@ -231,6 +233,16 @@ impl Report {
             let _ = writeln!(out, "{w}");
         }
         out
+    }
+}
+
+/// The teacher's parameters over the student's, `ratio`, in words: "3.0x fewer parameters", or
+/// for a student larger than its teacher "1.4x more parameters" (1 / ratio).
+pub fn compression(ratio: f64) -> String {
+    if ratio >= 1.0 {
+        format!("{ratio:.1}x fewer parameters")
+    } else {
+        format!("{:.1}x more parameters", 1.0 / ratio)
     }
 }
 
@@ -256,5 +268,8 @@ mod tests {
         assert_eq!(group(0), "0");
         assert_eq!(group(421_642), "421,642");
         assert_eq!(group(1_000_000), "1,000,000");
+        // a teacher of 7000 parameters, students of 1000 and of 10000
+        assert_eq!(compression(7000.0 / 1000.0), "7.0x fewer parameters");
+        assert_eq!(compression(7000.0 / 10000.0), "1.4x more parameters");
     }
 }

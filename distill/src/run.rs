@@ -129,7 +129,7 @@ fn execute(opts: &TrainOptions, mut cfg: RunConfig, out: &Path, reopened: Option
     let probe_x = norm.apply(&train_set.batch(&probe).0);
     let probe_logits = teacher.logits(&probe_x)?;
     check_teacher_shape(&teacher, &probe_logits, probe.size()[0], spec.data.classes)?;
-    check_finite_logits(&teacher, &probe_logits, &probe_x, &probe, &train_set.path)?;
+    check_finite_logits(&teacher, &probe_logits, &probe_x, &train_set.file_rows(&probe), &train_set.path)?;
     check_eval_mode(&teacher, &probe_x, &probe_logits)?;
     let (_, student) = build_student(spec, &cfg.path, device)?;
     check_not_identical(&teacher, &probe_logits, &student, &probe_x)?;

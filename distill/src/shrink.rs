@@ -22,7 +22,9 @@ pub struct Shrunk {
 }
 
 /// Builds the student of `spec` without the removed units, on `device`, from `old` (the masked
-/// student's variables). `kept[layer]` lists the kept unit indices of each pruned layer.
+/// student's variables). `kept[layer]` lists the kept unit indices of each pruned layer. The
+/// narrower spec has no `[prune]`: it describes the exported student, which training that cfg
+/// must not prune again.
 pub fn shrink(
     spec: &Config,
     old: &VarStore,
@@ -36,6 +38,7 @@ pub fn shrink(
         spec.student.channels.iter().enumerate().map(|(i, &c)| count(format!("conv{}", i + 1), c)).collect();
     narrow.student.hidden =
         spec.student.hidden.iter().enumerate().map(|(j, &w)| count(format!("fc{}", j + 1), w)).collect();
+    narrow.prune = None;
 
     let vs = VarStore::new(device);
     let student = Student::new(&vs.root(), &narrow)?;
@@ -123,4 +126,26 @@ fn flattened(channels: &Tensor, input: &[u64]) -> Tensor {
     let [_, h, w] = input else { return channels.shallow_clone() };
     let hw = (h * w) as i64;
     (channels.unsqueeze(1) * hw + Tensor::arange(hw, (Kind::Int64, channels.device())).unsqueeze(0)).flatten(0, -1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shrunk_spec_is_the_narrower_student_without_the_pruning_request() {
+        let text = "[data]\ninput_shape = [1, 8, 8]\nclasses = 5\n[student]\nfamily = \"cnn\"\nchannels = [4, 6]\n\
+                    hidden = [8]\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\n";
+        let spec = Config::from_toml_str(text).unwrap();
+        let vs = VarStore::new(Device::Cpu);
+        let student = Student::new(&vs.root(), &spec).unwrap();
+        let kept = HashMap::from([("conv1".to_string(), vec![0, 2]), ("fc1".to_string(), vec![1, 3, 5, 7])]);
+        let shrunk = shrink(&spec, &vs, &student, &kept, Device::Cpu).unwrap();
+        let mut expected = spec.clone();
+        expected.student.channels = vec![2, 6];
+        expected.student.hidden = vec![4];
+        expected.prune = None;
+        assert_eq!(shrunk.spec, expected);
+        assert!(!shrunk.spec.to_toml_string().contains("[prune]"), "{}", shrunk.spec.to_toml_string());
+    }
 }

@@ -3,8 +3,9 @@
 //!
 //! The student's layers are split into segments (`estimator_wasm::arch::checkpoint_segments`,
 //! the split the memory estimator prices; one segment without checkpointing). Dropout in
-//! segment `k` of step `s` draws from libtorch's generator reseeded with (seed, s, k), so a
-//! recomputed segment replays the same masks and a resumed run replays the same steps.
+//! block `b` of step `s` draws from libtorch's generator reseeded with (seed, s, b) before that
+//! block, so a recomputed segment replays the same masks, a resumed run replays the same steps,
+//! and the masks (hence the training) do not depend on how the blocks are split into segments.
 //!
 //! With checkpointing, the forward runs segments `0..K-1` under `no_grad`, keeping only each
 //! segment's input; the last segment runs with autograd and the loss is back-propagated to
@@ -70,10 +71,14 @@ pub fn forward_backward(
 ) -> Result<Gradients> {
     let Batch { x, y, soft, step } = *batch;
     let k = cfg.segments.len();
-    let seed_segment = |segment: usize| tch::manual_seed(segment_seed(cfg.seed, step, segment as u64));
+    // Block by block, each reseeded by its index, so that dropout is the same for any split.
     let run = |h: &Tensor, segment: usize| -> Result<Tensor> {
-        seed_segment(segment);
-        autocast(cfg.device, cfg.precision, || student.forward_range(h, cfg.segments[segment].clone(), true))
+        autocast(cfg.device, cfg.precision, || {
+            cfg.segments[segment].clone().fold(h.shallow_clone(), |h, block| {
+                tch::manual_seed(block_seed(cfg.seed, step, block as u64));
+                student.forward_range(&h, block..block + 1, true)
+            })
+        })
     };
     let mut grads: Vec<Tensor> = params.iter().map(|_| Tensor::new()).collect();
     let in_segment =
@@ -180,16 +185,16 @@ pub fn restore_running_stats(student: &Student, saved: &[Tensor]) {
     }
 }
 
-/// The libtorch seed of segment `segment` of optimiser step `step`: SplitMix64 over the three
-/// numbers, so neighbouring steps and segments get unrelated streams.
-pub fn segment_seed(seed: u64, step: u64, segment: u64) -> i64 {
+/// The libtorch seed of block `block` of optimiser step `step`: SplitMix64 over the three
+/// numbers, so neighbouring steps and blocks get unrelated streams.
+pub fn block_seed(seed: u64, step: u64, block: u64) -> i64 {
     let mix = |mut z: u64| {
         z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     };
-    (mix(mix(mix(seed) ^ step) ^ segment) >> 1) as i64
+    (mix(mix(mix(seed) ^ step) ^ block) >> 1) as i64
 }
 
 /// Maps each optimiser parameter (by name `<layer id>.<leaf>`) to the segment of its block.
@@ -285,22 +290,23 @@ mod tests {
         a.iter().zip(b).map(|(a, b)| (a - b).abs().max().double_value(&[])).fold(0.0, f64::max)
     }
 
-    /// Checks `case` under each of `modes` against keeping the whole graph: the same gradients,
-    /// and BatchNorm statistics that move once. With dropout the reference keeps the same
-    /// segments (their dropout seeds) but recomputes nothing.
+    /// Checks `case` under each of `modes` against one unsegmented step keeping the whole graph
+    /// (also with dropout: the masks must not depend on the segmentation): the same gradients,
+    /// and BatchNorm statistics that move once; segmenting without recomputing, too.
     fn check(case: Case, modes: &[Checkpointing]) {
         let n = block_count(case);
         #[allow(clippy::single_range_in_vec_init)]
-        let whole = grads(case, &[0..n], false);
+        let (g_ref, bn_ref) = grads(case, &[0..n], false);
         for &mode in modes {
             let segments = checkpoint_segments(n, mode).unwrap();
-            let same_segments = (case.dropout > 0.0).then(|| grads(case, &segments, false));
-            let (g_ref, bn_ref) = same_segments.as_ref().unwrap_or(&whole);
-            let (g, bn) = grads(case, &segments, true);
-            assert!(g.iter().all(Tensor::defined), "{case:?} {mode:?}: every parameter gets a gradient");
-            let diff = max_diff(&g, g_ref);
-            assert!(diff < 1e-6, "{case:?} {mode:?} ({} segments): grads differ by {diff}", segments.len());
-            assert!(max_diff(&bn, bn_ref) < 1e-7, "{case:?} {mode:?}: BN statistics must move once");
+            for recompute in [true, false] {
+                let (g, bn) = grads(case, &segments, recompute);
+                assert!(g.iter().all(Tensor::defined), "{case:?} {mode:?}: every parameter gets a gradient");
+                let diff = max_diff(&g, &g_ref);
+                let k = segments.len();
+                assert!(diff < 1e-6, "{case:?} {mode:?} ({k} segments, recompute {recompute}): grads differ by {diff}");
+                assert!(max_diff(&bn, &bn_ref) < 1e-7, "{case:?} {mode:?}: BN statistics must move once");
+            }
         }
     }
 
@@ -318,6 +324,17 @@ mod tests {
                 check(case, &modes);
             }
         }
+    }
+
+    /// The dropout that the test above checks is live: it changes the gradients.
+    #[test]
+    fn dropout_changes_the_gradients() {
+        let with = Case { student: STUDENTS[0], dropout: 0.3, alpha: 0.5, l1: 0.01 };
+        let without = Case { dropout: 0.0, ..with };
+        #[allow(clippy::single_range_in_vec_init)]
+        let whole = |case| grads(case, &[0..block_count(case)], false).0;
+        // Dropout blocks only exist with dropout: compare the parameters, which both share.
+        assert!(max_diff(&whole(with), &whole(without)) > 1e-4);
     }
 
     /// Every loss the config can build: alpha 0 (CE only), 1 (KD only), with and without L1.

@@ -38,12 +38,14 @@ pub enum SoftTargets<'a> {
 }
 
 impl SoftTargets<'_> {
-    /// Soft targets of training rows `index` (normalised inputs `x`) of the file `data`.
-    fn get(&self, index: &Tensor, x: &Tensor, data: &std::path::Path) -> Result<Option<Tensor>> {
+    /// Soft targets of training rows `index` (normalised inputs `x`) of `data`.
+    fn get(&self, index: &Tensor, x: &Tensor, data: &Dataset) -> Result<Option<Tensor>> {
         Ok(match self {
             SoftTargets::None => None,
             SoftTargets::Cached(all) => Some(all.index_select(0, index)),
-            SoftTargets::Live(teacher) => Some(crate::preflight::finite_teacher_logits(teacher, x, index, data)?),
+            SoftTargets::Live(teacher) => {
+                Some(crate::preflight::finite_teacher_logits(teacher, x, &data.file_rows(index), &data.path)?)
+            }
         })
     }
 }
@@ -290,7 +292,7 @@ impl<'a> Trainer<'a> {
     fn batch_of(&self, index: &Tensor) -> Result<(Tensor, Tensor, Option<Tensor>)> {
         let (x, y) = self.inputs.train.batch(index);
         let x = self.inputs.norm.apply(&x);
-        let soft = self.inputs.targets.get(index, &x, &self.inputs.train.path)?;
+        let soft = self.inputs.targets.get(index, &x, self.inputs.train)?;
         Ok((x, y, soft))
     }
 

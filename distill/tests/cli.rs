@@ -196,6 +196,28 @@ fn teacher_classes_differ_from_config() {
 }
 
 #[test]
+fn a_teacher_returning_class_indices_is_told_to_return_logits() {
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+class T(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.base = torch.jit.load('teacher-scripted.pt')
+    def forward(self, x):
+        return self.base(x)['logits'].argmax(1)
+torch.jit.script(T().eval()).save('argmax.pt')",
+    );
+    case.edit_config("output = \"logits\"", "");
+    case.fails_with(
+        "argmax.pt",
+        CFG,
+        &["argmax.pt", "a 1-D tensor of shape [8]", "expected logits [N, classes] = [8, 10]"],
+    );
+}
+
+#[test]
 fn teacher_output_selector_must_exist() {
     let case = Case::new();
     case.edit_config("output = \"logits\"", "output = \"scores\"");
@@ -424,6 +446,11 @@ torch.jit.script(T().eval()).save('nan.pt')",
     case.fails_with("nan.pt", CFG, &needles);
     // the same when the teacher runs on every batch instead of once into a cache
     case.edit_config("[teacher]", "[teacher]\ncache_logits = false");
+    case.fails_with("nan.pt", CFG, &needles);
+    // and, both ways, when data.holdout splits the file: the file's row, not the split's
+    case.edit_config("test = \"digits-test.npz\"", "holdout = 0.25");
+    case.fails_with("nan.pt", CFG, &needles);
+    case.edit_config("cache_logits = false", "");
     case.fails_with("nan.pt", CFG, &needles);
 }
 

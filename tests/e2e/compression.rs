@@ -164,6 +164,7 @@ with torch.no_grad():
     let shrunk_cfg =
         estimator_wasm::Config::from_toml_str(&std::fs::read_to_string(run.join("student.toml")).unwrap()).unwrap();
     assert_eq!(shrunk_cfg.student.channels, vec![4, 8]);
+    assert!(shrunk_cfg.prune.is_none(), "the shrunk cfg must not prune again");
 }
 
 #[test]
