@@ -237,9 +237,13 @@ impl Report {
 }
 
 /// The teacher's parameters over the student's, `ratio`, in words: "3.0x fewer parameters", or
-/// for a student larger than its teacher "1.4x more parameters" (1 / ratio).
+/// for a student larger than its teacher "1.4x more parameters" (1 / ratio); within 5% of the
+/// teacher's size, the student's share to two decimals ("1.03x the teacher's parameters").
 pub fn compression(ratio: f64) -> String {
-    if ratio >= 1.0 {
+    if (0.95..1.05).contains(&ratio) {
+        // one decimal would print "1.0x more" for a student slightly larger than its teacher
+        format!("{:.2}x the teacher's parameters", 1.0 / ratio)
+    } else if ratio >= 1.0 {
         format!("{ratio:.1}x fewer parameters")
     } else {
         format!("{:.1}x more parameters", 1.0 / ratio)
@@ -271,5 +275,8 @@ mod tests {
         // a teacher of 7000 parameters, students of 1000 and of 10000
         assert_eq!(compression(7000.0 / 1000.0), "7.0x fewer parameters");
         assert_eq!(compression(7000.0 / 10000.0), "1.4x more parameters");
+        assert_eq!(compression(1000.0 / 1030.0), "1.03x the teacher's parameters");
+        assert_eq!(compression(1.0), "1.00x the teacher's parameters");
+        assert_eq!(compression(1.06), "1.1x fewer parameters");
     }
 }
