@@ -1,5 +1,5 @@
-//! The content of a run's input files (teacher, data) when it started, recorded in `run.json`
-//! so that `--resume` refuses a file that changed since: continuing with another teacher or
+//! The content of a run's input files (teacher, data, `student.init`) when it started, recorded
+//! in `run.json` so that `--resume` refuses a file that changed since: continuing with another teacher or
 //! other data would silently mix two runs.
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -367,6 +367,10 @@ fn check_trainable(spec: &Config, path: &Path) -> Result<()> {
 fn input_files(opts: &TrainOptions, cfg: &RunConfig) -> Vec<(&'static str, PathBuf)> {
     let mut files = vec![("teacher", opts.teacher.clone()), ("data.train", cfg.train.clone())];
     files.extend(cfg.test.clone().map(|test| ("data.test", test)));
+    // read when a phase starts from step 0: the baseline of a resumed run, or a run resumed
+    // before its first checkpoint (same folder rule as `phase::build_student`)
+    let folder = cfg.path.parent().unwrap_or(Path::new("."));
+    files.extend(cfg.spec.student.init.as_ref().map(|init| ("student.init", folder.join(init))));
     files
 }
 

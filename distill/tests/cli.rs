@@ -671,6 +671,32 @@ fn resume_refuses_a_changed_teacher_or_data_file_but_follows_a_moved_one() {
 }
 
 #[test]
+fn resume_refuses_a_changed_student_init() {
+    // The baseline phase starts from student.init after the KD phase: a changed init would
+    // give it other starting weights than the run began with.
+    let case = Case::new();
+    case.edit_config("hidden = [32]", "hidden = [32]\ninit = \"init.safetensors\"");
+    let init = case.path("init.safetensors");
+    let save_init = |scale: f64| {
+        let text = std::fs::read_to_string(case.path(CFG)).unwrap().replace("init = \"init.safetensors\"", "");
+        let spec = estimator_wasm::Config::from_toml_str(&text).unwrap();
+        let (vs, _) = distill::phase::build_student(&spec, &case.path(CFG), tch::Device::Cpu).unwrap();
+        let _ = tch::no_grad(|| vs.variables()["fc1.weight"].shallow_clone().g_mul_scalar_(scale));
+        vs.save(&init).unwrap();
+    };
+    save_init(1.0);
+    stopped_run(&case, "run", "10");
+    save_init(2.0);
+    let (code, stderr) = resume_run(&case, "run", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    let needle =
+        format!("student.init {} is not the file the run started with", case.path("init.safetensors").display());
+    assert!(stderr.contains(&needle), "{stderr}");
+    assert!(stderr.contains("put the run's own file back"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
 fn resume_repairs_a_cut_metrics_log_and_says_what_was_lost() {
     let case = Case::new();
     stopped_run(&case, "run", "50");
