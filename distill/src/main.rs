@@ -36,7 +36,8 @@ struct Args {
     /// Also train the same student with alpha = 0 (labels only) and report the KD gain.
     #[arg(long)]
     baseline: bool,
-    /// Continue the interrupted run whose --out was DIR, from its newest checkpoint (with
+    /// Continue the interrupted run whose --out was DIR (or its DIR.partial folder), from its
+    /// newest checkpoint that loads; its teacher, data and student.init must be unchanged (with
     /// --teacher: the same teacher, moved to FILE since the run started).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["student", "baseline"])]
     resume: Option<PathBuf>,
