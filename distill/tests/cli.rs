@@ -75,6 +75,25 @@ fn python(dir: &Path, script: &str) {
     assert!(out.status.success(), "python failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Scripts into `dir/name` a teacher whose forward is `logits = base(x)['logits']` (the fixture
+/// teacher) followed by the Python line `body`, which returns the output.
+fn wrapped_teacher(dir: &Path, name: &str, body: &str) {
+    python(
+        dir,
+        &format!(
+            "import torch
+class T(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.base = torch.jit.load('teacher-scripted.pt')
+    def forward(self, x):
+        logits = self.base(x)['logits']
+        {body}
+torch.jit.script(T().eval()).save('{name}')"
+        ),
+    );
+}
+
 /// The digits train inputs [1437, 1, 8, 8] (uint8, 0..16) and labels.
 fn digits_train() -> (Tensor, Tensor) {
     let arrays = Tensor::read_npz(fixtures().join("digits-train.npz")).unwrap();
@@ -198,17 +217,7 @@ fn teacher_classes_differ_from_config() {
 #[test]
 fn a_teacher_returning_class_indices_is_told_to_return_logits() {
     let case = Case::new();
-    python(
-        case.dir.path(),
-        "import torch
-class T(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.base = torch.jit.load('teacher-scripted.pt')
-    def forward(self, x):
-        return self.base(x)['logits'].argmax(1)
-torch.jit.script(T().eval()).save('argmax.pt')",
-    );
+    wrapped_teacher(case.dir.path(), "argmax.pt", "return logits.argmax(1)");
     case.edit_config("output = \"logits\"", "");
     case.fails_with(
         "argmax.pt",
@@ -426,18 +435,8 @@ fn teacher_nan_on_a_later_train_row_is_blamed_on_the_teacher_with_the_row() {
     // The teacher returns NaN for inputs whose first pixel is above 20 (normalised); only train
     // row 100 has one (pixel 200 -> (200 / 16 - 0.5) / 0.5 = 24), so the probe batch is clean.
     let case = Case::new();
-    python(
-        case.dir.path(),
-        "import torch
-class T(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.base = torch.jit.load('teacher-scripted.pt')
-    def forward(self, x):
-        out = self.base(x)['logits']
-        return torch.where(x.flatten(1)[:, :1] > 20, torch.full_like(out, float('nan')), out)
-torch.jit.script(T().eval()).save('nan.pt')",
-    );
+    let nan_above_20 = "return torch.where(x.flatten(1)[:, :1] > 20, torch.full_like(logits, float('nan')), logits)";
+    wrapped_teacher(case.dir.path(), "nan.pt", nan_above_20);
     let (x, y) = digits_train();
     let _ = x.get(100).get(0).get(0).get(0).fill_(200i64);
     case.write_npz("digits-train.npz", &x, &y);
