@@ -9,7 +9,7 @@ step), and records PyTorch's own accounting:
   (the optimiser's 0-dim `step` tensors are reported apart: distill keeps the step on the host);
 * saved activations: `torch.autograd.graph.saved_tensors_hooks` around forward and loss, each
   storage counted once by `untyped_storage().data_ptr()`, parameter and buffer storages excluded
-  (memory-model.md section 11 A), attributed to the layer running when it was first saved.
+  (docs/memory-model.md section 11 A), attributed to the layer running when it was first saved.
 
 Checkpointing uses `torch.utils.checkpoint` (non-reentrant) over the segments of
 `arch::checkpoint_segments`; the outer hook then sees each segment's input, which is what the

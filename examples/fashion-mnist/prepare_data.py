@@ -43,7 +43,7 @@ def save(name, x, y):
 os.makedirs(OUT, exist_ok=True)
 x_train, y_train = split("train")
 x_test, y_test = split("t10k")
-# Golden checks from shared/docs/data-and-teachers.md: the decoded content must be upstream's.
+# Golden checks (docs/data-and-teachers.md section 1): the decoded content must be upstream's.
 assert y_train[:10].tolist() == [9, 0, 0, 3, 0, 2, 7, 2, 5, 5], "train labels differ from upstream"
 assert y_test[:10].tolist() == [9, 2, 1, 1, 6, 1, 4, 6, 5, 7], "test labels differ from upstream"
 assert abs(x_train.mean() / 255 - 0.2860) < 5e-4, "train pixel mean differs from upstream"
