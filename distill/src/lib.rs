@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod optim;
 pub mod phase;
 pub mod plan;
+pub mod precision;
 pub mod preflight;
 pub mod progress;
 pub mod prune;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use estimator_wasm::arch::checkpoint_segments;
-use estimator_wasm::spec::{BatchSize, Config, Precision};
+use estimator_wasm::spec::{BatchSize, Config};
 use serde::{Deserialize, Serialize};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
@@ -180,7 +180,7 @@ impl<'a> Trainer<'a> {
         #[allow(clippy::single_range_in_vec_init)] // one segment spanning every block
         let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
         let param_segment = param_segments(&student, &names, &segments);
-        let scaler = (spec.train.precision == Precision::Fp16).then(|| GradScaler::new(inputs.device));
+        let scaler = crate::precision::loss_scaling(spec.train.precision).then(|| GradScaler::new(inputs.device));
         let pruner = match &spec.prune {
             Some(p) => {
                 let schedule = PruneSchedule::new(p, steps_per_epoch, spec.train.epochs)?;
