@@ -1,4 +1,4 @@
-//! One training step's forward and backward: autocast, the KD loss in fp32, loss scaling, and
+//! One training step's forward and backward: autocast, the objective's loss in fp32, loss scaling, and
 //! gradient checkpointing by segments (Chen et al. 2016, arXiv:1604.06174).
 //!
 //! The student's layers are split into segments (`estimator_wasm::arch::checkpoint_segments`,
@@ -22,7 +22,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::amp::GradScaler;
 use crate::error::Result;
-use crate::loss::{kd_loss, KdLoss};
+use crate::objective::{LossParts, Objective};
 use crate::shim::autocast;
 use crate::student::Student;
 
@@ -30,8 +30,8 @@ use crate::student::Student;
 pub struct StepConfig<'a> {
     pub device: Device,
     pub precision: Precision,
-    pub temperature: f64,
-    pub alpha: f64,
+    /// The loss of a batch from the student's output, the soft targets and the labels.
+    pub objective: Box<dyn Objective>,
     pub seed: u64,
     /// Contiguous block ranges covering the student; more than one means checkpointing.
     pub segments: &'a [Range<usize>],
@@ -52,7 +52,7 @@ pub struct Batch<'a> {
 
 /// A batch's loss parts, logits and the gradient of every optimiser parameter.
 pub struct Gradients {
-    pub loss: KdLoss,
+    pub loss: LossParts,
     /// Student logits [B, C] (detached), for the running train accuracy.
     pub logits: Tensor,
     /// Aligned with `Optimizer::params()`; undefined where a parameter got no gradient.
@@ -60,7 +60,7 @@ pub struct Gradients {
 }
 
 /// Forward and backward of one batch. `extra_loss` (e.g. an L1 penalty, fp32 scalar with a
-/// graph to the parameters) is added to the KD loss before back-propagation.
+/// graph to the parameters) is added to the objective's loss before back-propagation.
 pub fn forward_backward(
     cfg: &StepConfig,
     student: &Student,
@@ -126,7 +126,7 @@ pub fn forward_backward(
     Ok(Gradients { loss, logits: logits.detach(), grads })
 }
 
-/// The KD loss in fp32 plus any extra term, and the tensor to back-propagate (scaled for fp16).
+/// The objective's loss in fp32 plus any extra term, and the tensor to back-propagate (scaled for fp16).
 fn finish(
     cfg: &StepConfig,
     logits: &Tensor,
@@ -134,8 +134,8 @@ fn finish(
     soft: Option<&Tensor>,
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
-) -> (KdLoss, Tensor) {
-    let mut loss = kd_loss(logits, soft, y, cfg.temperature, cfg.alpha);
+) -> (LossParts, Tensor) {
+    let mut loss = cfg.objective.loss(logits, soft, y);
     if let Some(extra) = extra_loss() {
         loss.total = &loss.total + extra;
     }
@@ -265,8 +265,7 @@ mod tests {
         let cfg = StepConfig {
             device: Device::Cpu,
             precision: Precision::Fp32,
-            temperature: 2.0,
-            alpha: case.alpha,
+            objective: Box::new(crate::objective::LogitKd { temperature: 2.0, alpha: case.alpha }),
             seed: 3,
             segments,
             param_segment: &param_segments(&student, &names, segments),

@@ -301,8 +301,7 @@ impl<'a> Trainer<'a> {
         StepConfig {
             device: self.inputs.device,
             precision: spec.train.precision,
-            temperature: spec.kd.temperature,
-            alpha: spec.kd.alpha,
+            objective: crate::objective::from_spec(&spec.kd),
             seed: spec.train.seed,
             segments: &self.segments,
             param_segment: &self.param_segment,
