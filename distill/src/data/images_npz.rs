@@ -9,7 +9,7 @@ use estimator_wasm::spec::DataSpec;
 use npyz::{npz::NpzArchive, DType, Order, TypeChar};
 use tch::{Kind, Tensor};
 
-use super::Dataset;
+use super::dataset::Dataset;
 use crate::error::{DistillError, Result};
 
 /// Reads the `.npz` at `path` and checks it against `spec` (input shape, label range).

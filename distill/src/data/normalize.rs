@@ -3,7 +3,7 @@
 use estimator_wasm::spec::DataSpec;
 use tch::{Device, Kind, Tensor};
 
-use super::Dataset;
+use super::dataset::Dataset;
 
 impl Dataset {
     /// Per-channel statistics of the raw inputs (channel = dim 1 of [N, C, H, W]; the whole

@@ -12,7 +12,7 @@
 //! * CE is the usual hard-label cross-entropy at T = 1, mean over samples.
 use tch::{Kind, Reduction, Tensor};
 
-use super::{LossParts, Objective};
+use super::loss::{LossParts, Objective};
 
 /// `[kd]` with class-logit teachers: temperature `T` and the soft term's weight `alpha`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -9,7 +9,7 @@ use estimator_wasm::spec::{Activation, Config, Pool};
 use tch::nn::{self, Module, ModuleT};
 use tch::Tensor;
 
-use super::Network;
+use super::network::Network;
 use crate::error::{DistillError, Result};
 
 /// One built layer: its description and the libtorch module that runs it.

@@ -1,6 +1,7 @@
-//! The student: what the trainer, the step and the exports need from a network ([`Network`]),
-//! and the kinds of student, one file each, behind [`Student`].
+//! The student: the kinds of student network, one file each, behind [`Student`], which the
+//! trainer, the step and the exports use through the [`Network`] interface (`network.rs`).
 //!
+//! * [`network`]: the interface, [`Network`].
 //! * [`layered`]: `family = "mlp" | "cnn"`, one block per layer of `estimator_wasm::arch`.
 //!
 //! A network is a sequence of blocks, the unit of gradient checkpointing (`step.rs`): block 0
@@ -15,30 +16,10 @@ use tch::{nn, Tensor};
 use crate::error::Result;
 
 pub mod layered;
+pub mod network;
 
 pub use layered::{activate, Block, Layered};
-
-/// A trainable student network as the training step sees it.
-pub trait Network {
-    /// Blocks in forward order.
-    fn block_count(&self) -> usize;
-
-    /// Runs blocks `blocks` on `h` (the input of the first of them) and returns the last one's
-    /// output. `mask` is the attention mask [B, S] of text inputs (1 = token, 0 = padding),
-    /// `None` for images and vectors; `train` selects dropout and batch statistics.
-    fn forward_blocks(&self, h: &Tensor, blocks: Range<usize>, mask: Option<&Tensor>, train: bool) -> Tensor;
-
-    /// The running statistics (BatchNorm mean and variance) of `blocks`, sharing storage with
-    /// the model: gradient checkpointing restores them before recomputing a segment so that
-    /// each training step updates them once.
-    fn running_stats(&self, blocks: Range<usize>) -> Vec<Tensor>;
-
-    /// Trainable parameter elements.
-    fn params(&self) -> u64;
-
-    /// The block that holds the variable `name` (as the VarStore names it, e.g. `fc1.weight`).
-    fn block_of(&self, name: &str) -> Option<usize>;
-}
+pub use network::Network;
 
 /// The student of a run, of the kind its `student.family` names.
 #[derive(Debug)]
