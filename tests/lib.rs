@@ -1,5 +1,6 @@
 //! Shared helpers of the end-to-end tests: fixture paths, a quiet training run in a temp
-//! folder, and the project's Python (the `.venv` that scripts/setup makes) for cross-checks.
+//! folder, the metrics log of a run, and the project's Python (the `.venv` that scripts/setup
+//! makes) for cross-checks.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
@@ -7,6 +8,10 @@ use std::sync::{Mutex, MutexGuard};
 use distill::progress::Verbosity;
 use distill::report::Report;
 use distill::TrainOptions;
+
+mod metrics_jsonl;
+
+pub use metrics_jsonl::{metrics_lines, metrics_without_timing};
 
 /// The repository root.
 pub fn root() -> PathBuf {

@@ -19,7 +19,7 @@ use std::ops::Range;
 use estimator_wasm::arch::Op;
 
 use crate::error::{DistillError, Result};
-use crate::student::Block;
+use crate::student::{Block, Student};
 
 /// How the `n` training samples of an epoch are cut into optimiser steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +36,13 @@ pub struct Batches {
 }
 
 impl Batches {
-    /// The batches of `n` samples at `train.batch_size = batch_size` for a student of `blocks`.
+    /// The batches of `n` samples at `train.batch_size = batch_size` for `student`.
     ///
     /// # Errors
     /// [`DistillError::Usage`] naming `train.batch_size` (or the training set) and the BatchNorm
     /// layer when every batch would give that layer one value per channel.
-    pub fn new(n: usize, batch_size: usize, blocks: &[Block]) -> Result<Batches> {
+    pub fn new(n: usize, batch_size: usize, student: &Student) -> Result<Batches> {
+        let blocks = student.layered().map_or(&[][..], |s| &s.blocks);
         let size = batch_size.min(n).max(1);
         let trainable = |b: usize| match batch_norm_values(blocks) {
             Some((per_sample, _)) => b as u64 * per_sample > 1,
@@ -105,19 +106,22 @@ mod tests {
     use tch::nn::VarStore;
     use tch::Device;
 
-    use crate::student::Student;
-
-    /// The blocks of a student over `input_shape` with `student` keys.
-    fn blocks(input_shape: &str, student: &str) -> Vec<Block> {
+    /// A student over `input_shape` with `student` keys.
+    fn blocks(input_shape: &str, student: &str) -> Student {
         let text = format!("[data]\ninput_shape = {input_shape}\nclasses = 10\n[student]\n{student}\n");
         let spec = Config::from_toml_str(&text).unwrap();
-        Student::new(&VarStore::new(Device::Cpu).root(), &spec).unwrap().blocks
+        Student::new(&VarStore::new(Device::Cpu).root(), &spec).unwrap()
+    }
+
+    /// [`batch_norm_values`] of a layered student.
+    fn bn_values(student: &Student) -> Option<(u64, &str)> {
+        batch_norm_values(&student.layered().unwrap().blocks)
     }
 
     #[test]
     fn a_last_batch_of_one_sample_is_dropped_only_under_batch_norm_1d() {
         let bn = blocks("[1, 8, 8]", "family = \"mlp\"\nhidden = [32]\nnorm = \"batch\"");
-        assert_eq!(batch_norm_values(&bn), Some((1, "fc1_norm")));
+        assert_eq!(bn_values(&bn), Some((1, "fc1_norm")));
         // digits: 1437 = 4 * 359 + 1; the 1-sample batch goes, 359 steps remain.
         let b = Batches::new(1437, 4, &bn).unwrap();
         assert_eq!((b.size, b.steps_per_epoch, b.dropped), (4, 359, 1));
@@ -147,13 +151,13 @@ mod tests {
         // trains; the CNN has no hidden BatchNorm1d (hidden = []).
         let cnn =
             blocks("[1, 2, 2]", "family = \"cnn\"\nchannels = [4]\npool = \"none\"\nhidden = []\nnorm = \"batch\"");
-        assert_eq!(batch_norm_values(&cnn), Some((4, "conv1_bn")));
+        assert_eq!(bn_values(&cnn), Some((4, "conv1_bn")));
         assert_eq!(Batches::new(9, 4, &cnn).unwrap().steps_per_epoch, 3);
         assert_eq!(Batches::new(9, 1, &cnn).unwrap().steps_per_epoch, 9);
         // On a 1x1 map BatchNorm2d sees one value per channel per sample, like BatchNorm1d.
         let one =
             blocks("[3, 1, 1]", "family = \"cnn\"\nchannels = [4]\npool = \"none\"\nhidden = []\nnorm = \"batch\"");
-        assert_eq!(batch_norm_values(&one), Some((1, "conv1_bn")));
+        assert_eq!(bn_values(&one), Some((1, "conv1_bn")));
         assert_eq!(Batches::new(9, 4, &one).unwrap().steps_per_epoch, 2);
     }
 

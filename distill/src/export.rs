@@ -47,7 +47,10 @@ pub fn cpu_copy(spec: &Config, vs: &VarStore, student: &Student) -> Result<(VarS
     let mut cpu = VarStore::new(Device::Cpu);
     let mut copy = Student::new(&cpu.root(), spec)?;
     cpu.copy(vs)?;
-    copy.unit_masks = student.unit_masks.iter().map(|m| m.as_ref().map(|t| t.to_device(Device::Cpu).copy())).collect();
+    if let (Some(copy), Some(student)) = (copy.layered_mut(), student.layered()) {
+        copy.unit_masks =
+            student.unit_masks.iter().map(|m| m.as_ref().map(|t| t.to_device(Device::Cpu).copy())).collect();
+    }
     Ok((cpu, copy))
 }
 
@@ -98,8 +101,9 @@ mod tests {
         let spec = Config::from_toml_str(&text).unwrap();
         let vs = VarStore::new(Device::Cpu);
         let mut student = Student::new(&vs.root(), &spec).unwrap();
-        let act = student.block_index("conv1_act").unwrap();
-        student.unit_masks[act] = Some(Tensor::from_slice(&[1.0f32, 0.0, 1.0]).reshape([1, 3, 1, 1]));
+        let layered = student.layered_mut().unwrap();
+        let act = layered.block_index("conv1_act").unwrap();
+        layered.unit_masks[act] = Some(Tensor::from_slice(&[1.0f32, 0.0, 1.0]).reshape([1, 3, 1, 1]));
         let (cpu, copy) = cpu_copy(&spec, &vs, &student).unwrap();
 
         let (src, dst) = (vs.variables(), cpu.variables());
@@ -112,7 +116,7 @@ mod tests {
             assert!(c.equal(t), "{name}");
             assert_ne!(c.data_ptr(), t.data_ptr(), "{name} aliases the original");
         }
-        let mask = copy.unit_masks[act].as_ref().unwrap();
+        let mask = copy.layered().unwrap().unit_masks[act].as_ref().unwrap();
         assert_eq!(
             (mask.device(), Vec::<f32>::try_from(mask.flatten(0, -1)).unwrap()),
             (Device::Cpu, vec![1.0, 0.0, 1.0])

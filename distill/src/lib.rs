@@ -4,7 +4,7 @@
 //! The flow of a run (`run::run`): `config` (cfg.toml, schema in `estimator_wasm::spec`) ->
 //! `data` (npz, normalisation, seeded order) -> `teacher` (TorchScript, eval, no_grad) ->
 //! `preflight` -> `phase` per student (layers from `estimator_wasm::arch` in `student`) ->
-//! `trainer` (loop, `batches`, `checkpoint`) -> `step` (`shim` autocast, `loss`, `amp` loss
+//! `trainer` (loop, `batches`, `checkpoint`) -> `step` (`shim` autocast, `objective`, `amp` loss
 //! scaling, gradient checkpointing) -> `optim` + `schedule` + `prune` -> `export` (+ `shrink`,
 //! `latency`) -> `report`, written through `rundir` (`durable` writes; `fingerprint` of the
 //! input files that a resume checks).
@@ -19,11 +19,12 @@ pub mod eval;
 pub mod export;
 pub mod fingerprint;
 pub mod latency;
-pub mod loss;
 pub mod metrics;
+pub mod objective;
 pub mod optim;
 pub mod phase;
 pub mod plan;
+pub mod precision;
 pub mod preflight;
 pub mod progress;
 pub mod prune;

@@ -12,7 +12,7 @@ use estimator_wasm::{
     TeacherModel,
 };
 use serde::Serialize;
-use tch::{CModule, Device};
+use tch::Device;
 
 use crate::error::{first_line, DistillError, Result};
 
@@ -101,9 +101,8 @@ pub fn plan(opts: &PlanOptions) -> Result<String> {
 /// # Errors
 /// [`DistillError::Teacher`] when the file is not TorchScript.
 pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
-    let module = CModule::load_on_device(path, Device::Cpu)
+    let (_, params) = crate::teacher::load_torchscript(path, Device::Cpu)
         .map_err(|e| DistillError::teacher(path, format!("not a TorchScript file ({})", first_line(&e.to_string()))))?;
-    let params = module.named_parameters()?.iter().map(|(_, t)| t.numel() as u64).sum();
     Ok(counted_teacher(params, spec))
 }
 

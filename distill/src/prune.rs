@@ -118,6 +118,18 @@ struct Units {
     rank: usize,
 }
 
+impl Units {
+    /// Sets the student's unit mask of `block` from `mask` (0/1 per unit, shaped [1, units, 1,
+    /// 1] or [1, units] to broadcast over the block's output).
+    fn mask_outputs(&self, student: &mut Student) {
+        let mut shape = vec![1i64; self.rank];
+        shape[1] = self.mask.size()[0];
+        if let Some(s) = student.layered_mut() {
+            s.unit_masks[self.block] = Some(self.mask.to_kind(Kind::Float).reshape(shape.as_slice()));
+        }
+    }
+}
+
 pub struct Pruner {
     pub spec: PruneSpec,
     pub schedule: PruneSchedule,
@@ -150,7 +162,9 @@ impl Pruner {
         let find = |name: String| params.iter().find(|(n, _)| *n == name).map(|(_, t)| t.shallow_clone());
         let mut masked = Vec::new();
         let mut units = Vec::new();
-        for (i, block) in student.blocks.iter().enumerate() {
+        // Conv and linear layers exist in layered students only: other kinds have none to prune.
+        let blocks = student.layered().map_or(&[][..], |s| &s.blocks);
+        for (i, block) in blocks.iter().enumerate() {
             let id = &block.layer.id;
             if !matches!(block.layer.op, Op::Conv2d { .. } | Op::Linear { .. }) {
                 continue;
@@ -163,16 +177,12 @@ impl Pruner {
                 }
                 PruneMethod::Structured if id != "head" => {
                     let norm_id = if id.starts_with("conv") { format!("{id}_bn") } else { format!("{id}_norm") };
-                    if student
-                        .blocks
-                        .iter()
-                        .any(|b| b.layer.id == norm_id && matches!(b.layer.op, Op::LayerNorm { .. }))
-                    {
+                    if blocks.iter().any(|b| b.layer.id == norm_id && matches!(b.layer.op, Op::LayerNorm { .. })) {
                         return Err(DistillError::Usage(
                             "prune.method = \"structured\" cannot remove units under student.norm = \"layer\" (the norm's statistics span all units); use \"batch\" or \"none\"".into(),
                         ));
                     }
-                    let act = student.block_index(&format!("{id}_act")).unwrap_or(i);
+                    let act = blocks.iter().position(|b| b.layer.id == format!("{id}_act")).unwrap_or(i);
                     let mut incoming = vec![weight.shallow_clone()];
                     incoming.extend(
                         [format!("{id}.bias"), format!("{norm_id}.weight"), format!("{norm_id}.bias")]
@@ -243,9 +253,7 @@ impl Pruner {
             let score = l1.where_self(&u.mask, &Tensor::from(-1.0f32));
             let removed = width - kept_units(width as u64, s) as i64;
             u.mask = keep_mask(&score, removed);
-            let mut shape = vec![1i64; u.rank];
-            shape[1] = width;
-            student.unit_masks[u.block] = Some(u.mask.to_kind(Kind::Float).reshape(shape.as_slice()));
+            u.mask_outputs(student);
         }
     }
 
@@ -304,9 +312,7 @@ impl Pruner {
         for u in &mut self.units {
             if let Some(t) = get(format!("units/{}", u.layer)) {
                 u.mask = t.to_device(u.incoming[0].device()).to_kind(Kind::Bool);
-                let mut shape = vec![1i64; u.rank];
-                shape[1] = u.mask.size()[0];
-                student.unit_masks[u.block] = Some(u.mask.to_kind(Kind::Float).reshape(shape.as_slice()));
+                u.mask_outputs(student);
             }
         }
         self.apply_masks();

@@ -6,6 +6,7 @@ use estimator_wasm::spec::Precision;
 use tch::Device;
 
 use crate::error::{DistillError, Result};
+use crate::precision::{autocast_kind, scalar_type_code};
 
 extern "C" {
     fn distill_free(message: *mut c_char);
@@ -33,24 +34,14 @@ fn check(message: *mut c_char) -> Result<()> {
     Err(DistillError::Torch(crate::error::first_line(&text)))
 }
 
-/// c10 scalar-type codes of the 16-bit autocast dtypes (the estimator-only bf16 recipes autocast
-/// like bf16; `run` refuses them for the student before training).
-fn scalar_type(precision: Precision) -> Option<c_int> {
-    match precision {
-        Precision::Fp32 => None,
-        Precision::Fp16 => Some(5),
-        Precision::Bf16 | Precision::PureBf16 | Precision::Bf16Master => Some(15),
-    }
-}
-
 /// Runs `f` under autocast to `precision` on `device` (PyTorch's `torch.autocast(device,
-/// dtype)`); fp32 runs `f` unchanged. Ops on autocast's lists (matmul, conv, linear) then run in
+/// dtype)`, the dtype from [`autocast_kind`]); without autocast (fp32) runs `f` unchanged. Ops on autocast's lists (matmul, conv, linear) then run in
 /// 16 bits over fp32 weights; reductions such as softmax stay fp32.
 ///
 /// # Errors
 /// [`DistillError::Torch`] when libtorch rejects the device/dtype pair.
 pub fn autocast<T>(device: Device, precision: Precision, f: impl FnOnce() -> T) -> Result<T> {
-    let Some(dtype) = scalar_type(precision) else { return Ok(f()) };
+    let Some(dtype) = autocast_kind(precision).and_then(scalar_type_code) else { return Ok(f()) };
     let cuda = c_int::from(device.is_cuda());
     let (mut prev_enabled, mut prev_type) = (0, 0);
     // SAFETY: plain C calls with valid out-pointers; state is thread-local in libtorch.

@@ -47,7 +47,7 @@ pub fn shrink(
     let index = |v: &[i64]| Tensor::from_slice(v).to_device(device);
     let mut current: Option<Tensor> = None; // kept features of the current activation
     tch::no_grad(|| {
-        for block in &old_student.blocks {
+        for block in old_student.layered().into_iter().flat_map(|s| &s.blocks) {
             let id = &block.layer.id;
             let select = |leaf: &str, out: Option<&Tensor>, inp: Option<&Tensor>| {
                 let name = format!("{id}.{leaf}");
@@ -98,7 +98,7 @@ pub fn zero_dead_inputs(vs: &VarStore, student: &Student, kept: &HashMap<String,
     let vars = vs.variables();
     let mut dead: Option<Tensor> = None; // removed features of the current activation
     tch::no_grad(|| {
-        for block in &student.blocks {
+        for block in student.layered().into_iter().flat_map(|s| &s.blocks) {
             let id = &block.layer.id;
             match block.layer.op {
                 Op::Conv2d { .. } | Op::Linear { .. } => {

@@ -1,4 +1,4 @@
-//! One training step's forward and backward: autocast, the KD loss in fp32, loss scaling, and
+//! One training step's forward and backward: autocast, the objective's loss in fp32, loss scaling, and
 //! gradient checkpointing by segments (Chen et al. 2016, arXiv:1604.06174).
 //!
 //! The student's layers are split into segments (`estimator_wasm::arch::checkpoint_segments`,
@@ -22,7 +22,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::amp::GradScaler;
 use crate::error::Result;
-use crate::loss::{kd_loss, KdLoss};
+use crate::objective::{LossParts, Objective};
 use crate::shim::autocast;
 use crate::student::Student;
 
@@ -30,8 +30,8 @@ use crate::student::Student;
 pub struct StepConfig<'a> {
     pub device: Device,
     pub precision: Precision,
-    pub temperature: f64,
-    pub alpha: f64,
+    /// The loss of a batch from the student's output, the soft targets and the labels.
+    pub objective: Box<dyn Objective>,
     pub seed: u64,
     /// Contiguous block ranges covering the student; more than one means checkpointing.
     pub segments: &'a [Range<usize>],
@@ -41,10 +41,13 @@ pub struct StepConfig<'a> {
     pub recompute: bool,
 }
 
-/// One training batch: normalised inputs [B, ...], labels [B], soft targets [B, C], and the
-/// index of the optimiser step it feeds.
+/// One training batch: model inputs [B, ...] (normalised images or vectors), their attention
+/// mask for text inputs, labels [B], soft targets [B, C], and the index of the optimiser step it
+/// feeds.
 pub struct Batch<'a> {
     pub x: &'a Tensor,
+    /// Attention mask [B, S] of text inputs; `None` for images and vectors.
+    pub mask: Option<&'a Tensor>,
     pub y: &'a Tensor,
     pub soft: Option<&'a Tensor>,
     pub step: u64,
@@ -52,7 +55,7 @@ pub struct Batch<'a> {
 
 /// A batch's loss parts, logits and the gradient of every optimiser parameter.
 pub struct Gradients {
-    pub loss: KdLoss,
+    pub loss: LossParts,
     /// Student logits [B, C] (detached), for the running train accuracy.
     pub logits: Tensor,
     /// Aligned with `Optimizer::params()`; undefined where a parameter got no gradient.
@@ -60,7 +63,7 @@ pub struct Gradients {
 }
 
 /// Forward and backward of one batch. `extra_loss` (e.g. an L1 penalty, fp32 scalar with a
-/// graph to the parameters) is added to the KD loss before back-propagation.
+/// graph to the parameters) is added to the objective's loss before back-propagation.
 pub fn forward_backward(
     cfg: &StepConfig,
     student: &Student,
@@ -69,14 +72,14 @@ pub fn forward_backward(
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
 ) -> Result<Gradients> {
-    let Batch { x, y, soft, step } = *batch;
+    let Batch { x, mask, y, soft, step } = *batch;
     let k = cfg.segments.len();
     // Block by block, each reseeded by its index, so that dropout is the same for any split.
     let run = |h: &Tensor, segment: usize| -> Result<Tensor> {
         autocast(cfg.device, cfg.precision, || {
             cfg.segments[segment].clone().fold(h.shallow_clone(), |h, block| {
                 tch::manual_seed(block_seed(cfg.seed, step, block as u64));
-                student.forward_range(&h, block..block + 1, true)
+                student.forward_blocks(&h, block..block + 1, mask, true)
             })
         })
     };
@@ -126,7 +129,7 @@ pub fn forward_backward(
     Ok(Gradients { loss, logits: logits.detach(), grads })
 }
 
-/// The KD loss in fp32 plus any extra term, and the tensor to back-propagate (scaled for fp16).
+/// The objective's loss in fp32 plus any extra term, and the tensor to back-propagate (scaled for fp16).
 fn finish(
     cfg: &StepConfig,
     logits: &Tensor,
@@ -134,8 +137,8 @@ fn finish(
     soft: Option<&Tensor>,
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
-) -> (KdLoss, Tensor) {
-    let mut loss = kd_loss(logits, soft, y, cfg.temperature, cfg.alpha);
+) -> (LossParts, Tensor) {
+    let mut loss = cfg.objective.loss(logits, soft, y);
     if let Some(extra) = extra_loss() {
         loss.total = &loss.total + extra;
     }
@@ -174,13 +177,13 @@ fn copies(tensors: &[Tensor]) -> Vec<Tensor> {
 
 /// Copies of every BatchNorm running statistic of `student` (for [`restore_running_stats`]).
 pub fn save_running_stats(student: &Student) -> Vec<Tensor> {
-    copies(&student.running_stats(0..student.blocks.len()))
+    copies(&student.running_stats(0..student.block_count()))
 }
 
 /// Puts back the running statistics `saved` by [`save_running_stats`] (a skipped fp16 step
 /// must not leave its forward's statistics, which may be inf/NaN, in the model).
 pub fn restore_running_stats(student: &Student, saved: &[Tensor]) {
-    for (t, saved) in student.running_stats(0..student.blocks.len()).iter_mut().zip(saved) {
+    for (t, saved) in student.running_stats(0..student.block_count()).iter_mut().zip(saved) {
         tch::no_grad(|| t.copy_(saved));
     }
 }
@@ -202,8 +205,7 @@ pub fn param_segments(student: &Student, names: &[String], segments: &[Range<usi
     names
         .iter()
         .map(|name| {
-            let id = name.split('.').next().unwrap_or(name);
-            let block = student.block_index(id).unwrap_or(0);
+            let block = student.block_of(name).unwrap_or(0);
             segments.iter().position(|r| r.contains(&block)).unwrap_or(0)
         })
         .collect()
@@ -252,7 +254,7 @@ mod tests {
     /// generator that a concurrent test may be drawing from.
     fn block_count(case: Case) -> usize {
         let _guard = crate::rng_lock();
-        setup(case).1.blocks.len()
+        setup(case).1.block_count()
     }
 
     /// Gradients (and BN running statistics after the step) of one batch.
@@ -265,8 +267,7 @@ mod tests {
         let cfg = StepConfig {
             device: Device::Cpu,
             precision: Precision::Fp32,
-            temperature: 2.0,
-            alpha: case.alpha,
+            objective: Box::new(crate::objective::LogitKd { temperature: 2.0, alpha: case.alpha }),
             seed: 3,
             segments,
             param_segment: &param_segments(&student, &names, segments),
@@ -275,7 +276,7 @@ mod tests {
         let x = Tensor::linspace(-1.0, 1.0, 6 * 64, (Kind::Float, Device::Cpu)).reshape([6, 1, 8, 8]).sin() * 3.0;
         let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);
         let soft = Tensor::linspace(-2.0, 2.0, 30, (Kind::Float, Device::Cpu)).reshape([6, 5]);
-        let batch = Batch { x: &x, y: &y, soft: Some(&soft), step: 7 };
+        let batch = Batch { x: &x, mask: None, y: &y, soft: Some(&soft), step: 7 };
         // L1 of every conv/linear weight, as `prune.l1` builds it: a term with a graph straight
         // to parameters of every segment, not through the logits.
         let l1 = || {
@@ -283,7 +284,7 @@ mod tests {
             (case.l1 > 0.0).then(|| weights.map(|w| w.abs().sum(Kind::Float)).reduce(|a, b| a + b).unwrap() * case.l1)
         };
         let out = forward_backward(&cfg, &student, &refs, &batch, None, &l1).unwrap();
-        (out.grads, student.running_stats(0..student.blocks.len()).iter().map(|t| t.copy()).collect())
+        (out.grads, student.running_stats(0..student.block_count()).iter().map(|t| t.copy()).collect())
     }
 
     fn max_diff(a: &[Tensor], b: &[Tensor]) -> f64 {

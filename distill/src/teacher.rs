@@ -6,6 +6,7 @@ use estimator_wasm::spec::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
 use crate::error::{first_line, DistillError, Result};
+use crate::precision::teacher_kind;
 
 pub struct Teacher {
     pub path: PathBuf,
@@ -29,7 +30,7 @@ impl Teacher {
         let file_bytes = std::fs::metadata(path)
             .map_err(|e| err(format!("cannot read the teacher ({e}); pass --teacher <file.pt>")))?
             .len();
-        let mut module = CModule::load_on_device(path, device).map_err(|e| {
+        let (mut module, params) = load_torchscript(path, device).map_err(|e| {
             err(format!(
                 "not a TorchScript file ({}); save the teacher with torch.jit.script(model).save(path) or torch.jit.trace",
                 first_line(&e.to_string())
@@ -38,12 +39,7 @@ impl Teacher {
         // torch.jit.load returns modules in training mode (pytorch #26884): dropout and
         // batch-norm statistics would silently corrupt the soft targets.
         module.f_set_eval()?;
-        let params = module.named_parameters()?.iter().map(|(_, t)| t.numel() as u64).sum();
-        let kind = match precision {
-            Precision::Fp32 => Kind::Float,
-            Precision::Fp16 => Kind::Half,
-            Precision::Bf16 | Precision::PureBf16 | Precision::Bf16Master => Kind::BFloat16,
-        };
+        let kind = teacher_kind(precision);
         if kind != Kind::Float {
             // Casts every floating parameter and buffer (also integer buffers such as
             // num_batches_tracked, which eval mode never reads).
@@ -153,6 +149,18 @@ impl Teacher {
             other => Err(err(format!("the selected teacher output is {}, not a logits tensor", describe(&other)))),
         }
     }
+}
+
+/// Loads the TorchScript file `path` onto `device` and counts its parameter elements (exact,
+/// from the module's attributes; buffers such as BatchNorm statistics excluded): the one loader
+/// of `distill` and `distill plan`.
+///
+/// # Errors
+/// libtorch's error when the file is missing or not TorchScript; callers word it for the user.
+pub fn load_torchscript(path: &Path, device: Device) -> std::result::Result<(CModule, u64), tch::TchError> {
+    let module = CModule::load_on_device(path, device)?;
+    let params = module.named_parameters()?.iter().map(|(_, t)| t.numel() as u64).sum();
+    Ok((module, params))
 }
 
 fn describe(v: &IValue) -> String {

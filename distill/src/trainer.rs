@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use estimator_wasm::arch::checkpoint_segments;
-use estimator_wasm::spec::{BatchSize, Config, Precision};
+use estimator_wasm::spec::{BatchSize, Config};
 use serde::{Deserialize, Serialize};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
@@ -169,18 +169,18 @@ impl<'a> Trainer<'a> {
     /// [`DistillError::Usage`] for a pruning schedule that does not fit the run.
     pub fn new(inputs: &'a TrainInputs<'a>, vs: VarStore, mut student: Student) -> Result<Trainer<'a>> {
         let spec = inputs.spec;
-        let batches = Batches::new(inputs.train.len(), batch_size(spec), &student.blocks)?;
+        let batches = Batches::new(inputs.train.len(), batch_size(spec), &student)?;
         let steps_per_epoch = batches.steps_per_epoch;
         let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
         let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
         let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
         let params: Vec<Tensor> = opt.params().into_iter().map(|t| t.shallow_clone()).collect();
-        let n_blocks = student.blocks.len();
+        let n_blocks = student.block_count();
         #[allow(clippy::single_range_in_vec_init)] // one segment spanning every block
         let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
         let param_segment = param_segments(&student, &names, &segments);
-        let scaler = (spec.train.precision == Precision::Fp16).then(|| GradScaler::new(inputs.device));
+        let scaler = crate::precision::loss_scaling(spec.train.precision).then(|| GradScaler::new(inputs.device));
         let pruner = match &spec.prune {
             Some(p) => {
                 let schedule = PruneSchedule::new(p, steps_per_epoch, spec.train.epochs)?;
@@ -283,7 +283,7 @@ impl<'a> Trainer<'a> {
         let n = self.batches.size as i64;
         let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.device)))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
-        let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step: 0 };
+        let batch = Batch { x: &x, mask: None, y: &y, soft: soft.as_ref(), step: 0 };
         forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &|| None)
             .map(|_| ())
     }
@@ -301,8 +301,7 @@ impl<'a> Trainer<'a> {
         StepConfig {
             device: self.inputs.device,
             precision: spec.train.precision,
-            temperature: spec.kd.temperature,
-            alpha: spec.kd.alpha,
+            objective: crate::objective::from_spec(&spec.kd),
             seed: spec.train.seed,
             segments: &self.segments,
             param_segment: &self.param_segment,
@@ -318,7 +317,7 @@ impl<'a> Trainer<'a> {
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
-        let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step };
+        let batch = Batch { x: &x, mask: None, y: &y, soft: soft.as_ref(), step };
         let stats = self.scaler.as_ref().map(|_| save_running_stats(&self.student));
         let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
         let value = out.loss.total.double_value(&[]);

@@ -4,15 +4,14 @@ use std::path::Path;
 
 use distill::progress::Verbosity;
 use distill::TrainOptions;
-use e2e::{digits_config, fixture, python, serial, train};
+use e2e::{digits_config, fixture, metrics_lines, python, serial, train};
 use tch::Tensor;
 
+/// The figures of each metrics line of the run in `dir` that an exact resume must reproduce.
 fn metrics(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+    metrics_lines(&dir.join("metrics.jsonl"))
+        .iter()
+        .map(|v| {
             format!(
                 "{} {} {} {} {} {} {}",
                 v["step"], v["loss"], v["kd"], v["ce"], v["accuracy"], v["test_accuracy"], v["loss_scale"]
@@ -103,10 +102,8 @@ fn magnitude_pruning_reaches_the_exact_sparsity_globally_and_per_layer() {
         // The epoch lines give the sparsity the masks hold: events every 5 steps up to
         // end_epoch = 2 (step 90); after epoch 1 (step 45, an event) the cubic gives
         // 0.8 - 0.8 * (1 - 45/90)^3 = 0.7; s_f from epoch 2 on.
-        let epochs: Vec<f64> = std::fs::read_to_string(dir.path().join("run/metrics.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        let epochs: Vec<f64> = metrics_lines(&dir.path().join("run/metrics.jsonl"))
+            .into_iter()
             .filter(|v| v["kind"] == "epoch")
             .map(|v| v["sparsity"].as_f64().unwrap())
             .collect();
@@ -207,8 +204,7 @@ fn fp16_loss_scaling_skips_and_backs_off_on_a_forced_overflow() {
         serde_json::from_str(&std::fs::read_to_string(last.join("state.json")).unwrap()).unwrap();
     assert_eq!(state["optimizer_step"].as_u64(), Some(135 - s.skipped_steps));
     // Already below 2^16 at the first logged step (10).
-    let first = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
-    let first: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let first = &metrics_lines(&run.join("metrics.jsonl"))[0];
     assert!(first["loss_scale"].as_f64().unwrap() < 65536.0, "{first}");
     assert!(s.test_accuracy > 0.85, "{}", s.test_accuracy);
 }

@@ -1,14 +1,11 @@
 //! Seeded runs on CPU are reproducible bit for bit; another seed gives another run.
-use e2e::{digits_config, fixture, train};
+use e2e::{digits_config, fixture, metrics_lines, train};
 
+/// The loss parts of each metrics line of the run in `dir`.
 fn losses(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("run/metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            format!("{} {} {}", v["loss"], v["kd"], v["ce"])
-        })
+    metrics_lines(&dir.join("run/metrics.jsonl"))
+        .iter()
+        .map(|v| format!("{} {} {}", v["loss"], v["kd"], v["ce"]))
         .collect()
 }
 

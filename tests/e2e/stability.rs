@@ -10,7 +10,7 @@ use distill::phase::build_student;
 use distill::progress::{Progress, Verbosity};
 use distill::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 use distill::DistillError;
-use e2e::{digits_config, fixture, serial, train};
+use e2e::{digits_config, fixture, metrics_lines, serial, train};
 use estimator_wasm::Config;
 use tch::{Device, Kind, Tensor};
 
@@ -172,9 +172,8 @@ fn fp16_overflow_skips_the_step_backs_off_and_training_goes_on() {
     let RunEnd::Finished(outcome) = run.run(&mut trainer, None).unwrap() else { panic!("finished") };
     assert_eq!((outcome.steps, outcome.skipped_steps, outcome.final_scale), (90, 2, Some(16384.0)));
     assert!(outcome.loss.is_finite() && outcome.ce.is_finite(), "loss {}", outcome.loss);
-    for line in std::fs::read_to_string(run.dir.path().join("metrics.jsonl")).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert!(["loss", "kd", "ce"].iter().all(|k| v[k].as_f64().is_some_and(f64::is_finite)), "{line}");
+    for v in metrics_lines(&run.dir.path().join("metrics.jsonl")) {
+        assert!(["loss", "kd", "ce"].iter().all(|k| v[k].as_f64().is_some_and(f64::is_finite)), "{v}");
     }
 }
 

@@ -3,11 +3,7 @@
 //! of the files (never against the computation that produced them).
 use std::path::Path;
 
-use e2e::{digits_config, fixture, python, train};
-
-fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
+use e2e::{digits_config, fixture, metrics_lines, python, train};
 
 /// PyTorch's view of a finished digits run: the teacher's parameter count (`sum(p.numel())` of
 /// the TorchScript module) and test accuracy, and for each exported student (`student.pt`
@@ -77,7 +73,7 @@ fn scripted_teacher_with_dict_output() {
 
     // 1437 samples in batches of 32 -> 45 steps per epoch, 135 in all; a step line every 10
     // steps plus the last one, and one line per epoch.
-    let lines = read_jsonl(&run.join("metrics.jsonl"));
+    let lines = metrics_lines(&run.join("metrics.jsonl"));
     let steps: Vec<u64> = lines.iter().filter(|l| l["kind"] == "step").map(|l| l["step"].as_u64().unwrap()).collect();
     assert_eq!(steps, (1..=13).map(|i| i * 10).chain([135]).collect::<Vec<_>>());
     assert_eq!(lines.iter().filter(|l| l["kind"] == "epoch").count(), 3);

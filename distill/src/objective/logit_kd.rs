@@ -1,4 +1,5 @@
-//! The Hinton knowledge-distillation loss (Hinton, Vinyals & Dean 2015, arXiv:1503.02531).
+//! Logit distillation: the Hinton knowledge-distillation loss (Hinton, Vinyals & Dean 2015,
+//! arXiv:1503.02531), for teachers that output class logits.
 //!
 //! `L = alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, y)`
 //!
@@ -11,20 +12,26 @@
 //! * CE is the usual hard-label cross-entropy at T = 1, mean over samples.
 use tch::{Kind, Reduction, Tensor};
 
-/// The three scalar (0-dim, fp32) parts of one batch's loss.
-#[derive(Debug)]
-pub struct KdLoss {
-    /// `alpha * kd + (1 - alpha) * ce`: what is back-propagated.
-    pub total: Tensor,
-    /// `T^2 * KL(p_t^T || p_s^T)` per sample (the soft term before alpha).
-    pub kd: Tensor,
-    /// Cross-entropy of the student against the labels.
-    pub ce: Tensor,
+use super::loss::{LossParts, Objective};
+
+/// `[kd]` with class-logit teachers: temperature `T` and the soft term's weight `alpha`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogitKd {
+    pub temperature: f64,
+    pub alpha: f64,
+}
+
+impl Objective for LogitKd {
+    /// [`kd_loss`]: `total = alpha * kd + (1 - alpha) * ce`, `kd = T^2 * KL(p_t^T || p_s^T)`
+    /// per sample (the soft term before alpha), `ce` the cross-entropy against the labels.
+    fn loss(&self, student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor) -> LossParts {
+        kd_loss(student, teacher, labels, self.temperature, self.alpha)
+    }
 }
 
 /// KD loss of student logits `student` [B, C] against teacher logits `teacher` [B, C] and labels
 /// `labels` [B] (Int64). `teacher = None` (alpha = 0, no teacher) makes `kd` zero.
-pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, temperature: f64, alpha: f64) -> KdLoss {
+pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, temperature: f64, alpha: f64) -> LossParts {
     let student = student.to_kind(Kind::Float);
     let ce = student.log_softmax(-1, Kind::Float).nll_loss(labels);
     let kd = match teacher {
@@ -32,7 +39,7 @@ pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, temp
         _ => Tensor::zeros([], (Kind::Float, student.device())),
     };
     let total = &kd * alpha + &ce * (1.0 - alpha);
-    KdLoss { total, kd, ce }
+    LossParts { total, kd, ce }
 }
 
 /// `T^2 * KL(softmax(t/T) || softmax(s/T))`, summed over classes, averaged over rows.

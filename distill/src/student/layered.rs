@@ -1,6 +1,7 @@
-//! The student network, built layer by layer from `estimator_wasm::arch::layers`, so its
-//! parameter names (`conv1.weight`, `fc1_norm.bias`, `head.weight`, ...) and shapes are exactly
-//! the ones the memory estimator prices and the cfg.toml describes.
+//! The layered student (`family = "mlp"` or `"cnn"`): a sequence of blocks built one per layer
+//! of `estimator_wasm::arch::layers`, so its parameter names (`conv1.weight`, `fc1_norm.bias`,
+//! `head.weight`, ...) and shapes are exactly the ones the memory estimator prices and the
+//! cfg.toml describes. Each layer is one block of [`Network`].
 use std::ops::Range;
 
 use estimator_wasm::arch::{self, Layer, Op};
@@ -8,6 +9,7 @@ use estimator_wasm::spec::{Activation, Config, Pool};
 use tch::nn::{self, Module, ModuleT};
 use tch::Tensor;
 
+use super::network::Network;
 use crate::error::{DistillError, Result};
 
 /// One built layer: its description and the libtorch module that runs it.
@@ -29,9 +31,9 @@ enum Built {
     Flatten,
 }
 
-/// A student: the ordered blocks whose variables live under `vs.root()`.
+/// A layered student: the ordered blocks whose variables live under `vs.root()`.
 #[derive(Debug)]
-pub struct Student {
+pub struct Layered {
     pub blocks: Vec<Block>,
     /// Structured-pruning masks: `unit_masks[i]`, when set, multiplies block `i`'s output
     /// (0/1 per channel or neuron, shaped to broadcast), so pruned units feed exactly zero
@@ -39,32 +41,34 @@ pub struct Student {
     pub unit_masks: Vec<Option<Tensor>>,
 }
 
-impl Student {
+impl Layered {
     /// Builds the student that `spec` describes under `root`; one subpath per layer id.
     ///
     /// # Errors
     /// [`DistillError::Usage`] for a layer kind the trainer cannot build.
-    pub fn new(root: &nn::Path, spec: &Config) -> Result<Student> {
+    pub fn new(root: &nn::Path, spec: &Config) -> Result<Layered> {
         let layers = arch::layers(&spec.student, &spec.data).map_err(|e| DistillError::Usage(e.to_string()))?;
         let blocks = layers.into_iter().map(|layer| build(root, layer)).collect::<Result<Vec<_>>>()?;
         let unit_masks = blocks.iter().map(|_| None).collect();
-        Ok(Student { blocks, unit_masks })
+        Ok(Layered { blocks, unit_masks })
     }
 
-    /// Trainable parameter elements (weights and biases; BatchNorm running statistics excluded).
-    pub fn params(&self) -> u64 {
-        self.blocks.iter().map(|b| b.layer.op.params()).sum()
+    /// Index of the block whose layer id is `id`.
+    pub fn block_index(&self, id: &str) -> Option<usize> {
+        self.blocks.iter().position(|b| b.layer.id == id)
+    }
+}
+
+impl Network for Layered {
+    fn block_count(&self) -> usize {
+        self.blocks.len()
     }
 
-    /// Logits [B, classes] for normalised inputs [B, ...input_shape].
-    pub fn forward(&self, x: &Tensor, train: bool) -> Tensor {
-        self.forward_range(x, 0..self.blocks.len(), train)
-    }
-
-    /// Runs blocks `range` only: the unit of gradient checkpointing.
-    pub fn forward_range(&self, x: &Tensor, range: Range<usize>, train: bool) -> Tensor {
-        let mut h = x.shallow_clone();
-        for i in range {
+    /// Blocks `blocks` on `h`, each block's output multiplied by its unit mask when set; the
+    /// attention mask is unused (no layer attends).
+    fn forward_blocks(&self, h: &Tensor, blocks: Range<usize>, _mask: Option<&Tensor>, train: bool) -> Tensor {
+        let mut h = h.shallow_clone();
+        for i in blocks {
             h = self.blocks[i].forward_t(&h, train);
             if let Some(mask) = &self.unit_masks[i] {
                 // Out of place: the block may return a tensor autograd saved (ReLU's output, or
@@ -75,16 +79,9 @@ impl Student {
         h
     }
 
-    /// Index of the block whose layer id is `id`.
-    pub fn block_index(&self, id: &str) -> Option<usize> {
-        self.blocks.iter().position(|b| b.layer.id == id)
-    }
-
-    /// The BatchNorm running statistics (mean, variance) of blocks `range`, sharing storage with
-    /// the model: gradient checkpointing restores them before recomputing a segment so that each
-    /// training step updates them once.
-    pub fn running_stats(&self, range: Range<usize>) -> Vec<Tensor> {
-        self.blocks[range]
+    /// The BatchNorm running statistics (mean, variance) of `blocks`.
+    fn running_stats(&self, blocks: Range<usize>) -> Vec<Tensor> {
+        self.blocks[blocks]
             .iter()
             .filter_map(|b| match &b.module {
                 Built::BatchNorm(bn) => Some([bn.running_mean.shallow_clone(), bn.running_var.shallow_clone()]),
@@ -92,6 +89,16 @@ impl Student {
             })
             .flatten()
             .collect()
+    }
+
+    /// Trainable parameter elements (weights and biases; BatchNorm running statistics excluded).
+    fn params(&self) -> u64 {
+        self.blocks.iter().map(|b| b.layer.op.params()).sum()
+    }
+
+    /// The block of the layer id that prefixes `name` (`conv1.weight` -> block `conv1`).
+    fn block_of(&self, name: &str) -> Option<usize> {
+        self.block_index(name.split('.').next().unwrap_or(name))
     }
 }
 

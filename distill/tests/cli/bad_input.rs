@@ -1,0 +1,177 @@
+//! Bad command lines, config files and data files: one error line naming the file (or key or
+//! flag) and the fix, exit code 2, and nothing left behind.
+use tch::{Device, Kind, Tensor};
+
+use crate::common::{digits_train, fixtures, Case, CFG, TEACHER};
+
+/// A case whose train file holds `x` and `y`, which must fail with every `needle`.
+fn train_file_fails_with(x: &Tensor, y: &Tensor, needles: &[&str]) {
+    let case = Case::new();
+    case.write_npz("digits-train.npz", x, y);
+    case.fails_with(TEACHER, CFG, needles);
+}
+
+/// Digit-shaped inputs [4, 1, 8, 8] of zeros (uint8), or of shape `shape`.
+fn zeros(shape: &[i64]) -> Tensor {
+    Tensor::zeros(shape, (Kind::Uint8, Device::Cpu))
+}
+
+#[test]
+fn missing_teacher_file() {
+    Case::new().fails_with("nope.pt", CFG, &["nope.pt", "cannot read the teacher", "--teacher"]);
+}
+
+#[test]
+fn corrupt_teacher_file() {
+    let case = Case::new();
+    std::fs::write(case.path("bad.pt"), b"this is not a zip archive").unwrap();
+    case.fails_with("bad.pt", CFG, &["bad.pt", "not a TorchScript file", "torch.jit.script"]);
+}
+
+#[test]
+fn missing_config_file() {
+    Case::new().fails_with(TEACHER, "absent.toml", &["absent.toml", "cannot read the student config"]);
+}
+
+#[test]
+fn corrupt_config_file() {
+    let case = Case::new();
+    std::fs::write(case.path("broken.toml"), "[data\ninput_shape = ").unwrap();
+    case.fails_with(TEACHER, "broken.toml", &["broken.toml", "line 1"]);
+}
+
+#[test]
+fn unknown_key_names_line_and_column() {
+    let case = Case::edited("hidden = [32]", "hiden = [32]");
+    case.fails_with(TEACHER, CFG, &[CFG, "line 16, column 1", "unknown field `hiden`"]);
+}
+
+#[test]
+fn out_of_range_value_names_the_key() {
+    Case::edited("alpha = 0.9", "alpha = 1.9").fails_with(TEACHER, CFG, &[CFG, "kd.alpha", "[0, 1]"]);
+}
+
+#[test]
+fn precisions_only_the_estimator_prices_are_refused() {
+    let case = Case::edited("[teacher]", "[teacher]\nprecision = \"bf16_master\"");
+    case.fails_with(TEACHER, CFG, &[CFG, "teacher.precision", "for `distill plan`"]);
+}
+
+#[test]
+fn missing_data_file() {
+    let case = Case::new();
+    std::fs::remove_file(case.path("digits-test.npz")).unwrap();
+    case.fails_with(TEACHER, CFG, &["digits-test.npz", "cannot open as .npz"]);
+}
+
+#[test]
+fn corrupt_data_file() {
+    let case = Case::new();
+    std::fs::write(case.path("digits-train.npz"), vec![7u8; 300]).unwrap();
+    case.fails_with(TEACHER, CFG, &["digits-train.npz", "numpy.savez"]);
+}
+
+#[test]
+fn data_without_labels() {
+    let case = Case::new();
+    Tensor::write_npz(&[("x", zeros(&[4, 1, 8, 8]))], case.path("digits-train.npz")).unwrap();
+    case.fails_with(TEACHER, CFG, &["digits-train.npz", "no array named y"]);
+}
+
+#[test]
+fn float_labels_are_rejected() {
+    let y = Tensor::zeros([4], (Kind::Float, Device::Cpu));
+    train_file_fails_with(&zeros(&[4, 1, 8, 8]), &y, &["digits-train.npz", "labels must be integer class ids"]);
+}
+
+#[test]
+fn labels_of_any_int_dtype_are_accepted_but_range_is_checked() {
+    let y = Tensor::from_slice(&[0i16, 3, 12, 1]);
+    let needles = ["digits-train.npz", "labels y span 0..=12", "data.classes = 10"];
+    train_file_fails_with(&zeros(&[4, 1, 8, 8]), &y, &needles);
+}
+
+#[test]
+fn input_shape_mismatch() {
+    let y = Tensor::from_slice(&[0i64, 1, 2, 3]);
+    let needles = ["digits-train.npz", "[4, 1, 7, 7]", "data.input_shape = [1, 8, 8]"];
+    train_file_fails_with(&zeros(&[4, 1, 7, 7]), &y, &needles);
+}
+
+#[test]
+fn label_count_mismatch() {
+    let y = Tensor::from_slice(&[0i64, 1, 2]);
+    train_file_fails_with(&zeros(&[4, 1, 8, 8]), &y, &["digits-train.npz", "y has shape [3]", "4 samples"]);
+}
+
+#[test]
+fn nan_pixels_name_the_file_and_the_row() {
+    let (x, y) = digits_train();
+    let x = x.to_kind(Kind::Float);
+    let _ = x.get(5).get(0).get(3).get(4).fill_(f64::NAN);
+    let _ = x.get(9).get(0).get(0).get(0).fill_(f64::INFINITY);
+    train_file_fails_with(&x, &y, &["digits-train.npz", "x row 5 holds NaN (2 row(s) in all hold NaN or inf)"]);
+}
+
+#[test]
+fn train_and_test_inputs_on_different_scales_are_refused() {
+    // float train inputs 0..16 against a uint8 test file 0..255
+    let case = Case::new();
+    let (x, y) = digits_train();
+    case.write_npz("digits-train.npz", &x.to_kind(Kind::Float), &y);
+    let test = Tensor::read_npz(fixtures().join("digits-test.npz")).unwrap();
+    let get = |name: &str| test.iter().find(|(n, _)| n == name).unwrap().1.shallow_clone();
+    let x255 = (get("x").to_kind(Kind::Float) * 16.0).clamp(0.0, 255.0).to_kind(Kind::Uint8);
+    case.write_npz("digits-test.npz", &x255, &get("y"));
+    case.fails_with(
+        TEACHER,
+        CFG,
+        &[
+            "digits-test.npz: its inputs x span [0.0000, 255.0000]",
+            "train file",
+            "digits-train.npz",
+            "[0.0000, 16.0000]",
+        ],
+    );
+}
+
+#[test]
+fn unusable_device_names_the_flag() {
+    let case = Case::new();
+    for (device, needle) in
+        [("tpu", "--device tpu: use auto, cpu, cuda or cuda:N"), ("cuda:7", "--device cuda:7: libtorch sees")]
+    {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_distill"))
+            .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
+            .args(["--student", case.path(CFG).to_str().unwrap(), "--device", device, "--quiet"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+}
+
+#[test]
+fn existing_output_needs_overwrite_and_survives_a_failed_run() {
+    let case = Case::new();
+    std::fs::create_dir(case.path("run")).unwrap();
+    std::fs::write(case.path("run/report.json"), "earlier").unwrap();
+    let (code, stderr) = case.run(TEACHER, CFG);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--overwrite"), "{stderr}");
+    // With --overwrite but a failing run, the earlier result stays.
+    case.edit_config("lr = 0.01", "lr = 1e30");
+    let out = case.command(TEACHER, CFG, "run").arg("--overwrite").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("loss became") && stderr.contains("at step"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(case.path("run/report.json")).unwrap(), "earlier");
+    assert!(!case.path("run.partial").exists());
+}
+
+#[test]
+fn diverging_loss_stops_with_step_and_value() {
+    let case = Case::edited("lr = 0.01", "lr = 1e30");
+    case.fails_with(TEACHER, CFG, &["loss became", "at step 2 (epoch 1)", "lower train.lr"]);
+}

@@ -1,0 +1,43 @@
+//! `distill plan`: the estimator's breakdown of a cfg.toml, as text and JSON.
+use std::process::Command;
+
+use crate::common::{Case, CFG, TEACHER};
+
+#[test]
+fn plan_prints_the_breakdown_and_the_largest_batch_per_gpu() {
+    let case = Case::new();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_distill"))
+            .args(["plan", "--student", case.path(CFG).to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--gpu", "T4"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in
+        ["student 2410 parameters, teacher 2762", "T4: 15.0 GiB -> fits", "largest micro-batch per GPU", "H200", "fc1 "]
+    {
+        assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
+    }
+    // JSON keeps exact bytes; the teacher count comes from the TorchScript file.
+    let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--json", "--batch", "64"]);
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["plan"]["params"]["teacher"], 2762);
+    assert_eq!(plan["plan"]["params"]["student"], 2410);
+    assert_eq!(plan["plan"]["batch"], 64);
+    assert!(plan["max_batch"].as_array().unwrap().len() >= 8);
+    // Without a teacher file the cfg must say how big the teacher is.
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(CFG) && stderr.contains("pass --teacher"), "{stderr}");
+    let out = run(&["--gpu", "TPU-v9"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("error: --gpu TPU-v9: unknown GPU") && stderr.lines().count() == 1, "{stderr}");
+    // --set overrides reach the plan (they were once parsed and ignored)
+    let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--set", "train.precision=bf16"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("precision bf16 autocast"));
+}

@@ -1,0 +1,157 @@
+//! Teachers that cannot teach: wrong classes, outputs or input shapes, training mode left on,
+//! NaN or overflowing logits, a missing 16-bit kernel, and a teacher at chance level. Each is
+//! named with its cause and fix.
+use crate::common::{digits_train, python, wrapped_teacher, Case, CFG, TEACHER};
+
+#[test]
+fn teacher_classes_differ_from_config() {
+    let case = Case::edited("classes = 10", "classes = 12");
+    case.fails_with(TEACHER, CFG, &[TEACHER, "data.classes = 12", "the teacher has 10 classes"]);
+}
+
+#[test]
+fn a_teacher_returning_class_indices_is_told_to_return_logits() {
+    let case = Case::new();
+    wrapped_teacher(case.dir.path(), "argmax.pt", "return logits.argmax(1)");
+    case.edit_config("output = \"logits\"", "");
+    case.fails_with(
+        "argmax.pt",
+        CFG,
+        &["argmax.pt", "a 1-D tensor of shape [8]", "expected logits [N, classes] = [8, 10]"],
+    );
+}
+
+#[test]
+fn teacher_output_selector_must_exist() {
+    let case = Case::edited("output = \"logits\"", "output = \"scores\"");
+    case.fails_with(TEACHER, CFG, &[TEACHER, "teacher.output = \"scores\"", "\"logits\""]);
+}
+
+#[test]
+fn teacher_rejects_the_input_shape() {
+    // The scripted teacher is a CNN for [N, 1, 8, 8]; feeding flattened [N, 64] vectors fails in
+    // its first convolution, which must read as a teacher error naming the input shape.
+    let case = Case::edited("input_shape = [1, 8, 8]", "input_shape = [64]");
+    case.fails_with(TEACHER, CFG, &[TEACHER, "forward failed on input [8, 64]"]);
+}
+
+#[test]
+fn teacher_traced_in_training_mode_is_refused() {
+    // eval() cannot undo a trace: dropout stays on (outputs change from call to call) and batch
+    // norm keeps normalising with batch statistics (a sample's output depends on its batch).
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+from torch import nn
+torch.manual_seed(0)
+x = torch.randn(4, 1, 8, 8)
+drop = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 10)).train()
+torch.jit.trace(drop, x, check_trace=False).save('drop.pt')
+bn = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 10)).train()
+torch.jit.trace(bn, x, check_trace=False).save('bn.pt')",
+    );
+    case.edit_config("output = \"logits\"", "");
+    let fix = "re-export it in eval mode: call model.eval() before torch.jit.trace(model, example)";
+    case.fails_with("drop.pt", CFG, &["drop.pt", "different logits for the same input on two calls", fix]);
+    case.fails_with(
+        "bn.pt",
+        CFG,
+        &["bn.pt", "change with the other samples in its batch", "a batch of 4 and of 8", fix],
+    );
+}
+
+#[test]
+fn teacher_nan_on_a_later_train_row_is_blamed_on_the_teacher_with_the_row() {
+    // The teacher returns NaN for inputs whose first pixel is above 20 (normalised); only train
+    // row 100 has one (pixel 200 -> (200 / 16 - 0.5) / 0.5 = 24), so the probe batch is clean.
+    let case = Case::new();
+    let nan_above_20 = "return torch.where(x.flatten(1)[:, :1] > 20, torch.full_like(logits, float('nan')), logits)";
+    wrapped_teacher(case.dir.path(), "nan.pt", nan_above_20);
+    let (x, y) = digits_train();
+    let _ = x.get(100).get(0).get(0).get(0).fill_(200i64);
+    case.write_npz("digits-train.npz", &x, &y);
+    case.edit_config("output = \"logits\"", "");
+    let needles = ["nan.pt", "returns NaN logits for row 100 of", "digits-train.npz", "the fault is in the teacher"];
+    case.fails_with("nan.pt", CFG, &needles);
+    // the same when the teacher runs on every batch instead of once into a cache
+    case.edit_config("[teacher]", "[teacher]\ncache_logits = false");
+    case.fails_with("nan.pt", CFG, &needles);
+    // and, both ways, when data.holdout splits the file: the file's row, not the split's
+    case.edit_config("test = \"digits-test.npz\"", "holdout = 0.25");
+    case.fails_with("nan.pt", CFG, &needles);
+    case.edit_config("cache_logits = false", "");
+    case.fails_with("nan.pt", CFG, &needles);
+}
+
+#[test]
+fn fp16_teacher_overflow_is_blamed_on_its_precision() {
+    // Logits of about 1e5 are finite in fp32 but beyond fp16's 65504.
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+fc = torch.nn.Linear(64, 10)
+with torch.no_grad():
+    fc.weight.fill_(4000.0)
+    fc.bias.zero_()
+torch.jit.trace(torch.nn.Sequential(torch.nn.Flatten(), fc).eval(), torch.zeros(2, 1, 8, 8)).save('big.pt')",
+    );
+    case.edit_config("output = \"logits\"", "precision = \"fp16\"");
+    case.fails_with(
+        "big.pt",
+        CFG,
+        &["big.pt", "with teacher.precision = \"fp16\"", "in fp32 they are finite", "set teacher.precision = \"fp32\""],
+    );
+}
+
+#[test]
+fn a_16_bit_teacher_without_a_16_bit_kernel_is_blamed_on_its_precision() {
+    // linalg.inv has no fp16 kernel: the forward fails for the precision, not the input shape
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+class T(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 10)
+        self.m = torch.nn.Parameter(torch.eye(10) * 2)
+    def forward(self, x):
+        return self.fc(x.flatten(1)) @ torch.linalg.inv(self.m)
+torch.jit.script(T().eval()).save('inv.pt')",
+    );
+    case.edit_config("output = \"logits\"", "precision = \"fp16\"");
+    case.fails_with(
+        "inv.pt",
+        CFG,
+        &[
+            "inv.pt: forward fails with teacher.precision = \"fp16\" but works in fp32",
+            "(RuntimeError: linalg.inv: Low precision dtypes not supported. Got Half)",
+            "set teacher.precision = \"fp32\"",
+        ],
+    );
+}
+
+#[test]
+fn a_teacher_at_chance_level_is_reported_with_a_hint() {
+    // data.scale = 1/255 on 0..16 digits squeezes every input to about -1: the teacher (98.9%
+    // with scale 1/16) gets 42 of 360 right, below the most frequent class's 47.
+    let case = Case::edited("scale = 0.0625", "scale = 0.00392156862745098");
+    let (code, stderr) = case.run(TEACHER, CFG);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("warning: the teacher's test accuracy 0.1167 is at chance level"), "{stderr}");
+    assert!(stderr.contains("check that data.scale/mean/std"), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.path("run/report.json")).unwrap()).unwrap();
+    // accuracy is a mean in f32; the chance level a ratio of counts in f64
+    assert_eq!(report["teacher"]["test_accuracy"].as_f64().unwrap() as f32, 42.0 / 360.0);
+    assert_eq!(report["teacher"]["chance_accuracy"].as_f64().unwrap(), 47.0 / 360.0);
+    assert!(report["teacher"]["warning"].as_str().unwrap().contains("at chance level"));
+    // the right scale: no warning
+    case.edit_config("scale = 0.00392156862745098", "scale = 0.0625");
+    std::fs::remove_dir_all(case.path("run")).unwrap();
+    let (code, stderr) = case.run(TEACHER, CFG);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("chance"), "{stderr}");
+}
