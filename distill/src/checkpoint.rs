@@ -64,7 +64,9 @@ impl Snapshot<'_> {
 /// A trainer's checkpoint read back (tensors on the CPU).
 pub struct Restored {
     tensors: Vec<(String, Tensor)>,
+    /// The loop's position and running sums at the checkpoint's step.
     pub state: LoopState,
+    /// The optimiser's steps taken (AdamW's bias-correction t).
     pub optimizer_step: u64,
 }
 

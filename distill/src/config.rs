@@ -191,6 +191,7 @@ impl RunSettings {
         self.batch_size
     }
 
+    /// The device the run trains on (`--device`, parsed).
     pub fn device(&self) -> Device {
         self.device
     }

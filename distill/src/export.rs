@@ -95,7 +95,7 @@ pub fn file_bytes(path: &Path) -> u64 {
 /// [`DistillError::NonFinite`] for a student with a NaN/inf tensor (nothing is written); libtorch
 /// and I/O errors of the writers.
 pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, dir: &Path) -> Result<StudentReport> {
-    let spec = inputs.run.spec();
+    let spec = inputs.settings.spec();
     let example = inputs.norm.apply(&inputs.test.x.narrow(0, 0, 1));
     let Trained { vs, student, pruner } = trained;
     check_finite(&vs)?;
@@ -133,7 +133,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
         agreement: outcome.agreement,
         final_losses: outcome.losses,
         steps: outcome.steps,
-        batch_size: inputs.run.batch_size() as u64,
+        batch_size: inputs.settings.batch_size() as u64,
         samples_per_s: outcome.samples_per_s,
         train_seconds: outcome.train_seconds,
         safetensors_bytes: file_bytes(&st),
@@ -175,8 +175,8 @@ fn export_shrunk(
     pruner: &Pruner,
     dir: &Path,
 ) -> Result<ShrunkReport> {
-    let spec = inputs.run.spec();
-    let shrunk = shrink(spec, vs, student, &pruner.kept_indices(), inputs.run.device())?;
+    let spec = inputs.settings.spec();
+    let shrunk = shrink(spec, vs, student, &pruner.kept_indices(), inputs.settings.device())?;
     let batch = spec.train.eval_batch_size as usize;
     let max_abs_diff = tch::no_grad(|| {
         inputs

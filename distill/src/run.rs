@@ -233,7 +233,7 @@ impl Students<'_> {
             (true, false) => SoftTargets::Live(teacher),
         };
         let inputs = TrainInputs {
-            run: settings,
+            settings,
             train: train_set,
             test: test_set,
             norm,
@@ -253,7 +253,7 @@ impl Students<'_> {
 
         let baseline = if self.opts.baseline {
             let labels_only = settings.labels_only();
-            let inputs = TrainInputs { run: &labels_only, targets: SoftTargets::None, ..inputs };
+            let inputs = TrainInputs { settings: &labels_only, targets: SoftTargets::None, ..inputs };
             Some(run_student(&inputs, &outputs("baseline/"), progress, "alpha=0")?)
         } else {
             None
@@ -286,12 +286,12 @@ fn data_report(data: &Data, spec: &Config) -> DataReport {
 /// One forward and backward at the resolved batch on a scratch student, so that an
 /// over-optimistic `"auto"` fails now, with advice, rather than mid-run.
 fn confirm_batch(inputs: &TrainInputs) -> Result<()> {
-    let run = inputs.run;
-    let cfg_path = run.cfg_path();
-    let (vs, student) = build_student(run.spec(), cfg_path, run.device())?;
+    let settings = inputs.settings;
+    let cfg_path = settings.cfg_path();
+    let (vs, student) = build_student(settings.spec(), cfg_path, settings.device())?;
     let trainer = Trainer::new(inputs, vs, student)?;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trainer.probe()));
-    let b = run.batch_size();
+    let b = settings.batch_size();
     match outcome {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(DistillError::config(

@@ -25,7 +25,9 @@ use crate::trainer::{Checkpoints, RunEnd, TrainInputs, Trainer};
 pub struct StudentOutputs {
     /// The student's folder: the run's `.partial` folder, or its `baseline/` folder.
     pub dir: PathBuf,
+    /// Set by Ctrl-C: checkpoint after the current step and stop.
     pub stop: &'static std::sync::atomic::AtomicBool,
+    /// `--stop-after-steps`: checkpoint and stop when this student completes that step.
     pub stop_after: Option<u64>,
 }
 
@@ -53,8 +55,8 @@ pub fn run_student(
         return serde_json::from_str(&text).map_err(|e| DistillError::Usage(format!("{}: {e}", done.display())));
     }
     create_dir_all(&out.path("")).map_err(|e| DistillError::io(&out.path(""), e))?;
-    let run = inputs.run;
-    let (vs, student) = build_student(run.spec(), run.cfg_path(), run.device())?;
+    let settings = inputs.settings;
+    let (vs, student) = build_student(settings.spec(), settings.cfg_path(), settings.device())?;
     let mut trainer = Trainer::new(inputs, vs, student)?;
     if let Some(note) = trainer.batches().note() {
         progress.line(format!("{name}: {note}"));

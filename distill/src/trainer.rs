@@ -57,7 +57,7 @@ impl SoftTargets<'_> {
 /// Everything a run trains on.
 pub struct TrainInputs<'a> {
     /// The resolved run: cfg, micro-batch, device.
-    pub run: &'a RunSettings,
+    pub settings: &'a RunSettings,
     pub train: &'a Dataset,
     pub test: &'a Dataset,
     pub norm: &'a Normalizer,
@@ -136,8 +136,8 @@ impl<'a> Trainer<'a> {
     /// # Errors
     /// [`DistillError::Usage`] for a pruning schedule that does not fit the run.
     pub fn new(inputs: &'a TrainInputs<'a>, vs: VarStore, mut student: Student) -> Result<Trainer<'a>> {
-        let spec = inputs.run.spec();
-        let batches = Batches::new(inputs.train.len(), inputs.run.batch_size(), &student.blocks)?;
+        let spec = inputs.settings.spec();
+        let batches = Batches::new(inputs.train.len(), inputs.settings.batch_size(), &student.blocks)?;
         let steps_per_epoch = batches.steps_per_epoch;
         let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
@@ -148,7 +148,7 @@ impl<'a> Trainer<'a> {
         #[allow(clippy::single_range_in_vec_init)] // one segment spanning every block
         let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
         let param_segment = param_segments(&student, &names, &segments);
-        let scaler = (spec.train.precision == Precision::Fp16).then(|| GradScaler::new(inputs.run.device()));
+        let scaler = (spec.train.precision == Precision::Fp16).then(|| GradScaler::new(inputs.settings.device()));
         let pruner = match &spec.prune {
             Some(p) => {
                 let schedule = PruneSchedule::new(p, steps_per_epoch, spec.train.epochs)?;
@@ -194,7 +194,7 @@ impl<'a> Trainer<'a> {
         name: &str,
         checkpoints: Option<&Checkpoints>,
     ) -> Result<RunEnd> {
-        let spec = self.inputs.run.spec();
+        let spec = self.inputs.settings.spec();
         let (n, epochs, total) = (self.inputs.train.len(), spec.train.epochs, self.schedule.total);
         let steps_per_epoch = self.batches.steps_per_epoch;
         progress.start(name, epochs, steps_per_epoch, self.state.step);
@@ -252,7 +252,7 @@ impl<'a> Trainer<'a> {
     /// the step and the metrics untouched (checks that the batch fits the device).
     pub fn probe(&self) -> Result<()> {
         let n = self.batches.size as i64;
-        let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.run.device())))?;
+        let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.settings.device())))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let batch = Batch { x: &x, y: &y, soft: soft.as_ref(), step: 0 };
         forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &|| None)
@@ -268,9 +268,9 @@ impl<'a> Trainer<'a> {
     }
 
     fn step_config(&self) -> StepConfig<'_> {
-        let spec = self.inputs.run.spec();
+        let spec = self.inputs.settings.spec();
         StepConfig {
-            device: self.inputs.run.device(),
+            device: self.inputs.settings.device(),
             precision: spec.train.precision,
             temperature: spec.kd.temperature,
             alpha: spec.kd.alpha,
@@ -287,7 +287,7 @@ impl<'a> Trainer<'a> {
     /// Returns the step's figures but its time (0 here), which the caller measures.
     fn update(&mut self, chunk: &[i64], epoch: u64, lr: f64) -> Result<StepFigures> {
         let step = self.state.step;
-        let (x, y, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.run.device()))?;
+        let (x, y, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.settings.device()))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
@@ -350,7 +350,7 @@ impl<'a> Trainer<'a> {
         self.state.record(figures);
         progress.step(self.state.window_status());
         let step = self.state.step;
-        if step % self.inputs.run.spec().train.log_every == 0 || step == self.schedule.total {
+        if step % self.inputs.settings.spec().train.log_every == 0 || step == self.schedule.total {
             metrics.write(&self.state.step_line(epoch, lr, self.loss_scale()))?;
             self.state.step_logged();
         }
@@ -360,7 +360,7 @@ impl<'a> Trainer<'a> {
     /// Evaluates on the test set at the end of epoch `epoch` (0-based) and logs it.
     fn end_epoch(&mut self, epoch: u64, progress: &Progress, metrics: &mut MetricsLog, name: &str) -> Result<()> {
         let inputs = self.inputs;
-        let spec = inputs.run.spec();
+        let spec = inputs.settings.spec();
         let preds = student_predictions(&self.student, inputs.test, inputs.norm, spec.train.eval_batch_size as usize);
         let test_accuracy = accuracy(&preds, &inputs.test.y);
         let agreement = inputs.teacher_test_preds.map(|t| accuracy(&preds, t));
@@ -393,9 +393,9 @@ impl<'a> Trainer<'a> {
             prune: self.pruner.as_ref().map(Pruner::state).unwrap_or_default(),
             amp: self.scaler.as_ref().map(GradScaler::state),
             state: &self.state,
-            config: self.inputs.run.spec().to_toml_string(),
+            config: self.inputs.settings.spec().to_toml_string(),
         };
-        snapshot.write(dir, self.inputs.run.spec().train.keep_checkpoints as usize)
+        snapshot.write(dir, self.inputs.settings.spec().train.keep_checkpoints as usize)
     }
 
     /// Continues from the checkpoint at `path` (written by [`Trainer::save`] for the same config);
@@ -405,7 +405,7 @@ impl<'a> Trainer<'a> {
     /// [`DistillError::Usage`] when the checkpoint is unreadable or was written for another
     /// config.
     pub fn restore(&mut self, path: &std::path::Path) -> Result<()> {
-        let saved = Restored::read(path, &self.inputs.run.spec().to_toml_string())?;
+        let saved = Restored::read(path, &self.inputs.settings.spec().to_toml_string())?;
         saved.copy_model_into(&self.vs);
         self.opt.load_state(saved.optimizer_step, &saved.optim());
         if let Some(p) = self.pruner.as_mut() {

@@ -116,7 +116,7 @@ impl Fp16Run {
     /// What the trainer reads: labels only (alpha = 0), on CPU.
     fn inputs<'a>(&'a self, norm: &'a Normalizer) -> TrainInputs<'a> {
         TrainInputs {
-            run: &self.settings,
+            settings: &self.settings,
             train: &self.train,
             test: &self.test,
             norm,
