@@ -5,7 +5,7 @@
 //! ([`config::RunSettings`]) -> trainer -> exports -> report. One training step, from the command
 //! line to `report.json`, passes through eight files, each with one job:
 //!
-//! 1. `main.rs`: the command line; calls [`run`] (or `plan_command` for `distill plan`).
+//! 1. `main.rs`: the command line; calls [`run()`] (or `plan_command` for `distill plan`).
 //! 2. `run.rs`: one run: reads the config, loads data and teacher, preflight, the memory plan,
 //!    then each student; builds the [`report::Report`] once and writes `report.json`.
 //! 3. `config.rs`: the cfg.toml as written ([`config::RunConfig`]) and the run as resolved

@@ -384,7 +384,7 @@ impl<'a> Trainer<'a> {
         Ok(())
     }
 
-    /// Writes a checkpoint of the current step under `dir` (see [`checkpoint`] for its format).
+    /// Writes a checkpoint of the current step under `dir` (see [`crate::checkpoint`] for its format).
     pub fn save(&self, dir: &std::path::Path) -> Result<PathBuf> {
         let snapshot = Snapshot {
             vs: &self.vs,
