@@ -3,13 +3,124 @@
 //! Each is written into `step-<N>.tmp/`, flushed to the disk and renamed into place (see
 //! `durable`), so a checkpoint exists whole or not at all, also after a power loss; only the
 //! newest `keep` are kept. Resuming takes the newest checkpoint that loads ([`resume_newest`]).
+//!
+//! What a trainer's checkpoint holds is encoded here too ([`Snapshot`] out, [`Restored`] in):
+//! tensors named `model/<variable>`, `optim/<moment>`, the pruner's own prefixes, and
+//! `amp/scale`, `amp/growth_tracker`; `state.json` holds the loop's [`LoopState`], the optimiser's
+//! step count and the resolved cfg.toml, so that resuming under another configuration is refused.
 use std::path::{Path, PathBuf};
 
-use serde::{de::DeserializeOwned, Serialize};
-use tch::Tensor;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use tch::{nn::VarStore, Tensor};
 
-use crate::durable::{create_dir_all, publish, sync_file};
+use crate::durable::{create_dir_all, replace_via, sync_file};
 use crate::error::{DistillError, Result};
+use crate::loop_state::LoopState;
+
+/// What `state.json` of a trainer's checkpoint holds.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    state: LoopState,
+    optimizer_step: u64,
+    /// The resolved cfg.toml, to refuse resuming under another configuration.
+    config: String,
+}
+
+/// Everything of a trainer that a checkpoint keeps, borrowed at one step.
+pub struct Snapshot<'a> {
+    /// The student's variables (parameters and buffers).
+    pub vs: &'a VarStore,
+    /// The optimiser's moments (`Optimizer::state`) and its step count.
+    pub optim: Vec<(String, Tensor)>,
+    pub optimizer_step: u64,
+    /// The pruner's masks and scores, already named under its prefixes (`Pruner::state`).
+    pub prune: Vec<(String, Tensor)>,
+    /// fp16: the loss scale and its growth tracker (`GradScaler::state`).
+    pub amp: Option<(Tensor, Tensor)>,
+    pub state: &'a LoopState,
+    /// The resolved cfg.toml.
+    pub config: String,
+}
+
+impl Snapshot<'_> {
+    /// Writes this snapshot as checkpoint `state.step` under `dir`, keeping the newest `keep`.
+    ///
+    /// # Errors
+    /// As [`save`].
+    pub fn write(self, dir: &Path, keep: usize) -> Result<PathBuf> {
+        let mut tensors: Vec<(String, Tensor)> =
+            self.vs.variables().into_iter().map(|(n, t)| (format!("model/{n}"), t)).collect();
+        tensors.extend(self.optim.into_iter().map(|(n, t)| (format!("optim/{n}"), t)));
+        tensors.extend(self.prune);
+        if let Some((scale, tracker)) = self.amp {
+            tensors.push(("amp/scale".into(), scale));
+            tensors.push(("amp/growth_tracker".into(), tracker));
+        }
+        let saved = Saved { state: self.state.clone(), optimizer_step: self.optimizer_step, config: self.config };
+        save(dir, self.state.step, &tensors, &saved, keep)
+    }
+}
+
+/// A trainer's checkpoint read back (tensors on the CPU).
+pub struct Restored {
+    tensors: Vec<(String, Tensor)>,
+    /// The loop's position and running sums at the checkpoint's step.
+    pub state: LoopState,
+    /// The optimiser's steps taken (AdamW's bias-correction t).
+    pub optimizer_step: u64,
+}
+
+impl Restored {
+    /// Reads the checkpoint at `path`, written by [`Snapshot::write`] for the resolved cfg.toml
+    /// `config`.
+    ///
+    /// # Errors
+    /// [`DistillError::Usage`] when the checkpoint is unreadable or was written for another
+    /// configuration.
+    pub fn read(path: &Path, config: &str) -> Result<Restored> {
+        let (tensors, saved): (Vec<(String, Tensor)>, Saved) = load(path)?;
+        if saved.config != config {
+            return Err(DistillError::Usage(format!(
+                "{}: this checkpoint was written for another configuration; resume with the cfg.toml it was started with",
+                path.display()
+            )));
+        }
+        Ok(Restored { tensors, state: saved.state, optimizer_step: saved.optimizer_step })
+    }
+
+    /// Copies the saved student variables into `vs` (those it holds).
+    pub fn copy_model_into(&self, vs: &VarStore) {
+        tch::no_grad(|| {
+            for (name, mut var) in vs.variables() {
+                if let Some(t) = self.get(&format!("model/{name}")) {
+                    var.copy_(&t);
+                }
+            }
+        });
+    }
+
+    /// The optimiser's moments, names without their `optim/` prefix.
+    pub fn optim(&self) -> Vec<(String, Tensor)> {
+        self.tensors
+            .iter()
+            .filter_map(|(n, t)| n.strip_prefix("optim/").map(|k| (k.to_string(), t.shallow_clone())))
+            .collect()
+    }
+
+    /// Every tensor under its saved name (the pruner picks its own).
+    pub fn tensors(&self) -> &[(String, Tensor)] {
+        &self.tensors
+    }
+
+    /// fp16: the saved loss scale and growth tracker.
+    pub fn amp(&self) -> Option<(Tensor, Tensor)> {
+        Some((self.get("amp/scale")?, self.get("amp/growth_tracker")?))
+    }
+
+    fn get(&self, key: &str) -> Option<Tensor> {
+        self.tensors.iter().find(|(n, _)| n == key).map(|(_, t)| t.shallow_clone())
+    }
+}
 
 /// Writes checkpoint `step` under `dir`, removes half-written ones and prunes old ones; returns
 /// its folder.
@@ -27,20 +138,21 @@ pub fn save(
     remove_stale(dir);
     let final_dir = dir.join(format!("step-{step:09}"));
     let tmp = dir.join(format!("step-{step:09}.tmp"));
-    std::fs::create_dir(&tmp).map_err(|e| DistillError::io(&tmp, e))?;
     let on_cpu: Vec<(String, Tensor)> =
         tensors.iter().map(|(n, t)| (n.clone(), t.to_device(tch::Device::Cpu))).collect();
-    let tensors_file = tmp.join("tensors.safetensors");
-    Tensor::write_safetensors(&on_cpu, &tensors_file)
-        .map_err(|e| DistillError::Torch(format!("writing checkpoint {}: {e}", tmp.display())))?;
-    sync_file(&tensors_file).map_err(|e| DistillError::io(&tensors_file, e))?;
     let json = serde_json::to_vec_pretty(state).expect("checkpoint state serialises");
-    let state_file = tmp.join("state.json");
-    std::fs::write(&state_file, json)
-        .and_then(|_| sync_file(&state_file))
-        .map_err(|e| DistillError::io(&state_file, e))?;
     let _ = std::fs::remove_dir_all(&final_dir);
-    publish(&tmp, &final_dir).map_err(|e| DistillError::io(&final_dir, e))?;
+    replace_via(&final_dir, &tmp, |tmp| {
+        std::fs::create_dir(tmp).map_err(|e| DistillError::io(tmp, e))?;
+        let tensors_file = tmp.join("tensors.safetensors");
+        Tensor::write_safetensors(&on_cpu, &tensors_file)
+            .map_err(|e| DistillError::Torch(format!("writing checkpoint {}: {e}", tmp.display())))?;
+        sync_file(&tensors_file).map_err(|e| DistillError::io(&tensors_file, e))?;
+        let state_file = tmp.join("state.json");
+        std::fs::write(&state_file, json)
+            .and_then(|_| sync_file(&state_file))
+            .map_err(|e| DistillError::io(&state_file, e))
+    })?;
     let mut all = list(dir);
     while all.len() > keep.max(1) {
         let _ = std::fs::remove_dir_all(all.remove(0));

@@ -1,9 +1,13 @@
-//! Reading a cfg.toml from disk: the schema and its validation live in `estimator_wasm::spec`;
-//! this file adds what only the trainer needs (file paths resolved against the cfg's folder).
+//! The run's configuration, from the cfg.toml as written to the run as resolved: the schema and
+//! its validation live in `estimator_wasm::spec`; [`RunConfig`] adds what only the trainer needs
+//! (file paths resolved against the cfg's folder, `--set` overrides), and [`RunSettings`] is the
+//! run after the device's memory plan (`batch_size = "auto"` replaced by a number), the one
+//! thing the trainer takes.
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::Config;
+use estimator_wasm::spec::{BatchSize, Config};
 use estimator_wasm::SpecError;
+use tch::Device;
 
 use crate::error::{DistillError, Result};
 
@@ -132,6 +136,64 @@ impl RunConfig {
             ));
         }
         Ok(RunConfig { path: path.to_path_buf(), spec, train, test })
+    }
+}
+
+/// The run as resolved: the cfg with a micro-batch that is a number, and the device. Built once,
+/// by [`RunSettings::new`], after the device's memory plan; it cannot hold `"auto"`.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    path: PathBuf,
+    spec: Config,
+    batch_size: usize,
+    device: Device,
+}
+
+impl RunSettings {
+    /// The run of `spec` (read from `path`, with `train.batch_size` a number, as the device's
+    /// memory plan leaves it) on `device`.
+    ///
+    /// # Errors
+    /// [`DistillError::Config`] when `train.batch_size` is still `"auto"`: only a device whose
+    /// memory is known resolves it.
+    pub fn new(path: &Path, spec: Config, device: Device) -> Result<RunSettings> {
+        let batch_size = match spec.train.batch_size {
+            BatchSize::Fixed(n) => n as usize,
+            BatchSize::Auto => {
+                return Err(DistillError::config(
+                    path,
+                    "train.batch_size = \"auto\": the device's memory is unknown here; set a number",
+                ))
+            }
+        };
+        Ok(RunSettings { path: path.to_path_buf(), spec, batch_size, device })
+    }
+
+    /// The same run on labels alone (`kd.alpha = 0`), for the `--baseline` student.
+    pub fn labels_only(&self) -> RunSettings {
+        let mut spec = self.spec.clone();
+        spec.kd.alpha = 0.0;
+        RunSettings { spec, ..self.clone() }
+    }
+
+    /// The resolved cfg (`train.batch_size` is [`Self::batch_size`]).
+    pub fn spec(&self) -> &Config {
+        &self.spec
+    }
+
+    /// The cfg.toml as given on the command line (relative paths in it start from its folder).
+    pub fn cfg_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Micro-batch size, samples.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// The device the run trains on (`--device`, parsed).
+    pub fn device(&self) -> Device {
+        self.device
     }
 }
 

@@ -4,8 +4,9 @@
 //! the data it points at: after a power loss the new name then holds an empty or truncated file
 //! (the ext4 "zero-length file" problem, and the reason for `fsync` on the directory in POSIX
 //! `rename(2)`/`fsync(2)`: a directory entry is durable only once its folder is flushed). So every
-//! atomic write here is: fill a temp name, flush it (`fsync`), rename it into place, flush the
-//! folder that holds it. Folders made for outputs are flushed into their parents the same way.
+//! atomic write of the crate goes through [`replace_via`] (or [`publish`] for a folder already
+//! filled): fill a temp name, flush it (`fsync`), rename it into place, flush the folder that
+//! holds it. Folders made for outputs are flushed into their parents the same way.
 use std::fs::File;
 use std::io;
 use std::path::Path;
@@ -39,6 +40,16 @@ pub fn sync_dir(path: &Path) -> io::Result<()> {
 /// # Errors
 /// The first `io::Error` met.
 pub fn sync_tree(root: &Path) -> io::Result<()> {
+    sync_contents(root)?;
+    sync_dir(root)
+}
+
+/// Flushes every file and folder under `root`, deepest first, but not `root` itself (which
+/// [`publish`] flushes when it moves it).
+///
+/// # Errors
+/// The first `io::Error` met.
+pub fn sync_contents(root: &Path) -> io::Result<()> {
     for entry in std::fs::read_dir(root)? {
         let path = entry?.path();
         if path.is_dir() {
@@ -47,7 +58,7 @@ pub fn sync_tree(root: &Path) -> io::Result<()> {
             sync_file(&path)?;
         }
     }
-    sync_dir(root)
+    Ok(())
 }
 
 /// Moves the finished `tmp` (a file, or a folder whose files are already flushed) to `path`:
@@ -78,21 +89,41 @@ pub fn create_dir_all(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes `path` through `<path>.tmp`, a flush and a rename, so readers (and a reboot after a
-/// power loss) see the old file or the new one, never a part.
+/// The one atomic write of this crate: `fill` writes the temp path `tmp` (a file, or a folder
+/// whose files it flushed), then [`publish`] moves it to `path`; readers (and a reboot after a
+/// power loss) see the old `path` or the new one, never a part. On failure `tmp` is removed.
+///
+/// # Errors
+/// The error of `fill`, or [`DistillError::Io`] naming `path` when the move fails.
+pub fn replace_via(path: &Path, tmp: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let result = fill(tmp).and_then(|()| publish(tmp, path).map_err(|e| DistillError::io(path, e)));
+    if result.is_err() {
+        let _ = if tmp.is_dir() { std::fs::remove_dir_all(tmp) } else { std::fs::remove_file(tmp) };
+    }
+    result
+}
+
+/// Writes file `path` through `<path>.tmp` ([`replace_via`]).
 ///
 /// # Errors
 /// [`DistillError::Io`] naming `path`; the temp file is removed.
 pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> Result<()> {
     let mut tmp_name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let result = File::create(&tmp).and_then(|mut f| fill(&mut f)).and_then(|_| publish(&tmp, path));
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(DistillError::io(path, e));
-    }
-    Ok(())
+    replace_via(path, &path.with_file_name(tmp_name), |tmp| {
+        File::create(tmp).and_then(|mut f| fill(&mut f)).map_err(|e| DistillError::io(path, e))
+    })
+}
+
+/// Writes file `path` through `dir/name.tmp.ext` ([`replace_via`]), for writers that pick the
+/// file format from the extension (libtorch, tch), so it must stay last.
+///
+/// # Errors
+/// The error of `fill`, or [`DistillError::Io`] naming `path`.
+pub fn write_atomic_keeping_extension(path: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let ext = path.extension().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    replace_via(path, &path.with_file_name(format!("{stem}.tmp.{ext}")), fill)
 }
 
 /// The folder holding `path` (`.` for a bare name).

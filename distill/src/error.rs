@@ -38,13 +38,13 @@ pub enum DistillError {
     #[error("stopped after step {step} with a checkpoint")]
     Interrupted { step: u64 },
     /// Any error of a run that has checkpoints: they are kept, and the message says how to go on.
-    #[error("{source}; checkpoints kept in {}: continue with `distill --resume {}`", crate::rundir::partial_path(out).display(), out.display())]
-    Resumable { source: Box<DistillError>, out: PathBuf },
+    #[error("{source}; checkpoints kept in {}: continue with `distill --resume {}`", partial.display(), out.display())]
+    Resumable { source: Box<DistillError>, out: PathBuf, partial: PathBuf },
     /// An error of a run that has checkpoints whose fix is a change to the cfg.toml, the teacher
     /// or the data: `--resume` keeps all three, so it would fail again; the message says to
     /// start again instead.
-    #[error("{source}; --resume would repeat this (it keeps the run's cfg, teacher and data): make the fix, delete {} and run again", crate::rundir::partial_path(out).display())]
-    Restart { source: Box<DistillError>, out: PathBuf },
+    #[error("{source}; --resume would repeat this (it keeps the run's cfg, teacher and data): make the fix, delete {} and run again", partial.display())]
+    Restart { source: Box<DistillError>, out: PathBuf, partial: PathBuf },
 }
 
 pub type Result<T, E = DistillError> = std::result::Result<T, E>;
@@ -66,18 +66,19 @@ impl DistillError {
         DistillError::Io { path: path.to_path_buf(), source }
     }
 
-    /// This error, noting that the run's checkpoints under `out` survive it, or, when its fix
-    /// changes what a resumed run keeps (cfg, teacher, data), that the run must start again.
-    pub fn resumable(self, out: &Path) -> Self {
-        let (source, out) = (Box::new(self), out.to_path_buf());
+    /// This error, noting that the run's checkpoints (in `partial`, the folder being written
+    /// for `out`) survive it, or, when its fix changes what a resumed run keeps (cfg, teacher,
+    /// data), that the run must start again.
+    pub fn resumable(self, out: &Path, partial: &Path) -> Self {
+        let (source, out, partial) = (Box::new(self), out.to_path_buf(), partial.to_path_buf());
         match *source {
             DistillError::Config { .. }
             | DistillError::Data { .. }
             | DistillError::Teacher { .. }
             | DistillError::Diverged { .. }
             | DistillError::Overflow { .. }
-            | DistillError::NonFinite { .. } => DistillError::Restart { source, out },
-            _ => DistillError::Resumable { source, out },
+            | DistillError::NonFinite { .. } => DistillError::Restart { source, out, partial },
+            _ => DistillError::Resumable { source, out, partial },
         }
     }
 
@@ -115,7 +116,8 @@ mod tests {
 
     #[test]
     fn an_error_fixed_in_the_cfg_does_not_advise_resume() {
-        let diverged = DistillError::Diverged { step: 40, epoch: 1, value: f64::NAN }.resumable(Path::new("fn"));
+        let diverged = DistillError::Diverged { step: 40, epoch: 1, value: f64::NAN }
+            .resumable(Path::new("fn"), Path::new("fn.partial"));
         assert_eq!(
             diverged.to_string(),
             "loss became NaN at step 40 (epoch 1) from finite inputs and soft targets: lower train.lr or raise train.warmup_steps; --resume would repeat this (it keeps the run's cfg, teacher and data): make the fix, delete fn.partial and run again"
@@ -124,18 +126,20 @@ mod tests {
         let student = DistillError::NonFinite { name: "fc1.weight".into(), count: 1, numel: 2 };
         let teacher = DistillError::teacher(Path::new("t.pt"), "NaN logits");
         for e in [overflow, student, teacher] {
-            let e = e.resumable(Path::new("fn")).to_string();
+            let e = e.resumable(Path::new("fn"), Path::new("fn.partial")).to_string();
             assert!(!e.contains("distill --resume"), "{e}");
             assert!(e.ends_with("make the fix, delete fn.partial and run again"), "{e}");
         }
         // an I/O error or Ctrl-C is not fixed in the inputs: resuming is the way on
-        let io =
-            DistillError::io(Path::new("fn.partial/x"), std::io::Error::other("disk full")).resumable(Path::new("fn"));
+        let io = DistillError::io(Path::new("fn.partial/x"), std::io::Error::other("disk full"))
+            .resumable(Path::new("fn"), Path::new("fn.partial"));
         assert_eq!(
             io.to_string(),
             "fn.partial/x: disk full; checkpoints kept in fn.partial: continue with `distill --resume fn`"
         );
-        assert!(DistillError::Interrupted { step: 3 }.resumable(Path::new("fn")).is_interrupt());
+        assert!(DistillError::Interrupted { step: 3 }
+            .resumable(Path::new("fn"), Path::new("fn.partial"))
+            .is_interrupt());
     }
 
     #[test]

@@ -1,5 +1,10 @@
-//! Exporting a trained student: safetensors (for reuse in PyTorch or Rust) and TorchScript
-//! (for `torch.jit.load`), both written through a temp name, a flush and a rename (`durable`).
+//! Exporting a trained student and measuring the exports: safetensors (for reuse in PyTorch or
+//! Rust) and TorchScript (for `torch.jit.load`), both written through a temp name, a flush and a
+//! rename (`durable`); then their sizes, CPU latency and, when pruned, sparsity and encodings,
+//! as the student's section of the report ([`export`]).
+//!
+//! Structured pruning exports the shrunk student (with its `student.toml`) into the student's
+//! folder and the masked dense one under `dense/`.
 //!
 //! * `student.safetensors`: every variable under its cfg.toml layer id, e.g. `conv1.weight`,
 //!   `conv1_bn.running_mean`, `head.bias`; the same names as a PyTorch module with those
@@ -11,13 +16,21 @@
 //!
 //! Both are written from a CPU copy of the student ([`cpu_copy`]), so they load on a CPU-only
 //! machine (`torch.jit.load` without `map_location`) whatever device trained it.
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
-use estimator_wasm::spec::Config;
+use estimator_wasm::arch;
+use estimator_wasm::spec::{Config, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
+use crate::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
 use crate::error::{DistillError, Result};
+use crate::latency::{measure, Latency};
+use crate::prune::{LayerSparsity, Pruner};
+use crate::report::{PruneReport, ShrunkReport, StudentReport};
+use crate::shrink::{shrink, zero_dead_inputs};
 use crate::student::Student;
+use crate::trainer::{TrainInputs, TrainOutcome, Trained};
 
 /// Writes the student of `spec` (variables in `vs`, on any device) to `safetensors` and, traced
 /// in eval mode on `example` [B, ...input_shape], to `torchscript`; both from a CPU copy.
@@ -56,9 +69,9 @@ pub fn cpu_copy(spec: &Config, vs: &VarStore, student: &Student) -> Result<(VarS
 
 /// Writes `vs` to `path` (a `.safetensors` file).
 fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
-    let tmp = tmp_beside(path);
-    vs.save(&tmp).map_err(|e| DistillError::Torch(format!("writing {}: {e}", path.display())))?;
-    crate::durable::publish(&tmp, path).map_err(|e| DistillError::io(path, e))
+    write_atomic_keeping_extension(path, |tmp| {
+        vs.save(tmp).map_err(|e| DistillError::Torch(format!("writing {}: {e}", path.display())))
+    })
 }
 
 /// Traces `student` in eval mode on `example` [B, ...] and writes TorchScript to `path`; the
@@ -69,22 +82,201 @@ fn save_torchscript(student: &Student, vs: &mut VarStore, example: &Tensor, path
     let module = CModule::create_by_tracing("Student", "forward", &[example.shallow_clone()], &mut |inputs| {
         vec![student.forward(&inputs[0], false)]
     })?;
-    let tmp = tmp_beside(path);
-    module.save(&tmp)?;
-    crate::durable::publish(&tmp, path).map_err(|e| DistillError::io(path, e))
-}
-
-/// `dir/name.tmp.ext` for `dir/name.ext`: the extension must stay last because libtorch and
-/// tch pick the file format from it.
-fn tmp_beside(path: &Path) -> PathBuf {
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let ext = path.extension().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!("{stem}.tmp.{ext}"))
+    write_atomic_keeping_extension(path, |tmp| Ok(module.save(tmp)?))
 }
 
 /// Size of a file in bytes (0 when it cannot be read).
 pub fn file_bytes(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Writes the files of a `trained` student into its folder `dir` and measures what the report
+/// says about them (sizes, CPU latency, sparsity, the shrunk student), with the training's
+/// `outcome`.
+///
+/// # Errors
+/// [`DistillError::NonFinite`] for a student with a NaN/inf tensor (nothing is written); libtorch
+/// and I/O errors of the writers.
+pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, dir: &Path) -> Result<StudentReport> {
+    let spec = inputs.settings.spec();
+    let example = inputs.norm.apply(&inputs.test.x.narrow(0, 0, 1));
+    let Trained { vs, student, pruner } = trained;
+    check_finite(&vs)?;
+    let structured = pruner.as_ref().filter(|p| p.spec.method == PruneMethod::Structured);
+    if let Some(p) = structured {
+        zero_dead_inputs(&vs, &student, &p.kept_indices());
+    }
+    let dense_dir = if structured.is_some() { dir.join("dense/") } else { dir.join("") };
+    create_dir_all(&dense_dir).map_err(|e| DistillError::io(&dense_dir, e))?;
+    let (dense_st, dense_ts) = (dense_dir.join("student.safetensors"), dense_dir.join("student.pt"));
+    save_student(spec, &vs, &student, &example, &dense_st, &dense_ts)?;
+    let named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
+    let dense_latency = cpu_latency(spec, &dense_st)?;
+
+    let prune = match &pruner {
+        Some(p) => {
+            let shrunk = match structured {
+                Some(p) => Some(export_shrunk(inputs, &vs, &student, p, dir)?),
+                None => None,
+            };
+            Some(prune_report(p, &named, &dense_st, shrunk, dense_latency))
+        }
+        None => None,
+    };
+    let (st, ts) = (dir.join("student.safetensors"), dir.join("student.pt"));
+    let (params, latency) = match prune.as_ref().and_then(|p| p.shrunk.as_ref()) {
+        Some(s) => (s.params, cpu_latency(&shrunk_spec(spec, s), &st)?),
+        None => (student.params(), dense_latency),
+    };
+    Ok(StudentReport {
+        alpha: spec.kd.alpha,
+        temperature: spec.kd.temperature,
+        params,
+        test_accuracy: outcome.test_accuracy,
+        agreement: outcome.agreement,
+        final_losses: outcome.losses,
+        steps: outcome.steps,
+        batch_size: inputs.settings.batch_size() as u64,
+        samples_per_s: outcome.samples_per_s,
+        train_seconds: outcome.train_seconds,
+        safetensors_bytes: file_bytes(&st),
+        torchscript_bytes: file_bytes(&ts),
+        precision: name_of(&spec.train.precision),
+        teacher_precision: name_of(&spec.teacher.precision),
+        checkpointing_segments: outcome.segments,
+        skipped_steps: outcome.skipped_steps,
+        final_loss_scale: outcome.final_scale,
+        samples_dropped_per_epoch: outcome.dropped_per_epoch,
+        latency,
+        prune,
+    })
+}
+
+/// Refuses to export a student with a NaN/inf parameter or buffer (BatchNorm running
+/// statistics included), naming the first such tensor in name order.
+///
+/// # Errors
+/// [`DistillError::NonFinite`] with the tensor's name and how many of its values are not finite.
+pub fn check_finite(vs: &VarStore) -> Result<()> {
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, t) in vars {
+        let count = t.isfinite().logical_not().sum(tch::Kind::Int64).int64_value(&[]);
+        if count > 0 {
+            return Err(DistillError::NonFinite { name, count, numel: t.numel() as i64 });
+        }
+    }
+    Ok(())
+}
+
+/// Shrinks a structured-pruned student, checks it against the masked one on the test set, and
+/// exports it with its cfg.
+fn export_shrunk(
+    inputs: &TrainInputs,
+    vs: &VarStore,
+    student: &Student,
+    pruner: &Pruner,
+    dir: &Path,
+) -> Result<ShrunkReport> {
+    let spec = inputs.settings.spec();
+    let shrunk = shrink(spec, vs, student, &pruner.kept_indices(), inputs.settings.device())?;
+    let batch = spec.train.eval_batch_size as usize;
+    let max_abs_diff = tch::no_grad(|| {
+        inputs
+            .test
+            .chunks(batch)
+            .map(|(x, _)| {
+                let x = inputs.norm.apply(&x);
+                (shrunk.student.forward(&x, false) - student.forward(&x, false)).abs().max().double_value(&[])
+            })
+            .fold(0.0, f64::max)
+    });
+    let (st, ts) = (dir.join("student.safetensors"), dir.join("student.pt"));
+    let example = inputs.norm.apply(&inputs.test.x.narrow(0, 0, 1));
+    save_student(&shrunk.spec, &shrunk.vs, &shrunk.student, &example, &st, &ts)?;
+    let toml = shrunk.spec.to_toml_string();
+    write_atomic(&dir.join("student.toml"), |f| f.write_all(toml.as_bytes()))?;
+    Ok(ShrunkReport {
+        channels: shrunk.spec.student.channels.clone(),
+        hidden: shrunk.spec.student.hidden.clone(),
+        params: shrunk.student.params(),
+        safetensors_bytes: file_bytes(&st),
+        torchscript_bytes: file_bytes(&ts),
+        max_abs_diff,
+    })
+}
+
+fn prune_report(
+    p: &Pruner,
+    named: &[(String, Tensor)],
+    dense_file: &Path,
+    shrunk: Option<ShrunkReport>,
+    dense_latency: Latency,
+) -> PruneReport {
+    let layers: Vec<LayerSparsity> = p.sparsity(named);
+    let (dense_w, nonzero_w): (u64, u64) = layers.iter().fold((0, 0), |(d, z), l| (d + l.dense, z + l.nonzero));
+    let dense_params: u64 = named.iter().map(|(_, t)| t.numel() as u64).sum();
+    let nonzero_params: u64 = named.iter().map(|(_, t)| t.count_nonzero(None::<i64>).int64_value(&[]) as u64).sum();
+    PruneReport {
+        method: name_of(&p.spec.method),
+        scope: name_of(&p.spec.effective_scope()),
+        target_sparsity: p.spec.sparsity,
+        schedule: p.schedule,
+        weight_sparsity: 1.0 - nonzero_w as f64 / dense_w.max(1) as f64,
+        layers,
+        dense_params,
+        nonzero_params,
+        dense_file_bytes: file_bytes(dense_file),
+        gzip_file_bytes: gzip_bytes(dense_file),
+        csr_bytes: csr_bytes(named),
+        shrunk,
+        dense_latency,
+    }
+}
+
+/// Bytes of a CSR encoding: conv/linear weights as [rows, cols] with fp32 values, int32 column
+/// indices and int32 row pointers; every other tensor dense fp32.
+fn csr_bytes(named: &[(String, Tensor)]) -> u64 {
+    named
+        .iter()
+        .map(|(name, t)| {
+            if name.ends_with(".weight") && t.dim() >= 2 {
+                let rows = t.size()[0] as u64;
+                let nnz = t.count_nonzero(None::<i64>).int64_value(&[]) as u64;
+                8 * nnz + 4 * (rows + 1)
+            } else {
+                4 * t.numel() as u64
+            }
+        })
+        .sum()
+}
+
+fn gzip_bytes(path: &Path) -> u64 {
+    let Ok(bytes) = std::fs::read(path) else { return 0 };
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let _ = enc.write_all(&bytes);
+    enc.finish().map(|v| v.len() as u64).unwrap_or(0)
+}
+
+/// Latency of the student of `spec` loaded from `file` onto the CPU.
+fn cpu_latency(spec: &Config, file: &Path) -> Result<Latency> {
+    let mut vs = VarStore::new(Device::Cpu);
+    let student = Student::new(&vs.root(), spec)?;
+    vs.load(file).map_err(|e| DistillError::Torch(format!("{}: {e}", file.display())))?;
+    Ok(measure(&student, &spec.data.input_shape))
+}
+
+fn shrunk_spec(spec: &Config, s: &ShrunkReport) -> Config {
+    let mut narrow = spec.clone();
+    narrow.student.channels = s.channels.clone();
+    narrow.student.hidden = s.hidden.clone();
+    debug_assert!(arch::layers(&narrow.student, &narrow.data).is_ok());
+    narrow
+}
+
+/// The cfg.toml spelling of an enum value (`"bf16"`, `"structured"`, `"global"`).
+fn name_of<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use clap::{Parser, Subcommand};
-use distill::plan::PlanOptions;
+use distill::plan_command::PlanOptions;
 use distill::progress::Verbosity;
 use distill::TrainOptions;
 
@@ -82,7 +82,7 @@ enum Command {
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(Command::Plan { student, teacher, gpu, batch, json, sets }) = args.command {
-        return match distill::plan::plan(&PlanOptions { student, teacher, gpu, batch, json, sets }) {
+        return match distill::plan_command::plan(&PlanOptions { student, teacher, gpu, batch, json, sets }) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DistillError, Result};
+use crate::objective::LossValues;
 
 /// A logged optimiser step: running means since the previous step line.
 #[derive(Debug, Clone, Serialize)]
@@ -14,9 +15,8 @@ pub struct StepLine {
     pub epoch: u64,
     pub lr: f64,
     /// Mean total loss, KD term (T^2 KL, before alpha) and CE term over the logged window.
-    pub loss: f64,
-    pub kd: f64,
-    pub ce: f64,
+    #[serde(flatten)]
+    pub losses: LossValues,
     /// Train-batch top-1 accuracy over the window.
     pub accuracy: f64,
     /// Training throughput over the window, samples/s.
@@ -32,9 +32,9 @@ pub struct EpochLine {
     pub kind: String,
     pub epoch: u64,
     pub step: u64,
-    pub loss: f64,
-    pub kd: f64,
-    pub ce: f64,
+    /// Mean total loss, KD term and CE term over the epoch's applied steps.
+    #[serde(flatten)]
+    pub losses: LossValues,
     pub train_accuracy: f64,
     pub test_accuracy: f64,
     /// Fraction of test samples where the student's top-1 equals the teacher's.
@@ -76,7 +76,7 @@ impl MetricsLog {
             l.ends_with('\n') && serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v.is_object())
         });
         let kept: Vec<&str> = whole.take(lines as usize).collect();
-        crate::rundir::write_atomic(path, |f| f.write_all(kept.concat().as_bytes()))?;
+        crate::durable::write_atomic(path, |f| f.write_all(kept.concat().as_bytes()))?;
         let file = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| DistillError::io(path, e))?;
         Ok((MetricsLog { path: path.to_path_buf(), file: std::io::BufWriter::new(file) }, kept.len() as u64))
     }
@@ -97,6 +97,44 @@ impl MetricsLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_loss_parts_sit_in_their_place_in_each_line() {
+        let losses = LossValues { loss: 1.5, kd: 2.5, ce: 0.5 };
+        let step = StepLine {
+            kind: "step",
+            step: 10,
+            epoch: 1,
+            lr: 0.25,
+            losses,
+            accuracy: 0.75,
+            samples_per_s: 8.0,
+            loss_scale: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&step).unwrap(),
+            r#"{"kind":"step","step":10,"epoch":1,"lr":0.25,"loss":1.5,"kd":2.5,"ce":0.5,"accuracy":0.75,"samples_per_s":8.0}"#
+        );
+        let epoch = EpochLine {
+            kind: "epoch".into(),
+            epoch: 1,
+            step: 10,
+            losses,
+            train_accuracy: 0.75,
+            test_accuracy: 0.5,
+            agreement: Some(0.25),
+            sparsity: None,
+            samples_per_s: 8.0,
+            elapsed_s: 2.0,
+        };
+        let json = serde_json::to_string(&epoch).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"epoch","epoch":1,"step":10,"loss":1.5,"kd":2.5,"ce":0.5,"train_accuracy":0.75,"test_accuracy":0.5,"agreement":0.25,"samples_per_s":8.0,"elapsed_s":2.0}"#
+        );
+        let back: EpochLine = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.losses, losses);
+    }
 
     #[test]
     fn resume_drops_a_cut_line_and_counts_what_survives() {

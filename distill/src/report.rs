@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use estimator_wasm::render::human as bytes;
 
 use crate::latency::Latency;
+use crate::objective::LossValues;
 use crate::prune::{LayerSparsity, PruneSchedule};
 
 /// The teacher, as measured in this run.
@@ -33,9 +34,9 @@ pub struct StudentReport {
     pub test_accuracy: f64,
     /// Fraction of test samples where the student's top-1 equals the teacher's.
     pub agreement: Option<f64>,
-    pub final_loss: f64,
-    pub final_kd: f64,
-    pub final_ce: f64,
+    /// The last epoch's mean loss parts, in report.json as `final_loss`, `final_kd`, `final_ce`.
+    #[serde(flatten, with = "FinalLossParts")]
+    pub final_losses: LossValues,
     pub steps: u64,
     pub batch_size: u64,
     /// Training throughput, samples/s (optimiser steps only).
@@ -58,6 +59,19 @@ pub struct StudentReport {
     /// Measured CPU inference latency of the exported student.
     pub latency: Latency,
     pub prune: Option<PruneReport>,
+}
+
+/// The names [`LossValues`] takes in a [`StudentReport`] (serde's remote derive: the same
+/// struct, other field names).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "LossValues")]
+struct FinalLossParts {
+    #[serde(rename = "final_loss")]
+    loss: f64,
+    #[serde(rename = "final_kd")]
+    kd: f64,
+    #[serde(rename = "final_ce")]
+    ce: f64,
 }
 
 /// Predicted (and on CUDA measured) memory of the run.
@@ -278,5 +292,38 @@ mod tests {
         assert_eq!(compression(1000.0 / 1030.0), "1.03x the teacher's parameters");
         assert_eq!(compression(1.0), "1.00x the teacher's parameters");
         assert_eq!(compression(1.06), "1.1x fewer parameters");
+    }
+
+    #[test]
+    fn the_final_loss_parts_keep_their_names_and_place() {
+        let report = StudentReport {
+            alpha: 0.9,
+            temperature: 4.0,
+            params: 10,
+            test_accuracy: 0.5,
+            agreement: None,
+            final_losses: LossValues { loss: 1.5, kd: 2.5, ce: 0.5 },
+            steps: 3,
+            batch_size: 32,
+            samples_per_s: 1.0,
+            train_seconds: 2.0,
+            safetensors_bytes: 4,
+            torchscript_bytes: 5,
+            precision: "fp32".into(),
+            teacher_precision: "fp32".into(),
+            checkpointing_segments: 1,
+            skipped_steps: 0,
+            final_loss_scale: None,
+            samples_dropped_per_epoch: 0,
+            latency: Latency { batch_1_ms: 0.25, batch_256_ms: 1.0, threads: 1 },
+            prune: None,
+        };
+        let json = serde_json::to_string(&report).unwrap();
+        assert!(
+            json.contains(r#""agreement":null,"final_loss":1.5,"final_kd":2.5,"final_ce":0.5,"steps":3,"#),
+            "{json}"
+        );
+        let back: StudentReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.final_losses, report.final_losses);
     }
 }

@@ -1,32 +1,32 @@
-//! `distill --teacher t.pt --student cfg.toml`: config -> data -> teacher -> preflight ->
-//! students (`phase`) -> report, with every input checked before any output exists, and
-//! `--resume` continuing an interrupted run from its newest checkpoint.
+//! `distill --teacher t.pt --student cfg.toml`: config -> data -> teacher -> preflight -> the
+//! memory plan that resolves the run (`RunSettings`) -> each student (`student_run`) ->
+//! report.json, with every input checked before any output exists, and `--resume` continuing an
+//! interrupted run from its newest checkpoint.
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use estimator_wasm::render::human;
-use estimator_wasm::spec::{BatchSize, Config, Precision, Target};
-use estimator_wasm::{Dataset as EstDataset, Inputs};
+use estimator_wasm::spec::{BatchSize, Config, Precision};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use crate::config::RunConfig;
+use crate::config::{RunConfig, RunSettings};
 use crate::data::{Dataset, Normalizer};
+use crate::durable::write_atomic;
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, teacher_logits};
 use crate::fingerprint::{self, Fingerprint};
-use crate::phase::{build_student, run_phase, PhaseOutputs};
-use crate::plan::{counted_teacher, device_capacity, resolve};
+use crate::memory_plan::{memory_plan, PlanInputs};
 use crate::preflight::{
     chance_warning, check_eval_mode, check_finite_logits, check_not_identical, check_same_range, check_teacher_shape,
     parse_device,
 };
 use crate::progress::{Progress, Verbosity};
-use crate::report::{DataReport, MemoryReport, Report, TeacherReport};
-use crate::rundir::{write_atomic, RunDir};
+use crate::report::{DataReport, Report, StudentReport, TeacherReport};
+use crate::rundir::RunDir;
+use crate::student_run::{build_student, run_student, StudentOutputs};
 use crate::teacher::Teacher;
-use crate::trainer::{batch_size, SoftTargets, TrainInputs, Trainer};
+use crate::trainer::{SoftTargets, TrainInputs, Trainer};
 
 /// Set by the binary's Ctrl-C handler: the trainer checkpoints and stops after the current step.
 pub static STOP: AtomicBool = AtomicBool::new(false);
@@ -104,7 +104,7 @@ pub fn resume(out: &Path, teacher: Option<&Path>, verbosity: Verbosity, stop_aft
     execute(&opts, cfg, out, Some(rundir))
 }
 
-fn execute(opts: &TrainOptions, mut cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
+fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
     let start = Instant::now();
     let device = parse_device(&opts.device)?;
     check_trainable(&cfg.spec, &cfg.path)?;
@@ -135,10 +135,12 @@ fn execute(opts: &TrainOptions, mut cfg: RunConfig, out: &Path, reopened: Option
     check_not_identical(&teacher, &probe_logits, &student, &probe_x)?;
     drop(student);
 
-    // The memory plan on this device; `batch_size = "auto"` is resolved here.
+    // The memory plan on this device resolves the run (`batch_size = "auto"` becomes a number).
     let auto = spec.train.batch_size == BatchSize::Auto;
-    let memory = memory_plan(&mut cfg, &teacher, &train_set, &test_set, device, &progress)?;
-    let spec = &cfg.spec;
+    let planned = PlanInputs { cfg: &cfg, teacher: &teacher, train: &train_set, test: &test_set, device };
+    let (planned, memory) = memory_plan(&planned, &progress)?;
+    let settings = RunSettings::new(&cfg.path, planned, device)?;
+    let spec = settings.spec();
 
     let rundir = match reopened {
         Some(r) => r,
@@ -152,22 +154,37 @@ fn execute(opts: &TrainOptions, mut cfg: RunConfig, out: &Path, reopened: Option
     write_atomic(&rundir.path("run.json"), |f| std::io::Write::write_all(f, &json))?;
     rundir.write("config.toml", spec.to_toml_string().as_bytes())?;
     let data = Data { train: &train_set, test: &test_set, norm: &norm };
-    let result = train_all(opts, &cfg, &rundir, device, &mut teacher, &data, &progress, auto).map(|report| Report {
-        memory: memory.clone().map(|m| m.measured(device)),
-        wall_seconds: start.elapsed().as_secs_f64(),
-        ..report
-    });
-    match result {
-        Ok(report) => {
+    let students = Students { opts, settings: &settings, rundir: &rundir, progress: &progress, auto_batch: auto };
+    match students.distil(&mut teacher, &data) {
+        Ok(distilled) => {
+            // every fact of the report is known now: it is built once, here
+            let report = Report {
+                distill_version: env!("CARGO_PKG_VERSION"),
+                config: cfg.path.display().to_string(),
+                device: format!("{device:?}").to_lowercase(),
+                data: data_report(&data, spec),
+                compression_ratio: distilled.teacher.params as f64 / distilled.student.params.max(1) as f64,
+                kd_gain_points: distilled
+                    .baseline
+                    .as_ref()
+                    .map(|b| 100.0 * (distilled.student.test_accuracy - b.test_accuracy)),
+                teacher: distilled.teacher,
+                student: distilled.student,
+                baseline: distilled.baseline,
+                memory: memory.map(|m| m.measured(device)),
+                wall_seconds: start.elapsed().as_secs_f64(),
+                output_dir: rundir.out.display().to_string(),
+            };
             let json = serde_json::to_string_pretty(&report).expect("report serialises");
             rundir.write("report.json", json.as_bytes())?;
             // run.json goes only once the run has its name: a failed rename stays resumable
             let kept = rundir.has_checkpoints();
-            let done = rundir.commit().map_err(|e| if kept { e.resumable(out) } else { e })?;
+            let partial = rundir.partial.clone();
+            let done = rundir.commit().map_err(|e| if kept { e.resumable(out, &partial) } else { e })?;
             let _ = std::fs::remove_file(done.join("run.json"));
             Ok(report)
         }
-        Err(e) if rundir.has_checkpoints() => Err(e.resumable(out)),
+        Err(e) if rundir.has_checkpoints() => Err(e.resumable(out, &rundir.partial)),
         Err(e) => Err(e),
     }
 }
@@ -179,152 +196,102 @@ struct Data<'a> {
     norm: &'a Normalizer,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn train_all(
-    opts: &TrainOptions,
-    cfg: &RunConfig,
-    rundir: &RunDir,
-    device: tch::Device,
-    teacher: &mut Teacher,
-    data: &Data,
-    progress: &Progress,
+/// The students of a run: the KD student, and with `--baseline` the alpha = 0 one.
+struct Students<'a> {
+    opts: &'a TrainOptions,
+    settings: &'a RunSettings,
+    rundir: &'a RunDir,
+    progress: &'a Progress,
+    /// `train.batch_size = "auto"` was resolved by the memory plan: confirm it with one step.
     auto_batch: bool,
-) -> Result<Report> {
-    let (spec, train_set, test_set, norm) = (&cfg.spec, data.train, data.test, data.norm);
-    let eval_batch = spec.train.eval_batch_size as usize;
-    let teacher_test = teacher_logits(teacher, test_set, norm, eval_batch)?.argmax(-1, false);
-    let teacher_accuracy = accuracy(&teacher_test, &test_set.y);
-    progress.line(format!("teacher: {} parameters, test accuracy {:.4}", teacher.params, teacher_accuracy));
-    let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, norm, spec.data.classes);
-    if let Some(w) = &warning {
-        progress.warn(w.clone());
-    }
-    teacher.ensure_eval()?;
-    let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
-        (false, _) => SoftTargets::None,
-        (true, true) => SoftTargets::Cached(teacher_logits(teacher, train_set, norm, eval_batch)?),
-        (true, false) => SoftTargets::Live(teacher),
-    };
-    let inputs = TrainInputs {
-        spec,
-        train: train_set,
-        test: test_set,
-        norm,
-        targets,
-        teacher_test_preds: Some(&teacher_test),
-        device,
-    };
-    if auto_batch {
-        confirm_batch(&inputs, &cfg.path)?;
-        progress.line(format!(
-            "train.batch_size = \"auto\": {} fits the device (confirmed with one step)",
-            batch_size(spec)
-        ));
-    }
-    let phase = |prefix| PhaseOutputs { rundir, prefix, stop: &STOP, stop_after: opts.stop_after };
-    let student = run_phase(&inputs, &cfg.path, &phase(""), progress, "student")?;
+}
 
-    let baseline = if opts.baseline {
-        let mut base_spec = spec.clone();
-        base_spec.kd.alpha = 0.0;
-        let inputs = TrainInputs { spec: &base_spec, targets: SoftTargets::None, ..inputs };
-        Some(run_phase(&inputs, &cfg.path, &phase("baseline/"), progress, "alpha=0")?)
-    } else {
-        None
-    };
+/// What the students' runs found: the teacher as measured, and each student's report.
+struct Distilled {
+    teacher: TeacherReport,
+    student: StudentReport,
+    baseline: Option<StudentReport>,
+}
 
-    Ok(Report {
-        distill_version: env!("CARGO_PKG_VERSION"),
-        config: cfg.path.display().to_string(),
-        device: format!("{device:?}").to_lowercase(),
-        data: DataReport {
-            train_samples: train_set.len() as u64,
-            test_samples: test_set.len() as u64,
-            input_shape: spec.data.input_shape.clone(),
-            classes: spec.data.classes,
-            scale: spec.data.scale,
-            mean: spec.data.mean.clone(),
-            std: spec.data.std.clone(),
-        },
-        teacher: TeacherReport {
+impl Students<'_> {
+    /// Measures the teacher, then distils each student into its folder.
+    fn distil(&self, teacher: &mut Teacher, data: &Data) -> Result<Distilled> {
+        let (settings, progress) = (self.settings, self.progress);
+        let (spec, train_set, test_set, norm) = (settings.spec(), data.train, data.test, data.norm);
+        let eval_batch = spec.train.eval_batch_size as usize;
+        let teacher_test = teacher_logits(teacher, test_set, norm, eval_batch)?.argmax(-1, false);
+        let teacher_accuracy = accuracy(&teacher_test, &test_set.y);
+        progress.line(format!("teacher: {} parameters, test accuracy {:.4}", teacher.params, teacher_accuracy));
+        let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, norm, spec.data.classes);
+        if let Some(w) = &warning {
+            progress.warn(w.clone());
+        }
+        teacher.ensure_eval()?;
+        let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
+            (false, _) => SoftTargets::None,
+            (true, true) => SoftTargets::Cached(teacher_logits(teacher, train_set, norm, eval_batch)?),
+            (true, false) => SoftTargets::Live(teacher),
+        };
+        let inputs = TrainInputs {
+            settings,
+            train: train_set,
+            test: test_set,
+            norm,
+            targets,
+            teacher_test_preds: Some(&teacher_test),
+        };
+        if self.auto_batch {
+            confirm_batch(&inputs)?;
+            progress.line(format!(
+                "train.batch_size = \"auto\": {} fits the device (confirmed with one step)",
+                settings.batch_size()
+            ));
+        }
+        let outputs =
+            |prefix| StudentOutputs { dir: self.rundir.path(prefix), stop: &STOP, stop_after: self.opts.stop_after };
+        let student = run_student(&inputs, &outputs(""), progress, "student")?;
+
+        let baseline = if self.opts.baseline {
+            let labels_only = settings.labels_only();
+            let inputs = TrainInputs { settings: &labels_only, targets: SoftTargets::None, ..inputs };
+            Some(run_student(&inputs, &outputs("baseline/"), progress, "alpha=0")?)
+        } else {
+            None
+        };
+        let teacher = TeacherReport {
             path: teacher.path.display().to_string(),
             params: teacher.params,
             file_bytes: teacher.file_bytes,
             test_accuracy: teacher_accuracy,
             chance_accuracy,
             warning,
-        },
-        compression_ratio: teacher.params as f64 / student.params.max(1) as f64,
-        kd_gain_points: baseline.as_ref().map(|b| 100.0 * (student.test_accuracy - b.test_accuracy)),
-        student,
-        baseline,
-        memory: None,
-        wall_seconds: 0.0,
-        output_dir: rundir.out.display().to_string(),
-    })
+        };
+        Ok(Distilled { teacher, student, baseline })
+    }
 }
 
-/// The estimator's plan for this run on `device` (teacher counts from its file, the datasets
-/// as loaded); resolves `batch_size = "auto"` into `cfg`, and warns with the breakdown when the
-/// plan does not fit.
-fn memory_plan(
-    cfg: &mut RunConfig,
-    teacher: &Teacher,
-    train: &Dataset,
-    test: &Dataset,
-    device: tch::Device,
-    progress: &Progress,
-) -> Result<Option<MemoryReport>> {
-    let sample_bytes = (train.x.numel() / train.len().max(1)) as u64 * train.x.kind().elt_size_in_bytes() as u64;
-    let inputs = Inputs {
-        batch: None,
-        teacher: Some(counted_teacher(teacher.params, &cfg.spec)),
-        dataset: Some(EstDataset { train_samples: train.len() as u64, test_samples: test.len() as u64, sample_bytes }),
-    };
-    let target = if device.is_cuda() { Target::Cuda } else { Target::Cpu };
-    let Some(capacity) = device_capacity(device) else {
-        if cfg.spec.train.batch_size == BatchSize::Auto {
-            return Err(DistillError::config(
-                &cfg.path,
-                "train.batch_size = \"auto\": the device's memory is unknown here; set a number",
-            ));
-        }
-        return Ok(None);
-    };
-    let (resolved, plan) = resolve(&cfg.spec, &cfg.path, &inputs, &capacity, target)?;
-    if cfg.spec.train.batch_size == BatchSize::Auto && plan.batch >= train.len() as u64 {
-        progress.warn(format!(
-            "warning: train.batch_size = \"auto\" chose the whole train set ({}) on {}: that is full-batch training; set a number for mini-batches",
-            plan.batch, capacity.name
-        ));
+/// The data section of the report: the datasets as trained on and their normalisation.
+fn data_report(data: &Data, spec: &Config) -> DataReport {
+    DataReport {
+        train_samples: data.train.len() as u64,
+        test_samples: data.test.len() as u64,
+        input_shape: spec.data.input_shape.clone(),
+        classes: spec.data.classes,
+        scale: spec.data.scale,
+        mean: spec.data.mean.clone(),
+        std: spec.data.std.clone(),
     }
-    cfg.spec = resolved;
-    if plan.totals.total > capacity.memory {
-        progress.warn(format!(
-            "warning: the estimator expects this run to need {} but {} has {}; expect an out-of-memory error (lower train.batch_size, use precision = \"bf16\" or student.checkpointing)\n{}",
-            human(plan.totals.total),
-            capacity.name,
-            human(capacity.memory),
-            plan.to_table()
-        ));
-    }
-    Ok(Some(MemoryReport {
-        device: capacity.name.to_string(),
-        capacity_bytes: capacity.memory,
-        batch: plan.batch,
-        predicted_total_bytes: plan.totals.total,
-        predicted_allocated_bytes: plan.totals.allocated,
-        measured_peak_allocated_bytes: None,
-    }))
 }
 
 /// One forward and backward at the resolved batch on a scratch student, so that an
 /// over-optimistic `"auto"` fails now, with advice, rather than mid-run.
-fn confirm_batch(inputs: &TrainInputs, cfg_path: &Path) -> Result<()> {
-    let (vs, student) = build_student(inputs.spec, cfg_path, inputs.device)?;
+fn confirm_batch(inputs: &TrainInputs) -> Result<()> {
+    let settings = inputs.settings;
+    let cfg_path = settings.cfg_path();
+    let (vs, student) = build_student(settings.spec(), cfg_path, settings.device())?;
     let trainer = Trainer::new(inputs, vs, student)?;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trainer.probe()));
-    let b = batch_size(inputs.spec);
+    let b = settings.batch_size();
     match outcome {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(DistillError::config(
@@ -367,8 +334,8 @@ fn check_trainable(spec: &Config, path: &Path) -> Result<()> {
 fn input_files(opts: &TrainOptions, cfg: &RunConfig) -> Vec<(&'static str, PathBuf)> {
     let mut files = vec![("teacher", opts.teacher.clone()), ("data.train", cfg.train.clone())];
     files.extend(cfg.test.clone().map(|test| ("data.test", test)));
-    // read when a phase starts from step 0: the baseline of a resumed run, or a run resumed
-    // before its first checkpoint (same folder rule as `phase::build_student`)
+    // read when a student starts from step 0: the baseline of a resumed run, or a run resumed
+    // before its first checkpoint (same folder rule as `student_run::build_student`)
     let folder = cfg.path.parent().unwrap_or(Path::new("."));
     files.extend(cfg.spec.student.init.as_ref().map(|init| ("student.init", folder.join(init))));
     files

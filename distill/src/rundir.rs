@@ -8,8 +8,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use crate::durable::write_atomic;
-use crate::durable::{create_dir_all, sync_dir, sync_tree};
+use crate::durable::{create_dir_all, publish, sync_contents, write_atomic};
 use crate::error::{DistillError, Result};
 
 #[derive(Debug)]
@@ -99,7 +98,7 @@ impl RunDir {
         Ok(RunDir { out: out.to_path_buf(), partial, overwrite: true, committed: false })
     }
 
-    /// True when a phase of this run has written a checkpoint (then the folder is kept).
+    /// True when a student of this run has written a checkpoint (then the folder is kept).
     pub fn has_checkpoints(&self) -> bool {
         ["checkpoints", "baseline/checkpoints"]
             .iter()
@@ -127,16 +126,14 @@ impl RunDir {
     pub fn commit(mut self) -> Result<PathBuf> {
         // Every file of the run on the disk before the folder takes its final name, and that
         // name on the disk before the earlier run is removed (see `durable`).
-        sync_tree(&self.partial).map_err(|e| DistillError::io(&self.partial, e))?;
-        let parent = self.out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        sync_contents(&self.partial).map_err(|e| DistillError::io(&self.partial, e))?;
         let old = sibling(&self.out, &format!(".replaced-{}", std::process::id()));
         let replacing = self.out.exists() && self.overwrite;
         if replacing {
             check_replaceable(&self.out)?;
             std::fs::rename(&self.out, &old).map_err(|e| DistillError::io(&self.out, e))?;
         }
-        std::fs::rename(&self.partial, &self.out).map_err(|e| DistillError::io(&self.out, e))?;
-        sync_dir(parent).map_err(|e| DistillError::io(parent, e))?;
+        publish(&self.partial, &self.out).map_err(|e| DistillError::io(&self.out, e))?;
         if replacing {
             let _ = std::fs::remove_dir_all(&old);
         }

@@ -140,11 +140,11 @@ fn finish(
 ) -> (LossParts, Tensor) {
     let mut loss = cfg.objective.loss(logits, soft, y);
     if let Some(extra) = extra_loss() {
-        loss.total = &loss.total + extra;
+        loss.loss = &loss.loss + extra;
     }
     let backprop = match scaler {
-        Some(s) => s.scaled(&loss.total),
-        None => loss.total.shallow_clone(),
+        Some(s) => s.scaled(&loss.loss),
+        None => loss.loss.shallow_clone(),
     };
     (loss, backprop)
 }

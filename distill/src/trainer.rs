@@ -1,23 +1,27 @@
-//! The training loop: seeded batches, soft targets, [`step::forward_backward`], loss scaling,
-//! the optimiser and its schedule, pruning events, logging, per-epoch evaluation, and
-//! checkpoints from which [`Trainer::restore`] continues bit for bit. It reports through
-//! [`Progress`] and [`MetricsLog`] and never prints results itself.
+//! The training loop of one student: seeded batches, soft targets, per-epoch evaluation, and
+//! checkpoints from which [`Trainer::restore`] continues bit for bit. Each step is the parameter
+//! update (`update`: [`crate::step::forward_backward`], loss scaling, the optimiser at its
+//! schedule's rate, pruning masks), then `advance` (the step count and pruning events), then
+//! `log_step` (the books of [`crate::loop_state`], progress, metrics lines). The checkpoint
+//! format is [`crate::checkpoint`]'s. It reports through [`Progress`] and [`MetricsLog`] and never
+//! prints results itself.
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use estimator_wasm::arch::checkpoint_segments;
-use estimator_wasm::spec::{BatchSize, Config};
-use serde::{Deserialize, Serialize};
-use tch::{nn::VarStore, Device, Kind, Tensor};
+use tch::{nn::VarStore, Kind, Tensor};
 
 use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
-use crate::checkpoint;
+use crate::checkpoint::{Restored, Snapshot};
+use crate::config::RunSettings;
 use crate::data::{permutation, Dataset, Normalizer};
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, student_predictions};
-use crate::metrics::{EpochLine, MetricsLog, StepLine};
+use crate::loop_state::{LoopState, StepFigures};
+use crate::metrics::MetricsLog;
+use crate::objective::LossValues;
 use crate::optim::Optimizer;
 use crate::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
@@ -52,59 +56,22 @@ impl SoftTargets<'_> {
 
 /// Everything a run trains on.
 pub struct TrainInputs<'a> {
-    pub spec: &'a Config,
+    /// The resolved run: cfg, micro-batch, device.
+    pub settings: &'a RunSettings,
     pub train: &'a Dataset,
     pub test: &'a Dataset,
     pub norm: &'a Normalizer,
     pub targets: SoftTargets<'a>,
     /// Teacher top-1 on the test set [N_test], for agreement.
     pub teacher_test_preds: Option<&'a Tensor>,
-    pub device: Device,
-}
-
-/// Running sums over a logging window or an epoch.
-#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
-struct Window {
-    loss: f64,
-    kd: f64,
-    ce: f64,
-    correct: f64,
-    samples: f64,
-    batches: f64,
-    seconds: f64,
-}
-
-impl Window {
-    fn mean(&self, v: f64) -> f64 {
-        v / self.batches.max(1.0)
-    }
-}
-
-/// The loop's position and running sums: with the tensors, all a resumed run needs.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-pub struct State {
-    /// Optimiser steps (= batches) completed.
-    pub step: u64,
-    window: Window,
-    epoch: Window,
-    total_samples: f64,
-    train_seconds: f64,
-    /// Lines in metrics.jsonl at this point (a resumed run truncates to it).
-    pub metrics_lines: u64,
-    skipped_steps: u64,
-    /// fp16: steps skipped in a row up to now (the run stops at `MAX_CONSECUTIVE_SKIPS`).
-    #[serde(default)]
-    consecutive_skips: u64,
-    last_epoch: Option<EpochLine>,
 }
 
 /// Final figures of a training run.
 #[derive(Debug, Clone)]
 pub struct TrainOutcome {
     pub steps: u64,
-    pub loss: f64,
-    pub kd: f64,
-    pub ce: f64,
+    /// The last epoch's mean loss parts.
+    pub losses: LossValues,
     pub test_accuracy: f64,
     pub agreement: Option<f64>,
     /// Training throughput over the run (optimiser steps only, evaluation excluded).
@@ -137,29 +104,30 @@ pub struct Checkpoints {
     pub stop_after: Option<u64>,
 }
 
+/// The training loop of one student over [`TrainInputs`].
 pub struct Trainer<'a> {
     inputs: &'a TrainInputs<'a>,
-    pub student: Student,
-    pub vs: VarStore,
+    student: Student,
+    vs: VarStore,
     opt: Optimizer,
     names: Vec<String>,
     params: Vec<Tensor>,
     scaler: Option<GradScaler>,
-    pub pruner: Option<Pruner>,
+    pruner: Option<Pruner>,
     schedule: Schedule,
     segments: Vec<Range<usize>>,
     param_segment: Vec<usize>,
     /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).
-    pub batches: Batches,
-    pub state: State,
+    batches: Batches,
+    state: LoopState,
 }
 
-/// Micro-batch size of a spec whose `batch_size` is resolved.
-pub fn batch_size(spec: &Config) -> usize {
-    match spec.train.batch_size {
-        BatchSize::Fixed(n) => n as usize,
-        BatchSize::Auto => unreachable!("batch_size = \"auto\" is resolved before training"),
-    }
+/// A trained student, taken out of its [`Trainer`] for export.
+pub struct Trained {
+    pub vs: VarStore,
+    pub student: Student,
+    /// The pruner that ran (its masks and kept units), when `[prune]` is set.
+    pub pruner: Option<Pruner>,
 }
 
 impl<'a> Trainer<'a> {
@@ -168,8 +136,8 @@ impl<'a> Trainer<'a> {
     /// # Errors
     /// [`DistillError::Usage`] for a pruning schedule that does not fit the run.
     pub fn new(inputs: &'a TrainInputs<'a>, vs: VarStore, mut student: Student) -> Result<Trainer<'a>> {
-        let spec = inputs.spec;
-        let batches = Batches::new(inputs.train.len(), batch_size(spec), &student)?;
+        let spec = inputs.settings.spec();
+        let batches = Batches::new(inputs.train.len(), inputs.settings.batch_size(), &student)?;
         let steps_per_epoch = batches.steps_per_epoch;
         let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
@@ -180,7 +148,8 @@ impl<'a> Trainer<'a> {
         #[allow(clippy::single_range_in_vec_init)] // one segment spanning every block
         let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
         let param_segment = param_segments(&student, &names, &segments);
-        let scaler = crate::precision::loss_scaling(spec.train.precision).then(|| GradScaler::new(inputs.device));
+        let scaler =
+            crate::precision::loss_scaling(spec.train.precision).then(|| GradScaler::new(inputs.settings.device()));
         let pruner = match &spec.prune {
             Some(p) => {
                 let schedule = PruneSchedule::new(p, steps_per_epoch, spec.train.epochs)?;
@@ -209,7 +178,7 @@ impl<'a> Trainer<'a> {
             segments,
             param_segment,
             batches,
-            state: State::default(),
+            state: LoopState::default(),
         })
     }
 
@@ -226,7 +195,7 @@ impl<'a> Trainer<'a> {
         name: &str,
         checkpoints: Option<&Checkpoints>,
     ) -> Result<RunEnd> {
-        let spec = self.inputs.spec;
+        let spec = self.inputs.settings.spec();
         let (n, epochs, total) = (self.inputs.train.len(), spec.train.epochs, self.schedule.total);
         let steps_per_epoch = self.batches.steps_per_epoch;
         progress.start(name, epochs, steps_per_epoch, self.state.step);
@@ -240,7 +209,12 @@ impl<'a> Trainer<'a> {
                 let all = &order.as_ref().expect("set above").1;
                 all[self.batches.range(i)].to_vec()
             };
-            self.train_step(&chunk, epoch, progress, metrics)?;
+            let (started, lr) = (Instant::now(), self.schedule.at(self.state.step));
+            let update = self.update(&chunk, epoch, lr)?;
+            self.advance();
+            let seconds = started.elapsed().as_secs_f64();
+            let figures = StepFigures { seconds, ..update };
+            self.log_step(&figures, epoch, lr, progress, metrics)?;
             let step = self.state.step;
             let epoch_end = step % steps_per_epoch == 0;
             if epoch_end {
@@ -260,18 +234,16 @@ impl<'a> Trainer<'a> {
             }
         }
         progress.finish();
-        let last = self.state.last_epoch.clone().expect("epochs >= 1 is validated");
+        let last = self.state.last_epoch().expect("epochs >= 1 is validated");
         Ok(RunEnd::Finished(TrainOutcome {
             steps: self.state.step,
-            loss: last.loss,
-            kd: last.kd,
-            ce: last.ce,
+            losses: last.losses,
             test_accuracy: last.test_accuracy,
             agreement: last.agreement,
-            samples_per_s: self.state.total_samples / self.state.train_seconds.max(1e-9),
-            train_seconds: self.state.train_seconds,
+            samples_per_s: self.state.samples_per_s(),
+            train_seconds: self.state.train_seconds(),
             skipped_steps: self.state.skipped_steps,
-            final_scale: self.scaler.as_ref().map(GradScaler::scale),
+            final_scale: self.loss_scale(),
             segments: self.segments.len(),
             dropped_per_epoch: self.batches.dropped as u64,
         }))
@@ -281,7 +253,7 @@ impl<'a> Trainer<'a> {
     /// the step and the metrics untouched (checks that the batch fits the device).
     pub fn probe(&self) -> Result<()> {
         let n = self.batches.size as i64;
-        let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.device)))?;
+        let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.settings.device())))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let batch = Batch { x: &x, mask: None, y: &y, soft: soft.as_ref(), step: 0 };
         forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &|| None)
@@ -297,9 +269,9 @@ impl<'a> Trainer<'a> {
     }
 
     fn step_config(&self) -> StepConfig<'_> {
-        let spec = self.inputs.spec;
+        let spec = self.inputs.settings.spec();
         StepConfig {
-            device: self.inputs.device,
+            device: self.inputs.settings.device(),
             precision: spec.train.precision,
             objective: crate::objective::from_spec(&spec.kd),
             seed: spec.train.seed,
@@ -309,28 +281,29 @@ impl<'a> Trainer<'a> {
         }
     }
 
-    fn train_step(&mut self, chunk: &[i64], epoch: u64, progress: &Progress, metrics: &mut MetricsLog) -> Result<()> {
-        let t0 = Instant::now();
+    /// The parameter update of training rows `chunk` at learning rate `lr` (`epoch` 0-based,
+    /// for errors): forward and backward, then under fp16 unscaling (a non-finite step is skipped
+    /// and BatchNorm's running statistics are put back), the optimiser step and the pruning masks.
+    /// Returns the step's figures but its time (0 here), which the caller measures.
+    fn update(&mut self, chunk: &[i64], epoch: u64, lr: f64) -> Result<StepFigures> {
         let step = self.state.step;
-        let inputs = self.inputs;
-        let (x, y, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(inputs.device))?;
+        let (x, y, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.settings.device()))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
         let batch = Batch { x: &x, mask: None, y: &y, soft: soft.as_ref(), step };
         let stats = self.scaler.as_ref().map(|_| save_running_stats(&self.student));
         let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
-        let value = out.loss.total.double_value(&[]);
+        let value = out.loss.loss.double_value(&[]);
         let mut grads = out.grads;
         // fp16: a non-finite loss or gradient skips the step and backs the scale off; only a
         // run of skips stops training. Other precisions have no scale to blame: stop at once.
-        let apply = match self.scaler.as_mut() {
+        let applied = match self.scaler.as_mut() {
             Some(scaler) => scaler.unscale_and_update(&mut grads, value.is_finite())?,
             None if value.is_finite() => true,
             None => return Err(DistillError::Diverged { step: step + 1, epoch: epoch + 1, value }),
         };
-        let lr = self.schedule.at(step);
-        if apply {
+        if applied {
             if let Some(p) = &self.pruner {
                 p.mask_grads(&params, &mut grads);
             }
@@ -345,159 +318,134 @@ impl<'a> Trainer<'a> {
             self.state.skipped_steps += 1;
             self.state.consecutive_skips += 1;
             if self.state.consecutive_skips >= MAX_CONSECUTIVE_SKIPS {
-                let scale = self.scaler.as_ref().map_or(0.0, GradScaler::scale);
+                let scale = self.loss_scale().unwrap_or(0.0);
                 let skipped = self.state.consecutive_skips;
                 return Err(DistillError::Overflow { skipped, step: step + 1, epoch: epoch + 1, value, scale });
             }
         }
+        let correct =
+            out.logits.argmax(-1, false).eq_tensor(&y).to_kind(Kind::Float).sum(Kind::Float).double_value(&[]);
+        let losses = LossValues { loss: value, kd: out.loss.kd.double_value(&[]), ce: out.loss.ce.double_value(&[]) };
+        Ok(StepFigures { losses, correct, samples: chunk.len() as f64, seconds: 0.0, applied })
+    }
+
+    /// Moves the loop one step on: the step count, and a pruning event when the schedule has one.
+    fn advance(&mut self) {
         self.state.step += 1;
         if let Some(p) = self.pruner.as_mut() {
             p.maybe_prune(self.state.step, &mut self.student);
         }
+    }
 
-        let correct =
-            out.logits.argmax(-1, false).eq_tensor(&y).to_kind(Kind::Float).sum(Kind::Float).double_value(&[]);
-        let seconds = t0.elapsed().as_secs_f64();
-        let b = chunk.len() as f64;
-        let (kd, ce) = (out.loss.kd.double_value(&[]), out.loss.ce.double_value(&[]));
-        // A skipped step's (possibly inf/NaN) loss stays out of the logged means.
-        for w in [&mut self.state.window, &mut self.state.epoch].into_iter().filter(|_| apply) {
-            w.loss += value;
-            w.kd += kd;
-            w.ce += ce;
-            w.correct += correct;
-            w.samples += b;
-            w.batches += 1.0;
-            w.seconds += seconds;
-        }
-        self.state.total_samples += b;
-        self.state.train_seconds += seconds;
-        let w = self.state.window;
-        progress.step(format!(
-            "loss {:.4} (kd {:.4} ce {:.4}) acc {:.3}",
-            w.mean(w.loss),
-            w.mean(w.kd),
-            w.mean(w.ce),
-            w.correct / w.samples
-        ));
+    /// Books a finished step: the running sums, the progress line, and every `log_every` steps
+    /// (and at the last) a metrics line.
+    fn log_step(
+        &mut self,
+        figures: &StepFigures,
+        epoch: u64,
+        lr: f64,
+        progress: &Progress,
+        metrics: &mut MetricsLog,
+    ) -> Result<()> {
+        self.state.record(figures);
+        progress.step(self.state.window_status());
         let step = self.state.step;
-        if step % inputs.spec.train.log_every == 0 || step == self.schedule.total {
-            metrics.write(&StepLine {
-                kind: "step",
-                step,
-                epoch: epoch + 1,
-                lr,
-                loss: w.mean(w.loss),
-                kd: w.mean(w.kd),
-                ce: w.mean(w.ce),
-                accuracy: w.correct / w.samples,
-                samples_per_s: w.samples / w.seconds.max(1e-9),
-                loss_scale: self.scaler.as_ref().map(GradScaler::scale),
-            })?;
-            self.state.metrics_lines += 1;
-            self.state.window = Window::default();
+        if step % self.inputs.settings.spec().train.log_every == 0 || step == self.schedule.total {
+            metrics.write(&self.state.step_line(epoch, lr, self.loss_scale()))?;
+            self.state.step_logged();
         }
         Ok(())
     }
 
+    /// Evaluates on the test set at the end of epoch `epoch` (0-based) and logs it.
     fn end_epoch(&mut self, epoch: u64, progress: &Progress, metrics: &mut MetricsLog, name: &str) -> Result<()> {
         let inputs = self.inputs;
-        let preds =
-            student_predictions(&self.student, inputs.test, inputs.norm, inputs.spec.train.eval_batch_size as usize);
+        let spec = inputs.settings.spec();
+        let preds = student_predictions(&self.student, inputs.test, inputs.norm, spec.train.eval_batch_size as usize);
         let test_accuracy = accuracy(&preds, &inputs.test.y);
         let agreement = inputs.teacher_test_preds.map(|t| accuracy(&preds, t));
-        let e = self.state.epoch;
-        let line = EpochLine {
-            kind: "epoch".into(),
-            epoch: epoch + 1,
-            step: self.state.step,
-            loss: e.mean(e.loss),
-            kd: e.mean(e.kd),
-            ce: e.mean(e.ce),
-            train_accuracy: e.correct / e.samples,
-            test_accuracy,
-            agreement,
-            sparsity: self.pruner.as_ref().map(|p| p.schedule.applied_at(self.state.step)),
-            samples_per_s: e.samples / e.seconds.max(1e-9),
-            elapsed_s: self.state.train_seconds,
-        };
+        let sparsity = self.pruner.as_ref().map(|p| p.schedule.applied_at(self.state.step));
+        let line = self.state.epoch_line(epoch, test_accuracy, agreement, sparsity);
         metrics.write(&line)?;
-        self.state.metrics_lines += 1;
         progress.epoch(format!(
             "{name} epoch {}/{}: loss {:.4} (kd {:.4} ce {:.4}) train acc {:.4} test acc {:.4}{}{} {:.0} samples/s",
             epoch + 1,
-            inputs.spec.train.epochs,
-            line.loss,
-            line.kd,
-            line.ce,
+            spec.train.epochs,
+            line.losses.loss,
+            line.losses.kd,
+            line.losses.ce,
             line.train_accuracy,
             test_accuracy,
             agreement.map(|a| format!(" agreement {a:.4}")).unwrap_or_default(),
             line.sparsity.map(|s| format!(" sparsity {s:.3}")).unwrap_or_default(),
             line.samples_per_s
         ));
-        self.state.last_epoch = Some(line);
-        self.state.epoch = Window::default();
+        self.state.epoch_logged(line);
         Ok(())
     }
 
-    /// Writes a checkpoint of the current step under `dir`.
+    /// Writes a checkpoint of the current step under `dir` (see [`crate::checkpoint`] for its format).
     pub fn save(&self, dir: &std::path::Path) -> Result<PathBuf> {
-        let mut tensors: Vec<(String, Tensor)> =
-            self.vs.variables().into_iter().map(|(n, t)| (format!("model/{n}"), t)).collect();
-        tensors.extend(self.opt.state().into_iter().map(|(n, t)| (format!("optim/{n}"), t)));
-        if let Some(p) = &self.pruner {
-            tensors.extend(p.state());
-        }
-        if let Some(s) = &self.scaler {
-            let (scale, tracker) = s.state();
-            tensors.push(("amp/scale".into(), scale));
-            tensors.push(("amp/growth_tracker".into(), tracker));
-        }
-        let saved = Saved {
-            state: self.state.clone(),
+        let snapshot = Snapshot {
+            vs: &self.vs,
+            optim: self.opt.state(),
             optimizer_step: self.opt.step,
-            config: self.inputs.spec.to_toml_string(),
+            prune: self.pruner.as_ref().map(Pruner::state).unwrap_or_default(),
+            amp: self.scaler.as_ref().map(GradScaler::state),
+            state: &self.state,
+            config: self.inputs.settings.spec().to_toml_string(),
         };
-        checkpoint::save(dir, self.state.step, &tensors, &saved, self.inputs.spec.train.keep_checkpoints as usize)
+        snapshot.write(dir, self.inputs.settings.spec().train.keep_checkpoints as usize)
     }
 
-    /// Continues from the checkpoint at `path` (written by [`Trainer::save`] for the same config).
+    /// Continues from the checkpoint at `path` (written by [`Trainer::save`] for the same config);
+    /// leaves the trainer untouched when it fails.
     ///
     /// # Errors
     /// [`DistillError::Usage`] when the checkpoint is unreadable or was written for another
     /// config.
     pub fn restore(&mut self, path: &std::path::Path) -> Result<()> {
-        let (tensors, saved): (Vec<(String, Tensor)>, Saved) = checkpoint::load(path)?;
-        if saved.config != self.inputs.spec.to_toml_string() {
-            return Err(DistillError::Usage(format!(
-                "{}: this checkpoint was written for another configuration; resume with the cfg.toml it was started with",
-                path.display()
-            )));
-        }
-        let get = |key: &str| tensors.iter().find(|(n, _)| n == key).map(|(_, t)| t.shallow_clone());
-        tch::no_grad(|| {
-            for (name, mut var) in self.vs.variables() {
-                if let Some(t) = get(&format!("model/{name}")) {
-                    var.copy_(&t);
-                }
-            }
-        });
-        let optim: Vec<(String, Tensor)> = tensors
-            .iter()
-            .filter_map(|(n, t)| n.strip_prefix("optim/").map(|k| (k.to_string(), t.shallow_clone())))
-            .collect();
-        self.opt.load_state(saved.optimizer_step, &optim);
+        let saved = Restored::read(path, &self.inputs.settings.spec().to_toml_string())?;
+        saved.copy_model_into(&self.vs);
+        self.opt.load_state(saved.optimizer_step, &saved.optim());
         if let Some(p) = self.pruner.as_mut() {
-            p.load_state(&tensors, &mut self.student);
+            p.load_state(saved.tensors(), &mut self.student);
         }
-        if let (Some(s), Some(scale), Some(tracker)) =
-            (self.scaler.as_mut(), get("amp/scale"), get("amp/growth_tracker"))
-        {
+        if let (Some(s), Some((scale, tracker))) = (self.scaler.as_mut(), saved.amp()) {
             s.load_state(&scale, &tracker, saved.state.skipped_steps);
         }
         self.state = saved.state;
         Ok(())
+    }
+
+    /// Optimiser steps completed.
+    pub fn step(&self) -> u64 {
+        self.state.step
+    }
+
+    /// Lines of metrics.jsonl that the current step accounts for.
+    pub fn metrics_lines(&self) -> u64 {
+        self.state.metrics_lines
+    }
+
+    /// A resumed run found only `lines` of them whole: it continues the log from there.
+    pub fn keep_metrics_lines(&mut self, lines: u64) {
+        self.state.metrics_lines = lines;
+    }
+
+    /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).
+    pub fn batches(&self) -> &Batches {
+        &self.batches
+    }
+
+    /// The student's variables (parameters and buffers).
+    pub fn vs(&self) -> &VarStore {
+        &self.vs
+    }
+
+    /// The trained student, its variables and its pruner, for export.
+    pub fn into_trained(self) -> Trained {
+        Trained { vs: self.vs, student: self.student, pruner: self.pruner }
     }
 
     /// Names of the optimised parameters, sorted.
@@ -509,13 +457,4 @@ impl<'a> Trainer<'a> {
     pub fn loss_scale(&self) -> Option<f64> {
         self.scaler.as_ref().map(GradScaler::scale)
     }
-}
-
-/// What `state.json` of a checkpoint holds.
-#[derive(Serialize, Deserialize)]
-struct Saved {
-    state: State,
-    optimizer_step: u64,
-    /// The resolved cfg.toml, to refuse resuming under another configuration.
-    config: String,
 }

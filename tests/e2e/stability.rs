@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use distill::config::RunSettings;
 use distill::data::{permutation, Dataset, Normalizer};
 use distill::metrics::MetricsLog;
-use distill::phase::build_student;
 use distill::progress::{Progress, Verbosity};
+use distill::student_run::build_student;
 use distill::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 use distill::DistillError;
 use e2e::{digits_config, fixture, metrics_lines, serial, train};
@@ -82,6 +83,7 @@ static NO_STOP: AtomicBool = AtomicBool::new(false);
 /// fp16 training of the digits MLP (with BatchNorm, labels only) on `x`, driven step by step.
 struct Fp16Run {
     spec: Config,
+    settings: RunSettings,
     cfg: PathBuf,
     train: Dataset,
     test: Dataset,
@@ -107,19 +109,19 @@ impl Fp16Run {
             let _ = x.get(i).fill_(1e7);
         }
         let test = Dataset::load(&fixture("digits-test.npz"), &spec.data).unwrap();
-        Fp16Run { spec, cfg, train: Dataset { x, ..train }, test, dir }
+        let settings = RunSettings::new(&cfg, spec.clone(), Device::Cpu).unwrap();
+        Fp16Run { spec, settings, cfg, train: Dataset { x, ..train }, test, dir }
     }
 
     /// What the trainer reads: labels only (alpha = 0), on CPU.
     fn inputs<'a>(&'a self, norm: &'a Normalizer) -> TrainInputs<'a> {
         TrainInputs {
-            spec: &self.spec,
+            settings: &self.settings,
             train: &self.train,
             test: &self.test,
             norm,
             targets: SoftTargets::None,
             teacher_test_preds: None,
-            device: Device::Cpu,
         }
     }
 
@@ -127,7 +129,7 @@ impl Fp16Run {
     fn run(&self, trainer: &mut Trainer, stop_after: Option<u64>) -> distill::Result<RunEnd> {
         let progress = Progress::new(Verbosity::Quiet);
         let path = self.dir.path().join("metrics.jsonl");
-        let (mut metrics, _) = MetricsLog::resume(&path, trainer.state.metrics_lines)?;
+        let (mut metrics, _) = MetricsLog::resume(&path, trainer.metrics_lines())?;
         let checkpoints = Checkpoints { dir: self.dir.path().join("checkpoints"), stop: &NO_STOP, stop_after };
         trainer.run(&progress, &mut metrics, "student", Some(&checkpoints))
     }
@@ -135,7 +137,7 @@ impl Fp16Run {
 
 /// Every variable of the trainer's student (weights and BatchNorm buffers), copied.
 fn snapshot(trainer: &Trainer) -> Vec<(String, Tensor)> {
-    let mut vars: Vec<(String, Tensor)> = trainer.vs.variables().into_iter().map(|(n, t)| (n, t.copy())).collect();
+    let mut vars: Vec<(String, Tensor)> = trainer.vs().variables().into_iter().map(|(n, t)| (n, t.copy())).collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
     vars
 }
@@ -171,7 +173,7 @@ fn fp16_overflow_skips_the_step_backs_off_and_training_goes_on() {
     // logged means leave the skipped NaN losses out.
     let RunEnd::Finished(outcome) = run.run(&mut trainer, None).unwrap() else { panic!("finished") };
     assert_eq!((outcome.steps, outcome.skipped_steps, outcome.final_scale), (90, 2, Some(16384.0)));
-    assert!(outcome.loss.is_finite() && outcome.ce.is_finite(), "loss {}", outcome.loss);
+    assert!(outcome.losses.loss.is_finite() && outcome.losses.ce.is_finite(), "loss {}", outcome.losses.loss);
     for v in metrics_lines(&run.dir.path().join("metrics.jsonl")) {
         assert!(["loss", "kd", "ce"].iter().all(|k| v[k].as_f64().is_some_and(f64::is_finite)), "{v}");
     }

@@ -83,7 +83,7 @@ fn scripted_teacher_with_dict_output() {
     // difference of the exported students' accuracies as PyTorch measures them.
     let baseline = report.baseline.as_ref().unwrap();
     assert_eq!(baseline.alpha, 0.0);
-    assert_eq!(baseline.final_kd, 0.0);
+    assert_eq!(baseline.final_losses.kd, 0.0);
     assert_eq!(baseline.params, base["params"].as_u64().unwrap());
     same_count(baseline.test_accuracy, &base["acc"]);
     let gain = 100.0 * (student["acc"].as_f64().unwrap() - base["acc"].as_f64().unwrap());
@@ -130,7 +130,10 @@ fn live_teacher_matches_cached_soft_targets() {
     let cached = train(&fixture("teacher-scripted.pt"), &digits_config(dir.path(), &[]), dir.path(), false).unwrap();
     let cfg = digits_config(dir.path(), &[("output = \"logits\"", "output = \"logits\"\ncache_logits = false")]);
     let live = train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), false).unwrap();
-    assert!((cached.student.final_loss - live.student.final_loss).abs() < 1e-3 * cached.student.final_loss);
+    assert!(
+        (cached.student.final_losses.loss - live.student.final_losses.loss).abs()
+            < 1e-3 * cached.student.final_losses.loss
+    );
     assert!((cached.student.test_accuracy - live.student.test_accuracy).abs() <= 1.0 / 360.0);
 }
 

@@ -22,7 +22,7 @@ pub struct LogitKd {
 }
 
 impl Objective for LogitKd {
-    /// [`kd_loss`]: `total = alpha * kd + (1 - alpha) * ce`, `kd = T^2 * KL(p_t^T || p_s^T)`
+    /// [`kd_loss`]: `loss = alpha * kd + (1 - alpha) * ce`, `kd = T^2 * KL(p_t^T || p_s^T)`
     /// per sample (the soft term before alpha), `ce` the cross-entropy against the labels.
     fn loss(&self, student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor) -> LossParts {
         kd_loss(student, teacher, labels, self.temperature, self.alpha)
@@ -38,8 +38,8 @@ pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, temp
         Some(teacher) if alpha > 0.0 => soft_target_loss(&student, teacher, temperature),
         _ => Tensor::zeros([], (Kind::Float, student.device())),
     };
-    let total = &kd * alpha + &ce * (1.0 - alpha);
-    LossParts { total, kd, ce }
+    let loss = &kd * alpha + &ce * (1.0 - alpha);
+    LossParts { loss, kd, ce }
 }
 
 /// `T^2 * KL(softmax(t/T) || softmax(s/T))`, summed over classes, averaged over rows.
@@ -102,10 +102,10 @@ mod tests {
         let kl = 0.75 * (1.5f64).ln() + 0.25 * (0.5f64).ln();
         let loss = kd_loss(&s, Some(&te), &y, 1.0, 0.25);
         assert!((scalar(&loss.ce) - 2f64.ln()).abs() < 1e-6);
-        assert!((scalar(&loss.total) - (0.25 * kl + 0.75 * 2f64.ln())).abs() < 1e-6);
+        assert!((scalar(&loss.loss) - (0.25 * kl + 0.75 * 2f64.ln())).abs() < 1e-6);
         let no_teacher = kd_loss(&s, None, &y, 1.0, 0.0);
         assert_eq!(scalar(&no_teacher.kd), 0.0);
-        assert!((scalar(&no_teacher.total) - 2f64.ln()).abs() < 1e-6);
+        assert!((scalar(&no_teacher.loss) - 2f64.ln()).abs() < 1e-6);
     }
 
     #[test]
@@ -135,7 +135,7 @@ mod tests {
             let s = t(&[&[10.0, 0.0]]).to_kind(kind);
             let te = t(&[&[0.0, 0.0]]).to_kind(kind);
             let loss = kd_loss(&s, Some(&te), &y, 1.0, 0.5);
-            assert_eq!(loss.total.kind(), Kind::Float);
+            assert_eq!(loss.loss.kind(), Kind::Float);
             assert!((scalar(&loss.ce) - exact_ce).abs() < 1e-6, "{kind:?}: ce {}", scalar(&loss.ce));
             assert!((scalar(&loss.kd) - exact_kl).abs() < 1e-6, "{kind:?}: kd {}", scalar(&loss.kd));
             // The same computation in 16 bits is off by the whole tail.

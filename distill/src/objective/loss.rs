@@ -1,16 +1,44 @@
 //! The interface of a distillation objective: the loss parts it returns for a batch.
+use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-/// The scalar (0-dim, fp32) parts of one batch's loss, as the log reports them.
-#[derive(Debug)]
-pub struct LossParts {
-    /// What is back-propagated: the distillation and label terms mixed by the objective.
-    pub total: Tensor,
-    /// The distillation term (student against teacher), before its weight; zero without a
-    /// teacher.
-    pub kd: Tensor,
-    /// The label term (cross-entropy against the labels), before its weight.
-    pub ce: Tensor,
+/// The parts of a batch's loss: `loss` (what is back-propagated: the distillation and label
+/// terms mixed by the objective), `kd` (the distillation term, student against teacher, before
+/// its weight; zero without a teacher) and `ce` (the label term, cross-entropy against the
+/// labels, before its weight).
+///
+/// As an objective returns them: 0-dim fp32 tensors (`LossParts<Tensor>`). As logged and reported
+/// ([`LossValues`]): one value each, a mean over a window, or running sums.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LossParts<T = Tensor> {
+    pub loss: T,
+    pub kd: T,
+    pub ce: T,
+}
+
+/// The loss parts as host values (`metrics.jsonl`, `report.json`).
+pub type LossValues = LossParts<f64>;
+
+impl LossParts<Tensor> {
+    /// The parts' values (a device-to-host copy each).
+    pub fn values(&self) -> LossValues {
+        LossParts { loss: self.loss.double_value(&[]), kd: self.kd.double_value(&[]), ce: self.ce.double_value(&[]) }
+    }
+}
+
+impl LossValues {
+    /// Each part divided by `n`.
+    pub fn mean(self, n: f64) -> LossValues {
+        LossParts { loss: self.loss / n, kd: self.kd / n, ce: self.ce / n }
+    }
+}
+
+impl std::ops::AddAssign for LossValues {
+    fn add_assign(&mut self, other: LossValues) {
+        self.loss += other.loss;
+        self.kd += other.kd;
+        self.ce += other.ce;
+    }
 }
 
 /// A distillation loss.

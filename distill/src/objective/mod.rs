@@ -12,7 +12,7 @@ pub mod logit_kd;
 pub mod loss;
 
 pub use logit_kd::LogitKd;
-pub use loss::{LossParts, Objective};
+pub use loss::{LossParts, LossValues, Objective};
 
 /// The objective of `[kd]` (today always [`LogitKd`]).
 pub fn from_spec(kd: &KdSpec) -> Box<dyn Objective> {

@@ -1,20 +1,18 @@
-//! The memory estimator inside `distill`: `distill plan` (a breakdown before any training), the
-//! fit warning before a run, and `train.batch_size = "auto"`.
+//! `distill plan`: the memory estimator's breakdown of a run before any training, and the largest
+//! micro-batch per catalogue GPU. (Before a run, [`crate::memory_plan`] does the same on the
+//! run's device.)
 //!
 //! `distill` adds to the cfg.toml what only it knows: the teacher's exact parameter count (read
 //! from the TorchScript file) and the datasets it keeps on the device (from the .npz headers).
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::{BatchSize, Config, Target};
-use estimator_wasm::teacher::preset_layers;
-use estimator_wasm::{
-    arch, estimate, max_batch, max_batch_per_gpu, render::human, Dataset, EstimateError, Gpu, Inputs, Plan,
-    TeacherModel,
-};
+use estimator_wasm::spec::{Config, Target};
+use estimator_wasm::{estimate, max_batch_per_gpu, render::human, Dataset, EstimateError, Inputs, Plan, TeacherModel};
 use serde::Serialize;
 use tch::Device;
 
 use crate::error::{first_line, DistillError, Result};
+use crate::memory_plan::counted_teacher;
 
 /// `distill plan` flags.
 #[derive(Debug, Clone)]
@@ -106,16 +104,6 @@ pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
     Ok(counted_teacher(params, spec))
 }
 
-/// A teacher of `params` parameters, with the cfg's layer description when it has one.
-pub fn counted_teacher(params: u64, spec: &Config) -> TeacherModel {
-    let layers = match (&spec.teacher.preset, &spec.teacher.arch) {
-        (Some(name), _) => preset_layers(name, &spec.data).ok(),
-        (None, Some(a)) => arch::layers(a, &spec.data).ok(),
-        _ => None,
-    };
-    TeacherModel { params, buffers: spec.teacher.buffers.unwrap_or(0), layers }
-}
-
 /// Train and test sets as `distill` would keep them, from the .npz headers when the cfg's data
 /// files are readable.
 pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<Dataset> {
@@ -127,69 +115,4 @@ pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<Dataset> {
     };
     let train_samples = train_n - if spec.data.test.is_none() { test_samples } else { 0 };
     Some(Dataset { train_samples, test_samples, sample_bytes })
-}
-
-/// The memory `distill` may fill on `device`: the CUDA device's total memory, or the memory
-/// the OS reports available for the CPU.
-pub fn device_capacity(device: Device) -> Option<Gpu> {
-    let (name, memory, target_cuda) = match device {
-        Device::Cuda(i) => {
-            let (_, total) = crate::shim::cuda_mem_info(i).ok()?;
-            (format!("cuda:{i}"), total, true)
-        }
-        _ => ("cpu".to_string(), available_ram()?, false),
-    };
-    let template = estimator_wasm::catalogue()[0];
-    Some(Gpu {
-        name: Box::leak(name.into_boxed_str()),
-        memory,
-        cuda_context: if target_cuda { template.cuda_context } else { 0 },
-        cublas_workspace: if target_cuda { template.cublas_workspace } else { 0 },
-        bf16: true,
-        mig_of: None,
-    })
-}
-
-/// `MemAvailable` from /proc/meminfo, in bytes.
-fn available_ram() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// The plan of a run about to start on `capacity`, with `train.batch_size` resolved: `"auto"`
-/// takes the largest micro-batch that fits (keeping `estimate.safety_margin` free), at most the
-/// train set. Returns the resolved spec and the plan at its batch.
-///
-/// # Errors
-/// [`DistillError::Config`] when the estimate fails or not even a batch of 1 fits.
-pub fn resolve(
-    spec: &Config,
-    cfg_path: &Path,
-    inputs: &Inputs,
-    capacity: &Gpu,
-    target: Target,
-) -> Result<(Config, Plan)> {
-    let mut spec = spec.clone();
-    spec.estimate.target = target;
-    let bad = |e: EstimateError| DistillError::config(cfg_path, e.to_string());
-    if spec.train.batch_size == BatchSize::Auto {
-        let fit = max_batch(&spec, inputs, capacity, spec.estimate.safety_margin).map_err(bad)?;
-        let Some(b) = fit else {
-            return Err(DistillError::config(
-                cfg_path,
-                format!(
-                    "train.batch_size = \"auto\": not even a batch of 1 fits {} ({})",
-                    capacity.name,
-                    human(capacity.memory)
-                ),
-            ));
-        };
-        let n = inputs.dataset.map(|d| d.train_samples).unwrap_or(b).max(1);
-        spec.train.batch_size = BatchSize::Fixed(b.min(n));
-    }
-    let BatchSize::Fixed(b) = spec.train.batch_size else { unreachable!("resolved above") };
-    let plan = estimate(&spec, &Inputs { batch: Some(b), ..inputs.clone() }).map_err(bad)?;
-    Ok((spec, plan))
 }

@@ -1,0 +1,157 @@
+//! The training loop's books: its position (step), the running sums of the logging window and
+//! of the epoch, the counts of skipped steps and logged lines, and the metrics lines made from
+//! them. With the tensors, this is all a resumed run needs (a checkpoint's `state.json`).
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{EpochLine, StepLine};
+use crate::objective::LossValues;
+
+/// What one optimiser step produced, for the books.
+#[derive(Debug, Clone, Copy)]
+pub struct StepFigures {
+    /// The batch's loss parts (non-finite when an fp16 step was skipped).
+    pub losses: LossValues,
+    /// Correct top-1 predictions of the student in the batch, and the batch's samples.
+    pub correct: f64,
+    pub samples: f64,
+    /// Wall time of the step, seconds.
+    pub seconds: f64,
+    /// False for an fp16 step skipped for a non-finite loss or gradients.
+    pub applied: bool,
+}
+
+/// Running sums over a logging window or an epoch.
+#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
+struct Window {
+    #[serde(flatten)]
+    sums: LossValues,
+    correct: f64,
+    samples: f64,
+    batches: f64,
+    seconds: f64,
+}
+
+impl Window {
+    fn add(&mut self, f: &StepFigures) {
+        self.sums += f.losses;
+        self.correct += f.correct;
+        self.samples += f.samples;
+        self.batches += 1.0;
+        self.seconds += f.seconds;
+    }
+
+    /// Mean loss parts per step of the window.
+    fn losses(&self) -> LossValues {
+        self.sums.mean(self.batches.max(1.0))
+    }
+
+    fn accuracy(&self) -> f64 {
+        self.correct / self.samples
+    }
+
+    fn samples_per_s(&self) -> f64 {
+        self.samples / self.seconds.max(1e-9)
+    }
+}
+
+/// The loop's position and running sums.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct LoopState {
+    /// Optimiser steps (= batches) completed.
+    pub step: u64,
+    window: Window,
+    epoch: Window,
+    total_samples: f64,
+    train_seconds: f64,
+    /// Lines in metrics.jsonl at this point (a resumed run truncates to it).
+    pub metrics_lines: u64,
+    /// fp16: optimiser steps skipped for a non-finite loss or gradients.
+    pub skipped_steps: u64,
+    /// fp16: steps skipped in a row up to now (the run stops at `amp::MAX_CONSECUTIVE_SKIPS`).
+    #[serde(default)]
+    pub consecutive_skips: u64,
+    last_epoch: Option<EpochLine>,
+}
+
+impl LoopState {
+    /// Adds a finished step to the books. A skipped step's (possibly inf/NaN) loss stays out of
+    /// the logged means; its time and samples count towards the throughput.
+    pub fn record(&mut self, f: &StepFigures) {
+        if f.applied {
+            self.window.add(f);
+            self.epoch.add(f);
+        }
+        self.total_samples += f.samples;
+        self.train_seconds += f.seconds;
+    }
+
+    /// The progress text of the current logging window.
+    pub fn window_status(&self) -> String {
+        let (w, l) = (&self.window, self.window.losses());
+        format!("loss {:.4} (kd {:.4} ce {:.4}) acc {:.3}", l.loss, l.kd, l.ce, w.accuracy())
+    }
+
+    /// The metrics line of the logging window ending now (`epoch` 0-based, `lr` of the step).
+    pub fn step_line(&self, epoch: u64, lr: f64, loss_scale: Option<f64>) -> StepLine {
+        StepLine {
+            kind: "step",
+            step: self.step,
+            epoch: epoch + 1,
+            lr,
+            losses: self.window.losses(),
+            accuracy: self.window.accuracy(),
+            samples_per_s: self.window.samples_per_s(),
+            loss_scale,
+        }
+    }
+
+    /// The step line was written: a new window starts.
+    pub fn step_logged(&mut self) {
+        self.metrics_lines += 1;
+        self.window = Window::default();
+    }
+
+    /// The metrics line of the epoch ending now (`epoch` 0-based) with its held-out figures.
+    pub fn epoch_line(
+        &self,
+        epoch: u64,
+        test_accuracy: f64,
+        agreement: Option<f64>,
+        sparsity: Option<f64>,
+    ) -> EpochLine {
+        EpochLine {
+            kind: "epoch".into(),
+            epoch: epoch + 1,
+            step: self.step,
+            losses: self.epoch.losses(),
+            train_accuracy: self.epoch.accuracy(),
+            test_accuracy,
+            agreement,
+            sparsity,
+            samples_per_s: self.epoch.samples_per_s(),
+            elapsed_s: self.train_seconds,
+        }
+    }
+
+    /// The epoch line was written: it is the latest, and a new epoch starts.
+    pub fn epoch_logged(&mut self, line: EpochLine) {
+        self.metrics_lines += 1;
+        self.last_epoch = Some(line);
+        self.epoch = Window::default();
+    }
+
+    /// The latest epoch line (`None` before the first epoch ends).
+    pub fn last_epoch(&self) -> Option<&EpochLine> {
+        self.last_epoch.as_ref()
+    }
+
+    /// Training throughput over the run (optimiser steps only), samples/s.
+    pub fn samples_per_s(&self) -> f64 {
+        self.total_samples / self.train_seconds.max(1e-9)
+    }
+
+    /// Training time so far (evaluations excluded), seconds.
+    pub fn train_seconds(&self) -> f64 {
+        self.train_seconds
+    }
+}
