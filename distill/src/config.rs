@@ -2,7 +2,7 @@
 //! this file adds what only the trainer needs (file paths resolved against the cfg's folder).
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::Config;
+use estimator_wasm::schema::Config;
 use estimator_wasm::SpecError;
 
 use crate::error::{DistillError, Result};
@@ -147,7 +147,7 @@ mod tests {
         let sets =
             ["train.precision=bf16", "prune.sparsity=0.8", "student.hidden=[8, 4]", "kd.alpha=0.5"].map(String::from);
         let spec = read_spec(&path, &sets).unwrap();
-        assert_eq!(spec.train.precision, estimator_wasm::spec::Precision::Bf16);
+        assert_eq!(spec.train.precision, estimator_wasm::schema::Precision::Bf16);
         assert_eq!(spec.prune.unwrap().sparsity, 0.8);
         assert_eq!(spec.student.hidden, vec![8, 4]);
         assert_eq!(spec.kd.alpha, 0.5);

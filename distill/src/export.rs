@@ -13,7 +13,7 @@
 //! machine (`torch.jit.load` without `map_location`) whatever device trained it.
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::Config;
+use estimator_wasm::schema::Config;
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
 use crate::error::{DistillError, Result};

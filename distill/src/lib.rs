@@ -3,7 +3,7 @@
 //!
 //! The flow of a run (`run::run`): `config` (cfg.toml, schema in `estimator_wasm::spec`) ->
 //! `data` (npz, normalisation, seeded order) -> `teacher` (TorchScript, eval, no_grad) ->
-//! `preflight` -> `phase` per student (layers from `estimator_wasm::arch` in `student`) ->
+//! `preflight` -> `phase` per student (layers from `estimator_wasm::schema::arch` in `student`) ->
 //! `trainer` (loop, `batches`, `checkpoint`) -> `step` (`shim` autocast, `loss`, `amp` loss
 //! scaling, gradient checkpointing) -> `optim` + `schedule` + `prune` -> `export` (+ `shrink`,
 //! `latency`) -> `report`, written through `rundir` (`durable` writes; `fingerprint` of the

@@ -8,8 +8,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::arch;
-use estimator_wasm::spec::{Config, PruneMethod};
+use estimator_wasm::schema::arch;
+use estimator_wasm::schema::{Config, PruneMethod};
 use tch::{nn::VarStore, Device, Tensor};
 
 use crate::checkpoint;

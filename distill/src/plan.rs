@@ -5,11 +5,11 @@
 //! from the TorchScript file) and the datasets it keeps on the device (from the .npz headers).
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::{BatchSize, Config, Target};
-use estimator_wasm::teacher::preset_layers;
+use estimator_wasm::schema::teacher_presets::preset_layers;
+use estimator_wasm::schema::{BatchSize, Config, Target};
 use estimator_wasm::{
-    arch, estimate, max_batch, max_batch_per_gpu, render::human, Dataset, EstimateError, Gpu, Inputs, Plan,
-    TeacherModel,
+    estimate, max_batch, max_batch_per_gpu, memory::render::human, schema::arch, DatasetSize, EstimateError, Gpu,
+    Inputs, Plan, TeacherModel,
 };
 use serde::Serialize;
 use tch::{CModule, Device};
@@ -119,7 +119,7 @@ pub fn counted_teacher(params: u64, spec: &Config) -> TeacherModel {
 
 /// Train and test sets as `distill` would keep them, from the .npz headers when the cfg's data
 /// files are readable.
-pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<Dataset> {
+pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<DatasetSize> {
     let dir = cfg_path.parent().unwrap_or(Path::new("."));
     let (train_n, sample_bytes) = crate::data::npz_summary(&dir.join(spec.data.train.as_ref()?))?;
     let test_samples = match &spec.data.test {
@@ -127,7 +127,7 @@ pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<Dataset> {
         None => (train_n as f64 * spec.data.holdout.unwrap_or(0.1)).round() as u64,
     };
     let train_samples = train_n - if spec.data.test.is_none() { test_samples } else { 0 };
-    Some(Dataset { train_samples, test_samples, sample_bytes })
+    Some(DatasetSize { train_samples, test_samples, sample_bytes })
 }
 
 /// The memory `distill` may fill on `device`: the CUDA device's total memory, or the memory

@@ -11,10 +11,10 @@
 //! * Structured: whole conv channels / hidden neurons, ranked by the L1 norm of their incoming
 //!   weights within each layer (always per layer: the schema refuses `scope = "global"`, as
 //!   L1 norms of layers with different fan-in are not comparable); `floor(width * s_t)` units
-//!   are removed (`estimator_wasm::arch::kept_units`). A removed unit's output is multiplied by
+//!   are removed (`estimator_wasm::schema::arch::kept_units`). A removed unit's output is multiplied by
 //!   0, so the student shrunk at the end (`shrink.rs`) computes the same function.
-use estimator_wasm::arch::{kept_units, Op};
-use estimator_wasm::spec::{PruneMethod, PruneScope, PruneSpec};
+use estimator_wasm::schema::arch::{kept_units, Op};
+use estimator_wasm::schema::{PruneMethod, PruneScope, PruneSpec};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use estimator_wasm::render::human;
-use estimator_wasm::spec::{BatchSize, Config, Precision, Target};
-use estimator_wasm::{Dataset as EstDataset, Inputs};
+use estimator_wasm::memory::render::human;
+use estimator_wasm::schema::{BatchSize, Config, Precision, Target};
+use estimator_wasm::{DatasetSize as EstDataset, Inputs};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 

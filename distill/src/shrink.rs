@@ -7,8 +7,8 @@
 //! outputs by zero, the shrunk student computes the same logits.
 use std::collections::HashMap;
 
-use estimator_wasm::arch::Op;
-use estimator_wasm::spec::Config;
+use estimator_wasm::schema::arch::Op;
+use estimator_wasm::schema::Config;
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 use crate::error::Result;

@@ -1,10 +1,10 @@
-//! The student network, built layer by layer from `estimator_wasm::arch::layers`, so its
+//! The student network, built layer by layer from `estimator_wasm::schema::arch::layers`, so its
 //! parameter names (`conv1.weight`, `fc1_norm.bias`, `head.weight`, ...) and shapes are exactly
 //! the ones the memory estimator prices and the cfg.toml describes.
 use std::ops::Range;
 
-use estimator_wasm::arch::{self, Layer, Op};
-use estimator_wasm::spec::{Activation, Config, Pool};
+use estimator_wasm::schema::arch::{self, Layer, Op};
+use estimator_wasm::schema::{Activation, Config, Pool};
 use tch::nn::{self, Module, ModuleT};
 use tch::Tensor;
 

@@ -2,7 +2,7 @@
 //! under `no_grad`, never in the student's VarStore, so the optimiser cannot touch it.
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::{OutputSelector, Precision};
+use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
 use crate::error::{first_line, DistillError, Result};

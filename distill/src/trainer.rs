@@ -6,8 +6,8 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use estimator_wasm::arch::checkpoint_segments;
-use estimator_wasm::spec::{BatchSize, Config, Precision};
+use estimator_wasm::schema::arch::checkpoint_segments;
+use estimator_wasm::schema::{BatchSize, Config, Precision};
 use serde::{Deserialize, Serialize};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use estimator_wasm::arch;
-use estimator_wasm::{Config, Inputs, Model};
+use estimator_wasm::schema::arch;
+use estimator_wasm::{Config, Inputs, MemoryModel};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -68,7 +68,7 @@ fn estimator_matches_pytorch_on_cpu() {
         let text = std::fs::read_to_string(&path).expect("config");
         let config = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
         let b = u(&m["batch"]);
-        let model = Model::new(&config, &Inputs::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let model = MemoryModel::new(&config, &Inputs::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
         let plan = model.plan(b).unwrap_or_else(|e| panic!("{name}: {e}"));
 
         // same layer list and parameter shapes as PyTorch

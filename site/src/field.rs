@@ -3,8 +3,8 @@
 //! holds exactly what the inputs show.
 use std::fmt::Debug;
 
-use estimator_wasm::catalogue;
-use estimator_wasm::explore::Explore;
+use estimator_wasm::explorer::form::ExplorerForm;
+use estimator_wasm::schema::catalogue;
 use serde::de::value::{Error as ValueError, StrDeserializer};
 use serde::de::DeserializeOwned;
 
@@ -86,7 +86,7 @@ impl Field {
 
     /// `form`'s value of this field as its input shows it: a number as typed (`0.5`, `128`),
     /// an enum's snake_case name, a string as is. [`Field::set`] reads it back unchanged.
-    pub fn text(self, form: &Explore) -> String {
+    pub fn text(self, form: &ExplorerForm) -> String {
         match self {
             Field::Teacher => form.teacher.clone(),
             Field::Family => word_of(&form.family),
@@ -107,11 +107,11 @@ impl Field {
     }
 
     /// Sets this field of `form` from `text` (the teacher's key as is: its defaults are
-    /// `Explore::with_teacher`'s job). No cross-field check: that is `Explore::check`'s.
+    /// `ExplorerForm::with_teacher`'s job). No cross-field check: that is `ExplorerForm::check`'s.
     ///
     /// # Errors
     /// The message to show beside the input: not a number, negative, not one of the names.
-    pub fn set(self, form: &mut Explore, text: &str) -> Result<(), String> {
+    pub fn set(self, form: &mut ExplorerForm, text: &str) -> Result<(), String> {
         match self {
             Field::Teacher => form.teacher = text.to_string(),
             Field::Family => form.family = word(text)?,
@@ -173,8 +173,8 @@ fn whole(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use estimator_wasm::plan::Phase;
-    use estimator_wasm::spec::{Family, Optimizer, Precision, PruneMethod};
+    use estimator_wasm::schema::{Family, OptimizerKind, Precision, PruneMethod};
+    use estimator_wasm::Moment;
     use serde::Serialize;
 
     /// serde's own name of a unit variant (the reference `word_of` must equal).
@@ -194,29 +194,29 @@ mod tests {
         for f in [Family::Mlp, Family::Cnn, Family::Transformer] {
             assert_eq!(word_of(&f), serde_word(&f));
         }
-        for o in [Optimizer::Adamw, Optimizer::Sgd] {
+        for o in [OptimizerKind::Adamw, OptimizerKind::Sgd] {
             assert_eq!(word_of(&o), serde_word(&o));
         }
         for m in [PruneMethod::Magnitude, PruneMethod::Structured] {
             assert_eq!(word_of(&m), serde_word(&m));
         }
-        for ph in [Phase::TeacherCache, Phase::Forward, Phase::OptimizerStep] {
+        for ph in [Moment::TeacherCache, Moment::Forward, Moment::OptimizerStep] {
             assert_eq!(word_of(&ph), serde_word(&ph));
         }
     }
 
     #[test]
     fn every_field_reads_back_its_own_text() {
-        let form = Explore {
+        let form = ExplorerForm {
             width: 0.1 + 0.2, // no short decimal: the text must still be exact
             depth: 1e-7,
             sparsity: 0.9,
             precision: Precision::PureBf16,
             prune: PruneMethod::Structured,
             checkpointing: "4".into(),
-            ..Explore::default()
+            ..ExplorerForm::default()
         };
-        let mut back = Explore { teacher: String::new(), gpu: String::new(), ..Explore::default() };
+        let mut back = ExplorerForm { teacher: String::new(), gpu: String::new(), ..ExplorerForm::default() };
         for f in Field::ALL {
             f.set(&mut back, &f.text(&form)).unwrap_or_else(|e| panic!("{f:?}: {e}"));
         }
@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn bad_texts_say_why() {
-        let mut form = Explore::default();
+        let mut form = ExplorerForm::default();
         for (field, text, message) in [
             (Field::Batch, "", "enter a whole number"),
             (Field::Batch, "-4", "must be positive"),
@@ -239,7 +239,7 @@ mod tests {
             let e = field.set(&mut form, text).unwrap_err();
             assert!(e.contains(message), "{field:?} {text}: {e}");
         }
-        assert_eq!(form, Explore::default(), "a bad text leaves the form as it was");
+        assert_eq!(form, ExplorerForm::default(), "a bad text leaves the form as it was");
         Field::Gpu.set(&mut form, "nvidia h200").unwrap();
         assert_eq!(form.gpu, "H200", "a known GPU takes its catalogue name");
         Field::Gpu.set(&mut form, "TPU").unwrap();

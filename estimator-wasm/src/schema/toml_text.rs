@@ -1,8 +1,11 @@
 //! Reading cfg.toml text with basic-toml: a guard against absurd nesting, and errors placed
 //! where the mistake is written (line and column, 1-based, in bytes like basic-toml's).
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
-use crate::error::SpecError;
+use crate::schema::errors::SpecError;
+use crate::schema::spec::{BatchSize, Config, TrainSpec};
+use crate::schema::student_spec::Checkpointing;
 
 /// Arrays and inline tables nested deeper than this are refused before parsing: basic-toml
 /// recurses once per level, and a few thousand levels overflow the stack (natively and in
@@ -138,10 +141,123 @@ fn dotted(key: &str) -> String {
     parts.join(".")
 }
 
+impl Default for TrainSpec {
+    fn default() -> Self {
+        // (panics by Display: `expect` would pull the errors' Debug code into the wasm)
+        parse("").unwrap_or_else(|e| panic!("every TrainSpec field has a default: {e}"))
+    }
+}
+
+impl Config {
+    /// Parses and validates a cfg.toml.
+    ///
+    /// # Errors
+    /// [`SpecError::Parse`] (with line and column, and the key path where it is known) for
+    /// TOML syntax, unknown keys and wrong types; [`SpecError::Invalid`] (with the key path)
+    /// for values out of range.
+    /// A GPU or preset name written loosely (`crate::schema::names`) is stored as its exact name.
+    pub fn from_toml_str(text: &str) -> Result<Config, SpecError> {
+        let mut config: Config = crate::schema::toml_text::parse(text)?;
+        if let Some(g) = config.estimate.gpu.as_mut() {
+            if let Ok(found) = crate::schema::catalogue::gpu(g) {
+                *g = found.name.to_string();
+            }
+        }
+        if let Some(p) = config.teacher.preset.as_mut() {
+            if let Some(found) = crate::schema::teacher_presets::preset(p) {
+                *p = found.name.to_string();
+            }
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Serialises back to TOML that [`Config::from_toml_str`] accepts.
+    pub fn to_toml_string(&self) -> String {
+        basic_toml::to_string(self).unwrap_or_else(|e| panic!("a Config always serialises: {e}"))
+    }
+}
+
+impl Serialize for Checkpointing {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Checkpointing::None => s.serialize_str("none"),
+            Checkpointing::Sqrt => s.serialize_str("sqrt"),
+            Checkpointing::Segments(n) => s.serialize_u64(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Checkpointing {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const EXPECTED: &str = "checkpointing must be \"none\", \"sqrt\" or a number of segments >= 1";
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Checkpointing;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Checkpointing, E> {
+                match u64::try_from(v) {
+                    Ok(n) if n >= 1 => Ok(Checkpointing::Segments(n)),
+                    _ => Err(E::custom(EXPECTED)),
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Checkpointing, E> {
+                self.visit_i64(i64::try_from(v).map_err(|_| E::custom(EXPECTED))?)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Checkpointing, E> {
+                match crate::schema::names::index(v, &["none", "sqrt"]) {
+                    Some(0) => Ok(Checkpointing::None),
+                    Some(_) => Ok(Checkpointing::Sqrt),
+                    None => Err(E::custom(EXPECTED)),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl Serialize for BatchSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BatchSize::Fixed(n) => s.serialize_u64(*n),
+            BatchSize::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BatchSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = BatchSize;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a positive integer or \"auto\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BatchSize, E> {
+                u64::try_from(v)
+                    .map(BatchSize::Fixed)
+                    .map_err(|_| E::custom("batch_size must be a positive integer or \"auto\""))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<BatchSize, E> {
+                Ok(BatchSize::Fixed(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BatchSize, E> {
+                match crate::schema::names::same(v, "auto") {
+                    true => Ok(BatchSize::Auto),
+                    false => Err(E::custom("batch_size must be a positive integer or \"auto\"")),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::Config;
+    use crate::schema::spec::Config;
 
     fn place(text: &str) -> (Option<(usize, usize)>, String) {
         match Config::from_toml_str(text) {
@@ -210,5 +326,115 @@ mod tests {
         let quoted =
             format!("{DATA}{STUDENT}[train]\n# {0}\nz = \"{0}\"\ny = '{0}'\nx = \"\"\"\n{0}\"\"\"\n", "[".repeat(99));
         assert!(place(&quoted).1.contains("unknown field `z`"), "{}", place(&quoted).1);
+    }
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use crate::schema::errors::SpecError;
+    use crate::schema::spec::*;
+    use crate::schema::student_spec::*;
+    use serde::Serialize;
+
+    const MINIMAL: &str = "[data]\ninput_shape = [784]\nclasses = 10\n[student]\nfamily = \"mlp\"\n";
+
+    #[test]
+    fn defaults_fill_every_optional_key() {
+        let c = Config::from_toml_str(MINIMAL).unwrap();
+        assert_eq!(c.kd, KdSpec { temperature: 4.0, alpha: 0.9 });
+        assert_eq!(c.train.batch_size, BatchSize::Fixed(128));
+        assert_eq!(c.train.optimizer, OptimizerKind::Adamw);
+        assert_eq!(c.train.lr, 1e-3);
+        assert_eq!(c.student.checkpointing, Checkpointing::None);
+        assert_eq!(c.prune, None);
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_column() {
+        let e = Config::from_toml_str(&format!("{MINIMAL}hiden = [10]\n")).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("TOML parse error at line 6, column 1: unknown field `hiden`"), "{msg}");
+        assert!(msg.ends_with("for key `student`"), "{msg}");
+        assert!(!msg.contains('\n'), "one line: {msg}");
+    }
+
+    #[test]
+    fn wrong_types_and_bad_syntax_name_the_place() {
+        let e = Config::from_toml_str(&format!("{MINIMAL}[train]\nepochs = \"x\"\n")).unwrap_err();
+        assert_eq!(
+            e,
+            SpecError::Parse {
+                place: Some((7, 10)),
+                reason: "invalid type: string \"x\", expected u64 for key `train.epochs`".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "TOML parse error at line 7, column 10: invalid type: string \"x\", expected u64 for key `train.epochs`"
+        );
+        let e = Config::from_toml_str(&format!("{MINIMAL}[kd]\nalpha = \n")).unwrap_err();
+        assert!(e.to_string().starts_with("TOML parse error at line 7, column 9: expected a value"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_name_their_key() {
+        let cases = [
+            ("[kd]\nalpha = 1.5\n", "kd.alpha"),
+            ("[kd]\ntemperature = 0.0\n", "kd.temperature"),
+            ("[train]\nlr = -1.0\n", "train.lr"),
+            ("[train]\nbatch_size = 0\n", "train.batch_size"),
+            ("[prune]\nsparsity = 1.0\n", "prune.sparsity"),
+            ("[prune]\nmethod = \"structured\"\nscope = \"global\"\nsparsity = 0.5\n", "prune.scope"),
+            ("hidden = [8]\nnorm = \"layer\"\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\n", "prune.method"),
+        ];
+        for (extra, key) in cases {
+            match Config::from_toml_str(&format!("{MINIMAL}{extra}")) {
+                Err(SpecError::Invalid { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{extra}: expected an Invalid error on {key}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn batch_size_and_checkpointing_accept_words_and_numbers() {
+        let c = Config::from_toml_str(&format!("{MINIMAL}checkpointing = \"sqrt\"\n[train]\nbatch_size = \"auto\"\n"))
+            .unwrap();
+        assert_eq!(c.train.batch_size, BatchSize::Auto);
+        assert_eq!(c.student.checkpointing, Checkpointing::Sqrt);
+        let c = Config::from_toml_str(&format!("{MINIMAL}checkpointing = 3\n")).unwrap();
+        assert_eq!(c.student.checkpointing, Checkpointing::Segments(3));
+        assert!(Config::from_toml_str(&format!("{MINIMAL}checkpointing = 0\n")).is_err());
+        assert!(Config::from_toml_str(&format!("{MINIMAL}[train]\nbatch_size = \"big\"\n")).is_err());
+    }
+
+    #[test]
+    fn enum_names_are_the_names_serde_writes() {
+        fn check<T: Serialize>(values: &[T], names: &[&str]) {
+            assert_eq!(values.len(), names.len());
+            for (v, n) in values.iter().zip(names) {
+                assert_eq!(serde_json::to_value(v).unwrap(), *n);
+            }
+        }
+        check(Family::VALUES, Family::NAMES);
+        check(Activation::VALUES, Activation::NAMES);
+        check(Norm::VALUES, Norm::NAMES);
+        check(Pool::VALUES, Pool::NAMES);
+        check(MlpKind::VALUES, MlpKind::NAMES);
+        check(NormKind::VALUES, NormKind::NAMES);
+        check(AttentionKernel::VALUES, AttentionKernel::NAMES);
+        check(HeadKind::VALUES, HeadKind::NAMES);
+        check(OptimizerKind::VALUES, OptimizerKind::NAMES);
+        check(Precision::VALUES, Precision::NAMES);
+        check(PruneMethod::VALUES, PruneMethod::NAMES);
+        check(PruneScope::VALUES, PruneScope::NAMES);
+        check(Target::VALUES, Target::NAMES);
+        check(MaskDtype::VALUES, MaskDtype::NAMES);
+    }
+
+    #[test]
+    fn serialised_config_parses_back_equal() {
+        let text = include_str!("../../../examples/fashion-mnist/student.toml");
+        let c = Config::from_toml_str(text).unwrap();
+        assert_eq!(Config::from_toml_str(&c.to_toml_string()).unwrap(), c);
     }
 }

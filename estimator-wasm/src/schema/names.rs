@@ -47,11 +47,11 @@ macro_rules! names {
         impl $ty {
             /// The exact names, in declaration order.
             pub const NAMES: &'static [&'static str] = &[$($name),+];
-            const VALUES: &'static [$ty] = &[$($ty::$v),+];
+            pub(crate) const VALUES: &'static [$ty] = &[$($ty::$v),+];
         }
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                crate::names::variant(d, $ty::NAMES).map(|i| $ty::VALUES[i])
+                crate::schema::names::variant(d, $ty::NAMES).map(|i| $ty::VALUES[i])
             }
         }
     };

@@ -7,7 +7,7 @@
 //! per sample (`Size::per_sample`) plus a batch-independent part (`Size::fixed`), in bytes.
 //!
 //! Saved tensors are either a storage of the forward chain (a layer's input or output, which
-//! several layers may save: counted once, see `crate::model`) or a fresh storage of the layer
+//! several layers may save: counted once, see `crate::memory::memory_model`) or a fresh storage of the layer
 //! (masks, statistics, cast copies, attention internals).
 //!
 //! Dtypes follow the target (`memory-model.md` section 10):
@@ -20,10 +20,10 @@
 //! * norm statistics are fp32 on CUDA, and in the weight dtype on CPU.
 use serde::Serialize;
 
-use crate::arch::{numel, Layer, Op};
-use crate::dtype::{DType, Recipe};
-use crate::error::EstimateError;
-use crate::spec::{Activation, AttentionKernel, MlpKind, NormKind, Pool};
+use crate::schema::arch::{numel, Layer, Op};
+use crate::schema::dtype::{DType, Recipe};
+use crate::schema::errors::EstimateError;
+use crate::schema::{Activation, AttentionKernel, MlpKind, NormKind, Pool};
 
 /// Identity of one storage of the forward chain.
 pub type StorageId = u32;
@@ -660,7 +660,7 @@ fn feed_forward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::Precision;
+    use crate::schema::Precision;
 
     fn ctx(p: Precision, cuda: bool) -> Ctx {
         Ctx { recipe: Recipe::student(p), cuda, tp: 1 }

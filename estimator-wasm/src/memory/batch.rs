@@ -4,11 +4,12 @@
 //! answer lies at or below the closed form and a binary search over the step function finds it.
 use serde::Serialize;
 
-use crate::catalogue::Gpu;
-use crate::error::EstimateError;
-use crate::model::Model;
-use crate::phases;
-use crate::runtime::fraction_ppm;
+use crate::memory::memory_model::MemoryModel;
+use crate::memory::moments;
+use crate::memory::runtime::fraction_ppm;
+use crate::schema::catalogue::Gpu;
+use crate::schema::errors::EstimateError;
+use crate::schema::limits::MAX_BATCH;
 
 /// The result of a batch search on one GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -23,34 +24,31 @@ pub struct BatchSearch {
     pub evaluations: u32,
 }
 
-/// Largest micro-batch considered (2^40): beyond it every figure is absurd anyway.
-pub const MAX_BATCH: u64 = 1 << 40;
-
 /// Finds the largest micro-batch of `model` that fits `gpu` keeping `safety` (a fraction in
 /// [0, 1)) of its memory free. The result `b` satisfies: `b` fits and `b + 1` does not.
 ///
 /// `gpu` is the device's memory; the model's `estimate.target` prices the step. A model
 /// priced for `target = "cpu"` fits only a device without CUDA context and cuBLAS workspace
 /// (the CPU's memory, as `distill` passes it): a catalogue GPU is refused rather than filled
-/// under the CPU's rules (`Model::new` with `target = "cuda"` prices it).
+/// under the CPU's rules (`MemoryModel::new` with `target = "cuda"` prices it).
 ///
 /// # Errors
 /// [`EstimateError::Spec`] on `estimate.safety_margin` outside [0, 1) and on `estimate.target`
 /// for a CPU model and a GPU; errors of the model other than overflow (an overflowing batch
 /// simply does not fit).
-pub fn search(model: &Model, gpu: &Gpu, safety: f64) -> Result<BatchSearch, EstimateError> {
-    crate::spec::check_safety_margin(safety)?;
+pub fn search(model: &MemoryModel, gpu: &Gpu, safety: f64) -> Result<BatchSearch, EstimateError> {
+    crate::schema::check_safety_margin(safety)?;
     if !model.runtime.cuda && (gpu.cuda_context > 0 || gpu.cublas_workspace > 0) {
         let message = format!("\"cpu\" prices a run on the CPU, but {} is a GPU: set target = \"cuda\"", gpu.name);
         return Err(EstimateError::invalid("estimate.target", message));
     }
-    let budget = gpu.memory - fraction_ppm(gpu.memory, crate::runtime::ppm(safety))?.min(gpu.memory);
+    let budget = gpu.memory - fraction_ppm(gpu.memory, crate::memory::runtime::ppm(safety))?.min(gpu.memory);
     let rt = &model.runtime;
     // reserved * (1 + f) + context + nccl <= budget  =>  reserved <= (budget - context - nccl) / (1 + f)
     let room = budget.saturating_sub(rt.cuda_context).saturating_sub(rt.nccl);
     let bound = (u128::from(room) * 1_000_000 / (1_000_000 + u128::from(rt.fragmentation_ppm))) as u64;
     let mut closed = MAX_BATCH;
-    for (fixed, per_sample) in phases::lines(model) {
+    for (fixed, per_sample) in moments::lines(model) {
         let b = match (fixed > bound, per_sample) {
             (true, _) => 0,
             (false, 0) => MAX_BATCH,
@@ -62,7 +60,7 @@ pub fn search(model: &Model, gpu: &Gpu, safety: f64) -> Result<BatchSearch, Esti
     let mut fits = |b: u64| -> Result<bool, EstimateError> {
         evaluations += 1;
         let total =
-            phases::scan(model, b).and_then(|s| s.checked_peak()).and_then(|p| model.runtime.device_total(p.reserved));
+            moments::scan(model, b).and_then(|s| s.checked_peak()).and_then(|p| model.runtime.device_total(p.reserved));
         match total {
             Ok((_, total)) => Ok(total <= budget),
             Err(EstimateError::Overflow { .. }) => Ok(false),

@@ -1,9 +1,9 @@
-//! Compiles a `Config` and the caller's [`Inputs`] into a [`Model`]: everything that does not
+//! Compiles a `Config` and the caller's [`Inputs`] into a [`MemoryModel`]: everything that does not
 //! depend on the micro-batch, so that one estimate at a given batch is a short pass over
-//! precomputed per-layer sizes (`crate::phases`).
+//! precomputed per-layer sizes (`crate::memory::moments`).
 //!
 //! What it fixes here:
-//! * the student's layers priced by `crate::layer` along the forward chain, with each saved
+//! * the student's layers priced by `crate::memory::layer` along the forward chain, with each saved
 //!   storage attributed to the first layer that saves it (a storage saved by several layers is
 //!   freed after the backward of that first layer, so the attribution is also its lifetime);
 //! * pipeline stages (`arch::split` of the layer list) and checkpoint segments
@@ -14,19 +14,19 @@
 //!   after the optimiser step; gradients returned by `run_backward`, none between steps).
 use std::ops::Range;
 
-use crate::arch::{self, numel, Layer, Op};
-use crate::batch::MAX_BATCH;
-use crate::catalogue::{self, Gpu};
-use crate::dtype::{DType, Recipe};
-use crate::error::EstimateError;
-use crate::layer::{self, Chain, Ctx, Priced, Save, Size, StorageId};
-use crate::limits::{self, MAX_LAYER_LIST};
-use crate::phases::largest_live;
-use crate::plan::{Cat, Counts, Pruning};
-use crate::runtime::{self, add, mul, Pool, Runtime, MIB};
-use crate::spec::{self, BatchSize, Config, Family, MaskDtype, Precision, PruneMethod, Target};
-use crate::states::{zero_states, ModelStates, PerParam};
-use crate::teacher::{self, TeacherModel};
+use crate::memory::breakdown::{Cat, Counts, Pruning};
+use crate::memory::layer::{self, Chain, Ctx, Priced, Save, Size, StorageId};
+use crate::memory::moments::largest_live;
+use crate::memory::runtime::{self, add, mul, Pool, Runtime, MIB};
+use crate::memory::states::{zero_states, ModelStates, PerParam};
+use crate::schema::arch::{self, numel, Layer, Op};
+use crate::schema::catalogue::{self, Gpu};
+use crate::schema::dtype::{DType, Recipe};
+use crate::schema::errors::EstimateError;
+use crate::schema::limits::MAX_BATCH;
+use crate::schema::limits::{self, MAX_LAYER_LIST};
+use crate::schema::teacher_presets::{self, TeacherModel};
+use crate::schema::{BatchSize, Config, Family, MaskDtype, Precision, PruneMethod, Target};
 
 /// What `distill` (or another caller) knows beyond the cfg.toml.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -37,12 +37,12 @@ pub struct Inputs {
     pub teacher: Option<TeacherModel>,
     /// The datasets `distill` keeps on the device; `None` leaves them (and the size of the
     /// cached teacher logits) out.
-    pub dataset: Option<Dataset>,
+    pub dataset: Option<DatasetSize>,
 }
 
 /// Train and test sets resident on the device, as `distill` keeps them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Dataset {
+pub struct DatasetSize {
     pub train_samples: u64,
     pub test_samples: u64,
     /// Bytes of one stored input sample (1 per pixel for uint8 images, 4 per value for float).
@@ -80,7 +80,7 @@ pub(crate) struct LayerPlan {
     pub backward_release: Vec<Size>,
 }
 
-/// A run of `Model::hot_index` (indices into `Model::hot_unique`).
+/// A run of `MemoryModel::hot_index` (indices into `MemoryModel::hot_unique`).
 pub(crate) type Span = (u32, u32);
 
 /// One layer's batch-dependent sizes as spans of one contiguous array, for the scan.
@@ -144,7 +144,7 @@ pub(crate) struct TeacherPlan {
 
 /// A configuration compiled for estimates at any micro-batch.
 #[derive(Debug, Clone)]
-pub struct Model {
+pub struct MemoryModel {
     pub(crate) runtime: Runtime,
     pub(crate) gpu: Option<&'static Gpu>,
     pub(crate) target: Target,
@@ -177,7 +177,7 @@ pub struct Model {
     pub(crate) hot_unique: Vec<Size>,
 }
 
-impl Model {
+impl MemoryModel {
     /// Compiles `config` (validated here) with the caller's `inputs`.
     ///
     /// # Errors
@@ -186,7 +186,7 @@ impl Model {
     /// for other missing or out-of-range inputs (an unknown teacher size, zero samples) and for
     /// a layer or evaluation pass past 2^64 bytes (on the key that sizes it);
     /// [`EstimateError::Overflow`] for other sizes past 2^64 bytes; [`EstimateError::UnknownGpu`].
-    pub fn new(config: &Config, inputs: &Inputs) -> Result<Model, EstimateError> {
+    pub fn new(config: &Config, inputs: &Inputs) -> Result<MemoryModel, EstimateError> {
         config.validate()?;
         check_inputs(inputs)?;
         let est = &config.estimate;
@@ -604,7 +604,7 @@ impl Model {
             [&eval_batch, &eval_live.1, &teacher_eval_live.1, &cache_build],
         );
         let (hot, hot_loss, hot_index, hot_unique) = hot_layout(&plans, &loss, &batch);
-        Ok(Model {
+        Ok(MemoryModel {
             hot,
             hot_loss,
             hot_index,
@@ -664,7 +664,7 @@ fn check_inputs(inputs: &Inputs) -> Result<(), EstimateError> {
         limits::within("train.batch_size", b, 1, MAX_BATCH)?;
     }
     if let Some(t) = &inputs.teacher {
-        spec::check_teacher_counts(t.params, t.buffers)?;
+        crate::schema::check_teacher_counts(t.params, t.buffers)?;
         if let Some(n) = t.layers.as_ref().map(Vec::len).filter(|&n| n > MAX_LAYER_LIST) {
             return Err(EstimateError::invalid("teacher", format!("has {n} layers; at most {MAX_LAYER_LIST}")));
         }
@@ -781,7 +781,7 @@ impl Seen {
 /// The pruning summary: masks of magnitude pruning, the shrunk student of structured pruning.
 fn pruning(
     config: &Config,
-    pr: &crate::spec::PruneSpec,
+    pr: &crate::schema::PruneSpec,
     per: PerParam,
     mask_bytes: u64,
     layers: &[Layer],
@@ -814,7 +814,7 @@ fn pruning(
     })
 }
 
-/// The bound of [`Model::check_bound`]: every size any moment can hold (times the in-flight
+/// The bound of [`MemoryModel::check_bound`]: every size any moment can hold (times the in-flight
 /// micro-batches), plus 2 MiB of rounding per tensor, plus every static pool.
 fn bound(
     layers: &[LayerPlan],
@@ -900,7 +900,7 @@ fn resolve_teacher(
     let spec = &config.teacher;
     let layers: Option<Vec<Layer>> = match (&inputs.teacher, &spec.preset, &spec.arch) {
         (Some(TeacherModel { layers: Some(l), .. }), _, _) => Some(l.clone()),
-        (_, Some(name), _) => Some(teacher::preset_layers(name, &config.data)?),
+        (_, Some(name), _) => Some(teacher_presets::preset_layers(name, &config.data)?),
         (_, _, Some(arch)) => Some(arch::layers(arch, &config.data)?),
         _ => None,
     };
@@ -1001,7 +1001,7 @@ fn precision_notes(config: &Config, gpu: Option<&'static Gpu>, cuda: bool) -> Ve
         }
     }
     if let Some(t) = &config.student.transformer {
-        if !cuda && t.attention == crate::spec::AttentionKernel::Flash && t.attention_dropout > 0.0 {
+        if !cuda && t.attention == crate::schema::AttentionKernel::Flash && t.attention_dropout > 0.0 {
             notes.push("on CPU, SDPA with attention dropout runs the math kernel in fp32 (priced as such)".into());
         }
     }
@@ -1034,5 +1034,5 @@ pub(crate) fn kind_name(op: &Op) -> &'static str {
 #[allow(dead_code)]
 fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
-    is::<Model>();
+    is::<MemoryModel>();
 }

@@ -6,10 +6,11 @@
 //! internal temporaries; `memory-model.md` section 5).
 use serde::Serialize;
 
-use crate::arch::{self, Layer, Op};
-use crate::error::SpecError;
-use crate::spec::{
-    Activation, AttentionKernel, Checkpointing, DataSpec, Family, HeadKind, MlpKind, Norm, NormKind, Pool, StudentSpec,
+use crate::schema::arch::{self, Layer, Op};
+use crate::schema::errors::SpecError;
+use crate::schema::spec::DataSpec;
+use crate::schema::student_spec::{
+    Activation, AttentionKernel, Checkpointing, Family, HeadKind, MlpKind, Norm, NormKind, Pool, StudentSpec,
     TransformerSpec,
 };
 
@@ -85,9 +86,9 @@ pub fn preset_layers(name: &str, data: &DataSpec) -> Result<Vec<Layer>, SpecErro
     (preset.build)(data)
 }
 
-/// The preset `name` matches (`crate::names`: case, white space and separators ignored).
+/// The preset `name` matches (`crate::schema::names`: case, white space and separators ignored).
 pub fn preset(name: &str) -> Option<&'static Preset> {
-    PRESETS.iter().find(|p| crate::names::same(name, p.name))
+    PRESETS.iter().find(|p| crate::schema::names::same(name, p.name))
 }
 
 fn fashion_cnn(data: &DataSpec) -> Result<Vec<Layer>, SpecError> {

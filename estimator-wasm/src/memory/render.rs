@@ -3,8 +3,8 @@
 //! Sizes are shown in binary units; the JSON form of the plan keeps exact bytes.
 use std::fmt::Write;
 
-use crate::plan::{Phase, Plan};
-use crate::spec::{Precision, Target};
+use crate::memory::breakdown::{Moment, Plan};
+use crate::schema::{Precision, Target};
 
 /// `bytes` in B, KiB, MiB, GiB or TiB with one decimal.
 pub fn human(bytes: u64) -> String {
@@ -32,15 +32,15 @@ fn precision_name(p: Precision) -> &'static str {
     }
 }
 
-fn phase_name(p: Phase) -> &'static str {
+fn phase_name(p: Moment) -> &'static str {
     match p {
-        Phase::TeacherCache => "teacher cache",
-        Phase::TeacherForward => "teacher forward",
-        Phase::Forward => "forward",
-        Phase::Loss => "forward end (loss)",
-        Phase::Backward => "backward",
-        Phase::OptimizerStep => "optimizer step",
-        Phase::Evaluation => "evaluation",
+        Moment::TeacherCache => "teacher cache",
+        Moment::TeacherForward => "teacher forward",
+        Moment::Forward => "forward",
+        Moment::Loss => "forward end (loss)",
+        Moment::Backward => "backward",
+        Moment::OptimizerStep => "optimizer step",
+        Moment::Evaluation => "evaluation",
     }
 }
 

@@ -1,15 +1,16 @@
-//! Everything the explorer shows for one form ([`Explore`]), computed by the estimator: the
+//! Everything the explorer shows for one form ([`ExplorerForm`]), computed by the estimator: the
 //! breakdown of each student size, memory against micro-batch with the largest batch, the
 //! largest batch on every catalogue GPU, and what each lever changes. Every figure is in bytes
 //! (or samples for batches); the page only displays them.
 use serde::Serialize;
 
-use crate::batch::{self, MAX_BATCH};
-use crate::catalogue::{catalogue, Gpu};
-use crate::explore::{Explore, ExploreError};
-use crate::plan::{Cat, Plan};
-use crate::spec::{Config, Optimizer, Precision, PruneMethod, Target};
-use crate::{Inputs, Model};
+use crate::explorer::form::{ExplorerForm, FormError};
+use crate::memory::batch;
+use crate::memory::breakdown::{Cat, Plan};
+use crate::schema::catalogue::{catalogue, Gpu};
+use crate::schema::limits::MAX_BATCH;
+use crate::schema::{Config, OptimizerKind, Precision, PruneMethod, Target};
+use crate::{Inputs, MemoryModel};
 
 /// Width factors of the compared students, relative to the chosen width multiplier.
 pub const SIZES: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
@@ -24,7 +25,7 @@ pub struct Breakdown {
     pub weights: u64,
     /// Gradients and DDP all-reduce buckets.
     pub gradients: u64,
-    /// Optimizer states (moments, master copy), loss scaler and the update's temporaries.
+    /// OptimizerKind states (moments, master copy), loss scaler and the update's temporaries.
     pub optimizer_states: u64,
     /// Saved activations, the micro-batch and the forward/backward temporaries.
     pub activations: u64,
@@ -177,11 +178,11 @@ pub struct Sweep {
 /// # Errors
 /// The form's or the estimator's error for the chosen student (other sizes and levers carry
 /// their own errors instead).
-pub fn sweep(form: &Explore) -> Result<Sweep, ExploreError> {
+pub fn sweep(form: &ExplorerForm) -> Result<Sweep, FormError> {
     let base = form.base()?;
     let config = form.config_from(base.clone(), 1.0)?;
-    let model = Model::new(&config, &Inputs::default())?;
-    let gpu: &Gpu = model.gpu().ok_or_else(|| ExploreError { field: Some("gpu"), message: "choose a GPU".into() })?;
+    let model = MemoryModel::new(&config, &Inputs::default())?;
+    let gpu: &Gpu = model.gpu().ok_or_else(|| FormError { field: Some("gpu"), message: "choose a GPU".into() })?;
     let margin = config.estimate.safety_margin;
     let plan = model.plan(form.batch)?;
     let search = batch::search(&model, gpu, margin)?;
@@ -212,13 +213,13 @@ pub fn sweep(form: &Explore) -> Result<Sweep, ExploreError> {
 }
 
 /// The largest micro-batch on every catalogue GPU, as [`crate::max_batch_per_gpu`] finds it,
-/// with one compiled model per distinct runtime: a GPU enters `Model::new` only through its CUDA
+/// with one compiled model per distinct runtime: a GPU enters `MemoryModel::new` only through its CUDA
 /// context and cuBLAS workspace (the batch search reads its memory), so the catalogue needs two
 /// models, not sixteen (the test `gpu_rows_equal_max_batch_per_gpu` holds this to the estimator's
 /// own answer).
-fn gpu_rows(config: &Config, chosen: &Model, margin: f64) -> Result<Vec<GpuRow>, ExploreError> {
+fn gpu_rows(config: &Config, chosen: &MemoryModel, margin: f64) -> Result<Vec<GpuRow>, FormError> {
     let runtime = |g: &Gpu| (g.cuda_context, g.cublas_workspace);
-    let mut models: Vec<((u64, u64), Model)> = Vec::new();
+    let mut models: Vec<((u64, u64), MemoryModel)> = Vec::new();
     if let Some(g) = chosen.gpu() {
         models.push((runtime(g), chosen.clone()));
     }
@@ -230,7 +231,7 @@ fn gpu_rows(config: &Config, chosen: &Model, margin: f64) -> Result<Vec<GpuRow>,
                 let mut c = config.clone();
                 c.estimate.gpu = Some(g.name.to_string());
                 c.estimate.target = Target::Cuda;
-                models.push((runtime(g), Model::new(&c, &Inputs::default())?));
+                models.push((runtime(g), MemoryModel::new(&c, &Inputs::default())?));
                 models.len() - 1
             }
         };
@@ -239,7 +240,7 @@ fn gpu_rows(config: &Config, chosen: &Model, margin: f64) -> Result<Vec<GpuRow>,
     Ok(rows)
 }
 
-fn chosen_size(form: &Explore, plan: &Plan, max_batch: Option<u64>) -> StudentSize {
+fn chosen_size(form: &ExplorerForm, plan: &Plan, max_batch: Option<u64>) -> StudentSize {
     StudentSize {
         scale: 1.0,
         width: form.width,
@@ -251,12 +252,12 @@ fn chosen_size(form: &Explore, plan: &Plan, max_batch: Option<u64>) -> StudentSi
     }
 }
 
-fn size(form: &Explore, base: &Config, scale: f64, gpu: &Gpu, margin: f64) -> StudentSize {
+fn size(form: &ExplorerForm, base: &Config, scale: f64, gpu: &Gpu, margin: f64) -> StudentSize {
     let priced = (|| {
-        let model = Model::new(&form.config_from(base.clone(), scale)?, &Inputs::default())?;
+        let model = MemoryModel::new(&form.config_from(base.clone(), scale)?, &Inputs::default())?;
         let plan = model.plan(form.batch)?;
         let search = batch::search(&model, gpu, margin)?;
-        Ok::<_, ExploreError>((plan, search.batch))
+        Ok::<_, FormError>((plan, search.batch))
     })();
     match priced {
         Ok((plan, max_batch)) => {
@@ -276,7 +277,7 @@ fn size(form: &Explore, base: &Config, scale: f64, gpu: &Gpu, margin: f64) -> St
 
 /// Device totals at powers of two up to twice past the largest batch (64 when none fits),
 /// plus the largest batch and the one after it.
-fn curve(model: &Model, max_batch: Option<u64>) -> Vec<CurvePoint> {
+fn curve(model: &MemoryModel, max_batch: Option<u64>) -> Vec<CurvePoint> {
     let top = max_batch.map_or(64, |m| m.saturating_add(1).next_power_of_two().saturating_mul(2)).min(MAX_BATCH);
     let mut batches: Vec<u64> =
         std::iter::successors(Some(1u64), |b| b.checked_mul(2)).take_while(|&b| b <= top).collect();
@@ -290,9 +291,9 @@ fn curve(model: &Model, max_batch: Option<u64>) -> Vec<CurvePoint> {
 
 /// The chosen student with each lever moved once: precision, checkpointing, micro-batch,
 /// optimizer, pruning and ZeRO.
-fn levers(form: &Explore, base: &Config, gpu: &Gpu, current: u64) -> Vec<Lever> {
-    let mut variants: Vec<(&'static str, String, Explore)> = Vec::new();
-    let mut push = |lever, setting: String, change: &dyn Fn(&mut Explore)| {
+fn levers(form: &ExplorerForm, base: &Config, gpu: &Gpu, current: u64) -> Vec<Lever> {
+    let mut variants: Vec<(&'static str, String, ExplorerForm)> = Vec::new();
+    let mut push = |lever, setting: String, change: &dyn Fn(&mut ExplorerForm)| {
         let mut e = form.clone();
         change(&mut e);
         variants.push((lever, setting, e));
@@ -308,7 +309,7 @@ fn levers(form: &Explore, base: &Config, gpu: &Gpu, current: u64) -> Vec<Lever> 
     if form.batch > 1 {
         push("batch", format!("micro-batch {}", form.batch / 2), &|e| e.batch /= 2);
     }
-    let optimizer = if form.optimizer == Optimizer::Adamw { Optimizer::Sgd } else { Optimizer::Adamw };
+    let optimizer = if form.optimizer == OptimizerKind::Adamw { OptimizerKind::Sgd } else { OptimizerKind::Adamw };
     push("optimizer", format!("{optimizer:?}").to_ascii_lowercase(), &|e| e.optimizer = optimizer);
     if form.sparsity > 0.0 {
         push("sparsity", "no pruning".into(), &|e| e.sparsity = 0.0);
@@ -332,9 +333,9 @@ fn levers(form: &Explore, base: &Config, gpu: &Gpu, current: u64) -> Vec<Lever> 
         .map(|(lever, setting, e)| {
             let priced = (|| {
                 let config = e.config_from(base.clone(), 1.0)?;
-                let model = Model::new(&config, &Inputs::default())?;
+                let model = MemoryModel::new(&config, &Inputs::default())?;
                 let total = model.totals(e.batch)?.total;
-                Ok::<_, ExploreError>((total, batch::search(&model, gpu, config.estimate.safety_margin)?.batch))
+                Ok::<_, FormError>((total, batch::search(&model, gpu, config.estimate.safety_margin)?.batch))
             })();
             match priced {
                 Ok((total, max_batch)) => Lever {
@@ -359,7 +360,7 @@ mod tests {
     use proptest::prelude::Just;
 
     use super::*;
-    use crate::explore::{scenario, SCENARIOS};
+    use crate::explorer::form::{scenario, SCENARIOS};
     use crate::{estimate, max_batch};
 
     #[test]
@@ -369,7 +370,7 @@ mod tests {
         seen.sort_by_key(|&c| c as usize);
         assert_eq!(seen, Cat::ALL.to_vec());
         for s in &SCENARIOS {
-            let form = Explore::for_scenario(s, "H200");
+            let form = ExplorerForm::for_scenario(s, "H200");
             let plan = estimate(&form.config().unwrap(), &Inputs::default()).unwrap();
             let b = Breakdown::of(&plan);
             let sum: u64 = b.groups().iter().map(|g| g.1).sum();
@@ -385,7 +386,7 @@ mod tests {
 
     #[test]
     fn the_sweep_equals_the_estimator_on_each_config() {
-        let mut form = Explore::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "T4");
+        let mut form = ExplorerForm::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "T4");
         form.width = 2.0;
         let s = sweep(&form).unwrap();
         assert_eq!(s.students.len(), SIZES.len());
@@ -413,7 +414,7 @@ mod tests {
         for s in &SCENARIOS {
             for &family in s.families {
                 for gpu in ["T4", "H200"] {
-                    let form = Explore { family, ..Explore::for_scenario(s, gpu) };
+                    let form = ExplorerForm { family, ..ExplorerForm::for_scenario(s, gpu) };
                     let config = form.config().unwrap();
                     let want = crate::max_batch_per_gpu(&config, &Inputs::default(), 0.05).unwrap();
                     let want: Vec<_> = want.iter().map(|(g, b)| (g.name, *b)).collect();
@@ -426,7 +427,7 @@ mod tests {
 
     #[test]
     fn the_curve_brackets_the_largest_batch() {
-        let form = Explore::default();
+        let form = ExplorerForm::default();
         let s = sweep(&form).unwrap();
         let m = s.max_batch.expect("the default student fits its GPU");
         let at = |b: u64| s.curve.iter().find(|p| p.batch == b).map(|p| p.total);
@@ -438,7 +439,7 @@ mod tests {
 
     #[test]
     fn levers_are_priced_against_the_current_total() {
-        let form = Explore { precision: Precision::Fp32, ..Explore::default() };
+        let form = ExplorerForm { precision: Precision::Fp32, ..ExplorerForm::default() };
         let s = sweep(&form).unwrap();
         let now = s.plan.totals.total;
         let lever = |name: &str| s.levers.iter().find(|l| l.lever == name).unwrap();
@@ -478,11 +479,11 @@ mod tests {
             gpu in proptest::prop_oneof![Just("T4"), Just("H200"), Just("A100-40GB-MIG-1g.5gb"), Just("none")],
         ) {
             let s = &SCENARIOS[teacher];
-            let form = Explore {
+            let form = ExplorerForm {
                 family: s.families[family % s.families.len()],
                 width, depth, input, batch, sparsity, data_parallel, zero_stage,
                 checkpointing: checkpointing.into(),
-                ..Explore::for_scenario(s, gpu)
+                ..ExplorerForm::for_scenario(s, gpu)
             };
             match sweep(&form) {
                 Ok(sw) => {
@@ -498,7 +499,7 @@ mod tests {
     #[test]
     fn a_size_that_cannot_be_priced_carries_its_error() {
         // 2^20 x 2^20 images: the chosen student (widths x8) is priced, the two wider ones are not
-        let mut form = Explore::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "T4");
+        let mut form = ExplorerForm::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "T4");
         form.width = 8.0;
         form.input = 1 << 20;
         let s = sweep(&form).unwrap();

@@ -8,7 +8,7 @@
 //! `aten/src/ATen/cuda/CublasHandlePool.cpp`).
 use serde::Serialize;
 
-use crate::error::EstimateError;
+use crate::schema::errors::EstimateError;
 
 const MIB: u64 = 1 << 20;
 const KIB: u64 = 1 << 10;
@@ -81,7 +81,7 @@ pub fn catalogue() -> &'static [Gpu] {
     &CATALOGUE
 }
 
-/// Looks a GPU up by name as every name is matched (`crate::names`: ignoring case, white
+/// Looks a GPU up by name as every name is matched (`crate::schema::names`: ignoring case, white
 /// space, `-`, `_`, `.`), also without a leading "NVIDIA", "Tesla" or "GeForce" (`"nvidia h200"`,
 /// `"rtx3090"`, `"T4 "` and `"a100-40gb-mig-1g.5gb"` all match). Results carry `Gpu::name`.
 ///
@@ -96,7 +96,7 @@ pub fn gpu(name: &str) -> Result<&'static Gpu, EstimateError> {
 }
 
 fn normalise(name: &str) -> String {
-    let s = crate::names::fold(name);
+    let s = crate::schema::names::fold(name);
     for prefix in ["nvidia", "tesla", "geforce"] {
         if let Some(rest) = s.strip_prefix(prefix) {
             return rest.to_string();

@@ -4,11 +4,11 @@
 //! [`live`] is the single readable definition of what is alive at each moment, by category.
 //! [`scan`] is the fast path the estimates use: the same sums streamed over the layers without
 //! allocating; a test checks that it finds, phase by phase, exactly what [`live`] gives.
-use crate::error::EstimateError;
-use crate::layer::Size;
-use crate::model::{Model, Stage};
-use crate::plan::{Cat, Categories, Phase};
-use crate::runtime::Pool;
+use crate::memory::breakdown::{Cat, Categories, Moment};
+use crate::memory::layer::Size;
+use crate::memory::memory_model::{MemoryModel, Stage};
+use crate::memory::runtime::Pool;
+use crate::schema::errors::EstimateError;
 
 /// A moment of the step on one stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,15 +28,15 @@ pub(crate) enum At {
 }
 
 impl At {
-    pub(crate) fn phase(self) -> Phase {
+    pub(crate) fn phase(self) -> Moment {
         match self {
-            At::TeacherCache => Phase::TeacherCache,
-            At::TeacherForward => Phase::TeacherForward,
-            At::Forward(_) => Phase::Forward,
-            At::Loss => Phase::Loss,
-            At::BackwardStart | At::Backward(_) => Phase::Backward,
-            At::OptimizerStep => Phase::OptimizerStep,
-            At::Evaluation => Phase::Evaluation,
+            At::TeacherCache => Moment::TeacherCache,
+            At::TeacherForward => Moment::TeacherForward,
+            At::Forward(_) => Moment::Forward,
+            At::Loss => Moment::Loss,
+            At::BackwardStart | At::Backward(_) => Moment::Backward,
+            At::OptimizerStep => Moment::OptimizerStep,
+            At::Evaluation => Moment::Evaluation,
         }
     }
 }
@@ -113,7 +113,7 @@ pub(crate) fn largest_live<'a>(
 }
 
 /// The largest live set of the teacher's no-grad forward at `b` (live soft targets only).
-fn teacher_live(m: &Model, b: u64) -> (Option<&str>, Pool) {
+fn teacher_live(m: &MemoryModel, b: u64) -> (Option<&str>, Pool) {
     match &m.teacher {
         Some(t) if t.live => {
             largest_live(t.layers.iter().map(|(id, s)| (id.as_str(), s.as_slice())), b, m.runtime.cuda)
@@ -123,7 +123,7 @@ fn teacher_live(m: &Model, b: u64) -> (Option<&str>, Pool) {
 }
 
 /// The teacher layer whose no-grad forward peaks at `b` (live soft targets).
-pub(crate) fn largest_live_teacher(m: &Model, b: u64) -> Option<String> {
+pub(crate) fn largest_live_teacher(m: &MemoryModel, b: u64) -> Option<String> {
     teacher_live(m, b).0.map(str::to_string)
 }
 
@@ -153,7 +153,7 @@ pub(crate) struct AtBatch {
 }
 
 /// The loss's pools on the last stage: saved, transient, gradients, student and teacher logits.
-fn loss_pools(m: &Model, s: &Stage, b: u64) -> [Pool; 5] {
+fn loss_pools(m: &MemoryModel, s: &Stage, b: u64) -> [Pool; 5] {
     let cuda = m.runtime.cuda;
     if !s.last {
         return [Pool::default(); 5];
@@ -169,7 +169,7 @@ fn loss_pools(m: &Model, s: &Stage, b: u64) -> [Pool; 5] {
 }
 
 impl AtBatch {
-    pub(crate) fn new(m: &Model, s: &Stage, b: u64) -> AtBatch {
+    pub(crate) fn new(m: &MemoryModel, s: &Stage, b: u64) -> AtBatch {
         let cuda = m.runtime.cuda;
         let n = s.layers.len();
         let mut a = AtBatch {
@@ -216,7 +216,7 @@ impl AtBatch {
 }
 
 /// Adds what is alive at moment `at` of stage `s` to `sink`.
-pub(crate) fn live(m: &Model, s: &Stage, a: &AtBatch, at: At, sink: &mut impl Sink) {
+pub(crate) fn live(m: &MemoryModel, s: &Stage, a: &AtBatch, at: At, sink: &mut impl Sink) {
     use Cat::*;
     statics(sink, &s.pre);
     if at == At::TeacherCache {
@@ -291,7 +291,7 @@ pub(crate) fn live(m: &Model, s: &Stage, a: &AtBatch, at: At, sink: &mut impl Si
 }
 
 /// Every moment of stage `s`, in step order.
-pub(crate) fn moments(m: &Model, s: &Stage) -> impl Iterator<Item = At> {
+pub(crate) fn moments(m: &MemoryModel, s: &Stage) -> impl Iterator<Item = At> {
     let n = s.layers.len();
     let teacher = m.teacher.as_ref();
     let cache = teacher.is_some_and(|t| t.cache);
@@ -315,7 +315,7 @@ pub(crate) struct Best {
     pub pool: Pool,
 }
 
-/// The largest moment of each phase (in [`Phase`] order of the step), at one batch.
+/// The largest moment of each phase (in [`Moment`] order of the step), at one batch.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Scan {
     pub phases: [Option<Best>; 7],
@@ -354,7 +354,7 @@ impl Scan {
 ///
 /// # Errors
 /// [`EstimateError::Overflow`] when the tensors of the plan could exceed 2^62 bytes in total.
-pub(crate) fn scan(m: &Model, b: u64) -> Result<Scan, EstimateError> {
+pub(crate) fn scan(m: &MemoryModel, b: u64) -> Result<Scan, EstimateError> {
     m.check_bound(b)?;
     let cuda = m.runtime.cuda;
     // each distinct size rounded once: a one-tensor pool per size
@@ -397,7 +397,7 @@ pub(crate) fn scan(m: &Model, b: u64) -> Result<Scan, EstimateError> {
             Default::default()
         };
         let ckpt = s.checkpointing;
-        let resident_of = |h: &crate::model::HotLayer| if ckpt { span(h.kept) } else { span(h.saved) };
+        let resident_of = |h: &crate::memory::memory_model::HotLayer| if ckpt { span(h.kept) } else { span(h.saved) };
         let earlier = if s.in_flight > 1 {
             let mut r = Pool::default();
             hot.iter().for_each(|h| r.merge_exact(&resident_of(h)));
@@ -451,7 +451,7 @@ pub(crate) fn scan(m: &Model, b: u64) -> Result<Scan, EstimateError> {
 /// Exact bytes of every moment as `(fixed, per_sample)`: the linear model
 /// `M(b) = M_fixed + b * m_lin` of `memory-model.md` section 9, one line per moment (before
 /// allocator rounding, which only adds).
-pub(crate) fn lines(m: &Model) -> Vec<(u64, u64)> {
+pub(crate) fn lines(m: &MemoryModel) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     for s in &m.stages {
         let a0 = AtBatch::new(m, s, 0);
@@ -468,7 +468,7 @@ pub(crate) fn lines(m: &Model) -> Vec<(u64, u64)> {
 
 /// Evaluates [`live`] at every moment (the slow definition), for tests of [`scan`].
 #[cfg(test)]
-pub(crate) fn scan_by_definition(m: &Model, b: u64) -> Scan {
+pub(crate) fn scan_by_definition(m: &MemoryModel, b: u64) -> Scan {
     let mut out = Scan::default();
     for (si, s) in m.stages.iter().enumerate() {
         let a = AtBatch::new(m, s, b);
@@ -484,11 +484,11 @@ pub(crate) fn scan_by_definition(m: &Model, b: u64) -> Scan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Inputs;
-    use crate::spec::Config;
+    use crate::memory::memory_model::Inputs;
+    use crate::schema::Config;
 
-    fn model(toml: &str) -> Model {
-        Model::new(&Config::from_toml_str(toml).unwrap(), &Inputs::default()).unwrap()
+    fn model(toml: &str) -> MemoryModel {
+        MemoryModel::new(&Config::from_toml_str(toml).unwrap(), &Inputs::default()).unwrap()
     }
 
     const CASES: &[&str] = &[
@@ -520,8 +520,8 @@ mod properties {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::model::Inputs;
-    use crate::spec::Config;
+    use crate::memory::memory_model::Inputs;
+    use crate::schema::Config;
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
@@ -545,7 +545,7 @@ mod properties {
                 p = ["fp32", "bf16", "fp16", "pure_bf16"][precision],
                 t = if cpu { "cpu" } else { "cuda" },
             );
-            let m = Model::new(&Config::from_toml_str(&text).unwrap(), &Inputs::default()).unwrap();
+            let m = MemoryModel::new(&Config::from_toml_str(&text).unwrap(), &Inputs::default()).unwrap();
             let (fast, slow) = (scan(&m, b).unwrap(), scan_by_definition(&m, b));
             prop_assert_eq!(fast.phases, slow.phases);
         }

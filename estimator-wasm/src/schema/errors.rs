@@ -28,7 +28,7 @@ impl SpecError {
 /// estimator never panics and never wraps around.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum EstimateError {
-    /// The configuration is invalid (the same checks as [`crate::spec::Config::validate`]).
+    /// The configuration is invalid (the same checks as [`crate::schema::spec::Config::validate`]).
     #[error(transparent)]
     Spec(#[from] SpecError),
     /// An input of the estimate itself (batch, teacher counts, dataset) is out of range.

@@ -2,10 +2,10 @@
 //! sharding (`memory-model.md` section 1; ZeRO, Rajbhandari et al. 2020, arXiv:1910.02054).
 use serde::Serialize;
 
-use crate::dtype::Recipe;
-use crate::error::EstimateError;
-use crate::runtime::{add, mul};
-use crate::spec::Optimizer;
+use crate::memory::runtime::{add, mul};
+use crate::schema::dtype::Recipe;
+use crate::schema::errors::EstimateError;
+use crate::schema::OptimizerKind;
 
 /// Bytes per trainable parameter element of each model state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -23,12 +23,12 @@ impl PerParam {
     /// Bytes per parameter for `recipe` and `optimizer` (`momentum` 0 means plain SGD).
     /// fp32 + AdamW: 4 + 4 + 8 = 16; pure bf16 + AdamW: 2 + 2 + 4 = 8; bf16 with fp32 master
     /// + AdamW: 2 + 2 + 12 = 16 (the ZeRO paper's K = 12).
-    pub fn of(recipe: &Recipe, optimizer: Optimizer, momentum: f64) -> PerParam {
+    pub fn of(recipe: &Recipe, optimizer: OptimizerKind, momentum: f64) -> PerParam {
         let state = recipe.optimizer_state.bytes();
         let moments = match optimizer {
-            Optimizer::Adamw => 2 * state,
-            Optimizer::Sgd if momentum > 0.0 => state,
-            Optimizer::Sgd => 0,
+            OptimizerKind::Adamw => 2 * state,
+            OptimizerKind::Sgd if momentum > 0.0 => state,
+            OptimizerKind::Sgd => 0,
         };
         let master = if recipe.master_copy { 4 } else { 0 };
         PerParam { weight: recipe.weight.bytes(), grad: recipe.weight.bytes(), optimizer: moments + master }
@@ -36,11 +36,11 @@ impl PerParam {
 
     /// Moment tensors per parameter tensor (2 for AdamW, 1 for SGD with momentum, 0 otherwise),
     /// plus 1 for a master copy.
-    pub fn optimizer_tensors(optimizer: Optimizer, momentum: f64, recipe: &Recipe) -> u64 {
+    pub fn optimizer_tensors(optimizer: OptimizerKind, momentum: f64, recipe: &Recipe) -> u64 {
         let moments = match optimizer {
-            Optimizer::Adamw => 2,
-            Optimizer::Sgd if momentum > 0.0 => 1,
-            Optimizer::Sgd => 0,
+            OptimizerKind::Adamw => 2,
+            OptimizerKind::Sgd if momentum > 0.0 => 1,
+            OptimizerKind::Sgd => 0,
         };
         moments + u64::from(recipe.master_copy)
     }
@@ -79,16 +79,16 @@ pub fn zero_states(params: u64, per: PerParam, n: u64, stage: u64) -> Result<Mod
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::Precision;
+    use crate::schema::Precision;
 
     #[test]
     fn bytes_per_parameter_per_recipe() {
-        let adam = |p| PerParam::of(&Recipe::student(p), Optimizer::Adamw, 0.9);
+        let adam = |p| PerParam::of(&Recipe::student(p), OptimizerKind::Adamw, 0.9);
         assert_eq!(adam(Precision::Fp32), PerParam { weight: 4, grad: 4, optimizer: 8 });
         assert_eq!(adam(Precision::Bf16), PerParam { weight: 4, grad: 4, optimizer: 8 });
         assert_eq!(adam(Precision::PureBf16), PerParam { weight: 2, grad: 2, optimizer: 4 });
         assert_eq!(adam(Precision::Bf16Master), PerParam { weight: 2, grad: 2, optimizer: 12 });
-        let sgd = |m| PerParam::of(&Recipe::student(Precision::Fp32), Optimizer::Sgd, m);
+        let sgd = |m| PerParam::of(&Recipe::student(Precision::Fp32), OptimizerKind::Sgd, m);
         assert_eq!(sgd(0.9).optimizer, 4);
         assert_eq!(sgd(0.0).optimizer, 0);
     }

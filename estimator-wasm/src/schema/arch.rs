@@ -19,9 +19,10 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use crate::error::SpecError;
-use crate::spec::{
-    Activation, AttentionKernel, Checkpointing, DataSpec, Family, HeadKind, MlpKind, Norm, NormKind, Pool, StudentSpec,
+use crate::schema::errors::SpecError;
+use crate::schema::spec::DataSpec;
+use crate::schema::student_spec::{
+    Activation, AttentionKernel, Checkpointing, Family, HeadKind, MlpKind, Norm, NormKind, Pool, StudentSpec,
     TransformerSpec,
 };
 
@@ -436,7 +437,7 @@ fn checked_product(shape: &[u64]) -> Result<u64, SpecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::Config;
+    use crate::schema::spec::Config;
 
     fn config(student: &str) -> Config {
         Config::from_toml_str(&format!("[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\n{student}"))

@@ -1,12 +1,15 @@
-//! Assembles a [`Plan`] from a compiled [`Model`]: the peak over phases, the breakdown by
+//! Assembles a [`Plan`] from a compiled [`MemoryModel`]: the peak over phases, the breakdown by
 //! category and by layer, the device total and the fit on a GPU.
-use crate::error::EstimateError;
-use crate::layer::Size;
-use crate::model::Model;
-use crate::phases::{self, live, At, AtBatch, Tally};
-use crate::plan::{Fit, LayerRow, PhaseBytes, Plan, Totals};
+use crate::memory::breakdown::{Fit, LayerRow, MomentBytes, Plan, Totals};
+use crate::memory::layer::Size;
+use crate::memory::memory_model::Inputs;
+use crate::memory::memory_model::MemoryModel;
+use crate::memory::moments::{self, live, At, AtBatch, Tally};
+use crate::schema::catalogue::Gpu;
+use crate::schema::errors::EstimateError;
+use crate::schema::Config;
 
-impl Model {
+impl MemoryModel {
     /// The full estimate at micro-batch `b`: phases, categories, layers, totals and fit.
     ///
     /// # Errors
@@ -15,7 +18,7 @@ impl Model {
     pub fn plan(&self, b: u64) -> Result<Plan, EstimateError> {
         check_batch(b)?;
         let cuda = self.runtime.cuda;
-        let scan = phases::scan(self, b)?;
+        let scan = moments::scan(self, b)?;
         let best = scan.checked_peak()?;
         let mut phases = Vec::with_capacity(7);
         let mut peak = None;
@@ -28,12 +31,12 @@ impl Model {
             let pool = tally.pool.check("live memory")?;
             let layer = match found.at {
                 At::Forward(l) | At::Backward(l) => Some(self.layers[stage.layers.start + l].id.clone()),
-                At::TeacherForward => phases::largest_live_teacher(self, b),
+                At::TeacherForward => moments::largest_live_teacher(self, b),
                 At::Evaluation => self.eval_live.0.clone(),
                 At::TeacherCache => self.teacher_eval_live.0.clone(),
                 At::Loss | At::BackwardStart | At::OptimizerStep => None,
             };
-            let row = PhaseBytes::new(found.at.phase(), layer, stage.index, tally.categories, &pool, found.reserved);
+            let row = MomentBytes::new(found.at.phase(), layer, stage.index, tally.categories, &pool, found.reserved);
             if *found == best {
                 peak = Some(row.clone());
             }
@@ -107,10 +110,10 @@ impl Model {
     /// Only the device totals at micro-batch `b` (the fast path the batch search uses).
     ///
     /// # Errors
-    /// As [`Model::plan`].
+    /// As [`MemoryModel::plan`].
     pub fn totals(&self, b: u64) -> Result<Totals, EstimateError> {
         check_batch(b)?;
-        let peak = phases::scan(self, b)?.checked_peak()?;
+        let peak = moments::scan(self, b)?.checked_peak()?;
         let (fragmentation, total) = self.runtime.device_total(peak.reserved)?;
         Ok(Totals {
             requested: peak.pool.requested,
@@ -134,7 +137,7 @@ impl Model {
         for s in &self.stages {
             for l in &self.layers[s.layers.clone()] {
                 let part = if s.checkpointing { exact(l.kept.as_slice(), b)? } else { exact(&l.saved, b)? };
-                total = crate::runtime::add(total, part, "saved bytes")?;
+                total = crate::memory::runtime::add(total, part, "saved bytes")?;
             }
         }
         Ok(total)
@@ -142,10 +145,76 @@ impl Model {
 }
 
 fn exact(sizes: &[Size], b: u64) -> Result<u64, EstimateError> {
-    sizes.iter().try_fold(0u64, |acc, s| crate::runtime::add(acc, s.at(b)?, "saved bytes"))
+    sizes.iter().try_fold(0u64, |acc, s| crate::memory::runtime::add(acc, s.at(b)?, "saved bytes"))
 }
 
 /// The micro-batch under `train.batch_size`'s rule (1 to `MAX_BATCH`).
 pub(crate) fn check_batch(b: u64) -> Result<(), EstimateError> {
-    Ok(crate::limits::within("train.batch_size", b, 1, crate::batch::MAX_BATCH)?)
+    Ok(crate::schema::limits::within("train.batch_size", b, 1, crate::schema::limits::MAX_BATCH)?)
+}
+
+/// Estimates the memory of one training step of `config`.
+///
+/// The micro-batch is `inputs.batch`, else `train.batch_size`; with `batch_size = "auto"` and
+/// an `[estimate] gpu`, the largest batch that fits it (keeping `estimate.safety_margin` free).
+///
+/// # Errors
+/// [`EstimateError`]: an invalid config, an unknown teacher size or GPU, a batch of 0 or
+/// `"auto"` without a GPU, or sizes past 2^64 bytes. Never panics.
+pub fn estimate(config: &Config, inputs: &Inputs) -> Result<Plan, EstimateError> {
+    let model = MemoryModel::new(config, inputs)?;
+    let b = match (model.default_batch(), model.gpu()) {
+        (Some(b), _) => b,
+        (None, Some(gpu)) => {
+            crate::memory::batch::search(&model, gpu, model.safety_margin)?.batch.ok_or_else(|| {
+                EstimateError::invalid("train.batch_size", format!("\"auto\": not even a batch of 1 fits {}", gpu.name))
+            })?
+        }
+        (None, None) => {
+            return Err(EstimateError::invalid(
+                "train.batch_size",
+                "\"auto\" needs a batch from the caller or an [estimate] gpu to fit",
+            ))
+        }
+    };
+    model.plan(b)
+}
+
+/// The largest micro-batch of `config` that fits `gpu`, keeping `safety_margin` (a fraction in
+/// [0, 1)) of its memory free; `None` when not even 1 fits. Closed form, then verified: the
+/// result fits and one more does not. The step is priced for `estimate.target`: a
+/// `target = "cpu"` config fits only a device without CUDA context (the CPU's memory).
+///
+/// # Errors
+/// As [`estimate`]; a margin out of [0, 1) as `estimate.safety_margin` is refused; a
+/// `target = "cpu"` config and a GPU, on `estimate.target` ([`batch::search`]).
+pub fn max_batch(
+    config: &Config,
+    inputs: &Inputs,
+    gpu: &Gpu,
+    safety_margin: f64,
+) -> Result<Option<u64>, EstimateError> {
+    let model = MemoryModel::new(config, inputs)?;
+    Ok(crate::memory::batch::search(&model, gpu, safety_margin)?.batch)
+}
+
+/// [`max_batch`] on every catalogue GPU (for `distill plan`), in catalogue order.
+///
+/// # Errors
+/// As [`max_batch`].
+pub fn max_batch_per_gpu(
+    config: &Config,
+    inputs: &Inputs,
+    safety_margin: f64,
+) -> Result<Vec<(&'static Gpu, Option<u64>)>, EstimateError> {
+    let mut config = config.clone();
+    config.estimate.target = crate::schema::Target::Cuda;
+    crate::schema::catalogue::catalogue()
+        .iter()
+        .map(|g| {
+            config.estimate.gpu = Some(g.name.to_string());
+            let model = MemoryModel::new(&config, inputs)?;
+            Ok((g, crate::memory::batch::search(&model, g, safety_margin)?.batch))
+        })
+        .collect()
 }

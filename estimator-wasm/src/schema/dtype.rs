@@ -1,7 +1,7 @@
 //! Element types of the tensors the estimator prices, and how a precision recipe maps to them.
 use serde::Serialize;
 
-use crate::spec::Precision;
+use crate::schema::spec::Precision;
 
 /// A tensor element type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -3,17 +3,17 @@
 //! depth multipliers, and the training levers (micro-batch, precision, optimizer,
 //! checkpointing, pruning, data parallelism, ZeRO stage, GPU).
 //!
-//! [`Explore::config`] turns the form into the [`Config`] that `distill plan` reads, so the page
+//! [`ExplorerForm::config`] turns the form into the [`Config`] that `distill plan` reads, so the page
 //! prices exactly the cfg.toml it exports. Every field is a plain value, so the whole form
 //! serialises to a URL query or to JSON. Pure: no I/O, no clock.
 use serde::{Deserialize, Serialize};
 
-use crate::batch::MAX_BATCH;
-use crate::catalogue;
-use crate::error::{EstimateError, SpecError};
-use crate::limits::MAX_BLOCKS;
-use crate::spec::{BatchSize, Checkpointing, Config, Family, Optimizer, Precision, PruneMethod, PruneSpec};
-use crate::spec::{StudentSpec, Target};
+use crate::schema::catalogue;
+use crate::schema::errors::{EstimateError, SpecError};
+use crate::schema::limits::MAX_BATCH;
+use crate::schema::limits::MAX_BLOCKS;
+use crate::schema::{BatchSize, Checkpointing, Config, Family, OptimizerKind, Precision, PruneMethod, PruneSpec};
+use crate::schema::{StudentSpec, Target};
 
 /// The `teacher` value that means "the pasted cfg.toml in `cfg`".
 pub const CUSTOM: &str = "custom";
@@ -176,47 +176,47 @@ pub static SCENARIOS: [Scenario; 7] = [
     },
 ];
 
-/// The scenario called `key` (matched as every name is, `crate::names`).
+/// The scenario called `key` (matched as every name is, `crate::schema::names`).
 pub fn scenario(key: &str) -> Option<&'static Scenario> {
-    SCENARIOS.iter().find(|s| crate::names::same(key, s.key))
+    SCENARIOS.iter().find(|s| crate::schema::names::same(key, s.key))
 }
 
 /// Why the form cannot be priced: the form field to mark (`None`: the form as a whole) and a
 /// one-line message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ExploreError {
+pub struct FormError {
     pub field: Option<&'static str>,
     pub message: String,
 }
 
-impl std::fmt::Display for ExploreError {
+impl std::fmt::Display for FormError {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for ExploreError {}
+impl std::error::Error for FormError {}
 
-impl ExploreError {
-    fn on(field: &'static str, message: impl Into<String>) -> ExploreError {
-        ExploreError { field: Some(field), message: message.into() }
+impl FormError {
+    fn on(field: &'static str, message: impl Into<String>) -> FormError {
+        FormError { field: Some(field), message: message.into() }
     }
 }
 
-impl From<EstimateError> for ExploreError {
-    fn from(e: EstimateError) -> ExploreError {
+impl From<EstimateError> for FormError {
+    fn from(e: EstimateError) -> FormError {
         let field = match &e {
             EstimateError::Spec(SpecError::Invalid { key, .. }) | EstimateError::Invalid { key, .. } => field_of(key),
             EstimateError::Spec(SpecError::Parse { .. }) => Some("cfg"),
             EstimateError::UnknownGpu { .. } => Some("gpu"),
             EstimateError::Overflow { .. } => None,
         };
-        ExploreError { field, message: e.to_string() }
+        FormError { field, message: e.to_string() }
     }
 }
 
-impl From<SpecError> for ExploreError {
-    fn from(e: SpecError) -> ExploreError {
+impl From<SpecError> for FormError {
+    fn from(e: SpecError) -> FormError {
         EstimateError::Spec(e).into()
     }
 }
@@ -247,7 +247,7 @@ pub fn field_of(key: &str) -> Option<&'static str> {
 /// height) or tokens, multipliers and sparsity as fractions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct Explore {
+pub struct ExplorerForm {
     /// A [`SCENARIOS`] key, or [`CUSTOM`] for the pasted cfg.toml in `cfg`.
     pub teacher: String,
     /// The pasted cfg.toml (with `teacher = "custom"`).
@@ -268,7 +268,7 @@ pub struct Explore {
     pub precision: Precision,
     /// Teacher precision (`teacher.precision`).
     pub teacher_precision: Precision,
-    pub optimizer: Optimizer,
+    pub optimizer: OptimizerKind,
     /// `"none"`, `"sqrt"` or a number of segments (`student.checkpointing`).
     pub checkpointing: String,
     /// Final pruning sparsity in [0, 1); 0 means no `[prune]` table.
@@ -279,20 +279,20 @@ pub struct Explore {
     pub data_parallel: u64,
     /// ZeRO stage 0 to 3 (0: DDP replicas).
     pub zero_stage: u64,
-    /// A catalogue GPU (`crate::catalogue`).
+    /// A catalogue GPU (`crate::schema::catalogue`).
     pub gpu: String,
 }
 
-impl Default for Explore {
-    fn default() -> Explore {
-        Explore::for_scenario(scenario("gpt2").expect("the gpt2 scenario exists"), "RTX-4090")
+impl Default for ExplorerForm {
+    fn default() -> ExplorerForm {
+        ExplorerForm::for_scenario(scenario("gpt2").expect("the gpt2 scenario exists"), "RTX-4090")
     }
 }
 
-impl Explore {
+impl ExplorerForm {
     /// The form for `scenario` with its defaults, on `gpu`.
-    pub fn for_scenario(s: &Scenario, gpu: &str) -> Explore {
-        Explore {
+    pub fn for_scenario(s: &Scenario, gpu: &str) -> ExplorerForm {
+        ExplorerForm {
             teacher: s.key.to_string(),
             cfg: None,
             family: s.families[0],
@@ -302,7 +302,7 @@ impl Explore {
             batch: s.batch,
             precision: s.precision,
             teacher_precision: s.precision,
-            optimizer: Optimizer::Adamw,
+            optimizer: OptimizerKind::Adamw,
             checkpointing: "none".into(),
             sparsity: 0.0,
             prune: PruneMethod::Magnitude,
@@ -315,16 +315,16 @@ impl Explore {
 
     /// Switches to another teacher scenario: its task, default family, input size,
     /// micro-batch and precision; keeps the GPU and the parallel settings.
-    pub fn with_teacher(&self, key: &str) -> Result<Explore, ExploreError> {
+    pub fn with_teacher(&self, key: &str) -> Result<ExplorerForm, FormError> {
         let s = scenario(key).ok_or_else(|| unknown_teacher(key))?;
-        let mut e = Explore::for_scenario(s, &self.gpu);
+        let mut e = ExplorerForm::for_scenario(s, &self.gpu);
         e.data_parallel = self.data_parallel;
         e.zero_stage = self.zero_stage;
         Ok(e)
     }
 
     /// Sets `input` from the base config (0 means "the base's own input size").
-    fn with_base_input(mut self) -> Explore {
+    fn with_base_input(mut self) -> ExplorerForm {
         if let Ok(base) = self.base() {
             self.input = base_input(&base);
         }
@@ -336,11 +336,11 @@ impl Explore {
     ///
     /// # Errors
     /// The cfg.toml's parse or validation error, on the `cfg` field.
-    pub fn from_cfg(text: &str, gpu: &str) -> Result<Explore, ExploreError> {
+    pub fn from_cfg(text: &str, gpu: &str) -> Result<ExplorerForm, FormError> {
         let config =
-            Config::from_toml_str(text).map_err(|e| ExploreError { field: Some("cfg"), message: e.to_string() })?;
+            Config::from_toml_str(text).map_err(|e| FormError { field: Some("cfg"), message: e.to_string() })?;
         let gpu = match &config.estimate.gpu {
-            Some(name) => catalogue::gpu(name).map(|g| g.name.to_string()).map_err(ExploreError::from)?,
+            Some(name) => catalogue::gpu(name).map(|g| g.name.to_string()).map_err(FormError::from)?,
             None => gpu.to_string(),
         };
         let batch = match config.train.batch_size {
@@ -352,7 +352,7 @@ impl Explore {
                 crate::estimate(&c, &crate::Inputs::default()).map_or(32, |p| p.batch)
             }
         };
-        Ok(Explore {
+        Ok(ExplorerForm {
             teacher: CUSTOM.into(),
             cfg: Some(text.to_string()),
             family: config.student.family,
@@ -386,11 +386,11 @@ impl Explore {
     ///
     /// # Errors
     /// An unknown teacher, or a pasted cfg.toml that does not parse.
-    pub fn base(&self) -> Result<Config, ExploreError> {
-        if crate::names::same(&self.teacher, CUSTOM) {
-            let text = self.cfg.as_deref().ok_or_else(|| ExploreError::on("cfg", "paste a cfg.toml first"))?;
+    pub fn base(&self) -> Result<Config, FormError> {
+        if crate::schema::names::same(&self.teacher, CUSTOM) {
+            let text = self.cfg.as_deref().ok_or_else(|| FormError::on("cfg", "paste a cfg.toml first"))?;
             let mut config =
-                Config::from_toml_str(text).map_err(|e| ExploreError { field: Some("cfg"), message: e.to_string() })?;
+                Config::from_toml_str(text).map_err(|e| FormError { field: Some("cfg"), message: e.to_string() })?;
             if config.student.family != self.family {
                 config.student = generic_student(InputKind::of(&config), self.family)?;
             }
@@ -398,7 +398,7 @@ impl Explore {
         }
         let s = self.scenario().ok_or_else(|| unknown_teacher(&self.teacher))?;
         let i = s.families.iter().position(|&f| f == self.family).ok_or_else(|| {
-            ExploreError::on(
+            FormError::on(
                 "family",
                 format!("{} reads {:?} input: choose a {} student", s.name, s.input, family_list(s.families)),
             )
@@ -411,41 +411,41 @@ impl Explore {
     ///
     /// # Errors
     /// The first field out of range, with the accepted values.
-    pub fn check(&self) -> Result<(), ExploreError> {
+    pub fn check(&self) -> Result<(), FormError> {
         let within = |v: f64, lo: f64, hi: f64| v.is_finite() && v > lo && v <= hi;
         if !within(self.width, 0.0, 64.0) {
-            return Err(ExploreError::on("width", "the width multiplier must be > 0 and at most 64"));
+            return Err(FormError::on("width", "the width multiplier must be > 0 and at most 64"));
         }
         if !within(self.depth, 0.0, 16.0) {
-            return Err(ExploreError::on("depth", "the depth multiplier must be > 0 and at most 16"));
+            return Err(FormError::on("depth", "the depth multiplier must be > 0 and at most 16"));
         }
         if !(1..=1 << 20).contains(&self.input) {
-            return Err(ExploreError::on("input", "the input size must be between 1 and 1048576"));
+            return Err(FormError::on("input", "the input size must be between 1 and 1048576"));
         }
         if !(1..=MAX_BATCH).contains(&self.batch) {
-            return Err(ExploreError::on("batch", format!("the micro-batch must be between 1 and {MAX_BATCH}")));
+            return Err(FormError::on("batch", format!("the micro-batch must be between 1 and {MAX_BATCH}")));
         }
         if !(self.sparsity.is_finite() && (0.0..1.0).contains(&self.sparsity)) {
-            return Err(ExploreError::on("sparsity", "sparsity must be a fraction in [0, 1)"));
+            return Err(FormError::on("sparsity", "sparsity must be a fraction in [0, 1)"));
         }
         if !(1..=1 << 20).contains(&self.data_parallel) {
-            return Err(ExploreError::on("data_parallel", "data parallelism must be between 1 and 1048576 GPUs"));
+            return Err(FormError::on("data_parallel", "data parallelism must be between 1 and 1048576 GPUs"));
         }
         if self.zero_stage > 3 {
-            return Err(ExploreError::on("zero_stage", "the ZeRO stage is 0, 1, 2 or 3"));
+            return Err(FormError::on("zero_stage", "the ZeRO stage is 0, 1, 2 or 3"));
         }
         self.checkpointing()?;
         catalogue::gpu(&self.gpu)?;
         Ok(())
     }
 
-    fn checkpointing(&self) -> Result<Checkpointing, ExploreError> {
+    fn checkpointing(&self) -> Result<Checkpointing, FormError> {
         match self.checkpointing.trim() {
             "none" | "" => Ok(Checkpointing::None),
             "sqrt" => Ok(Checkpointing::Sqrt),
             n => match n.parse::<u64>() {
                 Ok(k) if k >= 1 => Ok(Checkpointing::Segments(k)),
-                _ => Err(ExploreError::on("checkpointing", "checkpointing is none, sqrt or a number of segments >= 1")),
+                _ => Err(FormError::on("checkpointing", "checkpointing is none, sqrt or a number of segments >= 1")),
             },
         }
     }
@@ -453,8 +453,8 @@ impl Explore {
     /// The cfg.toml of the chosen student (width multiplier as set).
     ///
     /// # Errors
-    /// As [`Explore::config_at`].
-    pub fn config(&self) -> Result<Config, ExploreError> {
+    /// As [`ExplorerForm::config_at`].
+    pub fn config(&self) -> Result<Config, FormError> {
         self.config_at(1.0)
     }
 
@@ -463,16 +463,16 @@ impl Explore {
     /// # Errors
     /// A form field out of range, an unknown teacher, or the estimator's validation error on
     /// the resulting config (mapped to the form field that sets its key).
-    pub fn config_at(&self, scale: f64) -> Result<Config, ExploreError> {
+    pub fn config_at(&self, scale: f64) -> Result<Config, FormError> {
         self.config_from(self.base()?, scale)
     }
 
-    /// [`Explore::config_at`] from a base config already made by [`Explore::base`] (a sweep
+    /// [`ExplorerForm::config_at`] from a base config already made by [`ExplorerForm::base`] (a sweep
     /// makes it once for every size and lever; `base` must be this form's).
     ///
     /// # Errors
-    /// As [`Explore::config_at`].
-    pub fn config_from(&self, base: Config, scale: f64) -> Result<Config, ExploreError> {
+    /// As [`ExplorerForm::config_at`].
+    pub fn config_from(&self, base: Config, scale: f64) -> Result<Config, FormError> {
         self.check()?;
         let mut c = base;
         set_input(&mut c, self.input);
@@ -510,8 +510,8 @@ impl Explore {
     /// tables).
     ///
     /// # Errors
-    /// As [`Explore::config`].
-    pub fn cfg_toml(&self) -> Result<String, ExploreError> {
+    /// As [`ExplorerForm::config`].
+    pub fn cfg_toml(&self) -> Result<String, FormError> {
         let c = self.config()?;
         Ok(format!(
             "# cfg.toml from the distill explorer (teacher: {}). Paths in [data] are relative to this file.\n\
@@ -522,9 +522,9 @@ impl Explore {
     }
 }
 
-fn unknown_teacher(key: &str) -> ExploreError {
+fn unknown_teacher(key: &str) -> FormError {
     let known: Vec<&str> = SCENARIOS.iter().map(|s| s.key).collect();
-    ExploreError::on("teacher", format!("unknown teacher \"{key}\"; known: {}, custom", known.join(", ")))
+    FormError::on("teacher", format!("unknown teacher \"{key}\"; known: {}, custom", known.join(", ")))
 }
 
 fn family_list(families: &[Family]) -> String {
@@ -555,12 +555,12 @@ fn set_input(config: &mut Config, n: u64) {
 }
 
 /// A base student of `family` for inputs of `kind` (when a pasted cfg.toml's family changes).
-fn generic_student(kind: InputKind, family: Family) -> Result<StudentSpec, ExploreError> {
+fn generic_student(kind: InputKind, family: Family) -> Result<StudentSpec, FormError> {
     let body = match (kind, family) {
         (InputKind::Image, Family::Cnn) => CNN_SMALL,
         (InputKind::Image | InputKind::Features, Family::Mlp) => MLP_SMALL,
         _ => {
-            return Err(ExploreError::on(
+            return Err(FormError::on(
                 "family",
                 format!("a {family:?} student cannot read this cfg.toml's input; keep its own family"),
             ))
@@ -569,7 +569,7 @@ fn generic_student(kind: InputKind, family: Family) -> Result<StudentSpec, Explo
     // parsed as a whole cfg.toml (any valid [data] will do): the page then needs no second
     // TOML deserializer for a bare [student] table
     let text = format!("[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\n{body}");
-    Ok(Config::from_toml_str(&text).map_err(|e| ExploreError::on("family", e.to_string()))?.student)
+    Ok(Config::from_toml_str(&text).map_err(|e| FormError::on("family", e.to_string()))?.student)
 }
 
 /// `v * f` rounded, at least 1 (saturating far beyond any real size).
@@ -626,7 +626,7 @@ mod tests {
     fn every_scenario_and_family_gives_a_valid_config() {
         for s in &SCENARIOS {
             for &family in s.families {
-                let mut e = Explore::for_scenario(s, "A100-80GB");
+                let mut e = ExplorerForm::for_scenario(s, "A100-80GB");
                 e.family = family;
                 let c = e.config().unwrap_or_else(|err| panic!("{} {family:?}: {err}", s.key));
                 assert_eq!(InputKind::of(&c), s.input, "{}", s.key);
@@ -641,7 +641,7 @@ mod tests {
     #[test]
     fn scenario_teachers_have_their_published_sizes() {
         let params = |key: &str| {
-            let c = Explore::for_scenario(scenario(key).unwrap(), "H200").config().unwrap();
+            let c = ExplorerForm::for_scenario(scenario(key).unwrap(), "H200").config().unwrap();
             crate::estimate(&c, &crate::Inputs::default()).unwrap().params.teacher
         };
         assert_eq!(params("resnet50"), 25_557_032);
@@ -654,8 +654,8 @@ mod tests {
 
     #[test]
     fn unit_multipliers_keep_the_base_student() {
-        let e = Explore::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "T4");
-        let text = include_str!("../../examples/fashion-mnist/student.toml");
+        let e = ExplorerForm::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "T4");
+        let text = include_str!("../../../examples/fashion-mnist/student.toml");
         let example = Config::from_toml_str(text).unwrap();
         let c = e.config().unwrap();
         assert_eq!(c.student, example.student);
@@ -664,7 +664,7 @@ mod tests {
 
     #[test]
     fn width_and_depth_scale_the_student() {
-        let mut e = Explore::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "T4");
+        let mut e = ExplorerForm::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "T4");
         e.width = 2.0;
         e.depth = 1.5;
         let c = e.config().unwrap();
@@ -673,7 +673,7 @@ mod tests {
         let small = e.config_at(0.25).unwrap();
         assert_eq!(small.student.channels, vec![4, 8, 16]);
 
-        let mut e = Explore::for_scenario(scenario("llama-2-7b").unwrap(), "H200");
+        let mut e = ExplorerForm::for_scenario(scenario("llama-2-7b").unwrap(), "H200");
         e.width = 0.5;
         e.depth = 0.5;
         let t = e.config().unwrap().student.transformer.unwrap();
@@ -685,11 +685,11 @@ mod tests {
 
     #[test]
     fn input_size_sets_the_shape() {
-        let mut e = Explore::for_scenario(scenario("resnet50").unwrap(), "A100-80GB");
+        let mut e = ExplorerForm::for_scenario(scenario("resnet50").unwrap(), "A100-80GB");
         assert_eq!(e.input, 224);
         e.input = 112;
         assert_eq!(e.config().unwrap().data.input_shape, vec![3, 112, 112]);
-        let mut e = Explore { input: 512, ..Explore::default() };
+        let mut e = ExplorerForm { input: 512, ..ExplorerForm::default() };
         assert_eq!(e.config().unwrap().data.input_shape, vec![512]);
         e.input = 2048;
         let err = e.config().unwrap_err();
@@ -699,21 +699,21 @@ mod tests {
 
     #[test]
     fn levers_reach_the_config() {
-        let e = Explore {
+        let e = ExplorerForm {
             batch: 3,
             precision: Precision::Fp16,
-            optimizer: Optimizer::Sgd,
+            optimizer: OptimizerKind::Sgd,
             checkpointing: "4".into(),
             sparsity: 0.5,
             prune: PruneMethod::Structured,
             data_parallel: 8,
             zero_stage: 2,
             gpu: "h200".into(),
-            ..Explore::default()
+            ..ExplorerForm::default()
         };
         let c = e.config().unwrap();
         assert_eq!(c.train.batch_size, BatchSize::Fixed(3));
-        assert_eq!((c.train.precision, c.train.optimizer), (Precision::Fp16, Optimizer::Sgd));
+        assert_eq!((c.train.precision, c.train.optimizer), (Precision::Fp16, OptimizerKind::Sgd));
         assert_eq!(c.student.checkpointing, Checkpointing::Segments(4));
         let p = c.prune.unwrap();
         assert_eq!((p.sparsity, p.method), (0.5, PruneMethod::Structured));
@@ -723,7 +723,7 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named() {
-        type Case = (fn(&mut Explore), &'static str);
+        type Case = (fn(&mut ExplorerForm), &'static str);
         let cases: [Case; 9] = [
             (|e| e.batch = 0, "batch"),
             (|e| e.width = -1.0, "width"),
@@ -736,26 +736,26 @@ mod tests {
             (|e| e.gpu = "A100".into(), "gpu"),
         ];
         for (set, field) in cases {
-            let mut e = Explore::default();
+            let mut e = ExplorerForm::default();
             set(&mut e);
             assert_eq!(e.config().unwrap_err().field, Some(field));
         }
-        let e = Explore { teacher: "gpt-5".into(), ..Explore::default() };
+        let e = ExplorerForm { teacher: "gpt-5".into(), ..ExplorerForm::default() };
         assert_eq!(e.config().unwrap_err().field, Some("teacher"));
-        let e = Explore { family: Family::Cnn, ..Explore::default() };
+        let e = ExplorerForm { family: Family::Cnn, ..ExplorerForm::default() };
         assert_eq!(e.config().unwrap_err().field, Some("family"));
     }
 
     #[test]
     fn a_pasted_cfg_fills_the_form_and_prices_the_same_file() {
         // without [teacher], distill reads the teacher's size from t.pt but the page needs a preset
-        let text = include_str!("../../examples/fashion-mnist/student.toml");
+        let text = include_str!("../../../examples/fashion-mnist/student.toml");
         let preset = "[teacher]\npreset = \"fashion-mnist-cnn\"";
         assert!(text.contains(preset), "the example names its teacher preset");
         let bare = text.lines().filter(|l| !preset.lines().any(|p| l.starts_with(p))).collect::<Vec<_>>().join("\n");
-        let e = Explore::from_cfg(&bare, "T4").unwrap();
-        assert_eq!(crate::sweep::sweep(&e).unwrap_err().field, Some("teacher"));
-        let e = Explore::from_cfg(text, "T4").unwrap();
+        let e = ExplorerForm::from_cfg(&bare, "T4").unwrap();
+        assert_eq!(crate::explorer::sweep::sweep(&e).unwrap_err().field, Some("teacher"));
+        let e = ExplorerForm::from_cfg(text, "T4").unwrap();
         assert_eq!((e.teacher.as_str(), e.family, e.input, e.batch), (CUSTOM, Family::Cnn, 28, 128));
         let mut expected = Config::from_toml_str(text).unwrap();
         expected.estimate.gpu = Some("T4".into());
@@ -763,7 +763,7 @@ mod tests {
         // a cfg.toml that names its GPU keeps it; "auto" becomes the largest batch that fits
         let auto =
             format!("{text}\n[estimate]\ngpu = \"rtx3090\"\n").replace("batch_size = 128", "batch_size = \"auto\"");
-        let e = Explore::from_cfg(&auto, "T4").unwrap();
+        let e = ExplorerForm::from_cfg(&auto, "T4").unwrap();
         assert_eq!(e.gpu, "RTX-3090");
         let c = Config::from_toml_str(&auto).unwrap();
         assert_eq!(
@@ -771,18 +771,18 @@ mod tests {
             crate::max_batch(&c, &crate::Inputs::default(), catalogue::gpu("RTX-3090").unwrap(), 0.05).unwrap()
         );
         // another family starts from a generic base student; a transformer cannot read images
-        let mlp = Explore { family: Family::Mlp, ..Explore::from_cfg(text, "T4").unwrap() };
+        let mlp = ExplorerForm { family: Family::Mlp, ..ExplorerForm::from_cfg(text, "T4").unwrap() };
         assert_eq!(mlp.config().unwrap().student.hidden, vec![256, 128]);
-        let transformer = Explore { family: Family::Transformer, ..mlp };
+        let transformer = ExplorerForm { family: Family::Transformer, ..mlp };
         assert_eq!(transformer.config().unwrap_err().field, Some("family"));
-        let err = Explore::from_cfg("[data]\ninput_shape = [0]\n", "T4").unwrap_err();
+        let err = ExplorerForm::from_cfg("[data]\ninput_shape = [0]\n", "T4").unwrap_err();
         assert_eq!(err.field, Some("cfg"));
     }
 
     #[test]
     fn absurd_sizes_are_errors_not_panics() {
         // a million tokens: the student's 1024 learned positions cannot embed them
-        let e = Explore { width: 64.0, depth: 16.0, input: 1 << 20, batch: MAX_BATCH, ..Explore::default() };
+        let e = ExplorerForm { width: 64.0, depth: 16.0, input: 1 << 20, batch: MAX_BATCH, ..ExplorerForm::default() };
         let positions = "student.transformer.max_positions: 1024 positions cannot embed sequences of 1048576 \
                          (data.input_shape); use 0 or >= 1048576";
         for scale in [0.25, 1.0, 4.0] {
@@ -790,7 +790,7 @@ mod tests {
             assert_eq!((err.field, err.message.as_str()), (Some("input"), positions), "scale {scale}");
         }
         // within them, 2^40 samples of the widest and deepest student: an overflow, on no field
-        let e = Explore { input: 1024, ..e };
+        let e = ExplorerForm { input: 1024, ..e };
         let overflow = "the step at micro-batch 1099511627776 overflows 64-bit bytes (more than 16 EiB): the plan \
                         is too large to price";
         for scale in [0.25, 1.0, 4.0] {
@@ -798,7 +798,7 @@ mod tests {
             let t = c.student.transformer.as_ref().unwrap();
             // 6 layers x 16; 12 heads x 64 x scale, of 64 dimensions each
             assert_eq!((t.layers, t.heads, t.d_model), (96, (768.0 * scale) as u64, (768.0 * scale) as u64 * 64));
-            let err = ExploreError::from(crate::estimate(&c, &crate::Inputs::default()).unwrap_err());
+            let err = FormError::from(crate::estimate(&c, &crate::Inputs::default()).unwrap_err());
             assert_eq!((err.field, err.message.as_str()), (None, overflow), "scale {scale}");
         }
     }

@@ -15,7 +15,7 @@
 //! the fragmentation reserve.
 use serde::Serialize;
 
-use crate::error::EstimateError;
+use crate::schema::errors::EstimateError;
 
 /// Bytes in a mebibyte.
 pub const MIB: u64 = 1 << 20;

@@ -5,8 +5,8 @@
 //! the estimator's one-line message (the cfg.toml key, or line and column).
 use wasm_bindgen::prelude::*;
 
-use crate::explore::{scenario, Explore, SCENARIOS};
-use crate::{batch, catalogue, sweep, Config, Inputs, Model};
+use crate::explorer::form::{scenario, ExplorerForm, SCENARIOS};
+use crate::{batch, catalogue, sweep, Config, Inputs, MemoryModel};
 
 fn js(e: impl std::fmt::Display) -> JsError {
     JsError::new(&e.to_string())
@@ -20,13 +20,13 @@ fn parse(cfg_toml: &str) -> Result<Config, JsError> {
     Config::from_toml_str(cfg_toml).map_err(js)
 }
 
-fn form(form_json: &str) -> Result<Explore, JsError> {
+fn form(form_json: &str) -> Result<ExplorerForm, JsError> {
     serde_json::from_str(form_json).map_err(|e| js(format!("form JSON: {e}")))
 }
 
 /// A micro-batch from JavaScript: a whole number under `train.batch_size`'s rule (1 to 2^40).
 fn micro_batch(b: f64) -> Result<u64, JsError> {
-    if b.fract() == 0.0 && b >= 0.0 && crate::estimate::check_batch(b as u64).is_ok() {
+    if b.fract() == 0.0 && b >= 0.0 && crate::memory::estimate::check_batch(b as u64).is_ok() {
         Ok(b as u64)
     } else {
         Err(js(format!("micro-batch {b}: must be a whole number between 1 and {}", batch::MAX_BATCH)))
@@ -76,14 +76,14 @@ pub fn scenarios() -> String {
 /// The explorer form for teacher scenario `teacher` with its defaults on `gpu`, as JSON.
 #[wasm_bindgen(js_name = defaultForm)]
 pub fn default_form(teacher: &str, gpu: &str) -> Result<String, JsError> {
-    let s = scenario(teacher).ok_or_else(|| js(Explore::default().with_teacher(teacher).unwrap_err()))?;
-    json(&Explore::for_scenario(s, gpu))
+    let s = scenario(teacher).ok_or_else(|| js(ExplorerForm::default().with_teacher(teacher).unwrap_err()))?;
+    json(&ExplorerForm::for_scenario(s, gpu))
 }
 
 /// The form filled from a pasted cfg.toml (on `gpu` unless the file names one), as JSON.
 #[wasm_bindgen(js_name = formFromCfg)]
 pub fn form_from_cfg(cfg_toml: &str, gpu: &str) -> Result<String, JsError> {
-    json(&Explore::from_cfg(cfg_toml, gpu).map_err(js)?)
+    json(&ExplorerForm::from_cfg(cfg_toml, gpu).map_err(js)?)
 }
 
 /// Everything the explorer shows for a form (JSON in, `Sweep` JSON out): a breakdown per
@@ -108,7 +108,7 @@ pub fn version() -> String {
 /// One cfg.toml compiled once, for many estimates (sweeps over the micro-batch).
 #[wasm_bindgen]
 pub struct Estimator {
-    model: Model,
+    model: MemoryModel,
 }
 
 #[wasm_bindgen]
@@ -116,7 +116,7 @@ impl Estimator {
     /// Compiles a cfg.toml; throws when it is invalid.
     #[wasm_bindgen(constructor)]
     pub fn new(cfg_toml: &str) -> Result<Estimator, JsError> {
-        Ok(Estimator { model: Model::new(&parse(cfg_toml)?, &Inputs::default()).map_err(js)? })
+        Ok(Estimator { model: MemoryModel::new(&parse(cfg_toml)?, &Inputs::default()).map_err(js)? })
     }
 
     /// The plan at micro-batch `batch` as JSON.

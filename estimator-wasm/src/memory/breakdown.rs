@@ -3,16 +3,16 @@
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::catalogue::Gpu;
-use crate::runtime::Pool;
-use crate::spec::{Precision, PruneMethod, Target};
-use crate::states::ModelStates;
+use crate::memory::runtime::Pool;
+use crate::memory::states::ModelStates;
+use crate::schema::catalogue::Gpu;
+use crate::schema::{Precision, PruneMethod, Target};
 
 /// A moment of the training run whose live memory is priced. The peak is the maximum over
 /// them, never their sum (`memory-model.md` section 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
+pub enum Moment {
     /// Before training: the teacher's logits for the whole train set are computed and cached.
     TeacherCache,
     /// Each step, live soft targets: the teacher's no-grad forward (its largest layer).
@@ -156,8 +156,8 @@ impl Serialize for Categories {
 
 /// Live memory at one phase's largest moment.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PhaseBytes {
-    pub phase: Phase,
+pub struct MomentBytes {
+    pub phase: Moment,
     /// The layer at which the phase peaks (forward, backward, teacher and evaluation passes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer: Option<String>,
@@ -172,16 +172,16 @@ pub struct PhaseBytes {
     pub reserved: u64,
 }
 
-impl PhaseBytes {
+impl MomentBytes {
     pub(crate) fn new(
-        phase: Phase,
+        phase: Moment,
         layer: Option<String>,
         stage: u64,
         categories: Categories,
         pool: &Pool,
         reserved: u64,
     ) -> Self {
-        PhaseBytes { phase, layer, stage, categories, requested: pool.requested, allocated: pool.allocated, reserved }
+        MomentBytes { phase, layer, stage, categories, requested: pool.requested, allocated: pool.allocated, reserved }
     }
 }
 
@@ -279,12 +279,12 @@ pub struct Plan {
     pub params: Counts,
     /// Student model states on the peak GPU (after tensor-parallel splitting and sharding).
     pub model_states: ModelStates,
-    pub peak_phase: Phase,
+    pub peak_phase: Moment,
     /// Categories at the peak.
     pub peak: Categories,
     pub totals: Totals,
     /// Each phase at its largest moment (on the pipeline stage that peaks).
-    pub phases: Vec<PhaseBytes>,
+    pub phases: Vec<MomentBytes>,
     /// Per layer, then the loss (`id = "loss"`).
     pub layers: Vec<LayerRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
