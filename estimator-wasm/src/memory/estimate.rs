@@ -1,10 +1,10 @@
 //! Assembles a [`Plan`] from a compiled [`MemoryModel`]: the peak over phases, the breakdown by
 //! category and by layer, the device total and the fit on a GPU.
 use crate::memory::breakdown::{Fit, LayerRow, MomentBytes, Plan, Totals};
-use crate::memory::layer::Size;
 use crate::memory::memory_model::Inputs;
 use crate::memory::memory_model::MemoryModel;
 use crate::memory::moments::{self, live, At, AtBatch, Tally};
+use crate::memory::sizes::Size;
 use crate::schema::catalogue::Gpu;
 use crate::schema::errors::EstimateError;
 use crate::schema::Config;

@@ -15,9 +15,10 @@
 use std::ops::Range;
 
 use crate::memory::breakdown::{Cat, Counts, Pruning};
-use crate::memory::layer::{self, Chain, Ctx, Priced, Save, Size, StorageId};
+use crate::memory::layer;
 use crate::memory::moments::largest_live;
 use crate::memory::runtime::{self, add, mul, Pool, Runtime, MIB};
+use crate::memory::sizes::{Chain, Ctx, ParamTensor, Priced, Save, Size, StorageId};
 use crate::memory::states::{zero_states, ModelStates, PerParam};
 use crate::schema::arch::{self, numel, Layer, Op};
 use crate::schema::catalogue::{self, Gpu};
@@ -440,7 +441,7 @@ impl MemoryModel {
         let mut stages = Vec::with_capacity(stage_ranges.len());
         for (j, range) in stage_ranges.iter().enumerate() {
             let local = &priced[range.clone()];
-            let params: Vec<&layer::ParamTensor> = local.iter().flat_map(|p| p.params.iter()).collect();
+            let params: Vec<&ParamTensor> = local.iter().flat_map(|p| p.params.iter()).collect();
             let total_params = params.iter().try_fold(0u64, |a, t| a.checked_add(t.elems));
             let total_params = total_params.ok_or_else(|| EstimateError::overflow("parameter count"))?;
             let buffers = local.iter().try_fold(0u64, |a, p| a.checked_add(p.buffers));

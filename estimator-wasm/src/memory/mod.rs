@@ -6,13 +6,16 @@
 //! prints; [`batch`] finds the largest micro-batch that fits a GPU.
 pub mod batch;
 pub mod breakdown;
+mod builder;
 pub mod estimate;
 pub mod layer;
 pub mod memory_model;
 pub(crate) mod moments;
 pub mod render;
 pub mod runtime;
+pub mod sizes;
 pub mod states;
+mod transformer_blocks;
 
 pub use batch::BatchSearch;
 pub use breakdown::{Cat, Categories, Moment, MomentBytes, Plan, Totals};

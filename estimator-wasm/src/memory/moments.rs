@@ -5,9 +5,9 @@
 //! [`scan`] is the fast path the estimates use: the same sums streamed over the layers without
 //! allocating; a test checks that it finds, phase by phase, exactly what [`live`] gives.
 use crate::memory::breakdown::{Cat, Categories, Moment};
-use crate::memory::layer::Size;
 use crate::memory::memory_model::{MemoryModel, Stage};
 use crate::memory::runtime::Pool;
+use crate::memory::sizes::Size;
 use crate::schema::errors::EstimateError;
 
 /// A moment of the step on one stage.

@@ -81,29 +81,10 @@ pub enum Op {
         dim: u64,
         positions: u64,
     },
-    /// Pre-norm self-attention block `x + dropout(proj(attention(norm(x))))` over `[s, dim]`:
-    /// fused `qkv` projection (`dim` to `dim + 2 * kv_heads * dim / heads`), `heads` heads.
-    SelfAttention {
-        dim: u64,
-        heads: u64,
-        kv_heads: u64,
-        kernel: AttentionKernel,
-        norm: NormKind,
-        attention_dropout: f64,
-        dropout: f64,
-        bias: bool,
-    },
-    /// Pre-norm feed-forward block `x + dropout(fc2(act(fc1(norm(x)))))` over `[s, dim]`;
-    /// SwiGLU's `fc1` produces gate and up (`2 * width`).
-    FeedForward {
-        dim: u64,
-        width: u64,
-        mlp: MlpKind,
-        activation: Activation,
-        norm: NormKind,
-        dropout: f64,
-        bias: bool,
-    },
+    /// Pre-norm self-attention block ([`Attention`]).
+    SelfAttention(Attention),
+    /// Pre-norm feed-forward block ([`FeedForward`]).
+    FeedForward(FeedForward),
     /// `nn.RMSNorm(features)`: weight only.
     RmsNorm {
         features: u64,
@@ -118,6 +99,33 @@ pub enum Op {
         bias: bool,
         tied: bool,
     },
+}
+
+/// Pre-norm self-attention block `x + dropout(proj(attention(norm(x))))` over `[s, dim]`:
+/// fused `qkv` projection (`dim` to `dim + 2 * kv_heads * dim / heads`), `heads` heads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Attention {
+    pub dim: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub kernel: AttentionKernel,
+    pub norm: NormKind,
+    pub attention_dropout: f64,
+    pub dropout: f64,
+    pub bias: bool,
+}
+
+/// Pre-norm feed-forward block `x + dropout(fc2(act(fc1(norm(x)))))` over `[s, dim]`;
+/// SwiGLU's `fc1` produces gate and up (`2 * width`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FeedForward {
+    pub dim: u64,
+    pub width: u64,
+    pub mlp: MlpKind,
+    pub activation: Activation,
+    pub norm: NormKind,
+    pub dropout: f64,
+    pub bias: bool,
 }
 
 impl Op {
@@ -178,7 +186,7 @@ impl Op {
                 }
                 v
             }
-            Op::SelfAttention { dim, heads, kv_heads, norm, bias, .. } => {
+            Op::SelfAttention(Attention { dim, heads, kv_heads, norm, bias, .. }) => {
                 let qkv = dim.saturating_add((dim / heads.max(1)).saturating_mul(kv_heads).saturating_mul(2));
                 let mut v = norm_shapes(norm, dim);
                 v.push(("qkv.weight", vec![qkv, dim]));
@@ -191,7 +199,7 @@ impl Op {
                 }
                 v
             }
-            Op::FeedForward { dim, width, mlp, norm, bias, .. } => {
+            Op::FeedForward(FeedForward { dim, width, mlp, norm, bias, .. }) => {
                 let up = if mlp == MlpKind::Swiglu { width.saturating_mul(2) } else { width };
                 let mut v = norm_shapes(norm, dim);
                 v.push(("fc1.weight", vec![up, dim]));
@@ -296,7 +304,7 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
         b.same("embed_drop", Op::Dropout { p: student.dropout });
     }
     for i in 1..=t.layers {
-        let attention = Op::SelfAttention {
+        let attention = Op::SelfAttention(Attention {
             dim: h,
             heads: t.heads,
             kv_heads: t.kv_heads(),
@@ -305,9 +313,9 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
             attention_dropout: t.attention_dropout,
             dropout: student.dropout,
             bias: t.bias,
-        };
+        });
         b.same(&format!("blk{i}_attn"), attention);
-        let mlp = Op::FeedForward {
+        let mlp = Op::FeedForward(FeedForward {
             dim: h,
             width: t.mlp_width(),
             mlp: t.mlp,
@@ -315,7 +323,7 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
             norm: t.norm,
             dropout: student.dropout,
             bias: t.bias,
-        };
+        });
         b.same(&format!("blk{i}_mlp"), mlp);
     }
     match t.norm {

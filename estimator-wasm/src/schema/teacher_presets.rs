@@ -48,25 +48,25 @@ pub static PRESETS: [Preset; 5] = [
         name: "gpt2",
         description: "GPT-2 small: 12 layers, d 768, 12 heads, 1024 positions, tied head (vocab 50257)",
         params: 124_439_808,
-        build: |d| lm(d, 50_257, 12, 768, 12, 12, 3072, MlpKind::Standard, NormKind::Layer, 1024, true, true),
+        build: |d| lm(d, &Lm::gpt2(12, 768, 12)),
     },
     Preset {
         name: "gpt2-medium",
         description: "GPT-2 medium: 24 layers, d 1024, 16 heads, 1024 positions, tied head (vocab 50257)",
         params: 354_823_168,
-        build: |d| lm(d, 50_257, 24, 1024, 16, 16, 4096, MlpKind::Standard, NormKind::Layer, 1024, true, true),
+        build: |d| lm(d, &Lm::gpt2(24, 1024, 16)),
     },
     Preset {
         name: "llama-2-7b",
         description: "Llama 2 7B: 32 layers, d 4096, 32 heads, SwiGLU 11008, RMSNorm, no biases (vocab 32000)",
         params: 6_738_415_616,
-        build: |d| lm(d, 32_000, 32, 4096, 32, 32, 11_008, MlpKind::Swiglu, NormKind::Rms, 0, false, false),
+        build: |d| lm(d, &Lm::llama_7b_shape(32_000, 32, 11_008)),
     },
     Preset {
         name: "llama-3-8b",
         description: "Llama 3 8B: 32 layers, d 4096, 32 heads, 8 key/value heads, SwiGLU 14336 (vocab 128256)",
         params: 8_030_261_248,
-        build: |d| lm(d, 128_256, 32, 4096, 32, 8, 14_336, MlpKind::Swiglu, NormKind::Rms, 0, false, false),
+        build: |d| lm(d, &Lm::llama_7b_shape(128_256, 8, 14_336)),
     },
 ];
 
@@ -133,21 +133,66 @@ fn fashion_cnn(data: &DataSpec) -> Result<Vec<Layer>, SpecError> {
     Ok(layers)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn lm(
-    data: &DataSpec,
+/// The shape of a published language model, in `[student.transformer]` terms.
+struct Lm {
     vocab: u64,
     layers: u64,
     d_model: u64,
     heads: u64,
     kv_heads: u64,
+    /// Feed-forward width.
     width: u64,
     mlp: MlpKind,
     norm: NormKind,
+    /// Learned positions (0: none, rotary).
     max_positions: u64,
     bias: bool,
+    /// The head shares the token embedding.
     tied: bool,
-) -> Result<Vec<Layer>, SpecError> {
+}
+
+impl Lm {
+    /// GPT-2 (Radford et al. 2019): vocabulary 50,257, `heads` full heads, feed-forward 4 x
+    /// `d_model`, LayerNorm, 1,024 learned positions, biases, the head tied to the embedding.
+    const fn gpt2(layers: u64, d_model: u64, heads: u64) -> Lm {
+        Lm {
+            vocab: 50_257,
+            layers,
+            d_model,
+            heads,
+            kv_heads: heads,
+            width: 4 * d_model,
+            mlp: MlpKind::Standard,
+            norm: NormKind::Layer,
+            max_positions: 1024,
+            bias: true,
+            tied: true,
+        }
+    }
+
+    /// The Llama 7B/8B shape (Touvron et al. 2023; Llama 3): 32 layers, d 4096, 32 heads
+    /// (`kv_heads` of them for keys and values), SwiGLU of `width`, RMSNorm, rotary positions
+    /// (none learned), no biases, an untied head.
+    const fn llama_7b_shape(vocab: u64, kv_heads: u64, width: u64) -> Lm {
+        Lm {
+            vocab,
+            layers: 32,
+            d_model: 4096,
+            heads: 32,
+            kv_heads,
+            width,
+            mlp: MlpKind::Swiglu,
+            norm: NormKind::Rms,
+            max_positions: 0,
+            bias: false,
+            tied: false,
+        }
+    }
+}
+
+/// The layers of language model `m` reading `data` (token ids `[s]`, `data.classes` = vocab).
+fn lm(data: &DataSpec, m: &Lm) -> Result<Vec<Layer>, SpecError> {
+    let Lm { vocab, layers, d_model, heads, kv_heads, width, mlp, norm, max_positions, bias, tied } = *m;
     let seq = match data.input_shape.as_slice() {
         [s] => *s,
         _ => {
