@@ -38,12 +38,12 @@ pub struct BatchSearch {
 /// simply does not fit).
 pub fn search(model: &MemoryModel, gpu: &Gpu, safety: f64) -> Result<BatchSearch, EstimateError> {
     crate::schema::check_safety_margin(safety)?;
-    if !model.runtime.cuda && (gpu.cuda_context > 0 || gpu.cublas_workspace > 0) {
+    if !model.setup.runtime.cuda && (gpu.cuda_context > 0 || gpu.cublas_workspace > 0) {
         let message = format!("\"cpu\" prices a run on the CPU, but {} is a GPU: set target = \"cuda\"", gpu.name);
         return Err(EstimateError::invalid("estimate.target", message));
     }
     let budget = gpu.memory - fraction_ppm(gpu.memory, crate::memory::runtime::ppm(safety))?.min(gpu.memory);
-    let rt = &model.runtime;
+    let rt = &model.setup.runtime;
     // reserved * (1 + f) + context + nccl <= budget  =>  reserved <= (budget - context - nccl) / (1 + f)
     let room = budget.saturating_sub(rt.cuda_context).saturating_sub(rt.nccl);
     let bound = (u128::from(room) * 1_000_000 / (1_000_000 + u128::from(rt.fragmentation_ppm))) as u64;
@@ -59,8 +59,9 @@ pub fn search(model: &MemoryModel, gpu: &Gpu, safety: f64) -> Result<BatchSearch
     let mut evaluations = 0u32;
     let mut fits = |b: u64| -> Result<bool, EstimateError> {
         evaluations += 1;
-        let total =
-            moments::scan(model, b).and_then(|s| s.checked_peak()).and_then(|p| model.runtime.device_total(p.reserved));
+        let total = moments::scan(model, b)
+            .and_then(|s| s.checked_peak())
+            .and_then(|p| model.setup.runtime.device_total(p.reserved));
         match total {
             Ok((_, total)) => Ok(total <= budget),
             Err(EstimateError::Overflow { .. }) => Ok(false),

@@ -1,7 +1,7 @@
 //! Assembles a [`Plan`] from a compiled [`MemoryModel`]: the peak over phases, the breakdown by
 //! category and by layer, the device total and the fit on a GPU.
 use crate::memory::breakdown::{Fit, LayerRow, MomentBytes, Plan, Totals};
-use crate::memory::memory_model::Inputs;
+use crate::memory::inputs::Inputs;
 use crate::memory::memory_model::MemoryModel;
 use crate::memory::moments::{self, live, At, AtBatch, Tally};
 use crate::memory::sizes::Size;
@@ -17,23 +17,23 @@ impl MemoryModel {
     /// (the cfg.toml's rule), [`EstimateError::Overflow`] past 2^64 bytes.
     pub fn plan(&self, b: u64) -> Result<Plan, EstimateError> {
         check_batch(b)?;
-        let cuda = self.runtime.cuda;
+        let cuda = self.setup.runtime.cuda;
         let scan = moments::scan(self, b)?;
         let best = scan.checked_peak()?;
         let mut phases = Vec::with_capacity(7);
         let mut peak = None;
-        let mut batches: Vec<Option<AtBatch>> = vec![None; self.stages.len()];
+        let mut batches: Vec<Option<AtBatch>> = vec![None; self.student.stages.len()];
         for found in scan.phases.iter().flatten() {
-            let stage = &self.stages[found.stage];
+            let stage = &self.student.stages[found.stage];
             let a = batches[found.stage].get_or_insert_with(|| AtBatch::new(self, stage, b));
             let mut tally = Tally::default();
             live(self, stage, a, found.at, &mut tally);
             let pool = tally.pool.check("live memory")?;
             let layer = match found.at {
-                At::Forward(l) | At::Backward(l) => Some(self.layers[stage.layers.start + l].id.clone()),
+                At::Forward(l) | At::Backward(l) => Some(self.student.layers[stage.layers.start + l].id.clone()),
                 At::TeacherForward => moments::largest_live_teacher(self, b),
-                At::Evaluation => self.eval_live.0.clone(),
-                At::TeacherCache => self.teacher_eval_live.0.clone(),
+                At::Evaluation => self.eval.live.0.clone(),
+                At::TeacherCache => self.eval.teacher_live.0.clone(),
                 At::Loss | At::BackwardStart | At::OptimizerStep => None,
             };
             let row = MomentBytes::new(found.at.phase(), layer, stage.index, tally.categories, &pool, found.reserved);
@@ -43,20 +43,20 @@ impl MemoryModel {
             phases.push(row);
         }
         let peak = peak.ok_or_else(|| EstimateError::overflow("the peak"))?;
-        let peak_stage = &self.stages[best.stage];
-        let (fragmentation, total) = self.runtime.device_total(peak.reserved)?;
+        let peak_stage = &self.student.stages[best.stage];
+        let (fragmentation, total) = self.setup.runtime.device_total(peak.reserved)?;
         let totals = Totals {
             requested: peak.requested,
             allocated: peak.allocated,
             reserved: peak.reserved,
             fragmentation,
-            cuda_context: self.runtime.cuda_context,
-            nccl: self.runtime.nccl,
+            cuda_context: self.setup.runtime.cuda_context,
+            nccl: self.setup.runtime.nccl,
             total,
         };
-        let mut layers = Vec::with_capacity(self.layers.len() + 1);
-        for s in &self.stages {
-            for l in &self.layers[s.layers.clone()] {
+        let mut layers = Vec::with_capacity(self.student.layers.len() + 1);
+        for s in &self.student.stages {
+            for l in &self.student.layers[s.layers.clone()] {
                 layers.push(LayerRow {
                     id: l.id.clone(),
                     kind: l.kind,
@@ -79,11 +79,11 @@ impl MemoryModel {
             weight_bytes: 0,
             grad_bytes: 0,
             optimizer_bytes: 0,
-            saved_bytes: exact(&self.loss.saved, b)?,
+            saved_bytes: exact(&self.student.loss.saved, b)?,
             kept_bytes: None,
-            stage: self.stages.len() as u64 - 1,
+            stage: self.student.stages.len() as u64 - 1,
         });
-        let fit = self.gpu.filter(|_| cuda).map(|g| Fit {
+        let fit = self.setup.gpu.filter(|_| cuda).map(|g| Fit {
             gpu: *g,
             capacity: g.memory,
             free: g.memory.saturating_sub(total),
@@ -92,9 +92,9 @@ impl MemoryModel {
         });
         Ok(Plan {
             batch: b,
-            target: self.target,
-            precision: self.precision,
-            params: self.counts,
+            target: self.setup.target,
+            precision: self.setup.precision,
+            params: self.summary.counts,
             model_states: peak_stage.states,
             peak_phase: peak.phase,
             peak: peak.categories,
@@ -102,8 +102,8 @@ impl MemoryModel {
             phases,
             layers,
             fit,
-            pruning: self.pruning,
-            notes: self.notes.clone(),
+            pruning: self.summary.pruning,
+            notes: self.summary.notes.clone(),
         })
     }
 
@@ -114,14 +114,14 @@ impl MemoryModel {
     pub fn totals(&self, b: u64) -> Result<Totals, EstimateError> {
         check_batch(b)?;
         let peak = moments::scan(self, b)?.checked_peak()?;
-        let (fragmentation, total) = self.runtime.device_total(peak.reserved)?;
+        let (fragmentation, total) = self.setup.runtime.device_total(peak.reserved)?;
         Ok(Totals {
             requested: peak.pool.requested,
             allocated: peak.pool.allocated,
             reserved: peak.reserved,
             fragmentation,
-            cuda_context: self.runtime.cuda_context,
-            nccl: self.runtime.nccl,
+            cuda_context: self.setup.runtime.cuda_context,
+            nccl: self.setup.runtime.nccl,
             total,
         })
     }
@@ -133,9 +133,9 @@ impl MemoryModel {
     /// # Errors
     /// [`EstimateError::Overflow`].
     pub fn saved_bytes(&self, b: u64) -> Result<u64, EstimateError> {
-        let mut total = exact(&self.loss.saved, b)?;
-        for s in &self.stages {
-            for l in &self.layers[s.layers.clone()] {
+        let mut total = exact(&self.student.loss.saved, b)?;
+        for s in &self.student.stages {
+            for l in &self.student.layers[s.layers.clone()] {
                 let part = if s.checkpointing { exact(l.kept.as_slice(), b)? } else { exact(&l.saved, b)? };
                 total = crate::memory::runtime::add(total, part, "saved bytes")?;
             }
@@ -166,7 +166,7 @@ pub fn estimate(config: &Config, inputs: &Inputs) -> Result<Plan, EstimateError>
     let b = match (model.default_batch(), model.gpu()) {
         (Some(b), _) => b,
         (None, Some(gpu)) => {
-            crate::memory::batch::search(&model, gpu, model.safety_margin)?.batch.ok_or_else(|| {
+            crate::memory::batch::search(&model, gpu, model.safety_margin())?.batch.ok_or_else(|| {
                 EstimateError::invalid("train.batch_size", format!("\"auto\": not even a batch of 1 fits {}", gpu.name))
             })?
         }

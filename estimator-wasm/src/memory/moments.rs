@@ -5,9 +5,10 @@
 //! [`scan`] is the fast path the estimates use: the same sums streamed over the layers without
 //! allocating; a test checks that it finds, phase by phase, exactly what [`live`] gives.
 use crate::memory::breakdown::{Cat, Categories, Moment};
-use crate::memory::memory_model::{MemoryModel, Stage};
+use crate::memory::compiled::Stage;
+use crate::memory::memory_model::MemoryModel;
 use crate::memory::runtime::Pool;
-use crate::memory::sizes::Size;
+use crate::memory::sizes::{largest_live, pool_of};
 use crate::schema::errors::EstimateError;
 
 /// A moment of the step on one stage.
@@ -87,36 +88,11 @@ fn statics(sink: &mut impl Sink, parts: &[(Cat, Pool)]) {
     }
 }
 
-pub(crate) fn pool_of(sizes: &[Size], b: u64, cuda: bool) -> Pool {
-    let mut p = Pool::default();
-    for s in sizes {
-        p.tensor(s.at_saturating(b), cuda);
-    }
-    p
-}
-
-/// The layer whose live set at batch `b` is largest (by reserved memory), and that set.
-pub(crate) fn largest_live<'a>(
-    layers: impl Iterator<Item = (&'a str, &'a [Size])>,
-    b: u64,
-    cuda: bool,
-) -> (Option<&'a str>, Pool) {
-    let mut best: (Option<&str>, Pool, u64) = (None, Pool::default(), 0);
-    for (id, sizes) in layers {
-        let pool = pool_of(sizes, b, cuda);
-        let r = pool.reserved(cuda);
-        if best.0.is_none() || r > best.2 {
-            best = (Some(id), pool, r);
-        }
-    }
-    (best.0, best.1)
-}
-
 /// The largest live set of the teacher's no-grad forward at `b` (live soft targets only).
 fn teacher_live(m: &MemoryModel, b: u64) -> (Option<&str>, Pool) {
     match &m.teacher {
         Some(t) if t.live => {
-            largest_live(t.layers.iter().map(|(id, s)| (id.as_str(), s.as_slice())), b, m.runtime.cuda)
+            largest_live(t.layers.iter().map(|(id, s)| (id.as_str(), s.as_slice())), b, m.setup.runtime.cuda)
         }
         _ => (None, Pool::default()),
     }
@@ -154,11 +130,11 @@ pub(crate) struct AtBatch {
 
 /// The loss's pools on the last stage: saved, transient, gradients, student and teacher logits.
 fn loss_pools(m: &MemoryModel, s: &Stage, b: u64) -> [Pool; 5] {
-    let cuda = m.runtime.cuda;
+    let cuda = m.setup.runtime.cuda;
     if !s.last {
         return [Pool::default(); 5];
     }
-    let l = &m.loss;
+    let l = &m.student.loss;
     [
         pool_of(&l.saved, b, cuda),
         pool_of(&l.transient, b, cuda),
@@ -170,10 +146,10 @@ fn loss_pools(m: &MemoryModel, s: &Stage, b: u64) -> [Pool; 5] {
 
 impl AtBatch {
     pub(crate) fn new(m: &MemoryModel, s: &Stage, b: u64) -> AtBatch {
-        let cuda = m.runtime.cuda;
+        let cuda = m.setup.runtime.cuda;
         let n = s.layers.len();
         let mut a = AtBatch {
-            batch: if s.first { pool_of(&m.batch, b, cuda) } else { Pool::default() },
+            batch: if s.first { pool_of(&m.student.batch, b, cuda) } else { Pool::default() },
             student_logits: Pool::default(),
             teacher_logits: Pool::default(),
             teacher_live: teacher_live(m, b).1,
@@ -191,7 +167,7 @@ impl AtBatch {
         };
         [a.loss_saved, a.loss_transient, a.loss_grads, a.student_logits, a.teacher_logits] = loss_pools(m, s, b);
         let (mut saved, mut kept, mut segment) = (Pool::default(), Pool::default(), Pool::default());
-        for l in &m.layers[s.layers.clone()] {
+        for l in &m.student.layers[s.layers.clone()] {
             saved.merge(&pool_of(&l.saved, b, cuda));
             a.saved_prefix.push(saved);
             if s.checkpointing {
@@ -221,17 +197,17 @@ pub(crate) fn live(m: &MemoryModel, s: &Stage, a: &AtBatch, at: At, sink: &mut i
     statics(sink, &s.pre);
     if at == At::TeacherCache {
         // before training: no optimiser state, no gradients
-        sink.add(TeacherLogitCache, &m.cache_build);
-        sink.add(TeacherTransient, &m.teacher_eval_live.1);
-        sink.add(Batch, &m.eval_batch);
+        sink.add(TeacherLogitCache, &m.eval.cache_build);
+        sink.add(TeacherTransient, &m.eval.teacher_live.1);
+        sink.add(Batch, &m.eval.batch);
         return;
     }
     statics(sink, &s.train);
     match at {
         At::TeacherCache => {}
         At::Evaluation => {
-            sink.add(Batch, &m.eval_batch);
-            sink.add(ForwardTransient, &m.eval_live.1);
+            sink.add(Batch, &m.eval.batch);
+            sink.add(ForwardTransient, &m.eval.live.1);
         }
         At::TeacherForward => {
             sink.add(Batch, &a.batch);
@@ -356,48 +332,48 @@ impl Scan {
 /// [`EstimateError::Overflow`] when the tensors of the plan could exceed 2^62 bytes in total.
 pub(crate) fn scan(m: &MemoryModel, b: u64) -> Result<Scan, EstimateError> {
     m.check_bound(b)?;
-    let cuda = m.runtime.cuda;
+    let cuda = m.setup.runtime.cuda;
     // each distinct size rounded once: a one-tensor pool per size
     let mut stack = [Pool::default(); 32];
     let mut heap = Vec::new();
-    let ones: &mut [Pool] = if m.hot_unique.len() <= stack.len() {
-        &mut stack[..m.hot_unique.len()]
+    let ones: &mut [Pool] = if m.layout.unique.len() <= stack.len() {
+        &mut stack[..m.layout.unique.len()]
     } else {
-        heap.resize(m.hot_unique.len(), Pool::default());
+        heap.resize(m.layout.unique.len(), Pool::default());
         &mut heap
     };
-    for (one, s) in ones.iter_mut().zip(&m.hot_unique) {
+    for (one, s) in ones.iter_mut().zip(&m.layout.unique) {
         one.tensor_exact(s.per_sample * b + s.fixed, cuda);
     }
     let ones: &[Pool] = ones;
     let span = |(start, end): (u32, u32)| {
         let mut p = Pool::default();
-        for &i in &m.hot_index[start as usize..end as usize] {
+        for &i in &m.layout.index[start as usize..end as usize] {
             p.merge_exact(&ones[i as usize]);
         }
         p
     };
     let mut out = Scan::default();
-    for (si, s) in m.stages.iter().enumerate() {
-        let hot = &m.hot[s.layers.clone()];
+    for (si, s) in m.student.stages.iter().enumerate() {
+        let hot = &m.layout.layers[s.layers.clone()];
         let mut base = s.pre_total;
         if m.teacher.as_ref().is_some_and(|t| t.cache) {
-            let p = base.plus_exact(&m.cache_build).plus_exact(&m.teacher_eval_live.1).plus_exact(&m.eval_batch);
+            let p = base.plus_exact(&m.eval.cache_build).plus_exact(&m.eval.teacher_live.1).plus_exact(&m.eval.batch);
             out.offer(si, At::TeacherCache, p, cuda);
         }
         base.merge_exact(&s.train_total);
-        let batch = if s.first { span(m.hot_loss[5]) } else { Pool::default() };
+        let batch = if s.first { span(m.layout.loss[5]) } else { Pool::default() };
         if m.teacher.as_ref().is_some_and(|t| t.live) {
             out.offer(si, At::TeacherForward, base.plus_exact(&batch).plus_exact(&teacher_live(m, b).1), cuda);
         }
         let (loss_saved, loss_transient, loss_grads, student_logits, teacher_logits) = if s.last {
-            let l = &m.hot_loss;
+            let l = &m.layout.loss;
             (span(l[0]), span(l[1]), span(l[2]), span(l[3]), span(l[4]))
         } else {
             Default::default()
         };
         let ckpt = s.checkpointing;
-        let resident_of = |h: &crate::memory::memory_model::HotLayer| if ckpt { span(h.kept) } else { span(h.saved) };
+        let resident_of = |h: &crate::memory::compiled::HotLayer| if ckpt { span(h.kept) } else { span(h.saved) };
         let earlier = if s.in_flight > 1 {
             let mut r = Pool::default();
             hot.iter().for_each(|h| r.merge_exact(&resident_of(h)));
@@ -443,7 +419,7 @@ pub(crate) fn scan(m: &MemoryModel, b: u64) -> Result<Scan, EstimateError> {
         let mut p = step.plus_exact(&student_logits).plus_exact(&s.grads_suffix[0]);
         p.merge_exact(&s.step_transient);
         out.offer(si, At::OptimizerStep, p, cuda);
-        out.offer(si, At::Evaluation, base.plus_exact(&m.eval_batch).plus_exact(&m.eval_live.1), cuda);
+        out.offer(si, At::Evaluation, base.plus_exact(&m.eval.batch).plus_exact(&m.eval.live.1), cuda);
     }
     Ok(out)
 }
@@ -453,7 +429,7 @@ pub(crate) fn scan(m: &MemoryModel, b: u64) -> Result<Scan, EstimateError> {
 /// allocator rounding, which only adds).
 pub(crate) fn lines(m: &MemoryModel) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
-    for s in &m.stages {
+    for s in &m.student.stages {
         let a0 = AtBatch::new(m, s, 0);
         let a1 = AtBatch::new(m, s, 1);
         for at in moments(m, s) {
@@ -470,12 +446,12 @@ pub(crate) fn lines(m: &MemoryModel) -> Vec<(u64, u64)> {
 #[cfg(test)]
 pub(crate) fn scan_by_definition(m: &MemoryModel, b: u64) -> Scan {
     let mut out = Scan::default();
-    for (si, s) in m.stages.iter().enumerate() {
+    for (si, s) in m.student.stages.iter().enumerate() {
         let a = AtBatch::new(m, s, b);
         for at in moments(m, s) {
             let mut pool = Pool::default();
             live(m, s, &a, at, &mut pool);
-            out.offer(si, at, pool, m.runtime.cuda);
+            out.offer(si, at, pool, m.setup.runtime.cuda);
         }
     }
     out
@@ -484,7 +460,7 @@ pub(crate) fn scan_by_definition(m: &MemoryModel, b: u64) -> Scan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::memory_model::Inputs;
+    use crate::memory::inputs::Inputs;
     use crate::schema::Config;
 
     fn model(toml: &str) -> MemoryModel {
@@ -520,7 +496,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::memory::memory_model::Inputs;
+    use crate::memory::inputs::Inputs;
     use crate::schema::Config;
 
     proptest! {

@@ -3,6 +3,7 @@
 //! ([`ParamTensor`]) and everything priced for one layer ([`Priced`]), under a [`Ctx`].
 use serde::Serialize;
 
+use crate::memory::runtime::Pool;
 use crate::schema::dtype::{DType, Recipe};
 use crate::schema::errors::EstimateError;
 
@@ -124,4 +125,30 @@ pub(crate) fn per(elems: u64, dtype: DType) -> Result<Size, EstimateError> {
 /// Elements times the bytes of `dtype`, as a fixed [`Size`].
 pub(crate) fn fixed(elems: u64, dtype: DType) -> Result<Size, EstimateError> {
     Ok(Size::fixed(mul(elems, dtype.bytes())?))
+}
+
+/// `sizes` at micro-batch `b` allocated as one pool (saturating: see `Pool::check`).
+pub(crate) fn pool_of(sizes: &[Size], b: u64, cuda: bool) -> Pool {
+    let mut p = Pool::default();
+    for s in sizes {
+        p.tensor(s.at_saturating(b), cuda);
+    }
+    p
+}
+
+/// The layer whose live set at batch `b` is largest (by reserved memory), and that set.
+pub(crate) fn largest_live<'a>(
+    layers: impl Iterator<Item = (&'a str, &'a [Size])>,
+    b: u64,
+    cuda: bool,
+) -> (Option<&'a str>, Pool) {
+    let mut best: (Option<&str>, Pool, u64) = (None, Pool::default(), 0);
+    for (id, sizes) in layers {
+        let pool = pool_of(sizes, b, cuda);
+        let r = pool.reserved(cuda);
+        if best.0.is_none() || r > best.2 {
+            best = (Some(id), pool, r);
+        }
+    }
+    (best.0, best.1)
 }
