@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use crate::memory::memory_model::MemoryModel;
-use crate::memory::moments;
 use crate::memory::runtime::fraction_ppm;
+use crate::memory::scan;
 use crate::schema::catalogue::Gpu;
 use crate::schema::errors::EstimateError;
 use crate::schema::limits::MAX_BATCH;
@@ -48,7 +48,7 @@ pub fn search(model: &MemoryModel, gpu: &Gpu, safety: f64) -> Result<BatchSearch
     let room = budget.saturating_sub(rt.cuda_context).saturating_sub(rt.nccl);
     let bound = (u128::from(room) * 1_000_000 / (1_000_000 + u128::from(rt.fragmentation_ppm))) as u64;
     let mut closed = MAX_BATCH;
-    for (fixed, per_sample) in moments::lines(model) {
+    for (fixed, per_sample) in scan::lines(model) {
         let b = match (fixed > bound, per_sample) {
             (true, _) => 0,
             (false, 0) => MAX_BATCH,
@@ -59,7 +59,7 @@ pub fn search(model: &MemoryModel, gpu: &Gpu, safety: f64) -> Result<BatchSearch
     let mut evaluations = 0u32;
     let mut fits = |b: u64| -> Result<bool, EstimateError> {
         evaluations += 1;
-        let total = moments::scan(model, b)
+        let total = scan::scan(model, b)
             .and_then(|s| s.checked_peak())
             .and_then(|p| model.setup.runtime.device_total(p.reserved));
         match total {

@@ -4,6 +4,7 @@ use crate::memory::breakdown::{Fit, LayerRow, MomentBytes, Plan, Totals};
 use crate::memory::inputs::Inputs;
 use crate::memory::memory_model::MemoryModel;
 use crate::memory::moments::{self, live, At, AtBatch, Tally};
+use crate::memory::scan;
 use crate::memory::sizes::Size;
 use crate::schema::catalogue::Gpu;
 use crate::schema::errors::EstimateError;
@@ -18,7 +19,7 @@ impl MemoryModel {
     pub fn plan(&self, b: u64) -> Result<Plan, EstimateError> {
         check_batch(b)?;
         let cuda = self.setup.runtime.cuda;
-        let scan = moments::scan(self, b)?;
+        let scan = scan::scan(self, b)?;
         let best = scan.checked_peak()?;
         let mut phases = Vec::with_capacity(7);
         let mut peak = None;
@@ -113,7 +114,7 @@ impl MemoryModel {
     /// As [`MemoryModel::plan`].
     pub fn totals(&self, b: u64) -> Result<Totals, EstimateError> {
         check_batch(b)?;
-        let peak = moments::scan(self, b)?.checked_peak()?;
+        let peak = scan::scan(self, b)?.checked_peak()?;
         let (fragmentation, total) = self.setup.runtime.device_total(peak.reserved)?;
         Ok(Totals {
             requested: peak.pool.requested,

@@ -16,6 +16,7 @@ pub mod memory_model;
 pub(crate) mod moments;
 pub mod render;
 pub mod runtime;
+pub(crate) mod scan;
 mod scan_layout;
 mod setup;
 pub mod sizes;

@@ -11,6 +11,7 @@ pub mod catalogue;
 mod defaults;
 pub mod dtype;
 pub mod errors;
+pub mod layer_ops;
 pub mod limits;
 pub mod names;
 pub mod spec;
