@@ -5,11 +5,11 @@
 //! from the TorchScript file) and the datasets it keeps on the device (from the .npz headers).
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::schema::teacher_presets::preset_layers;
 use estimator_wasm::schema::{BatchSize, Config, Target};
+use estimator_wasm::schema::teacher_presets::preset_layers;
 use estimator_wasm::{
-    estimate, max_batch, max_batch_per_gpu, memory::render::human, schema::arch, DatasetSize, EstimateError, Gpu,
-    Inputs, Plan, TeacherModel,
+    schema::arch, estimate, max_batch, max_batch_per_gpu, memory::render::human, DatasetSize, EstimateError, Gpu, Inputs, Plan,
+    TeacherModel,
 };
 use serde::Serialize;
 use tch::{CModule, Device};

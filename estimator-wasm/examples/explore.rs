@@ -5,8 +5,8 @@
 //! (`-` reads the JSON from stdin; `--cfg` prints the chosen student's cfg.toml instead).
 use std::io::Read;
 
-use estimator_wasm::explorer::form::ExplorerForm;
 use estimator_wasm::explorer::sweep::sweep;
+use estimator_wasm::explorer::ExplorerForm;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -1,6 +1,6 @@
 //! Every entry point (the cfg.toml, the Rust API's `Inputs` and arguments, the explorer's form)
 //! checks a value the same way, and every name is looked up by one rule (`estimator_wasm::names`).
-use estimator_wasm::explorer::form::ExplorerForm;
+use estimator_wasm::explorer::ExplorerForm;
 use estimator_wasm::schema::arch;
 use estimator_wasm::schema::limits::MAX_LAYER_LIST;
 use estimator_wasm::schema::{Activation, Family, Precision, Target};

@@ -1,7 +1,7 @@
 //! Every count and size of the cfg.toml is bounded before work proportional to it starts
 //! (`estimator_wasm::schema::limits`), and every refusal names its key: the limits, integers past
 //! TOML's 64 bits, layers whose bytes overflow, the evaluation batch.
-use estimator_wasm::explorer::form::{ExplorerForm, CUSTOM};
+use estimator_wasm::explorer::{ExplorerForm, FormField, CUSTOM};
 use estimator_wasm::schema::arch;
 use estimator_wasm::schema::limits::MAX_BATCH;
 use estimator_wasm::schema::limits::{MAX_BLOCKS, MAX_EPOCHS, MAX_LAYERS, MAX_LAYER_LIST, MAX_SIZE};
@@ -114,7 +114,10 @@ fn the_largest_accepted_configs_are_bounded_by_construction() {
     // the depth multiplier cannot take it past the limit: an error on the depth field
     let deeper = ExplorerForm { depth: 2.0, ..form };
     let e = deeper.config().unwrap_err();
-    assert_eq!((e.field, e.message), (Some("depth"), format!("student.transformer.layers: {}", range(8192, 1, 4096))));
+    assert_eq!(
+        (e.field, e.message),
+        (Some(FormField::Depth), format!("student.transformer.layers: {}", range(8192, 1, 4096)))
+    );
 }
 
 #[test]

@@ -1,83 +1,34 @@
-//! The form's fields: each input's key (as in `Explore` and the URL query), the text it shows
-//! for a form, and how a text sets it. The inputs and the URL query share these, so a link
-//! holds exactly what the inputs show.
+//! The form's fields (the estimator's `FormField`, keyed as in `ExplorerForm` and the URL
+//! query): the text each input shows for a form, and how a text sets it. The inputs and the
+//! URL query share these, so a link holds exactly what the inputs show.
 use std::fmt::Debug;
 
-use estimator_wasm::explorer::form::ExplorerForm;
+use estimator_wasm::explorer::ExplorerForm;
 use estimator_wasm::schema::catalogue;
 use serde::de::value::{Error as ValueError, StrDeserializer};
 use serde::de::DeserializeOwned;
 
 use crate::format;
 
-/// A form field, named as in `Explore` (and in `ExploreError::field`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Field {
-    Teacher,
-    Family,
-    Width,
-    Depth,
-    Input,
-    Batch,
-    Precision,
-    TeacherPrecision,
-    Optimizer,
-    Checkpointing,
-    Sparsity,
-    Prune,
-    DataParallel,
-    ZeroStage,
-    Gpu,
+/// A form field, as the estimator names it (and marks it in [`estimator_wasm::explorer::FormError`]).
+pub use estimator_wasm::explorer::FormField as Field;
+
+/// What an input of the page does with its field: whether it is a number box, the text it
+/// shows, how a text sets the form.
+pub trait Input: Sized {
+    /// Whether the input is a text box for a number (kept as typed while it is edited).
+    fn is_number(self) -> bool;
+    /// `form`'s value of this field as its input shows it.
+    fn text(self, form: &ExplorerForm) -> String;
+    /// Sets this field of `form` from `text`.
+    ///
+    /// # Errors
+    /// The message to show beside the input.
+    fn set(self, form: &mut ExplorerForm, text: &str) -> Result<(), String>;
 }
 
-impl Field {
-    /// Every field, in form order.
-    pub const ALL: [Field; 15] = [
-        Field::Teacher,
-        Field::Family,
-        Field::Width,
-        Field::Depth,
-        Field::Input,
-        Field::Batch,
-        Field::Precision,
-        Field::TeacherPrecision,
-        Field::Optimizer,
-        Field::Checkpointing,
-        Field::Sparsity,
-        Field::Prune,
-        Field::DataParallel,
-        Field::ZeroStage,
-        Field::Gpu,
-    ];
-
-    /// The field called `key` (as in `ExploreError::field`).
-    pub fn from_key(key: &str) -> Option<Field> {
-        Field::ALL.into_iter().find(|f| f.key() == key)
-    }
-
-    /// The `Explore` field (and URL query key) this input sets.
-    pub const fn key(self) -> &'static str {
-        match self {
-            Field::Teacher => "teacher",
-            Field::Family => "family",
-            Field::Width => "width",
-            Field::Depth => "depth",
-            Field::Input => "input",
-            Field::Batch => "batch",
-            Field::Precision => "precision",
-            Field::TeacherPrecision => "teacher_precision",
-            Field::Optimizer => "optimizer",
-            Field::Checkpointing => "checkpointing",
-            Field::Sparsity => "sparsity",
-            Field::Prune => "prune",
-            Field::DataParallel => "data_parallel",
-            Field::ZeroStage => "zero_stage",
-            Field::Gpu => "gpu",
-        }
-    }
-
-    /// Whether the input is a text box for a number (kept as typed while it is edited).
-    pub const fn is_number(self) -> bool {
+impl Input for Field {
+    fn is_number(self) -> bool {
         matches!(
             self,
             Field::Width | Field::Depth | Field::Input | Field::Batch | Field::Sparsity | Field::DataParallel
@@ -85,8 +36,8 @@ impl Field {
     }
 
     /// `form`'s value of this field as its input shows it: a number as typed (`0.5`, `128`),
-    /// an enum's snake_case name, a string as is. [`Field::set`] reads it back unchanged.
-    pub fn text(self, form: &ExplorerForm) -> String {
+    /// an enum's snake_case name, a string as is. [`Input::set`] reads it back unchanged.
+    fn text(self, form: &ExplorerForm) -> String {
         match self {
             Field::Teacher => form.teacher.clone(),
             Field::Family => word_of(&form.family),
@@ -103,6 +54,7 @@ impl Field {
             Field::DataParallel => form.data_parallel.to_string(),
             Field::ZeroStage => form.zero_stage.to_string(),
             Field::Gpu => form.gpu.clone(),
+            Field::Cfg => form.cfg.clone().unwrap_or_default(),
         }
     }
 
@@ -111,7 +63,7 @@ impl Field {
     ///
     /// # Errors
     /// The message to show beside the input: not a number, negative, not one of the names.
-    pub fn set(self, form: &mut ExplorerForm, text: &str) -> Result<(), String> {
+    fn set(self, form: &mut ExplorerForm, text: &str) -> Result<(), String> {
         match self {
             Field::Teacher => form.teacher = text.to_string(),
             Field::Family => form.family = word(text)?,
@@ -129,6 +81,7 @@ impl Field {
             Field::ZeroStage => form.zero_stage = whole(text)?,
             // a known GPU by its catalogue name (`h200` -> `H200`), so its option is the one shown
             Field::Gpu => form.gpu = catalogue::gpu(text).map_or_else(|_| text.to_string(), |g| g.name.to_string()),
+            Field::Cfg => form.cfg = Some(text.to_string()),
         }
         Ok(())
     }

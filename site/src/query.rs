@@ -1,8 +1,8 @@
 //! The form as a URL query (`?teacher=gpt2&batch=8&...`), so that a link reproduces a view.
 //! Each key holds what its input shows ([`Field::text`]); `cfg` holds a pasted cfg.toml.
-use estimator_wasm::explorer::form::{ExplorerForm, CUSTOM};
+use estimator_wasm::explorer::{ExplorerForm, CUSTOM};
 
-use crate::field::Field;
+use crate::field::{Field, Input};
 
 /// The query string of `form`, without the leading `?`: every field, then `cfg` for a
 /// pasted cfg.toml.

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use estimator_wasm::explorer::form::{ExplorerForm, CUSTOM};
+use estimator_wasm::explorer::{ExplorerForm, CUSTOM};
 use yew::Reducible;
 
-use crate::field::Field;
+use crate::field::{Field, Input};
 use crate::query;
 
 /// A user intent.
@@ -63,7 +63,7 @@ impl State {
             self.texts.insert(field, text.clone());
         }
         let applied = apply(&self.form, field, text.trim()).and_then(|form| match form.check() {
-            Err(e) if e.field == Some(field.key()) => Err(e.message),
+            Err(e) if e.field == Some(field) => Err(e.message),
             _ => Ok(form),
         });
         match applied {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use estimator_wasm::explorer::form::ExplorerForm;
+use estimator_wasm::explorer::ExplorerForm;
 use estimator_wasm::{explorer::wasm, Config, Inputs, MemoryModel};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;

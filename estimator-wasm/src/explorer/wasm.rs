@@ -5,8 +5,13 @@
 //! the estimator's one-line message (the cfg.toml key, or line and column).
 use wasm_bindgen::prelude::*;
 
-use crate::explorer::form::{scenario, ExplorerForm, SCENARIOS};
-use crate::{batch, catalogue, sweep, Config, Inputs, MemoryModel};
+use crate::explorer::form::ExplorerForm;
+use crate::explorer::scenarios::{scenario, SCENARIOS};
+use crate::explorer::sweep;
+use crate::memory::batch;
+use crate::schema::catalogue;
+use crate::schema::limits::MAX_BATCH;
+use crate::{Config, Inputs, MemoryModel};
 
 fn js(e: impl std::fmt::Display) -> JsError {
     JsError::new(&e.to_string())
@@ -29,7 +34,7 @@ fn micro_batch(b: f64) -> Result<u64, JsError> {
     if b.fract() == 0.0 && b >= 0.0 && crate::memory::estimate::check_batch(b as u64).is_ok() {
         Ok(b as u64)
     } else {
-        Err(js(format!("micro-batch {b}: must be a whole number between 1 and {}", batch::MAX_BATCH)))
+        Err(js(format!("micro-batch {b}: must be a whole number between 1 and {MAX_BATCH}")))
     }
 }
 

@@ -1,8 +1,8 @@
 //! The estimator's answer for the form, recomputed only when the form changes.
 use std::rc::Rc;
 
-use estimator_wasm::explorer::form::{ExplorerForm, FormError};
 use estimator_wasm::explorer::sweep::{sweep, Sweep};
+use estimator_wasm::explorer::{ExplorerForm, FormError};
 use yew::prelude::*;
 
 use crate::dom;

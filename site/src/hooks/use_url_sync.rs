@@ -1,5 +1,5 @@
 //! Keeps the URL query equal to the form, so that a link reproduces the view.
-use estimator_wasm::explorer::form::ExplorerForm;
+use estimator_wasm::explorer::ExplorerForm;
 use gloo_timers::callback::Timeout;
 use yew::prelude::*;
 
