@@ -1,4 +1,4 @@
-//! The page's state and its reducer: the form (`Explore`, what the URL holds), the text of
+//! The page's state and its reducer: the form (`ExplorerForm`, what the URL holds), the text of
 //! each number input as typed, inline messages, and the cfg.toml paste box. Pure: no web-sys,
 //! so `cargo test` covers it natively.
 use std::collections::BTreeMap;

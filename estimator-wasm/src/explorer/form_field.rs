@@ -1,5 +1,5 @@
-//! The fields of the [`ExplorerForm`] ([`FormField`]) and why a form cannot be priced
-//! ([`FormError`], naming the field to mark).
+//! The fields of the [`ExplorerForm`](crate::explorer::form::ExplorerForm) ([`FormField`])
+//! and why a form cannot be priced ([`FormError`], naming the field to mark).
 use serde::Serialize;
 
 use crate::schema::errors::{EstimateError, SpecError};

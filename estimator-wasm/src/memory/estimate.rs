@@ -188,7 +188,7 @@ pub fn estimate(config: &Config, inputs: &Inputs) -> Result<Plan, EstimateError>
 ///
 /// # Errors
 /// As [`estimate`]; a margin out of [0, 1) as `estimate.safety_margin` is refused; a
-/// `target = "cpu"` config and a GPU, on `estimate.target` ([`batch::search`]).
+/// `target = "cpu"` config and a GPU, on `estimate.target` ([`crate::memory::batch::search`]).
 pub fn max_batch(
     config: &Config,
     inputs: &Inputs,

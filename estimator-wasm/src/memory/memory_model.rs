@@ -3,7 +3,7 @@
 //! precomputed per-layer sizes (`crate::memory::moments`).
 //!
 //! The steps, each in its own file:
-//! * [`Setup`]: the runtime costs of the device and the batch the caller fixed (`setup`);
+//! * `Setup`: the runtime costs of the device and the batch the caller fixed (`setup`);
 //! * the student's layers priced by `crate::memory::layer` along the forward chain, with each
 //!   saved storage attributed to the first layer that saves it, per pipeline stage
 //!   (`arch::split` of the layer list) and checkpoint segment (`student_chain`);

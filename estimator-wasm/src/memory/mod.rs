@@ -1,9 +1,12 @@
 //! The training-memory model: what one step of `distill` holds on the device, moment by moment.
 //!
-//! [`memory_model`] compiles a [`crate::schema::Config`] into a [`MemoryModel`] (the layers
-//! priced by [`layer`], the optimiser [`states`], the [`runtime`] allocator); [`moments`] scans
-//! the moments of a step; [`estimate`] assembles the [`Plan`] ([`breakdown`]) that [`render`]
-//! prints; [`batch`] finds the largest micro-batch that fits a GPU.
+//! [`memory_model`] compiles a [`crate::schema::Config`] into a [`MemoryModel`], one step per
+//! file (`setup`, `student_chain`, `teacher_plan`, `step_tensors`, `stage_plan`, `eval_plan`,
+//! `summary`, `scan_layout`) into the pieces of `compiled`: the layers priced by [`layer`]
+//! (sizes in [`sizes`]), the optimiser [`states`], the [`runtime`] allocator. `moments` defines
+//! what is live at each moment of a step and `scan` finds the peak; [`mod@estimate`] assembles the
+//! [`Plan`] ([`breakdown`]) that [`render`] prints; [`batch`] finds the largest micro-batch that
+//! fits a GPU. [`inputs`] holds what a caller knows beyond the cfg.toml.
 pub mod batch;
 pub mod breakdown;
 mod builder;

@@ -110,7 +110,7 @@ impl Pool {
     }
 
     /// [`Pool::tensor`] without overflow handling: exact when the caller has bounded every sum
-    /// below 2^62 (`phases::scan` does, once per estimate).
+    /// below 2^62 (`scan::scan` does, once per estimate).
     #[inline(always)]
     pub(crate) fn tensor_exact(&mut self, bytes: u64, cuda: bool) {
         self.requested += bytes;

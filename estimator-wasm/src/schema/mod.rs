@@ -1,8 +1,10 @@
 //! The cfg.toml schema: the types of a run's configuration ([`spec`]), reading and writing
 //! them as TOML ([`toml_text`]), their validation ([`validate`]) against the bounds of
 //! [`limits`], the one rule for matching names ([`names`]), and the tables validation needs:
-//! the teacher presets ([`teacher_presets`]), the GPU catalogue ([`catalogue`]), the layers a
-//! student expands into ([`arch`]) and what each precision means ([`dtype`]).
+//! the teacher presets ([`teacher_presets`]), the GPU catalogue ([`mod@catalogue`]), the layers a
+//! student expands into ([`arch`], their operations in [`layer_ops`]) and what each precision
+//! means ([`dtype`]: [`Recipe`], the one definition the trainer and the estimator share).
+//! [`student_spec`] holds the `[student]` types, [`errors`] the errors.
 //!
 //! A leaf: nothing here imports the memory model or the explorer, so the trainer can depend on
 //! the schema alone.
