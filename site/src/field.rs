@@ -15,7 +15,7 @@ pub use estimator_wasm::explorer::FormField as Field;
 
 /// What an input of the page does with its field: whether it is a number box, the text it
 /// shows, how a text sets the form.
-pub trait Input: Sized {
+pub trait Input: Copy {
     /// Whether the input is a text box for a number (kept as typed while it is edited).
     fn is_number(self) -> bool;
     /// `form`'s value of this field as its input shows it.
