@@ -1,4 +1,7 @@
-//! Element types of the tensors the estimator prices, and how a precision recipe maps to them.
+//! What a precision means: the element types of a network's tensors ([`DType`]) and the recipe
+//! each `precision` of the cfg.toml gives ([`Recipe`]: weight and compute dtypes, autocast,
+//! optimiser state, master copy, loss scaling). The one definition, for the trainer (its tch
+//! dtypes, autocast and loss scaling) and the estimator alike.
 use serde::Serialize;
 
 use crate::schema::spec::Precision;
