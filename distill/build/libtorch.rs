@@ -3,7 +3,7 @@
 // torch-sys passes its rpath only to the C++ glue it compiles, and tch's own `rustc-link-arg`s
 // reach only tch's examples. Every package that links a binary, test or bench must therefore
 // add the rpath and keep `libtorch.so` (which is what pulls in `libtorch_cuda.so`) from being
-// dropped by `--as-needed` (tch-rs #980, #787; shared/docs/toolchain.md A5).
+// dropped by `--as-needed` (tch-rs #980, #787; docs/toolchain.md A5).
 
 /// The libtorch `lib` folder torch-sys found (`DEP_TCH_LIBTORCH_LIB`); needs torch-sys as a
 /// direct dependency of the package.

@@ -1,4 +1,4 @@
-// What tch 0.24 does not bind, in a few C functions (see shared/docs/tch-cheatsheet.md 3 and 8):
+// What tch 0.24 does not bind, in a few C functions (see docs/libtorch-notes.md sections 3 and 8):
 // autocast on any device with a chosen dtype (tch's `autocast` is CUDA-only and fp16-only), and
 // the CUDA caching allocator's statistics. Every function returns NULL on success or a malloc'd
 // error message that the caller frees with distill_free.

@@ -16,7 +16,7 @@
 //! sample) is refused. The learning-rate and pruning schedules count the steps given here.
 use std::ops::Range;
 
-use estimator_wasm::arch::Op;
+use estimator_wasm::schema::arch::Op;
 
 use crate::error::{DistillError, Result};
 use crate::student::{Block, Student};
@@ -102,7 +102,7 @@ pub fn batch_norm_values(blocks: &[Block]) -> Option<(u64, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use estimator_wasm::spec::Config;
+    use estimator_wasm::schema::Config;
     use tch::nn::VarStore;
     use tch::Device;
 

@@ -1,11 +1,11 @@
 //! The run's configuration, from the cfg.toml as written to the run as resolved: the schema and
-//! its validation live in `estimator_wasm::spec`; [`RunConfig`] adds what only the trainer needs
+//! its validation live in `estimator_wasm::schema`; [`RunConfig`] adds what only the trainer needs
 //! (file paths resolved against the cfg's folder, `--set` overrides), and [`RunSettings`] is the
 //! run after the device's memory plan (`batch_size = "auto"` replaced by a number), the one
 //! thing the trainer takes.
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::{BatchSize, Config};
+use estimator_wasm::schema::{BatchSize, Config};
 use estimator_wasm::SpecError;
 use tch::Device;
 
@@ -209,7 +209,7 @@ mod tests {
         let sets =
             ["train.precision=bf16", "prune.sparsity=0.8", "student.hidden=[8, 4]", "kd.alpha=0.5"].map(String::from);
         let spec = read_spec(&path, &sets).unwrap();
-        assert_eq!(spec.train.precision, estimator_wasm::spec::Precision::Bf16);
+        assert_eq!(spec.train.precision, estimator_wasm::schema::Precision::Bf16);
         assert_eq!(spec.prune.unwrap().sparsity, 0.8);
         assert_eq!(spec.student.hidden, vec![8, 4]);
         assert_eq!(spec.kd.alpha, 0.5);

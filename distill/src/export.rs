@@ -19,8 +19,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use estimator_wasm::arch;
-use estimator_wasm::spec::{Config, PruneMethod};
+use estimator_wasm::schema::arch;
+use estimator_wasm::schema::{Config, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
 use crate::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};

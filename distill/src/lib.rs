@@ -1,7 +1,7 @@
 //! `distill`: knowledge distillation of a TorchScript teacher into a student that a cfg.toml
 //! describes, on CUDA or CPU, with libtorch through tch.
 //!
-//! The data flows one way: cfg.toml -> schema (`estimator_wasm::spec`) -> resolved run
+//! The data flows one way: cfg.toml -> schema (`estimator_wasm::schema`) -> resolved run
 //! ([`config::RunSettings`]) -> trainer -> exports -> report. One training step, from the command
 //! line to `report.json`, passes through eight files, each with one job:
 //!
@@ -22,7 +22,7 @@
 //! Side trips, each one job: `data` (npz, normalisation, seeded order), `teacher` (TorchScript,
 //! eval, no_grad), `preflight` (checks before any output), `memory_plan` (the estimator on the
 //! device; `batch_size = "auto"`), `student` (the network interface; today's kind: layers from
-//! `estimator_wasm::arch`), `objective` (the distillation loss), `precision` (what a precision
+//! `estimator_wasm::schema::arch`), `objective` (the distillation loss), `precision` (what a precision
 //! means to libtorch), `batches`, `loop_state` (the loop's position and running sums), `metrics`
 //! (`metrics.jsonl`), `optim`, `schedule`, `prune`, `checkpoint` (the checkpoint format), `eval`,
 //! `shrink`, `latency`, `rundir` (the output folder), `durable` (atomic writes), `fingerprint` (the

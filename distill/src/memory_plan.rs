@@ -3,11 +3,11 @@
 //! warning. What it returns becomes the run's [`crate::config::RunSettings`].
 use std::path::Path;
 
-use estimator_wasm::render::human;
-use estimator_wasm::spec::{BatchSize, Config, Target};
-use estimator_wasm::teacher::preset_layers;
+use estimator_wasm::memory::render::human;
+use estimator_wasm::schema::teacher_presets::preset_layers;
+use estimator_wasm::schema::{BatchSize, Config, Target};
 use estimator_wasm::{
-    arch, estimate, max_batch, Dataset as EstDataset, EstimateError, Gpu, Inputs, Plan, TeacherModel,
+    estimate, max_batch, schema::arch, DatasetSize as EstDataset, EstimateError, Gpu, Inputs, Plan, TeacherModel,
 };
 use tch::Device;
 

@@ -6,7 +6,7 @@
 //! `torch.autograd.grad`) rather than accumulated into `.grad`, so between steps no gradient is
 //! resident: the same memory profile as PyTorch's `zero_grad(set_to_none=True)`. Weight decay applies to conv and linear weights only; biases and norm parameters are
 //! not decayed (the usual practice; set weight_decay = 0 to disable it everywhere).
-use estimator_wasm::spec::{Optimizer as Kind_, TrainSpec};
+use estimator_wasm::schema::{OptimizerKind as Kind_, TrainSpec};
 use tch::{Kind, Tensor};
 
 /// One trainable parameter with its optimiser state.

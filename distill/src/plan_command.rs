@@ -6,8 +6,10 @@
 //! from the TorchScript file) and the datasets it keeps on the device (from the .npz headers).
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::{Config, Target};
-use estimator_wasm::{estimate, max_batch_per_gpu, render::human, Dataset, EstimateError, Inputs, Plan, TeacherModel};
+use estimator_wasm::schema::{Config, Target};
+use estimator_wasm::{
+    estimate, max_batch_per_gpu, memory::render::human, DatasetSize, EstimateError, Inputs, Plan, TeacherModel,
+};
 use serde::Serialize;
 use tch::Device;
 
@@ -106,7 +108,7 @@ pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
 
 /// Train and test sets as `distill` would keep them, from the .npz headers when the cfg's data
 /// files are readable.
-pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<Dataset> {
+pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<DatasetSize> {
     let dir = cfg_path.parent().unwrap_or(Path::new("."));
     let (train_n, sample_bytes) = crate::data::npz_summary(&dir.join(spec.data.train.as_ref()?))?;
     let test_samples = match &spec.data.test {
@@ -114,5 +116,5 @@ pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<Dataset> {
         None => (train_n as f64 * spec.data.holdout.unwrap_or(0.1)).round() as u64,
     };
     let train_samples = train_n - if spec.data.test.is_none() { test_samples } else { 0 };
-    Some(Dataset { train_samples, test_samples, sample_bytes })
+    Some(DatasetSize { train_samples, test_samples, sample_bytes })
 }

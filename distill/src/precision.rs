@@ -1,5 +1,5 @@
 //! What a precision means to the trainer, derived in one place from the estimator's recipe
-//! (`estimator_wasm::dtype::Recipe`), so that the memory the estimator prices and the dtypes
+//! (`estimator_wasm::schema::Recipe`), so that the memory the estimator prices and the dtypes
 //! the trainer runs cannot drift apart.
 //!
 //! * The student at `train.precision`: fp32 weights; fp16 and bf16 autocast matmuls and
@@ -9,8 +9,8 @@
 //!   `Recipe::teacher_dtype(p)`.
 //! * The shim (`csrc/shim.cpp`) takes autocast's dtype as a c10 scalar-type code
 //!   ([`scalar_type_code`]; tch keeps its own `Kind::c_int` private).
-use estimator_wasm::dtype::{DType, Recipe};
-use estimator_wasm::spec::Precision;
+use estimator_wasm::schema::Precision;
+use estimator_wasm::schema::{DType, Recipe};
 use tch::Kind;
 
 /// The libtorch element type of an estimator dtype.

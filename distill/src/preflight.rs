@@ -1,6 +1,6 @@
 //! Checks of the teacher and the data against each other, run before any output is written (and,
 //! for the teacher's logits, wherever they are computed), so a bad combination fails in seconds
-//! with a message that names the file, the row and the fix (kd-pitfalls T1, T4). A message
+//! with a message that names the file, the row and the fix (docs/kd-pitfalls.md T1, T4). A message
 //! blames a cause only after checking it: a 16-bit teacher is blamed for an overflow only when
 //! the fp32 teacher is finite on the same row, the data only when its values are at fault.
 use std::path::Path;
@@ -267,7 +267,7 @@ pub fn chance_warning(accuracy: f64, test: &Dataset, norm: &Normalizer, classes:
     (chance, Some(warning))
 }
 
-/// Refuses a student that computes the same function as the teacher (kd-pitfalls T4: KD from a
+/// Refuses a student that computes the same function as the teacher (docs/kd-pitfalls.md T4: KD from a
 /// copy of yourself has a zero KL term and silently wastes the run).
 pub fn check_not_identical(teacher: &Teacher, teacher_logits: &Tensor, student: &Student, x: &Tensor) -> Result<()> {
     let student_logits = tch::no_grad(|| student.forward(x, false));

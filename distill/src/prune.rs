@@ -1,7 +1,7 @@
 //! Gradual pruning of the student on Zhu & Gupta's cubic schedule (arXiv:1710.01878):
 //! `s_t = s_f + (s_i - s_f) * (1 - (t - t0) / (t_end - t0))^3`, evaluated at pruning events
 //! `t0, t0 + dt, ...` and forced to `s_f` at exactly `t_end`; `t` counts completed optimiser
-//! steps, and epochs in the cfg.toml are converted with the real loader length (kd-pitfalls P4).
+//! steps, and epochs in the cfg.toml are converted with the real loader length (docs/kd-pitfalls.md P4).
 //! `t0 == t_end` is one-shot pruning: a single event at `t0` straight to `s_f`.
 //!
 //! * Magnitude (unstructured): at each event exactly `round(s_t * n)` weights are zero, chosen by
@@ -11,10 +11,10 @@
 //! * Structured: whole conv channels / hidden neurons, ranked by the L1 norm of their incoming
 //!   weights within each layer (always per layer: the schema refuses `scope = "global"`, as
 //!   L1 norms of layers with different fan-in are not comparable); `floor(width * s_t)` units
-//!   are removed (`estimator_wasm::arch::kept_units`). A removed unit's output is multiplied by
+//!   are removed (`estimator_wasm::schema::arch::kept_units`). A removed unit's output is multiplied by
 //!   0, so the student shrunk at the end (`shrink.rs`) computes the same function.
-use estimator_wasm::arch::{kept_units, Op};
-use estimator_wasm::spec::{PruneMethod, PruneScope, PruneSpec};
+use estimator_wasm::schema::arch::{kept_units, Op};
+use estimator_wasm::schema::{PruneMethod, PruneScope, PruneSpec};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
@@ -151,7 +151,7 @@ impl Pruner {
     /// named parameters).
     ///
     /// # Errors
-    /// [`DistillError::Usage`] when nothing is prunable (kd-pitfalls P6) or structured pruning
+    /// [`DistillError::Usage`] when nothing is prunable (docs/kd-pitfalls.md P6) or structured pruning
     /// meets a LayerNorm (whose statistics would change when units are removed).
     pub fn new(
         spec: &PruneSpec,

@@ -3,7 +3,7 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use estimator_wasm::render::human as bytes;
+use estimator_wasm::memory::render::human as bytes;
 
 use crate::latency::Latency;
 use crate::objective::LossValues;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use estimator_wasm::spec::{BatchSize, Config, Precision};
+use estimator_wasm::schema::{BatchSize, Config, Precision};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 

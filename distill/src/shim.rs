@@ -2,7 +2,7 @@
 //! CUDA caching allocator's statistics (`torch.cuda.max_memory_allocated` and friends).
 use std::ffi::{c_char, c_int, CStr};
 
-use estimator_wasm::spec::Precision;
+use estimator_wasm::schema::Precision;
 use tch::Device;
 
 use crate::error::{DistillError, Result};

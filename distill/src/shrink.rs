@@ -1,5 +1,5 @@
 //! Physically removing the units that structured pruning masked: a new, narrower student whose
-//! weights are the kept rows and columns of the old ones (kd-pitfalls P7, P8).
+//! weights are the kept rows and columns of the old ones (docs/kd-pitfalls.md P7, P8).
 //!
 //! Walking the layers in order, each conv/linear layer keeps the rows of its kept units and the
 //! columns of the previous layer's kept units; norms keep their kept features; `flatten` expands
@@ -7,8 +7,8 @@
 //! outputs by zero, the shrunk student computes the same logits.
 use std::collections::HashMap;
 
-use estimator_wasm::arch::Op;
-use estimator_wasm::spec::Config;
+use estimator_wasm::schema::arch::Op;
+use estimator_wasm::schema::Config;
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 use crate::error::Result;

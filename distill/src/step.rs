@@ -1,7 +1,7 @@
 //! One training step's forward and backward: autocast, the objective's loss in fp32, loss scaling, and
 //! gradient checkpointing by segments (Chen et al. 2016, arXiv:1604.06174).
 //!
-//! The student's layers are split into segments (`estimator_wasm::arch::checkpoint_segments`,
+//! The student's layers are split into segments (`estimator_wasm::schema::arch::checkpoint_segments`,
 //! the split the memory estimator prices; one segment without checkpointing). Dropout in
 //! block `b` of step `s` draws from libtorch's generator reseeded with (seed, s, b) before that
 //! block, so a recomputed segment replays the same masks, a resumed run replays the same steps,
@@ -17,7 +17,7 @@
 //! BatchNorm running statistics are restored before a recompute, so they move once per step.
 use std::ops::Range;
 
-use estimator_wasm::spec::Precision;
+use estimator_wasm::schema::Precision;
 use tch::{Device, Kind, Tensor};
 
 use crate::amp::GradScaler;
@@ -214,8 +214,8 @@ pub fn param_segments(student: &Student, names: &[String], segments: &[Range<usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use estimator_wasm::arch::checkpoint_segments;
-    use estimator_wasm::spec::{Checkpointing, Config};
+    use estimator_wasm::schema::arch::checkpoint_segments;
+    use estimator_wasm::schema::{Checkpointing, Config};
     use tch::nn::VarStore;
 
     /// A CNN (conv -> BN -> act -> pool blocks, then flatten and hidden blocks) and MLPs over an

@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::Config;
+use estimator_wasm::schema::Config;
 use tch::{nn::VarStore, Device};
 
 use crate::checkpoint;

@@ -2,7 +2,7 @@
 //! under `no_grad`, never in the student's VarStore, so the optimiser cannot touch it.
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::spec::{OutputSelector, Precision};
+use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
 use crate::error::{first_line, DistillError, Result};
@@ -94,7 +94,7 @@ impl Teacher {
         Teacher::load(&self.path, self.output.clone(), Precision::Fp32, device)
     }
 
-    /// Re-asserts eval mode (kd-pitfalls T3: a teacher must not slip back into training mode).
+    /// Re-asserts eval mode (docs/kd-pitfalls.md T3: a teacher must not slip back into training mode).
     pub fn ensure_eval(&mut self) -> Result<()> {
         Ok(self.module.f_set_eval()?)
     }

@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use estimator_wasm::arch::checkpoint_segments;
+use estimator_wasm::schema::arch::checkpoint_segments;
 use tch::{nn::VarStore, Kind, Tensor};
 
 use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};

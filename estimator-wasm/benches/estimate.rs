@@ -3,7 +3,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use estimator_wasm::{Config, Inputs, Model};
+use estimator_wasm::{Config, Inputs, MemoryModel};
 
 /// An MLP of `linear` Linear layers (`linear - 1` hidden of `width`, then the head).
 fn mlp(width: u64, linear: usize, student: &str, teacher: &str) -> Config {
@@ -19,7 +19,7 @@ fn mlp(width: u64, linear: usize, student: &str, teacher: &str) -> Config {
 
 fn estimates(c: &mut Criterion) {
     let config = mlp(512, 10, "", "");
-    let model = Model::new(&config, &Inputs::default()).expect("model");
+    let model = MemoryModel::new(&config, &Inputs::default()).expect("model");
     let mut b = 0u64;
     // every figure of the step: all phases and moments, the peak, allocator segments,
     // fragmentation, context and total (the per-layer table and category split excluded)
@@ -38,11 +38,11 @@ fn estimates(c: &mut Criterion) {
     });
     // compile the config (validate, expand and price layers, teacher, stages) once
     c.bench_function("mlp10/compile", |bench| {
-        bench.iter(|| black_box(Model::new(black_box(&config), &Inputs::default()).expect("model")))
+        bench.iter(|| black_box(MemoryModel::new(black_box(&config), &Inputs::default()).expect("model")))
     });
     // heavier: LayerNorm and dropout in every block (42 layers), the teacher run every step
     let heavy = mlp(512, 10, "norm = \"layer\"\ndropout = 0.1", "cache_logits = false");
-    let heavy = Model::new(&heavy, &Inputs::default()).expect("model");
+    let heavy = MemoryModel::new(&heavy, &Inputs::default()).expect("model");
     c.bench_function("mlp10-layernorm-dropout-live-teacher/totals", |bench| {
         bench.iter(|| {
             b = b % 4096 + 1;
@@ -54,7 +54,7 @@ fn estimates(c: &mut Criterion) {
         bench.iter(|| {
             let mut worst = 0u64;
             for config in &configs {
-                let model = Model::new(config, &Inputs::default()).expect("model");
+                let model = MemoryModel::new(config, &Inputs::default()).expect("model");
                 for batch in 1..=64u64 {
                     worst = worst.max(model.totals(batch * 16).expect("estimate").total);
                 }

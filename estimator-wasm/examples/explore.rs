@@ -5,8 +5,8 @@
 //! (`-` reads the JSON from stdin; `--cfg` prints the chosen student's cfg.toml instead).
 use std::io::Read;
 
-use estimator_wasm::explore::Explore;
-use estimator_wasm::sweep::sweep;
+use estimator_wasm::explorer::sweep::sweep;
+use estimator_wasm::explorer::ExplorerForm;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -22,7 +22,7 @@ fn main() {
             std::process::exit(2);
         }
     }
-    let form: Explore = serde_json::from_str(&json).unwrap_or_else(|e| {
+    let form: ExplorerForm = serde_json::from_str(&json).unwrap_or_else(|e| {
         eprintln!("form JSON: {e}");
         std::process::exit(2)
     });

@@ -1,9 +1,9 @@
-//! Times `Model::totals` for the benchmark's 10-Linear-layer MLP in a tight loop (for perf):
+//! Times `MemoryModel::totals` for the benchmark's 10-Linear-layer MLP in a tight loop (for perf):
 //! `cargo run --release -p estimator-wasm --example speed -- [iterations]`.
 use std::hint::black_box;
 use std::time::Instant;
 
-use estimator_wasm::{Config, Inputs, Model};
+use estimator_wasm::{Config, Inputs, MemoryModel};
 
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(2_000_000);
@@ -13,7 +13,7 @@ fn main() {
          [teacher]\npreset = \"fashion-mnist-cnn\"\n[train]\nbatch_size = 128\n[estimate]\ngpu = \"A100-80GB\"\n"
     ))
     .expect("config");
-    let model = Model::new(&config, &Inputs::default()).expect("model");
+    let model = MemoryModel::new(&config, &Inputs::default()).expect("model");
     let start = Instant::now();
     let mut worst = 0;
     for i in 0..n {

@@ -312,7 +312,7 @@ def measure(path):
                 logits = forward()
         else:
             logits = forward()
-        # distill/src/loss.rs: CE always, KD when alpha > 0, both in fp32
+        # distill/src/objective/logit_kd.rs: CE always, KD when alpha > 0, both in fp32
         current[0] = "loss"
         z = logits.reshape(b * rows, classes).to(torch.float32)
         ce = F.nll_loss(F.log_softmax(z, -1), y.reshape(-1))

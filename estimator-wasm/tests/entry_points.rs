@@ -1,9 +1,9 @@
 //! Every entry point (the cfg.toml, the Rust API's `Inputs` and arguments, the explorer's form)
 //! checks a value the same way, and every name is looked up by one rule (`estimator_wasm::names`).
-use estimator_wasm::arch;
-use estimator_wasm::explore::Explore;
-use estimator_wasm::limits::MAX_LAYER_LIST;
-use estimator_wasm::spec::{Activation, Family, Precision, Target};
+use estimator_wasm::explorer::ExplorerForm;
+use estimator_wasm::schema::arch;
+use estimator_wasm::schema::limits::MAX_LAYER_LIST;
+use estimator_wasm::schema::{Activation, Family, Precision, Target};
 use estimator_wasm::{estimate, gpu, max_batch, Config, EstimateError, Gpu, Inputs, SpecError, TeacherModel};
 
 const BASE: &str = "[data]\ninput_shape = [16]\nclasses = 4\n[student]\nfamily = \"mlp\"\nhidden = [8]\n";
@@ -83,7 +83,8 @@ fn names_are_matched_loosely_and_stored_exactly() {
     }
     assert_eq!(estimate(&c, &Inputs::default()).unwrap().fit.unwrap().gpu.name, "T4");
     // the explorer's form reads the same names (JSON from the widget and links)
-    let form: Explore = serde_json::from_str(r#"{"teacher": "GPT2", "family": "Transformer", "gpu": "h200"}"#).unwrap();
+    let form: ExplorerForm =
+        serde_json::from_str(r#"{"teacher": "GPT2", "family": "Transformer", "gpu": "h200"}"#).unwrap();
     assert_eq!(form.family, Family::Transformer);
     assert_eq!(form.config().unwrap().estimate.gpu.as_deref(), Some("H200"));
     // a name that matches nothing lists the exact ones

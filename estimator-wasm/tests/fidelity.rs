@@ -5,25 +5,38 @@
 //! 2.11 CPU), so the check is against PyTorch, not against a stored file. Parameters, gradients
 //! and optimiser states must match exactly; saved activations within 1%. The table is printed;
 //! `FIDELITY_WRITE=1` also rewrites `fidelity/RESULTS.md` and `fidelity/measured.json`.
+//!
+//! Without the venv (a fresh machine before `scripts/setup`) the check is skipped with a
+//! message saying so; `DISTILL_REQUIRE_PYTORCH=1` (which `scripts/test` sets) makes a missing
+//! venv a failure instead, so the full test run always cross-checks against PyTorch.
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use estimator_wasm::arch;
-use estimator_wasm::{Config, Inputs, Model};
+use estimator_wasm::schema::arch;
+use estimator_wasm::{Config, Inputs, MemoryModel};
 use serde_json::Value;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
 }
 
-fn measure() -> Value {
+/// PyTorch's figures, or `None` (after saying why) when the venv is missing and
+/// `DISTILL_REQUIRE_PYTORCH` is not set.
+fn measure() -> Option<Value> {
     let python = root().join("../.venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: the fidelity check needs the project's Python with torch; run scripts/setup",
-        python.display()
-    );
+    if !python.exists() {
+        let missing = format!(
+            "{} is missing: the fidelity check needs the project's Python with torch; run scripts/setup \
+             (then `cargo test -p estimator-wasm --test fidelity`, or scripts/test, which always runs it)",
+            python.display()
+        );
+        assert!(std::env::var_os("DISTILL_REQUIRE_PYTORCH").is_none(), "{missing}");
+        // straight to stderr: the test harness captures eprintln! of a passing test
+        let _ = writeln!(std::io::stderr(), "SKIPPED estimator_matches_pytorch_on_cpu: {missing}");
+        return None;
+    }
     let out = Command::new(&python)
         .arg(root().join("fidelity/measure.py"))
         .output()
@@ -33,7 +46,7 @@ fn measure() -> Value {
         "fidelity/measure.py failed (run scripts/setup if torch is missing):\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("measure.py prints JSON")
+    Some(serde_json::from_slice(&out.stdout).expect("measure.py prints JSON"))
 }
 
 struct Row {
@@ -59,7 +72,7 @@ fn u(v: &Value) -> u64 {
 
 #[test]
 fn estimator_matches_pytorch_on_cpu() {
-    let measured = measure();
+    let Some(measured) = measure() else { return };
     let configs = measured["configs"].as_object().expect("configs");
     assert!(configs.len() >= 12, "at least 12 configurations, got {}", configs.len());
     let mut rows = Vec::new();
@@ -68,7 +81,7 @@ fn estimator_matches_pytorch_on_cpu() {
         let text = std::fs::read_to_string(&path).expect("config");
         let config = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
         let b = u(&m["batch"]);
-        let model = Model::new(&config, &Inputs::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let model = MemoryModel::new(&config, &Inputs::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
         let plan = model.plan(b).unwrap_or_else(|e| panic!("{name}: {e}"));
 
         // same layer list and parameter shapes as PyTorch
@@ -182,7 +195,7 @@ const CUDA_DIFFERENCES: &str = "
 ## Modelled CPU-vs-CUDA differences (`estimate.target`)
 
 The check runs on CPU with `target = \"cpu\"`; on `\"cuda\"` (the default) the estimator prices
-what CUDA kernels save instead (`memory-model.md` section 10):
+what CUDA kernels save instead (`docs/memory-model.md` section 10):
 
 | item | CPU (measured here) | CUDA (modelled) |
 |---|---|---|

@@ -1,11 +1,11 @@
 //! Every count and size of the cfg.toml is bounded before work proportional to it starts
-//! (`estimator_wasm::limits`), and every refusal names its key: the limits, integers past
+//! (`estimator_wasm::schema::limits`), and every refusal names its key: the limits, integers past
 //! TOML's 64 bits, layers whose bytes overflow, the evaluation batch.
-use estimator_wasm::arch;
-use estimator_wasm::batch::MAX_BATCH;
-use estimator_wasm::explore::{Explore, CUSTOM};
-use estimator_wasm::limits::{MAX_BLOCKS, MAX_EPOCHS, MAX_LAYERS, MAX_LAYER_LIST, MAX_SIZE};
-use estimator_wasm::{estimate, Config, EstimateError, Inputs, Model, SpecError};
+use estimator_wasm::explorer::{ExplorerForm, FormField, CUSTOM};
+use estimator_wasm::schema::arch;
+use estimator_wasm::schema::limits::MAX_BATCH;
+use estimator_wasm::schema::limits::{MAX_BLOCKS, MAX_EPOCHS, MAX_LAYERS, MAX_LAYER_LIST, MAX_SIZE};
+use estimator_wasm::{estimate, Config, EstimateError, Inputs, MemoryModel, SpecError};
 
 const DATA: &str = "[data]\ninput_shape = [16]\nclasses = 4\n";
 const MLP: &str = "[student]\nfamily = \"mlp\"\nhidden = [8]\n[teacher]\nparams = 10\n";
@@ -107,14 +107,17 @@ fn the_largest_accepted_configs_are_bounded_by_construction() {
     assert!(estimate(&c, &Inputs::default()).is_ok());
 
     // the explorer's whole sweep (a dozen compiled models) of a pasted cfg at the limit
-    let form = Explore::from_cfg(&lm(MAX_LAYERS), "H200").unwrap();
+    let form = ExplorerForm::from_cfg(&lm(MAX_LAYERS), "H200").unwrap();
     assert_eq!(form.teacher, CUSTOM);
-    let sweep = estimator_wasm::sweep::sweep(&form).unwrap();
+    let sweep = estimator_wasm::explorer::sweep::sweep(&form).unwrap();
     assert_eq!(sweep.plan.layers.len(), 8197);
     // the depth multiplier cannot take it past the limit: an error on the depth field
-    let deeper = Explore { depth: 2.0, ..form };
+    let deeper = ExplorerForm { depth: 2.0, ..form };
     let e = deeper.config().unwrap_err();
-    assert_eq!((e.field, e.message), (Some("depth"), format!("student.transformer.layers: {}", range(8192, 1, 4096))));
+    assert_eq!(
+        (e.field, e.message),
+        (Some(FormField::Depth), format!("student.transformer.layers: {}", range(8192, 1, 4096)))
+    );
 }
 
 #[test]
@@ -146,7 +149,7 @@ fn a_layer_too_large_to_price_names_the_layer_and_its_key() {
     // the same layer in the teacher's architecture (the student being small)
     let text = format!("{huge}[student]\nfamily = \"cnn\"\nchannels = [1]\n[teacher.arch]\n{conv}");
     let c = Config::from_toml_str(&text).unwrap();
-    let e = Model::new(&c, &Inputs::default()).unwrap_err();
+    let e = MemoryModel::new(&c, &Inputs::default()).unwrap_err();
     assert_eq!(e, EstimateError::Invalid { key: "teacher.arch.channels".into(), message });
 }
 

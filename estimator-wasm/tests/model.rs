@@ -1,14 +1,16 @@
 //! The estimator against hand counts and published figures.
-use estimator_wasm::arch::{self, checkpoint_segments};
-use estimator_wasm::batch::search;
-use estimator_wasm::spec::Checkpointing;
-use estimator_wasm::{estimate, gpu, max_batch, Cat, Config, Dataset, EstimateError, Inputs, Model, Phase, Plan};
+use estimator_wasm::memory::batch::search;
+use estimator_wasm::schema::arch::{self, checkpoint_segments};
+use estimator_wasm::schema::Checkpointing;
+use estimator_wasm::{
+    estimate, gpu, max_batch, Cat, Config, DatasetSize, EstimateError, Inputs, MemoryModel, Moment, Plan,
+};
 
 fn config(text: &str) -> Config {
     Config::from_toml_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-fn phase(plan: &Plan, p: Phase) -> &estimator_wasm::plan::PhaseBytes {
+fn phase(plan: &Plan, p: Moment) -> &estimator_wasm::memory::MomentBytes {
     plan.phases.iter().find(|x| x.phase == p).unwrap_or_else(|| panic!("no phase {p:?}"))
 }
 
@@ -30,16 +32,16 @@ fn tiny_mlp_by_hand() {
     assert_eq!(saved, [("fc1", 32), ("fc1_act", 40), ("head", 0), ("loss", 92)]);
     // backward start: weights 172 + teacher 40 + AdamW 344 + batch (indices 16, raw x 32)
     // + logits (student 24, teacher 24) + saved 164 + loss gradients 2 x 2 x 24
-    let start = phase(&plan, Phase::Backward);
+    let start = phase(&plan, Moment::Backward);
     assert_eq!(start.requested, 172 + 40 + 344 + 48 + 48 + 164 + 96);
     assert_eq!(start.categories.get(Cat::Activations), 164);
     assert_eq!(start.categories.get(Cat::LossTransient), 96);
     // the optimiser step: + all gradients (172) + 3 x the largest tensor (fc1.weight, 80 B)
-    let step = phase(&plan, Phase::OptimizerStep);
+    let step = phase(&plan, Moment::OptimizerStep);
     assert_eq!(step.requested, 172 + 40 + 344 + 48 + 48 + 172 + 240);
-    assert_eq!(plan.peak_phase, Phase::OptimizerStep);
+    assert_eq!(plan.peak_phase, Moment::OptimizerStep);
     // the teacher's working set without an architecture: input 32 + logits 24 + fp32 copy 24
-    assert_eq!(phase(&plan, Phase::TeacherForward).categories.get(Cat::TeacherTransient), 80);
+    assert_eq!(phase(&plan, Moment::TeacherForward).categories.get(Cat::TeacherTransient), 80);
     // on CPU there is no allocator, context or fragmentation
     assert_eq!(plan.totals.total, plan.totals.requested);
     assert!(plan.notes.iter().any(|n| n.contains("lower bound")), "{:?}", plan.notes);
@@ -73,7 +75,7 @@ fn korthikanti_per_layer_activations() {
              attention = \"math\"\nattention_dropout = 0.1\n[kd]\nalpha = 0.0\n[train]\nprecision = \"pure_bf16\"\n\
              batch_size = {b}\n[estimate]\ntensor_parallel = {t}\n"
         ));
-        let plan = Model::new(&c, &Inputs::default()).unwrap().plan(b).unwrap();
+        let plan = MemoryModel::new(&c, &Inputs::default()).unwrap().plan(b).unwrap();
         let per_layer: u64 = plan.layers.iter().filter(|l| l.id.starts_with("blk1_")).map(|l| l.saved_bytes).sum();
         let sbh = s * b * h;
         let expected = sbh * 10 + sbh * 24 / t + 5 * a * s * s * b / t + 16 * s * b;
@@ -84,7 +86,7 @@ fn korthikanti_per_layer_activations() {
     }
 }
 
-/// Variants of the same formula (`memory-model.md` section 3): no dropout gives
+/// Variants of the same formula (`docs/memory-model.md` section 3): no dropout gives
 /// `sbh(32 + 2as/h)`, flash attention replaces the `5as^2b` term by a `4asb` logsumexp.
 #[test]
 fn korthikanti_variants_without_dropout_and_with_flash() {
@@ -96,7 +98,7 @@ fn korthikanti_variants_without_dropout_and_with_flash() {
              attention = \"{kernel}\"\nattention_dropout = {dropout}\n[kd]\nalpha = 0.0\n\
              [train]\nprecision = \"pure_bf16\"\nbatch_size = {b}\n"
         ));
-        let plan = Model::new(&c, &Inputs::default()).unwrap().plan(b).unwrap();
+        let plan = MemoryModel::new(&c, &Inputs::default()).unwrap().plan(b).unwrap();
         plan.layers.iter().filter(|l| l.id.starts_with("blk1_")).map(|l| l.saved_bytes).sum::<u64>() - 16 * s * b
     };
     let sbh = s * b * h;
@@ -104,7 +106,7 @@ fn korthikanti_variants_without_dropout_and_with_flash() {
     assert_eq!(layer(0.1, "flash"), sbh * 34 + 4 * a * s * b);
 }
 
-/// `memory-model.md` section 8, measured with saved_tensors_hooks on CPU: a 4-layer pre-LN
+/// `docs/memory-model.md` section 8, measured with saved_tensors_hooks on CPU: a 4-layer pre-LN
 /// transformer (h 256, 4 heads, V 1000, b 4, s 128, fp32, causal SDPA) with P = 3,672,552
 /// parameters saves 36,728,836 bytes; at the start of the backward AdamW holds 8P and the CE
 /// backward 2 x the logits.
@@ -115,11 +117,11 @@ fn memory_model_section_8_measurement() {
          [student.transformer]\nvocab = 1000\nlayers = 4\nd_model = 256\nheads = 4\nattention = \"flash\"\n\
          [kd]\nalpha = 0.0\n[train]\nbatch_size = 4\n[estimate]\ntarget = \"cpu\"\n",
     );
-    let model = Model::new(&c, &Inputs::default()).unwrap();
+    let model = MemoryModel::new(&c, &Inputs::default()).unwrap();
     assert_eq!(model.saved_bytes(4).unwrap(), 36_728_836);
     let plan = model.plan(4).unwrap();
     assert_eq!(plan.params.student, 3_672_552);
-    let start = phase(&plan, Phase::Backward);
+    let start = phase(&plan, Moment::Backward);
     assert_eq!(start.categories.get(Cat::StudentWeights), 14_690_208);
     assert_eq!(start.categories.get(Cat::OptimizerStates), 29_380_416);
     assert_eq!(start.categories.get(Cat::LossTransient), 4_096_000);
@@ -135,7 +137,7 @@ fn data_parallel_plans_on_paper() {
     let states = |extra: &str| {
         let plan =
             estimate(&config(&format!("{base}[estimate]\ntarget = \"cpu\"\n{extra}")), &Inputs::default()).unwrap();
-        let buckets = phase(&plan, Phase::OptimizerStep).categories.get(Cat::DdpBuckets);
+        let buckets = phase(&plan, Moment::OptimizerStep).categories.get(Cat::DdpBuckets);
         (plan.model_states, buckets)
     };
     let p: u64 = 1024 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10;
@@ -181,8 +183,8 @@ fn checkpointing_keeps_only_segment_inputs() {
 
     let text = "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\nfamily = \"cnn\"\nchannels = [32, 64]\n\
                 hidden = [128]\nnorm = \"batch\"\n[kd]\nalpha = 0.0\n[train]\nbatch_size = 64\n[estimate]\ntarget = \"cpu\"\n";
-    let none = Model::new(&config(text), &Inputs::default()).unwrap();
-    let sqrt = Model::new(
+    let none = MemoryModel::new(&config(text), &Inputs::default()).unwrap();
+    let sqrt = MemoryModel::new(
         &config(&text.replace("norm = \"batch\"", "norm = \"batch\"\ncheckpointing = \"sqrt\"")),
         &Inputs::default(),
     )
@@ -204,7 +206,7 @@ fn pruning_masks_cost_a_byte_per_weight() {
                 [estimate]\ntarget = \"cpu\"\n";
     let masks = |extra: &str| {
         let plan = estimate(&config(&format!("{text}{extra}")), &Inputs::default()).unwrap();
-        phase(&plan, Phase::OptimizerStep).categories.get(Cat::PruneMasks)
+        phase(&plan, Moment::OptimizerStep).categories.get(Cat::PruneMasks)
     };
     assert_eq!(masks(""), 0);
     assert_eq!(masks("prune_mask = \"bool\"\n[prune]\nsparsity = 0.5\n"), 100 * 50 + 50 * 10);
@@ -237,10 +239,10 @@ fn the_teacher_is_priced_in_its_own_precision() {
     let fp32 = estimate(&config(&text("fp32")), &Inputs::default()).unwrap();
     let bf16 = estimate(&config(&text("bf16")), &Inputs::default()).unwrap();
     assert_eq!(fp32.params.teacher, 124_439_808);
-    let weights = |p: &Plan| phase(p, Phase::Loss).categories.get(Cat::TeacherWeights);
+    let weights = |p: &Plan| phase(p, Moment::Loss).categories.get(Cat::TeacherWeights);
     assert_eq!(weights(&fp32), (124_439_808u64 * 4).div_ceil(512) * 512);
     assert_eq!(weights(&bf16), (124_439_808u64 * 2).div_ceil(512) * 512);
-    assert!(phase(&fp32, Phase::TeacherForward).categories.get(Cat::TeacherTransient) > 0);
+    assert!(phase(&fp32, Moment::TeacherForward).categories.get(Cat::TeacherTransient) > 0);
     // distill's exact count overrides the preset's
     let exact = Inputs {
         teacher: Some(estimator_wasm::TeacherModel { params: 7, buffers: 0, layers: None }),
@@ -253,16 +255,16 @@ fn the_teacher_is_priced_in_its_own_precision() {
 fn cached_logits_and_resident_datasets() {
     let text = "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\nfamily = \"cnn\"\nchannels = [8]\n\
                 [teacher]\npreset = \"fashion-mnist-cnn\"\n[train]\nbatch_size = 128\n";
-    let data = Dataset { train_samples: 60_000, test_samples: 10_000, sample_bytes: 784 };
+    let data = DatasetSize { train_samples: 60_000, test_samples: 10_000, sample_bytes: 784 };
     let plan = estimate(&config(text), &Inputs { dataset: Some(data), ..Inputs::default() }).unwrap();
-    let step = phase(&plan, Phase::OptimizerStep);
+    let step = phase(&plan, Moment::OptimizerStep);
     // uint8 images and int64 labels of both sets, each tensor rounded to 512 B
     let r = |x: u64| x.div_ceil(512) * 512;
     assert_eq!(step.categories.get(Cat::Dataset), r(60_000 * 784) + r(60_000 * 8) + r(10_000 * 784) + r(10_000 * 8));
     // the cached teacher logits (N x C x 4) and the teacher's test predictions
     assert_eq!(step.categories.get(Cat::TeacherLogitCache), r(60_000 * 40) + r(10_000 * 8));
-    assert!(plan.phases.iter().any(|p| p.phase == Phase::TeacherCache));
-    assert!(!plan.phases.iter().any(|p| p.phase == Phase::TeacherForward));
+    assert!(plan.phases.iter().any(|p| p.phase == Moment::TeacherCache));
+    assert!(!plan.phases.iter().any(|p| p.phase == Moment::TeacherForward));
 }
 
 /// The batch search: closed form, then verified; `b` fits and `b + 1` does not.
@@ -274,7 +276,7 @@ fn max_batch_is_verified_step_by_step() {
                 eval_batch_size = 64\n";
     let c = config(text);
     let t4 = gpu("T4").unwrap();
-    let model = Model::new(&c, &Inputs::default()).unwrap();
+    let model = MemoryModel::new(&c, &Inputs::default()).unwrap();
     let found = search(&model, t4, 0.05).unwrap();
     let b = found.batch.unwrap();
     assert!(b > 1 && b <= found.closed_form, "{found:?}");
@@ -327,7 +329,7 @@ fn typed_errors_never_panics() {
         Err(estimator_wasm::SpecError::Parse { .. })
     ));
     // batch 0 and an absurd batch: train.batch_size's own rule
-    let model = Model::new(&config(base), &Inputs::default()).unwrap();
+    let model = MemoryModel::new(&config(base), &Inputs::default()).unwrap();
     let batch_rule = |b: u64| {
         let message = format!("is {b}; must be between 1 and 1099511627776");
         EstimateError::Spec(estimator_wasm::SpecError::Invalid { key: "train.batch_size".into(), message })
@@ -355,7 +357,7 @@ fn typed_errors_never_panics() {
         "[data]\ninput_shape = [16777216]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [16777216]\n\
          [teacher]\nparams = 10\n",
     );
-    let e = Model::new(&absurd, &Inputs::default()).unwrap().plan(1 << 40).unwrap_err();
+    let e = MemoryModel::new(&absurd, &Inputs::default()).unwrap().plan(1 << 40).unwrap_err();
     assert_eq!(
         e.to_string(),
         "the step at micro-batch 1099511627776 overflows 64-bit bytes (more than 16 EiB): the plan is too large to price"

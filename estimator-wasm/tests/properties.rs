@@ -4,9 +4,9 @@
 //! A generated config the schema refuses (or one the estimator cannot compile) is rejected
 //! with `prop_assume!`, never passed silently, and each test fails when more than a quarter of
 //! its cases are rejected (`max_global_rejects`): the properties hold on configs that exist.
-use estimator_wasm::batch::search;
-use estimator_wasm::limits::MAX_SIZE;
-use estimator_wasm::{estimate, gpu, Config, EstimateError, Inputs, Model};
+use estimator_wasm::memory::batch::search;
+use estimator_wasm::schema::limits::MAX_SIZE;
+use estimator_wasm::{estimate, gpu, Config, EstimateError, Inputs, MemoryModel};
 use proptest::prelude::*;
 
 /// A size that is usually small and sometimes absurd: up to the schema's largest size.
@@ -119,7 +119,7 @@ proptest! {
     #[test]
     fn monotone_in_the_batch(student in student(), run in run(), a in 1..5000u64, b in 1..5000u64) {
         let model = Config::from_toml_str(&config_text(&student, &run)).map_err(EstimateError::from)
-            .and_then(|c| Model::new(&c, &Inputs::default()));
+            .and_then(|c| MemoryModel::new(&c, &Inputs::default()));
         prop_assume!(model.is_ok(), "refused: {:?}", model.err());
         let model = model.unwrap();
         let (lo, hi) = (a.min(b), a.max(b));
@@ -138,7 +138,7 @@ proptest! {
     fn the_largest_batch_is_verified(student in student(), run in run(), margin in 0.0..0.3f64) {
         let text = config_text(&student, &run).replace("target = \"cpu\"", "target = \"cuda\"");
         let model = Config::from_toml_str(&text).map_err(EstimateError::from)
-            .and_then(|c| Model::new(&c, &Inputs::default()));
+            .and_then(|c| MemoryModel::new(&c, &Inputs::default()));
         prop_assume!(model.is_ok(), "refused: {:?}", model.err());
         let model = model.unwrap();
         let a100 = gpu("A100-40GB").unwrap();

@@ -1,83 +1,34 @@
-//! The form's fields: each input's key (as in `Explore` and the URL query), the text it shows
-//! for a form, and how a text sets it. The inputs and the URL query share these, so a link
-//! holds exactly what the inputs show.
+//! The form's fields (the estimator's `FormField`, keyed as in `ExplorerForm` and the URL
+//! query): the text each input shows for a form, and how a text sets it. The inputs and the
+//! URL query share these, so a link holds exactly what the inputs show.
 use std::fmt::Debug;
 
-use estimator_wasm::catalogue;
-use estimator_wasm::explore::Explore;
+use estimator_wasm::explorer::ExplorerForm;
+use estimator_wasm::schema::catalogue;
 use serde::de::value::{Error as ValueError, StrDeserializer};
 use serde::de::DeserializeOwned;
 
 use crate::format;
 
-/// A form field, named as in `Explore` (and in `ExploreError::field`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Field {
-    Teacher,
-    Family,
-    Width,
-    Depth,
-    Input,
-    Batch,
-    Precision,
-    TeacherPrecision,
-    Optimizer,
-    Checkpointing,
-    Sparsity,
-    Prune,
-    DataParallel,
-    ZeroStage,
-    Gpu,
+/// A form field, as the estimator names it (and marks it in [`estimator_wasm::explorer::FormError`]).
+pub use estimator_wasm::explorer::FormField as Field;
+
+/// What an input of the page does with its field: whether it is a number box, the text it
+/// shows, how a text sets the form.
+pub trait Input: Copy {
+    /// Whether the input is a text box for a number (kept as typed while it is edited).
+    fn is_number(self) -> bool;
+    /// `form`'s value of this field as its input shows it.
+    fn text(self, form: &ExplorerForm) -> String;
+    /// Sets this field of `form` from `text`.
+    ///
+    /// # Errors
+    /// The message to show beside the input.
+    fn set(self, form: &mut ExplorerForm, text: &str) -> Result<(), String>;
 }
 
-impl Field {
-    /// Every field, in form order.
-    pub const ALL: [Field; 15] = [
-        Field::Teacher,
-        Field::Family,
-        Field::Width,
-        Field::Depth,
-        Field::Input,
-        Field::Batch,
-        Field::Precision,
-        Field::TeacherPrecision,
-        Field::Optimizer,
-        Field::Checkpointing,
-        Field::Sparsity,
-        Field::Prune,
-        Field::DataParallel,
-        Field::ZeroStage,
-        Field::Gpu,
-    ];
-
-    /// The field called `key` (as in `ExploreError::field`).
-    pub fn from_key(key: &str) -> Option<Field> {
-        Field::ALL.into_iter().find(|f| f.key() == key)
-    }
-
-    /// The `Explore` field (and URL query key) this input sets.
-    pub const fn key(self) -> &'static str {
-        match self {
-            Field::Teacher => "teacher",
-            Field::Family => "family",
-            Field::Width => "width",
-            Field::Depth => "depth",
-            Field::Input => "input",
-            Field::Batch => "batch",
-            Field::Precision => "precision",
-            Field::TeacherPrecision => "teacher_precision",
-            Field::Optimizer => "optimizer",
-            Field::Checkpointing => "checkpointing",
-            Field::Sparsity => "sparsity",
-            Field::Prune => "prune",
-            Field::DataParallel => "data_parallel",
-            Field::ZeroStage => "zero_stage",
-            Field::Gpu => "gpu",
-        }
-    }
-
-    /// Whether the input is a text box for a number (kept as typed while it is edited).
-    pub const fn is_number(self) -> bool {
+impl Input for Field {
+    fn is_number(self) -> bool {
         matches!(
             self,
             Field::Width | Field::Depth | Field::Input | Field::Batch | Field::Sparsity | Field::DataParallel
@@ -85,8 +36,8 @@ impl Field {
     }
 
     /// `form`'s value of this field as its input shows it: a number as typed (`0.5`, `128`),
-    /// an enum's snake_case name, a string as is. [`Field::set`] reads it back unchanged.
-    pub fn text(self, form: &Explore) -> String {
+    /// an enum's snake_case name, a string as is. [`Input::set`] reads it back unchanged.
+    fn text(self, form: &ExplorerForm) -> String {
         match self {
             Field::Teacher => form.teacher.clone(),
             Field::Family => word_of(&form.family),
@@ -103,15 +54,16 @@ impl Field {
             Field::DataParallel => form.data_parallel.to_string(),
             Field::ZeroStage => form.zero_stage.to_string(),
             Field::Gpu => form.gpu.clone(),
+            Field::Cfg => form.cfg.clone().unwrap_or_default(),
         }
     }
 
     /// Sets this field of `form` from `text` (the teacher's key as is: its defaults are
-    /// `Explore::with_teacher`'s job). No cross-field check: that is `Explore::check`'s.
+    /// `ExplorerForm::with_teacher`'s job). No cross-field check: that is `ExplorerForm::check`'s.
     ///
     /// # Errors
     /// The message to show beside the input: not a number, negative, not one of the names.
-    pub fn set(self, form: &mut Explore, text: &str) -> Result<(), String> {
+    fn set(self, form: &mut ExplorerForm, text: &str) -> Result<(), String> {
         match self {
             Field::Teacher => form.teacher = text.to_string(),
             Field::Family => form.family = word(text)?,
@@ -129,6 +81,7 @@ impl Field {
             Field::ZeroStage => form.zero_stage = whole(text)?,
             // a known GPU by its catalogue name (`h200` -> `H200`), so its option is the one shown
             Field::Gpu => form.gpu = catalogue::gpu(text).map_or_else(|_| text.to_string(), |g| g.name.to_string()),
+            Field::Cfg => form.cfg = Some(text.to_string()),
         }
         Ok(())
     }
@@ -173,8 +126,8 @@ fn whole(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use estimator_wasm::plan::Phase;
-    use estimator_wasm::spec::{Family, Optimizer, Precision, PruneMethod};
+    use estimator_wasm::schema::{Family, OptimizerKind, Precision, PruneMethod};
+    use estimator_wasm::Moment;
     use serde::Serialize;
 
     /// serde's own name of a unit variant (the reference `word_of` must equal).
@@ -194,29 +147,29 @@ mod tests {
         for f in [Family::Mlp, Family::Cnn, Family::Transformer] {
             assert_eq!(word_of(&f), serde_word(&f));
         }
-        for o in [Optimizer::Adamw, Optimizer::Sgd] {
+        for o in [OptimizerKind::Adamw, OptimizerKind::Sgd] {
             assert_eq!(word_of(&o), serde_word(&o));
         }
         for m in [PruneMethod::Magnitude, PruneMethod::Structured] {
             assert_eq!(word_of(&m), serde_word(&m));
         }
-        for ph in [Phase::TeacherCache, Phase::Forward, Phase::OptimizerStep] {
+        for ph in [Moment::TeacherCache, Moment::Forward, Moment::OptimizerStep] {
             assert_eq!(word_of(&ph), serde_word(&ph));
         }
     }
 
     #[test]
     fn every_field_reads_back_its_own_text() {
-        let form = Explore {
+        let form = ExplorerForm {
             width: 0.1 + 0.2, // no short decimal: the text must still be exact
             depth: 1e-7,
             sparsity: 0.9,
             precision: Precision::PureBf16,
             prune: PruneMethod::Structured,
             checkpointing: "4".into(),
-            ..Explore::default()
+            ..ExplorerForm::default()
         };
-        let mut back = Explore { teacher: String::new(), gpu: String::new(), ..Explore::default() };
+        let mut back = ExplorerForm { teacher: String::new(), gpu: String::new(), ..ExplorerForm::default() };
         for f in Field::ALL {
             f.set(&mut back, &f.text(&form)).unwrap_or_else(|e| panic!("{f:?}: {e}"));
         }
@@ -226,7 +179,7 @@ mod tests {
 
     #[test]
     fn bad_texts_say_why() {
-        let mut form = Explore::default();
+        let mut form = ExplorerForm::default();
         for (field, text, message) in [
             (Field::Batch, "", "enter a whole number"),
             (Field::Batch, "-4", "must be positive"),
@@ -239,7 +192,7 @@ mod tests {
             let e = field.set(&mut form, text).unwrap_err();
             assert!(e.contains(message), "{field:?} {text}: {e}");
         }
-        assert_eq!(form, Explore::default(), "a bad text leaves the form as it was");
+        assert_eq!(form, ExplorerForm::default(), "a bad text leaves the form as it was");
         Field::Gpu.set(&mut form, "nvidia h200").unwrap();
         assert_eq!(form.gpu, "H200", "a known GPU takes its catalogue name");
         Field::Gpu.set(&mut form, "TPU").unwrap();

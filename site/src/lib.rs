@@ -1,7 +1,7 @@
 //! The distill explorer: a static Yew page over the memory estimator (`estimator-wasm`).
 //!
-//! The estimator is the only model: `estimator_wasm::sweep` prices the form and the components
-//! only display its bytes. The form ([`estimator_wasm::explore::Explore`]) lives in the URL
+//! The estimator is the only model: `estimator_wasm::explorer::sweep` prices the form and the components
+//! only display its bytes. The form ([`estimator_wasm::explorer::ExplorerForm`]) lives in the URL
 //! query, so a link reproduces a view.
 pub mod components;
 pub mod dom;

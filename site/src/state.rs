@@ -1,13 +1,13 @@
-//! The page's state and its reducer: the form (`Explore`, what the URL holds), the text of
+//! The page's state and its reducer: the form (`ExplorerForm`, what the URL holds), the text of
 //! each number input as typed, inline messages, and the cfg.toml paste box. Pure: no web-sys,
 //! so `cargo test` covers it natively.
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use estimator_wasm::explore::{Explore, CUSTOM};
+use estimator_wasm::explorer::{ExplorerForm, CUSTOM};
 use yew::Reducible;
 
-use crate::field::Field;
+use crate::field::{Field, Input};
 use crate::query;
 
 /// A user intent.
@@ -27,7 +27,7 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct State {
     /// The last form whose every field is in range (what is priced and put in the URL).
-    pub form: Explore,
+    pub form: ExplorerForm,
     /// Number inputs as typed, so "0." or "-" stay on screen while being edited.
     pub texts: BTreeMap<Field, String>,
     /// Inline messages of inputs whose text is not a valid value (the form keeps the old one).
@@ -63,7 +63,7 @@ impl State {
             self.texts.insert(field, text.clone());
         }
         let applied = apply(&self.form, field, text.trim()).and_then(|form| match form.check() {
-            Err(e) if e.field == Some(field.key()) => Err(e.message),
+            Err(e) if e.field == Some(field) => Err(e.message),
             _ => Ok(form),
         });
         match applied {
@@ -92,7 +92,7 @@ impl Reducible for State {
                 s.set(field, text);
             }
             Action::EditPaste(text) => s.paste = text,
-            Action::LoadPaste => match Explore::from_cfg(&s.paste, &s.form.gpu) {
+            Action::LoadPaste => match ExplorerForm::from_cfg(&s.paste, &s.form.gpu) {
                 Ok(form) => {
                     s.form = form;
                     s.texts.clear();
@@ -108,7 +108,7 @@ impl Reducible for State {
 }
 
 /// `form` with `field` set from `text`, or the message to show beside the input.
-fn apply(form: &Explore, field: Field, text: &str) -> Result<Explore, String> {
+fn apply(form: &ExplorerForm, field: Field, text: &str) -> Result<ExplorerForm, String> {
     match field {
         Field::Teacher if text == CUSTOM => Ok(form.clone()),
         Field::Teacher => form.with_teacher(text).map_err(|e| e.message),
@@ -123,7 +123,7 @@ fn apply(form: &Explore, field: Field, text: &str) -> Result<Explore, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use estimator_wasm::spec::{Family, Precision};
+    use estimator_wasm::schema::{Family, Precision};
 
     fn after(actions: Vec<Action>) -> State {
         actions.into_iter().fold(Rc::new(State::default()), |s, a| s.reduce(a)).as_ref().clone()
@@ -152,10 +152,11 @@ mod tests {
             (Field::ZeroStage, "7", "ZeRO stage"),
         ] {
             let s = after(vec![Action::Set(field, text.into())]);
-            assert_eq!(s.form, Explore::default(), "{field:?} {text}");
+            assert_eq!(s.form, ExplorerForm::default(), "{field:?} {text}");
             let got = s.errors.get(&field).unwrap_or_else(|| panic!("{field:?} {text}: no message"));
             assert!(got.contains(message), "{field:?} {text}: {got}");
-            let shown = if field == Field::Batch { text.to_string() } else { Explore::default().batch.to_string() };
+            let shown =
+                if field == Field::Batch { text.to_string() } else { ExplorerForm::default().batch.to_string() };
             assert_eq!(s.text(Field::Batch), shown);
         }
         // a later valid value clears the message
@@ -187,13 +188,13 @@ mod tests {
         assert_eq!(s.paste_error, None);
         let s = after(vec![Action::EditPaste("[data]\nbad".into()), Action::LoadPaste]);
         assert!(s.paste_error.unwrap().contains("line"), "TOML errors give the line");
-        assert_eq!(s.form, Explore::default());
+        assert_eq!(s.form, ExplorerForm::default());
     }
 
     #[test]
     fn a_links_bad_value_is_shown_at_its_input_and_the_rest_is_kept() {
         let s = State::from_query("?batch=lots&gpu=T4");
-        assert_eq!(s.form, Explore { gpu: "T4".into(), ..Explore::default() });
+        assert_eq!(s.form, ExplorerForm { gpu: "T4".into(), ..ExplorerForm::default() });
         assert_eq!(s.text(Field::Batch), "lots");
         assert_eq!(
             s.errors.get(&Field::Batch).map(String::as_str),

@@ -1,12 +1,12 @@
 //! Browser tests (wasm-bindgen-test, headless Chromium via chromedriver; `scripts/test-web`):
-//! the estimator's JavaScript bindings (`estimator_wasm::wasm`), the page's panic report and
+//! the estimator's JavaScript bindings (`estimator_wasm::explorer::wasm`), the page's panic report and
 //! the app mounting with figures and no panic.
 #![cfg(target_arch = "wasm32")]
 
 use std::time::Duration;
 
-use estimator_wasm::explore::Explore;
-use estimator_wasm::{wasm, Config, Inputs, Model};
+use estimator_wasm::explorer::ExplorerForm;
+use estimator_wasm::{explorer::wasm, Config, Inputs, MemoryModel};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
 
@@ -43,7 +43,7 @@ fn estimate_returns_the_plan_as_json() {
 #[wasm_bindgen_test]
 fn totals_and_the_largest_batch_are_numbers() {
     let config = Config::from_toml_str(CFG).unwrap();
-    let model = Model::new(&config, &Inputs::default()).unwrap();
+    let model = MemoryModel::new(&config, &Inputs::default()).unwrap();
     assert_eq!(wasm::total_bytes(CFG, 64.0).unwrap(), model.totals(64).unwrap().total as f64);
     let t4 = estimator_wasm::gpu("T4").unwrap();
     let expected = estimator_wasm::max_batch(&config, &Inputs::default(), t4, 0.05).unwrap();
@@ -84,7 +84,8 @@ fn explore_prices_a_form_and_exports_its_cfg() {
     let form = json(&wasm::default_form("resnet50", "A100-80GB").unwrap());
     assert_eq!((form["family"].as_str(), form["input"].as_u64()), (Some("cnn"), Some(224)));
     let sweep = json(&wasm::explore(&form.to_string()).unwrap());
-    let native = estimator_wasm::sweep::sweep(&serde_json::from_value::<Explore>(form.clone()).unwrap()).unwrap();
+    let native =
+        estimator_wasm::explorer::sweep::sweep(&serde_json::from_value::<ExplorerForm>(form.clone()).unwrap()).unwrap();
     assert_eq!(sweep["students"].as_array().unwrap().len(), 5);
     assert_eq!(sweep["plan"]["totals"]["total"].as_u64(), Some(native.plan.totals.total));
     assert_eq!(sweep["max_batch"].as_u64(), native.max_batch);
@@ -118,7 +119,7 @@ async fn the_app_mounts_with_figures_and_no_panic() {
     let figures = root.query_selector_all("[data-bytes]").unwrap().length();
     assert!(figures > 50, "{figures} figures");
     let total = root.query_selector("[data-k='plan.totals.total']").unwrap().expect("the summary's total");
-    let native = estimator_wasm::sweep::sweep(&Explore::default()).unwrap();
+    let native = estimator_wasm::explorer::sweep::sweep(&ExplorerForm::default()).unwrap();
     assert_eq!(total.get_attribute("data-bytes"), Some(native.plan.totals.total.to_string()));
     assert!(document.get_element_by_id(explorer::panic::PANIC_ID).is_none());
 }

@@ -2,7 +2,7 @@
 //! step: the same gradients applied for several steps give the same parameters as PyTorch.
 use distill::optim::Optimizer;
 use e2e::python;
-use estimator_wasm::spec::{Optimizer as Kind_, TrainSpec};
+use estimator_wasm::schema::{OptimizerKind as Kind_, TrainSpec};
 use tch::{Device, Kind, Tensor};
 
 /// Applies 6 steps with a changing learning rate in Rust and in PyTorch; returns max |diff|

@@ -5,7 +5,7 @@
 //! memory of floats) and is normalised per batch on the device: `((x * scale) - mean) / std`.
 use std::path::Path;
 
-use estimator_wasm::spec::DataSpec;
+use estimator_wasm::schema::DataSpec;
 use npyz::{npz::NpzArchive, DType, Order, TypeChar};
 use tch::{Kind, Tensor};
 

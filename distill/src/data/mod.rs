@@ -6,7 +6,7 @@
 //! * [`normalize`]: the per-channel normalisation of raw inputs (`data.scale/mean/std`).
 use std::path::Path;
 
-use estimator_wasm::spec::DataSpec;
+use estimator_wasm::schema::DataSpec;
 
 use crate::error::Result;
 

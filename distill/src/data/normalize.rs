@@ -1,6 +1,6 @@
 //! Input normalisation: `((x * scale) - mean) / std` per channel, and the per-channel
 //! statistics of raw inputs that the preflight compares across train and test sets.
-use estimator_wasm::spec::DataSpec;
+use estimator_wasm::schema::DataSpec;
 use tch::{Device, Kind, Tensor};
 
 use super::dataset::Dataset;

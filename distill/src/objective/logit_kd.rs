@@ -7,7 +7,7 @@
 //!   (PyTorch's `reduction="batchmean"`; `"mean"` would also divide by the class count).
 //! * T^2 keeps the soft term's gradient, `T * (p_s - p_t) / B`, on the same scale as the CE
 //!   term's when T changes (paper section 2).
-//! * Both log-softmaxes are computed in fp32 whatever the training precision (kd-pitfalls N2),
+//! * Both log-softmaxes are computed in fp32 whatever the training precision (docs/kd-pitfalls.md N2),
 //!   with the fused `log_softmax` and `log_target = true`, so no `0 * log 0` and no epsilon.
 //! * CE is the usual hard-label cross-entropy at T = 1, mean over samples.
 use tch::{Kind, Reduction, Tensor};

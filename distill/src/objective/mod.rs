@@ -6,7 +6,7 @@
 //!
 //! An objective sees outputs only, so the student and the teacher may output logits [B, C] or
 //! embeddings [B, E] alike; it is computed in fp32 whatever the training precision.
-use estimator_wasm::spec::KdSpec;
+use estimator_wasm::schema::KdSpec;
 
 pub mod logit_kd;
 pub mod loss;

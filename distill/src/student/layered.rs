@@ -1,11 +1,11 @@
 //! The layered student (`family = "mlp"` or `"cnn"`): a sequence of blocks built one per layer
-//! of `estimator_wasm::arch::layers`, so its parameter names (`conv1.weight`, `fc1_norm.bias`,
+//! of `estimator_wasm::schema::arch::layers`, so its parameter names (`conv1.weight`, `fc1_norm.bias`,
 //! `head.weight`, ...) and shapes are exactly the ones the memory estimator prices and the
 //! cfg.toml describes. Each layer is one block of [`Network`].
 use std::ops::Range;
 
-use estimator_wasm::arch::{self, Layer, Op};
-use estimator_wasm::spec::{Activation, Config, Pool};
+use estimator_wasm::schema::arch::{self, Layer, Op};
+use estimator_wasm::schema::{Activation, Config, Pool};
 use tch::nn::{self, Module, ModuleT};
 use tch::Tensor;
 

@@ -2,7 +2,7 @@
 //! trainer, the step and the exports use through the [`Network`] interface (`network.rs`).
 //!
 //! * [`network`]: the interface, [`Network`].
-//! * [`layered`]: `family = "mlp" | "cnn"`, one block per layer of `estimator_wasm::arch`.
+//! * [`layered`]: `family = "mlp" | "cnn"`, one block per layer of `estimator_wasm::schema::arch`.
 //!
 //! A network is a sequence of blocks, the unit of gradient checkpointing (`step.rs`): block 0
 //! takes the model input (normalised images or vectors [B, ...input_shape]; token ids [B, S]
@@ -10,7 +10,7 @@
 //! (logits [B, classes], or an embedding [B, E]).
 use std::ops::Range;
 
-use estimator_wasm::spec::Config;
+use estimator_wasm::schema::Config;
 use tch::{nn, Tensor};
 
 use crate::error::Result;

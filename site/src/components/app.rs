@@ -56,11 +56,11 @@ pub fn App() -> Html {
     let mut general = None;
     let mut paste_error = state.paste_error.clone();
     if let Err(e) = &priced.sweep {
-        match e.field.and_then(Field::from_key) {
+        match e.field {
+            Some(Field::Cfg) => paste_error = paste_error.or_else(|| Some(e.message.clone())),
             Some(f) => {
                 errors.entry(f).or_insert_with(|| e.message.clone());
             }
-            None if e.field == Some("cfg") => paste_error = paste_error.or_else(|| Some(e.message.clone())),
             None => general = Some(e.message.clone()),
         }
     }

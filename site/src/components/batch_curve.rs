@@ -2,7 +2,7 @@
 //! capacity, the safety-margin budget and the largest micro-batch marked.
 use std::rc::Rc;
 
-use estimator_wasm::sweep::Sweep;
+use estimator_wasm::explorer::sweep::Sweep;
 use yew::prelude::*;
 
 use crate::format;

@@ -1,7 +1,7 @@
 //! The largest micro-batch of the chosen student on every catalogue GPU; a GPU's name picks it.
 use std::rc::Rc;
 
-use estimator_wasm::sweep::Sweep;
+use estimator_wasm::explorer::sweep::Sweep;
 use yew::prelude::*;
 
 use super::bytes::Bytes;

@@ -2,7 +2,7 @@
 //! activations each layer saves for backward, at the micro-batch.
 use std::rc::Rc;
 
-use estimator_wasm::sweep::Sweep;
+use estimator_wasm::explorer::sweep::Sweep;
 use yew::prelude::*;
 
 use super::bytes::Bytes;

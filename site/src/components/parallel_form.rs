@@ -1,5 +1,5 @@
 //! The device: GPU, data parallelism and ZeRO stage.
-use estimator_wasm::catalogue;
+use estimator_wasm::schema::catalogue;
 use yew::prelude::*;
 
 use super::choice_field::ChoiceField;

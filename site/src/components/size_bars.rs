@@ -2,7 +2,7 @@
 //! bar makes that size the chosen student.
 use std::rc::Rc;
 
-use estimator_wasm::sweep::{Sweep, GROUPS};
+use estimator_wasm::explorer::sweep::{Sweep, GROUPS};
 use yew::prelude::*;
 
 use crate::field::Field;

@@ -1,7 +1,7 @@
 //! The bars' figures as a table: one column per student size, one row per group.
 use std::rc::Rc;
 
-use estimator_wasm::sweep::{Sweep, GROUPS};
+use estimator_wasm::explorer::sweep::{Sweep, GROUPS};
 use yew::prelude::*;
 
 use super::bytes::Bytes;
@@ -61,7 +61,7 @@ pub fn SizeTable(props: &SizeTableProps) -> Html {
     }
 }
 
-fn value(b: &estimator_wasm::sweep::Breakdown, key: &str) -> u64 {
+fn value(b: &estimator_wasm::explorer::sweep::Breakdown, key: &str) -> u64 {
     if key == "total" {
         return b.total;
     }

@@ -18,8 +18,8 @@ pub fn StudentForm(props: &FormProps) -> Html {
     let options: Options =
         families.iter().map(|f| (AttrValue::from(word_of(f)), AttrValue::from(word_of(f)))).collect();
     let input_unit = match form.scenario().map(|sc| sc.input) {
-        Some(estimator_wasm::explore::InputKind::Tokens) => "tokens (sequence length)",
-        Some(estimator_wasm::explore::InputKind::Image) => "pixels (image height)",
+        Some(estimator_wasm::explorer::InputKind::Tokens) => "tokens (sequence length)",
+        Some(estimator_wasm::explorer::InputKind::Image) => "pixels (image height)",
         _ => "image height, sequence length or features",
     };
     html! {

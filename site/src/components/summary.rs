@@ -2,7 +2,7 @@
 //! and the estimator's notes.
 use std::rc::Rc;
 
-use estimator_wasm::sweep::Sweep;
+use estimator_wasm::explorer::sweep::Sweep;
 use yew::prelude::*;
 
 use super::bytes::Bytes;
@@ -50,6 +50,6 @@ fn pct(part: u64, whole: u64) -> String {
     format!("{:.0}%", part as f64 * 100.0 / whole.max(1) as f64)
 }
 
-fn phase(p: &estimator_wasm::Phase) -> String {
+fn phase(p: &estimator_wasm::Moment) -> String {
     crate::field::word_of(p).replace('_', " ")
 }

@@ -1,5 +1,5 @@
 //! The teacher: a scenario (teacher, task and base student) or the pasted cfg.toml.
-use estimator_wasm::explore::{CUSTOM, SCENARIOS};
+use estimator_wasm::explorer::{CUSTOM, SCENARIOS};
 use yew::prelude::*;
 
 use super::choice_field::ChoiceField;

@@ -1,8 +1,8 @@
 //! The estimator's answer for the form, recomputed only when the form changes.
 use std::rc::Rc;
 
-use estimator_wasm::explore::{Explore, ExploreError};
-use estimator_wasm::sweep::{sweep, Sweep};
+use estimator_wasm::explorer::sweep::{sweep, Sweep};
+use estimator_wasm::explorer::{ExplorerForm, FormError};
 use yew::prelude::*;
 
 use crate::dom;
@@ -11,16 +11,16 @@ use crate::dom;
 #[derive(Debug, PartialEq)]
 pub struct Priced {
     /// Every view's figures, or why the chosen student cannot be priced.
-    pub sweep: Result<Rc<Sweep>, ExploreError>,
+    pub sweep: Result<Rc<Sweep>, FormError>,
     /// The chosen student's cfg.toml.
     pub cfg_toml: Option<AttrValue>,
     /// Milliseconds the sweep and the cfg.toml took (`performance.now()`).
     pub millis: f64,
 }
 
-/// Prices `form` with `estimator_wasm::sweep` (memoised on the form).
+/// Prices `form` with `estimator_wasm::explorer::sweep` (memoised on the form).
 #[hook]
-pub fn use_sweep(form: &Explore) -> Rc<Priced> {
+pub fn use_sweep(form: &ExplorerForm) -> Rc<Priced> {
     use_memo(form.clone(), |form| {
         let start = dom::now();
         let sweep = sweep(form).map(Rc::new);

@@ -1,5 +1,5 @@
 //! Keeps the URL query equal to the form, so that a link reproduces the view.
-use estimator_wasm::explore::Explore;
+use estimator_wasm::explorer::ExplorerForm;
 use gloo_timers::callback::Timeout;
 use yew::prelude::*;
 
@@ -12,7 +12,7 @@ pub const URL_DELAY_MS: u32 = 150;
 /// Writes `form` into the URL query (no history entry) once it has not changed for
 /// [`URL_DELAY_MS`]; `data-query` on `#explorer` holds the query the URL is about to get.
 #[hook]
-pub fn use_url_sync(form: &Explore) {
+pub fn use_url_sync(form: &ExplorerForm) {
     use_effect_with(form.clone(), |form| {
         let query = query::to_query(form);
         let pending = Timeout::new(URL_DELAY_MS, move || dom::replace_query(&query));

@@ -1,0 +1,331 @@
+//! The explorer's form, shared by the browser site (`site/`) and the embeddable widget
+//! (`wasm.rs`): a teacher scenario or a pasted cfg.toml, a student family scaled by width and
+//! depth multipliers, and the training levers (micro-batch, precision, optimizer,
+//! checkpointing, pruning, data parallelism, ZeRO stage, GPU).
+//!
+//! [`ExplorerForm::config`] turns the form into the [`Config`] that `distill plan` reads, so the page
+//! prices exactly the cfg.toml it exports. Every field is a plain value, so the whole form
+//! serialises to a URL query or to JSON. Pure: no I/O, no clock.
+use serde::{Deserialize, Serialize};
+
+use crate::explorer::form_field::{FormError, FormField};
+use crate::explorer::scenarios::{
+    scenario, InputKind, Scenario, CNN_SMALL, CUSTOM, IMAGENET_DATA, MLP_SMALL, SCENARIOS,
+};
+use crate::explorer::student_scaling::{base_input, scale_student, set_input};
+use crate::schema::catalogue;
+use crate::schema::limits::MAX_BATCH;
+use crate::schema::{BatchSize, Checkpointing, Config, Family, OptimizerKind, Precision, PruneMethod, PruneSpec};
+use crate::schema::{StudentSpec, Target};
+
+/// The explorer's whole state: what the URL query and the widget's attributes hold.
+///
+/// Numbers are plain: the micro-batch in samples per GPU, the input size in pixels (image
+/// height) or tokens, multipliers and sparsity as fractions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExplorerForm {
+    /// A [`SCENARIOS`] key, or [`CUSTOM`] for the pasted cfg.toml in `cfg`.
+    pub teacher: String,
+    /// The pasted cfg.toml (with `teacher = "custom"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cfg: Option<String>,
+    /// Student family; a family other than the base's starts from a generic base student.
+    pub family: Family,
+    /// Width multiplier: channels, hidden widths, or heads (at a fixed head size) and MLP width.
+    pub width: f64,
+    /// Depth multiplier: conv blocks (cnn), hidden blocks (mlp) or layers (transformer).
+    pub depth: f64,
+    /// Image height in pixels (the width keeps the aspect ratio), sequence length in tokens,
+    /// or feature count.
+    pub input: u64,
+    /// Micro-batch per GPU, in samples.
+    pub batch: u64,
+    /// Student precision (`train.precision`).
+    pub precision: Precision,
+    /// Teacher precision (`teacher.precision`).
+    pub teacher_precision: Precision,
+    pub optimizer: OptimizerKind,
+    /// `"none"`, `"sqrt"` or a number of segments (`student.checkpointing`).
+    pub checkpointing: String,
+    /// Final pruning sparsity in [0, 1); 0 means no `[prune]` table.
+    pub sparsity: f64,
+    /// Pruning method when `sparsity > 0`.
+    pub prune: PruneMethod,
+    /// Data-parallel degree (GPUs).
+    pub data_parallel: u64,
+    /// ZeRO stage 0 to 3 (0: DDP replicas).
+    pub zero_stage: u64,
+    /// A catalogue GPU (`crate::schema::catalogue`).
+    pub gpu: String,
+}
+
+impl Default for ExplorerForm {
+    fn default() -> ExplorerForm {
+        ExplorerForm::for_scenario(scenario("gpt2").expect("the gpt2 scenario exists"), "RTX-4090")
+    }
+}
+
+impl ExplorerForm {
+    /// The form for `scenario` with its defaults, on `gpu`.
+    pub fn for_scenario(s: &Scenario, gpu: &str) -> ExplorerForm {
+        ExplorerForm {
+            teacher: s.key.to_string(),
+            cfg: None,
+            family: s.families[0],
+            width: 1.0,
+            depth: 1.0,
+            input: 0,
+            batch: s.batch,
+            precision: s.precision,
+            teacher_precision: s.precision,
+            optimizer: OptimizerKind::Adamw,
+            checkpointing: "none".into(),
+            sparsity: 0.0,
+            prune: PruneMethod::Magnitude,
+            data_parallel: 1,
+            zero_stage: 0,
+            gpu: gpu.to_string(),
+        }
+        .with_base_input()
+    }
+
+    /// Switches to another teacher scenario: its task, default family, input size,
+    /// micro-batch and precision; keeps the GPU and the parallel settings.
+    pub fn with_teacher(&self, key: &str) -> Result<ExplorerForm, FormError> {
+        let s = scenario(key).ok_or_else(|| unknown_teacher(key))?;
+        let mut e = ExplorerForm::for_scenario(s, &self.gpu);
+        e.data_parallel = self.data_parallel;
+        e.zero_stage = self.zero_stage;
+        Ok(e)
+    }
+
+    /// Sets `input` from the base config (0 means "the base's own input size").
+    fn with_base_input(mut self) -> ExplorerForm {
+        if let Ok(base) = self.base() {
+            self.input = base_input(&base);
+        }
+        self
+    }
+
+    /// The form filled from a pasted cfg.toml, on `gpu` unless the file names one.
+    /// `batch_size = "auto"` becomes the largest batch that fits (32 without a GPU).
+    ///
+    /// # Errors
+    /// The cfg.toml's parse or validation error, on the `cfg` field.
+    pub fn from_cfg(text: &str, gpu: &str) -> Result<ExplorerForm, FormError> {
+        let config = Config::from_toml_str(text)
+            .map_err(|e| FormError { field: Some(FormField::Cfg), message: e.to_string() })?;
+        let gpu = match &config.estimate.gpu {
+            Some(name) => catalogue::gpu(name).map(|g| g.name.to_string()).map_err(FormError::from)?,
+            None => gpu.to_string(),
+        };
+        let batch = match config.train.batch_size {
+            BatchSize::Fixed(b) => b,
+            BatchSize::Auto => {
+                let mut c = config.clone();
+                c.estimate.gpu = Some(gpu.clone());
+                c.estimate.target = Target::Cuda;
+                crate::estimate(&c, &crate::Inputs::default()).map_or(32, |p| p.batch)
+            }
+        };
+        Ok(ExplorerForm {
+            teacher: CUSTOM.into(),
+            cfg: Some(text.to_string()),
+            family: config.student.family,
+            width: 1.0,
+            depth: 1.0,
+            input: base_input(&config),
+            batch,
+            precision: config.train.precision,
+            teacher_precision: config.teacher.precision,
+            optimizer: config.train.optimizer,
+            checkpointing: match config.student.checkpointing {
+                Checkpointing::None => "none".into(),
+                Checkpointing::Sqrt => "sqrt".into(),
+                Checkpointing::Segments(n) => n.to_string(),
+            },
+            sparsity: config.prune.as_ref().map_or(0.0, |p| p.sparsity),
+            prune: config.prune.as_ref().map_or(PruneMethod::Magnitude, |p| p.method),
+            data_parallel: config.estimate.data_parallel,
+            zero_stage: config.estimate.zero_stage,
+            gpu,
+        })
+    }
+
+    /// The scenario, or `None` for a pasted cfg.toml.
+    pub fn scenario(&self) -> Option<&'static Scenario> {
+        scenario(&self.teacher)
+    }
+
+    /// The config before the form's settings: the scenario's tables with its base student for
+    /// `family`, or the pasted cfg.toml.
+    ///
+    /// # Errors
+    /// An unknown teacher, or a pasted cfg.toml that does not parse.
+    pub fn base(&self) -> Result<Config, FormError> {
+        if crate::schema::names::same(&self.teacher, CUSTOM) {
+            let text = self.cfg.as_deref().ok_or_else(|| FormError::on(FormField::Cfg, "paste a cfg.toml first"))?;
+            let mut config = Config::from_toml_str(text)
+                .map_err(|e| FormError { field: Some(FormField::Cfg), message: e.to_string() })?;
+            if config.student.family != self.family {
+                config.student = generic_student(InputKind::of(&config), self.family)?;
+            }
+            return Ok(config);
+        }
+        let s = self.scenario().ok_or_else(|| unknown_teacher(&self.teacher))?;
+        let i = s.families.iter().position(|&f| f == self.family).ok_or_else(|| {
+            FormError::on(
+                FormField::Family,
+                format!("{} reads {:?} input: choose a {} student", s.name, s.input, family_list(s.families)),
+            )
+        })?;
+        let data = if s.tables.starts_with("[data]") { "" } else { IMAGENET_DATA };
+        Ok(Config::from_toml_str(&format!("{data}{}[student]\n{}", s.tables, s.students[i]))?)
+    }
+
+    /// Range checks of the form's own fields, before any estimate.
+    ///
+    /// # Errors
+    /// The first field out of range, with the accepted values.
+    pub fn check(&self) -> Result<(), FormError> {
+        let within = |v: f64, lo: f64, hi: f64| v.is_finite() && v > lo && v <= hi;
+        if !within(self.width, 0.0, 64.0) {
+            return Err(FormError::on(FormField::Width, "the width multiplier must be > 0 and at most 64"));
+        }
+        if !within(self.depth, 0.0, 16.0) {
+            return Err(FormError::on(FormField::Depth, "the depth multiplier must be > 0 and at most 16"));
+        }
+        if !(1..=1 << 20).contains(&self.input) {
+            return Err(FormError::on(FormField::Input, "the input size must be between 1 and 1048576"));
+        }
+        if !(1..=MAX_BATCH).contains(&self.batch) {
+            return Err(FormError::on(FormField::Batch, format!("the micro-batch must be between 1 and {MAX_BATCH}")));
+        }
+        if !(self.sparsity.is_finite() && (0.0..1.0).contains(&self.sparsity)) {
+            return Err(FormError::on(FormField::Sparsity, "sparsity must be a fraction in [0, 1)"));
+        }
+        if !(1..=1 << 20).contains(&self.data_parallel) {
+            return Err(FormError::on(FormField::DataParallel, "data parallelism must be between 1 and 1048576 GPUs"));
+        }
+        if self.zero_stage > 3 {
+            return Err(FormError::on(FormField::ZeroStage, "the ZeRO stage is 0, 1, 2 or 3"));
+        }
+        self.checkpointing()?;
+        catalogue::gpu(&self.gpu)?;
+        Ok(())
+    }
+
+    fn checkpointing(&self) -> Result<Checkpointing, FormError> {
+        match self.checkpointing.trim() {
+            "none" | "" => Ok(Checkpointing::None),
+            "sqrt" => Ok(Checkpointing::Sqrt),
+            n => match n.parse::<u64>() {
+                Ok(k) if k >= 1 => Ok(Checkpointing::Segments(k)),
+                _ => Err(FormError::on(
+                    FormField::Checkpointing,
+                    "checkpointing is none, sqrt or a number of segments >= 1",
+                )),
+            },
+        }
+    }
+
+    /// The cfg.toml of the chosen student (width multiplier as set).
+    ///
+    /// # Errors
+    /// As [`ExplorerForm::config_at`].
+    pub fn config(&self) -> Result<Config, FormError> {
+        self.config_at(1.0)
+    }
+
+    /// The cfg.toml of the student `scale` times as wide as the chosen one, validated.
+    ///
+    /// # Errors
+    /// A form field out of range, an unknown teacher, or the estimator's validation error on
+    /// the resulting config (mapped to the form field that sets its key).
+    pub fn config_at(&self, scale: f64) -> Result<Config, FormError> {
+        self.config_from(self.base()?, scale)
+    }
+
+    /// [`ExplorerForm::config_at`] from a base config already made by [`ExplorerForm::base`] (a sweep
+    /// makes it once for every size and lever; `base` must be this form's).
+    ///
+    /// # Errors
+    /// As [`ExplorerForm::config_at`].
+    pub fn config_from(&self, base: Config, scale: f64) -> Result<Config, FormError> {
+        self.check()?;
+        let mut c = base;
+        set_input(&mut c, self.input);
+        scale_student(&mut c.student, self.width * scale, self.depth);
+        c.student.checkpointing = self.checkpointing()?;
+        c.train.batch_size = BatchSize::Fixed(self.batch);
+        c.train.precision = self.precision;
+        c.train.optimizer = self.optimizer;
+        c.teacher.precision = self.teacher_precision;
+        c.prune = (self.sparsity > 0.0).then(|| {
+            let mut p = c.prune.clone().unwrap_or(PruneSpec {
+                method: self.prune,
+                scope: None,
+                sparsity: self.sparsity,
+                initial_sparsity: 0.0,
+                start_epoch: 0.0,
+                end_epoch: None,
+                every_steps: 100,
+                l1: 0.0,
+            });
+            p.method = self.prune;
+            p.sparsity = self.sparsity;
+            p.initial_sparsity = p.initial_sparsity.min(self.sparsity);
+            p
+        });
+        c.estimate.target = Target::Cuda;
+        c.estimate.gpu = Some(catalogue::gpu(&self.gpu)?.name.to_string());
+        c.estimate.data_parallel = self.data_parallel;
+        c.estimate.zero_stage = self.zero_stage;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The chosen student's cfg.toml as a file `distill` reads (a comment header, then the
+    /// tables).
+    ///
+    /// # Errors
+    /// As [`ExplorerForm::config`].
+    pub fn cfg_toml(&self) -> Result<String, FormError> {
+        let c = self.config()?;
+        Ok(format!(
+            "# cfg.toml from the distill explorer (teacher: {}). Paths in [data] are relative to this file.\n\
+             #   distill plan --student cfg.toml\n\n{}",
+            self.scenario().map_or("pasted cfg.toml", |s| s.name),
+            c.to_toml_string()
+        ))
+    }
+}
+
+fn unknown_teacher(key: &str) -> FormError {
+    let known: Vec<&str> = SCENARIOS.iter().map(|s| s.key).collect();
+    FormError::on(FormField::Teacher, format!("unknown teacher \"{key}\"; known: {}, custom", known.join(", ")))
+}
+
+fn family_list(families: &[Family]) -> String {
+    let names: Vec<String> = families.iter().map(|f| format!("{f:?}").to_ascii_lowercase()).collect();
+    names.join(" or ")
+}
+
+/// A base student of `family` for inputs of `kind` (when a pasted cfg.toml's family changes).
+fn generic_student(kind: InputKind, family: Family) -> Result<StudentSpec, FormError> {
+    let body = match (kind, family) {
+        (InputKind::Image, Family::Cnn) => CNN_SMALL,
+        (InputKind::Image | InputKind::Features, Family::Mlp) => MLP_SMALL,
+        _ => {
+            return Err(FormError::on(
+                FormField::Family,
+                format!("a {family:?} student cannot read this cfg.toml's input; keep its own family"),
+            ))
+        }
+    };
+    // parsed as a whole cfg.toml (any valid [data] will do): the page then needs no second
+    // TOML deserializer for a bare [student] table
+    let text = format!("[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\n{body}");
+    Ok(Config::from_toml_str(&text).map_err(|e| FormError::on(FormField::Family, e.to_string()))?.student)
+}

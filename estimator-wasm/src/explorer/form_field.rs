@@ -1,0 +1,142 @@
+//! The fields of the [`ExplorerForm`](crate::explorer::form::ExplorerForm) ([`FormField`])
+//! and why a form cannot be priced ([`FormError`], naming the field to mark).
+use serde::Serialize;
+
+use crate::schema::errors::{EstimateError, SpecError};
+
+/// A field of the [`ExplorerForm`], serialised (and keyed in the page's URL query) by its
+/// name there: `teacher`, `teacher_precision`, `data_parallel`, ...
+///
+/// [`ExplorerForm`]: crate::explorer::form::ExplorerForm
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FormField {
+    Teacher,
+    Family,
+    Width,
+    Depth,
+    Input,
+    Batch,
+    Precision,
+    TeacherPrecision,
+    Optimizer,
+    Checkpointing,
+    Sparsity,
+    Prune,
+    DataParallel,
+    ZeroStage,
+    Gpu,
+    /// The pasted cfg.toml (with `teacher = "custom"`); not one of [`FormField::ALL`].
+    Cfg,
+}
+
+impl FormField {
+    /// Every field the page shows as an input, in form order (the pasted cfg.toml has its own
+    /// box and is not one).
+    pub const ALL: [FormField; 15] = [
+        FormField::Teacher,
+        FormField::Family,
+        FormField::Width,
+        FormField::Depth,
+        FormField::Input,
+        FormField::Batch,
+        FormField::Precision,
+        FormField::TeacherPrecision,
+        FormField::Optimizer,
+        FormField::Checkpointing,
+        FormField::Sparsity,
+        FormField::Prune,
+        FormField::DataParallel,
+        FormField::ZeroStage,
+        FormField::Gpu,
+    ];
+
+    /// The field's name in the form (and its URL query key).
+    pub const fn key(self) -> &'static str {
+        match self {
+            FormField::Teacher => "teacher",
+            FormField::Family => "family",
+            FormField::Width => "width",
+            FormField::Depth => "depth",
+            FormField::Input => "input",
+            FormField::Batch => "batch",
+            FormField::Precision => "precision",
+            FormField::TeacherPrecision => "teacher_precision",
+            FormField::Optimizer => "optimizer",
+            FormField::Checkpointing => "checkpointing",
+            FormField::Sparsity => "sparsity",
+            FormField::Prune => "prune",
+            FormField::DataParallel => "data_parallel",
+            FormField::ZeroStage => "zero_stage",
+            FormField::Gpu => "gpu",
+            FormField::Cfg => "cfg",
+        }
+    }
+
+    /// The input called `key` (one of [`FormField::ALL`]).
+    pub fn from_key(key: &str) -> Option<FormField> {
+        FormField::ALL.into_iter().find(|f| f.key() == key)
+    }
+
+    /// The form field that sets the cfg.toml key `key` (as named in estimator errors).
+    pub fn of_cfg_key(key: &str) -> Option<FormField> {
+        Some(match key {
+            "train.batch_size" => FormField::Batch,
+            "train.precision" => FormField::Precision,
+            "teacher.precision" => FormField::TeacherPrecision,
+            "data.input_shape" | "student.transformer.max_positions" | "teacher.preset" => FormField::Input,
+            "student.channels" | "student.transformer.layers" => FormField::Depth,
+            "student.checkpointing" => FormField::Checkpointing,
+            "teacher" => FormField::Teacher,
+            "estimate.gpu" => FormField::Gpu,
+            "estimate.data_parallel" => FormField::DataParallel,
+            "estimate.zero_stage" => FormField::ZeroStage,
+            "estimate.tensor_parallel" => FormField::Width,
+            k if k.starts_with("prune.") => FormField::Sparsity,
+            k if k.starts_with("student.") => FormField::Width,
+            _ => return None,
+        })
+    }
+}
+
+/// Why the form cannot be priced: the form field to mark (`None`: the form as a whole) and a
+/// one-line message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FormError {
+    pub field: Option<FormField>,
+    pub message: String,
+}
+
+impl std::fmt::Display for FormError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for FormError {}
+
+impl FormError {
+    pub(crate) fn on(field: FormField, message: impl Into<String>) -> FormError {
+        FormError { field: Some(field), message: message.into() }
+    }
+}
+
+impl From<EstimateError> for FormError {
+    fn from(e: EstimateError) -> FormError {
+        let field = match &e {
+            EstimateError::Spec(SpecError::Invalid { key, .. }) | EstimateError::Invalid { key, .. } => {
+                FormField::of_cfg_key(key)
+            }
+            EstimateError::Spec(SpecError::Parse { .. }) => Some(FormField::Cfg),
+            EstimateError::UnknownGpu { .. } => Some(FormField::Gpu),
+            EstimateError::Overflow { .. } => None,
+        };
+        FormError { field, message: e.to_string() }
+    }
+}
+
+impl From<SpecError> for FormError {
+    fn from(e: SpecError) -> FormError {
+        EstimateError::Spec(e).into()
+    }
+}

@@ -1,0 +1,171 @@
+//! The teachers the explorer starts from ([`SCENARIOS`]): each with its task (`[data]` and
+//! `[teacher]` tables), its input kind and a base student per family that the form scales.
+use serde::Serialize;
+
+use crate::schema::{Config, Family, Precision};
+
+/// The `teacher` value that means "the pasted cfg.toml in `cfg`".
+pub const CUSTOM: &str = "custom";
+
+/// What one sample of the student's input is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// `[C, H, W]` pixels; the form's input size is the height H in pixels.
+    Image,
+    /// `[s]` token ids; the form's input size is the sequence length s in tokens.
+    Tokens,
+    /// `[D]` features; the form's input size is D.
+    Features,
+}
+
+impl InputKind {
+    /// The kind of `data.input_shape`.
+    pub fn of(config: &Config) -> InputKind {
+        match (config.data.input_shape.len(), config.student.family) {
+            (3, _) => InputKind::Image,
+            (_, Family::Transformer) => InputKind::Tokens,
+            _ => InputKind::Features,
+        }
+    }
+}
+
+/// A teacher with the task it was trained for: the `[data]` and `[teacher]` tables of a
+/// cfg.toml, and a base student per family that the width and depth multipliers scale.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Scenario {
+    pub key: &'static str,
+    pub name: &'static str,
+    pub description: &'static str,
+    pub input: InputKind,
+    /// Student families the input allows; the first is the default.
+    pub families: &'static [Family],
+    /// Default micro-batch per GPU.
+    pub batch: u64,
+    /// Default student precision.
+    pub precision: Precision,
+    /// `[data]` and `[teacher]` tables.
+    #[serde(skip)]
+    pub(crate) tables: &'static str,
+    /// The body of `[student]` for each family in `families`, in the same order.
+    #[serde(skip)]
+    pub(crate) students: &'static [&'static str],
+}
+
+pub(crate) const IMAGENET_DATA: &str =
+    "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [3, 224, 224]\nclasses = 1000\n\
+     scale = 0.00392156862745098\nmean = [0.485, 0.456, 0.406]\nstd = [0.229, 0.224, 0.225]\n";
+pub(crate) const CNN_SMALL: &str =
+    "family = \"cnn\"\nchannels = [8, 16]\nkernel = 3\npool = \"max\"\nhidden = [32]\nactivation = \"relu\"\nnorm = \"batch\"\n";
+pub(crate) const MLP_SMALL: &str = "family = \"mlp\"\nhidden = [256, 128]\nactivation = \"relu\"\n";
+pub(crate) const CNN_IMAGENET: &str =
+    "family = \"cnn\"\nchannels = [32, 64, 128, 256, 512]\nkernel = 3\npool = \"max\"\nhidden = [512]\nnorm = \"batch\"\n";
+pub(crate) const MLP_IMAGENET: &str = "family = \"mlp\"\nhidden = [2048, 1024]\n";
+
+/// The teachers the explorer offers, each with its task.
+pub static SCENARIOS: [Scenario; 7] = [
+    Scenario {
+        key: "fashion-mnist-cnn",
+        name: "Fashion-MNIST CNN (0.42M)",
+        description: "the example teacher of examples/fashion-mnist (preset fashion-mnist-cnn); 28x28 grey images, 10 classes",
+        input: InputKind::Image,
+        families: &[Family::Cnn, Family::Mlp],
+        batch: 128,
+        precision: Precision::Fp32,
+        tables: "[data]\ntrain = \"data/fashion-mnist/train.npz\"\ntest = \"data/fashion-mnist/test.npz\"\n\
+                 input_shape = [1, 28, 28]\nclasses = 10\nscale = 0.00392156862745098\nmean = [0.2860]\nstd = [0.3530]\n\
+                 [teacher]\npreset = \"fashion-mnist-cnn\"\n",
+        students: &[CNN_SMALL, MLP_SMALL],
+    },
+    Scenario {
+        key: "resnet50",
+        name: "ResNet-50 (25.6M)",
+        description: "torchvision ResNet-50 on ImageNet (224x224, 1000 classes), priced by its exact size \
+                      (25,557,032 parameters, 53,120 BatchNorm statistics); its working set is a lower bound",
+        input: InputKind::Image,
+        families: &[Family::Cnn, Family::Mlp],
+        batch: 64,
+        precision: Precision::Bf16,
+        tables: "[teacher]\nparams = 25557032\nbuffers = 53120\n[train]\neval_batch_size = 256\n",
+        students: &[CNN_IMAGENET, MLP_IMAGENET],
+    },
+    Scenario {
+        key: "vit-b16",
+        name: "ViT-B/16 (86.6M)",
+        description: "ViT-B/16 on ImageNet (224x224, 1000 classes), priced by its exact size (86,567,656 \
+                      parameters); its working set is a lower bound",
+        input: InputKind::Image,
+        families: &[Family::Cnn, Family::Mlp],
+        batch: 64,
+        precision: Precision::Bf16,
+        tables: "[teacher]\nparams = 86567656\n[train]\neval_batch_size = 256\n",
+        students: &[CNN_IMAGENET, MLP_IMAGENET],
+    },
+    Scenario {
+        key: "bert-base",
+        name: "BERT-base (110M)",
+        description: "a BERT-base encoder (12 layers, d 768, 12 heads, 512 positions, vocab 30522) with a \
+                      2-class head, as [teacher.arch]; the student is a DistilBERT-sized encoder",
+        input: InputKind::Tokens,
+        families: &[Family::Transformer],
+        batch: 32,
+        precision: Precision::Bf16,
+        tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [128]\nclasses = 2\n[teacher]\ncache_logits = false\n\
+                 [teacher.arch]\nfamily = \"transformer\"\nactivation = \"gelu\"\n[teacher.arch.transformer]\n\
+                 vocab = 30522\nlayers = 12\nd_model = 768\nheads = 12\nmax_positions = 512\nattention = \"flash\"\n\
+                 head = \"classifier\"\n[train]\neval_batch_size = 64\n",
+        students: &["family = \"transformer\"\nactivation = \"gelu\"\ndropout = 0.1\n[student.transformer]\n\
+                     vocab = 30522\nlayers = 6\nd_model = 768\nheads = 12\nmax_positions = 512\nattention = \"flash\"\n\
+                     head = \"classifier\"\n"],
+    },
+    Scenario {
+        key: "gpt2",
+        name: "GPT-2 small (124M)",
+        description: "GPT-2 small (preset gpt2: 12 layers, d 768, 1024 positions, vocab 50257); the student is \
+                      a DistilGPT-2-sized decoder (6 layers) with a tied head",
+        input: InputKind::Tokens,
+        families: &[Family::Transformer],
+        batch: 8,
+        precision: Precision::Bf16,
+        tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [1024]\nclasses = 50257\n\
+                 [teacher]\npreset = \"gpt2\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 8\n",
+        students: &["family = \"transformer\"\nactivation = \"gelu\"\ndropout = 0.1\n[student.transformer]\n\
+                     vocab = 50257\nlayers = 6\nd_model = 768\nheads = 12\nmax_positions = 1024\nattention = \"flash\"\n\
+                     tie_embeddings = true\n"],
+    },
+    Scenario {
+        key: "llama-2-7b",
+        name: "Llama 2 7B (6.7B)",
+        description: "Llama 2 7B (preset llama-2-7b) in bf16; the student is a TinyLlama-sized decoder \
+                      (22 layers, d 2048, 4 key/value heads, SwiGLU)",
+        input: InputKind::Tokens,
+        families: &[Family::Transformer],
+        batch: 4,
+        precision: Precision::Bf16,
+        tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [2048]\nclasses = 32000\n\
+                 [teacher]\npreset = \"llama-2-7b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 4\n",
+        students: &["family = \"transformer\"\nactivation = \"silu\"\n[student.transformer]\nvocab = 32000\n\
+                     layers = 22\nd_model = 2048\nheads = 32\nkv_heads = 4\nmlp = \"swiglu\"\nmlp_width = 5632\n\
+                     norm = \"rms\"\nattention = \"flash\"\nbias = false\n"],
+    },
+    Scenario {
+        key: "llama-3-8b",
+        name: "Llama 3 8B (8.0B)",
+        description: "Llama 3 8B (preset llama-3-8b) in bf16; the student is a Llama-3.2-1B-sized decoder \
+                      (16 layers, d 2048, 8 key/value heads, tied head)",
+        input: InputKind::Tokens,
+        families: &[Family::Transformer],
+        batch: 2,
+        precision: Precision::Bf16,
+        tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [2048]\nclasses = 128256\n\
+                 [teacher]\npreset = \"llama-3-8b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 2\n",
+        students: &["family = \"transformer\"\nactivation = \"silu\"\n[student.transformer]\nvocab = 128256\n\
+                     layers = 16\nd_model = 2048\nheads = 32\nkv_heads = 8\nmlp = \"swiglu\"\nmlp_width = 8192\n\
+                     norm = \"rms\"\nattention = \"flash\"\nbias = false\ntie_embeddings = true\n"],
+    },
+];
+
+/// The scenario called `key` (matched as every name is, `crate::schema::names`).
+pub fn scenario(key: &str) -> Option<&'static Scenario> {
+    SCENARIOS.iter().find(|s| crate::schema::names::same(key, s.key))
+}

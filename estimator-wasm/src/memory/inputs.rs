@@ -1,0 +1,54 @@
+//! What a caller knows beyond the cfg.toml ([`Inputs`]): a micro-batch, the teacher's exact
+//! counts, the datasets kept on the device ([`DatasetSize`]).
+use crate::schema::errors::EstimateError;
+use crate::schema::limits::{self, MAX_BATCH, MAX_LAYER_LIST};
+use crate::schema::teacher_presets::TeacherModel;
+
+/// What `distill` (or another caller) knows beyond the cfg.toml.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inputs {
+    /// Micro-batch per GPU; `None` takes `train.batch_size` (an error when it is `"auto"`).
+    pub batch: Option<u64>,
+    /// The teacher's exact counts (from the TorchScript file), overriding `[teacher]`.
+    pub teacher: Option<TeacherModel>,
+    /// The datasets `distill` keeps on the device; `None` leaves them (and the size of the
+    /// cached teacher logits) out.
+    pub dataset: Option<DatasetSize>,
+}
+
+/// Train and test sets resident on the device, as `distill` keeps them (the size of the data
+/// set for the memory estimate, not the data).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DatasetSize {
+    pub train_samples: u64,
+    pub test_samples: u64,
+    /// Bytes of one stored input sample (1 per pixel for uint8 images, 4 per value for float).
+    pub sample_bytes: u64,
+}
+
+impl Inputs {
+    /// These inputs under the rules the cfg.toml keys they stand for follow: the batch as
+    /// `train.batch_size`, the teacher's counts as `teacher.params` and `teacher.buffers`, its
+    /// layer list at most [`MAX_LAYER_LIST`] long.
+    ///
+    /// # Errors
+    /// [`EstimateError::Spec`] on those keys; [`EstimateError::Invalid`] on `teacher` for too
+    /// many layers and on `dataset` for zero train samples or sample bytes.
+    pub(crate) fn check(&self) -> Result<(), EstimateError> {
+        if let Some(b) = self.batch {
+            limits::within("train.batch_size", b, 1, MAX_BATCH)?;
+        }
+        if let Some(t) = &self.teacher {
+            crate::schema::check_teacher_counts(t.params, t.buffers)?;
+            if let Some(n) = t.layers.as_ref().map(Vec::len).filter(|&n| n > MAX_LAYER_LIST) {
+                return Err(EstimateError::invalid("teacher", format!("has {n} layers; at most {MAX_LAYER_LIST}")));
+            }
+        }
+        if let Some(d) = self.dataset {
+            if d.train_samples == 0 || d.sample_bytes == 0 {
+                return Err(EstimateError::invalid("dataset", "train_samples and sample_bytes must be >= 1"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,265 @@
+//! Per-layer model: parameters, the tensors autograd saves for backward, and the temporaries of
+//! the forward, backward and no-grad inference of one [`Layer`].
+//!
+//! The authority for what each op saves is PyTorch's `tools/autograd/derivatives.yaml`; the
+//! rows of `docs/memory-model.md` section 2 were measured on CPU with `saved_tensors_hooks`, and the
+//! fidelity check (`estimator-wasm/fidelity/`) re-measures them for every layer kind. Sizes are
+//! per sample (`Size::per_sample`) plus a batch-independent part (`Size::fixed`), in bytes.
+//!
+//! Saved tensors are either a storage of the forward chain (a layer's input or output, which
+//! several layers may save: counted once, see `crate::memory::memory_model`) or a fresh storage of the layer
+//! (masks, statistics, cast copies, attention internals).
+//!
+//! Dtypes follow the target (`docs/memory-model.md` section 10):
+//! * under autocast, matmuls and convolutions cast their input and weight to the compute dtype
+//!   and save the copies (a weight copy only where the input requires grad, except convolution,
+//!   which always saves its weight);
+//! * on CUDA under autocast, LayerNorm/RMSNorm and softmax run in fp32 (their 16-bit input is
+//!   saved as an fp32 copy); on CPU they run in the input dtype;
+//! * dropout saves a bool mask on CUDA and a mask in the input dtype on CPU;
+//! * norm statistics are fp32 on CUDA, and in the weight dtype on CPU.
+use crate::memory::builder::{Builder, Scratch};
+use crate::memory::sizes::{fixed, mul, per, Chain, Ctx, Priced, StorageId};
+use crate::memory::transformer_blocks::{attention, feed_forward};
+use crate::schema::arch::{numel, Layer, Op};
+use crate::schema::dtype::DType;
+use crate::schema::errors::EstimateError;
+use crate::schema::{Activation, NormKind, Pool};
+
+/// Prices `layer` for the input chain tensor `x`; fresh storages get ids after `next_id`.
+///
+/// # Errors
+/// [`EstimateError::Overflow`] when a size does not fit in 64 bits.
+pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Result<Priced, EstimateError> {
+    let n_in = x.elems;
+    let n_out = numel(&layer.output).ok_or_else(|| EstimateError::overflow(format!("layer {} output", layer.id)))?;
+    let empty = Priced {
+        output: x,
+        saves: Vec::new(),
+        params: Vec::new(),
+        buffers: 0,
+        forward_scratch: Vec::new(),
+        backward_scratch: Vec::new(),
+        backward_release: Vec::new(),
+        inference_scratch: Vec::new(),
+        cast_cache: 0,
+    };
+    let mut b = Builder { ctx, next_id, p: empty };
+    let grad_io = |b: &mut Builder, out: &Chain| -> Result<(), EstimateError> {
+        b.scratch(Scratch::Backward, out.size()?);
+        if x.requires_grad {
+            b.scratch(Scratch::Backward, x.size()?);
+        }
+        Ok(())
+    };
+    match layer.op {
+        Op::Linear { in_features, out_features } => {
+            // mlp/cnn under tensor parallelism: weights split, activations replicated
+            linear(&mut b, &x, n_out, in_features, out_features, true, false)?;
+        }
+        Op::LmHead { in_features, out_features, bias, tied } => {
+            // vocab-parallel head: each GPU holds out_features / t logits
+            linear(&mut b, &x, n_out.div_ceil(ctx.tp), in_features, out_features, bias, tied)?;
+        }
+        Op::Conv2d { in_channels, out_channels, kernel, bias } => {
+            let to = b.mm_dtype(x.dtype);
+            b.save_as(&x, to)?;
+            let w = mul(mul(out_channels, in_channels)?, mul(kernel, kernel)?)?;
+            b.weight_copy(w.div_ceil(ctx.tp), true)?; // convolution saves its weight unguarded
+            b.param("weight", w, true, true, true);
+            if bias {
+                b.param("bias", out_channels, true, true, false);
+                b.bias_copy(out_channels.div_ceil(ctx.tp))?;
+            }
+            let out = b.fresh(n_out, to, true);
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
+        }
+        Op::BatchNorm { features } => {
+            b.save_chain(&x)?;
+            b.save(fixed(mul(features, 2)?, b.stat_dtype())?);
+            b.param("weight", features, false, false, false);
+            b.param("bias", features, false, false, false);
+            b.p.buffers = mul(features, 2)?;
+            let out = b.fresh(n_in, x.dtype, true);
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
+        }
+        Op::LayerNorm { features } => {
+            b.param("weight", features, false, false, false);
+            b.param("bias", features, false, false, false);
+            let out = b.norm(NormKind::Layer, &x, features)?;
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
+        }
+        Op::RmsNorm { features } => {
+            b.param("weight", features, false, false, false);
+            let out = b.norm(NormKind::Rms, &x, features)?;
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
+        }
+        Op::Activation { function } => {
+            let out = b.fresh(n_in, x.dtype, x.requires_grad);
+            if x.requires_grad {
+                match function {
+                    Activation::Relu | Activation::Sigmoid | Activation::Tanh => b.save_chain(&out)?,
+                    Activation::Gelu | Activation::Silu | Activation::LeakyRelu => b.save_chain(&x)?,
+                }
+            }
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
+        }
+        Op::Dropout { .. } => {
+            if x.requires_grad {
+                b.dropout(n_in, x.dtype)?;
+            }
+            let out = b.fresh(n_in, x.dtype, x.requires_grad);
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
+        }
+        Op::Pool2d { pool } => {
+            let out = b.fresh(n_out, x.dtype, x.requires_grad);
+            match pool {
+                Pool::Max => {
+                    b.save_chain(&x)?;
+                    b.save(per(n_out, DType::I64)?);
+                    // the indices also exist in a no-grad forward only transiently: none there
+                }
+                Pool::Avg => b.save_chain(&x)?,
+                Pool::None => {}
+            }
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
+        }
+        Op::Flatten => {
+            // a view: same storage, same bytes
+            b.p.output = Chain { elems: n_out, ..x };
+        }
+        Op::MeanPool => {
+            let out = b.fresh(n_out, x.dtype, x.requires_grad);
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
+        }
+        Op::Embedding { vocab, dim, positions } => {
+            // input: int64 token ids [s], saved for the weight's gradient
+            b.save_chain(&x)?;
+            if positions > 0 {
+                b.save(fixed(n_in, DType::I64)?); // arange(s), shared by the batch
+            }
+            b.param("tokens.weight", mul(vocab, dim)?, true, false, false);
+            if positions > 0 {
+                b.param("positions.weight", mul(positions, dim)?, false, false, false);
+            }
+            let out = b.fresh(n_out, ctx.recipe.weight, true);
+            b.scratch(Scratch::Backward, out.size()?);
+            b.p.output = out;
+        }
+        Op::SelfAttention(a) => attention(&mut b, &x, &a)?,
+        Op::FeedForward(f) => feed_forward(&mut b, &x, &f)?,
+    }
+    Ok(b.p)
+}
+
+/// `nn.Linear` (and a transformer head): saves its input (cast copy under autocast) and, where
+/// the input requires grad, the autocast weight copy (`addmm` saves `mat2` only then).
+fn linear(
+    b: &mut Builder,
+    x: &Chain,
+    n_out: u64,
+    in_features: u64,
+    out_features: u64,
+    bias: bool,
+    tied: bool,
+) -> Result<(), EstimateError> {
+    let tp = b.ctx.tp;
+    let to = b.mm_dtype(x.dtype);
+    b.save_as(x, to)?;
+    let w = mul(in_features, out_features)?;
+    b.weight_copy(w.div_ceil(tp), x.requires_grad)?;
+    if !tied {
+        b.param("weight", w, true, true, true);
+    }
+    if bias {
+        b.param("bias", out_features, true, true, false);
+        b.bias_copy(out_features.div_ceil(tp))?;
+    }
+    let out = b.fresh(n_out, to, true);
+    b.scratch(Scratch::Backward, out.size()?);
+    if x.requires_grad {
+        b.scratch(Scratch::Backward, x.size()?);
+    }
+    b.p.output = out;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::sizes::{Save, Size};
+    use crate::schema::dtype::Recipe;
+    use crate::schema::Precision;
+
+    fn ctx(p: Precision, cuda: bool) -> Ctx {
+        Ctx { recipe: Recipe::student(p), cuda, tp: 1 }
+    }
+
+    fn layer(op: Op, input: Vec<u64>, output: Vec<u64>) -> Layer {
+        Layer { id: "l".into(), op, input, output }
+    }
+
+    fn x(elems: u64, dtype: DType, requires_grad: bool) -> Chain {
+        Chain { id: 0, elems, dtype, requires_grad }
+    }
+
+    fn own_bytes(p: &Priced) -> (u64, u64) {
+        p.saves.iter().fold((0, 0), |(a, f), s| match s {
+            Save::Own(s) | Save::Chain(_, s) => (a + s.per_sample, f + s.fixed),
+        })
+    }
+
+    #[test]
+    fn linear_saves_input_and_weight_copy_only_under_autocast() {
+        let l = layer(Op::Linear { in_features: 16, out_features: 8 }, vec![16], vec![8]);
+        let mut id = 0;
+        let fp32 = price(&l, x(16, DType::F32, true), &mut id, &ctx(Precision::Fp32, true)).unwrap();
+        assert_eq!(fp32.saves, vec![Save::Chain(0, Size::per(64))]);
+        let bf16 = price(&l, x(16, DType::F32, true), &mut id, &ctx(Precision::Bf16, true)).unwrap();
+        // a bf16 copy of the input (32 B) and of the weight (8 x 16 x 2 = 256 B)
+        assert_eq!(bf16.saves, vec![Save::Own(Size::per(32)), Save::Own(Size::fixed(256))]);
+        assert_eq!(bf16.cast_cache, 16); // the bias copy lives only in the cast cache
+                                         // the first layer's input does not require grad: no weight copy is saved
+        let first = price(&l, x(16, DType::F32, false), &mut id, &ctx(Precision::Bf16, true)).unwrap();
+        assert_eq!(first.saves, vec![Save::Own(Size::per(32))]);
+        assert_eq!(first.cast_cache, 256 + 16);
+    }
+
+    #[test]
+    fn dropout_mask_is_bool_on_cuda_and_input_dtype_on_cpu() {
+        let l = layer(Op::Dropout { p: 0.5 }, vec![10], vec![10]);
+        let mut id = 0;
+        let cuda = price(&l, x(10, DType::F32, true), &mut id, &ctx(Precision::Fp32, true)).unwrap();
+        let cpu = price(&l, x(10, DType::F32, true), &mut id, &ctx(Precision::Fp32, false)).unwrap();
+        assert_eq!(own_bytes(&cuda), (10, 0));
+        assert_eq!(own_bytes(&cpu), (40, 0));
+    }
+
+    #[test]
+    fn maxpool_saves_input_and_int64_indices() {
+        let l = layer(Op::Pool2d { pool: Pool::Max }, vec![4, 8, 8], vec![4, 4, 4]);
+        let mut id = 0;
+        let p = price(&l, x(256, DType::F32, true), &mut id, &ctx(Precision::Fp32, true)).unwrap();
+        assert_eq!(p.saves, vec![Save::Chain(0, Size::per(1024)), Save::Own(Size::per(64 * 8))]);
+    }
+
+    #[test]
+    fn layernorm_under_cuda_autocast_saves_an_fp32_copy() {
+        let l = layer(Op::LayerNorm { features: 8 }, vec![8], vec![8]);
+        let mut id = 0;
+        let cuda = price(&l, x(8, DType::Bf16, true), &mut id, &ctx(Precision::Bf16, true)).unwrap();
+        assert_eq!(cuda.saves, vec![Save::Own(Size::per(32)), Save::Own(Size::per(8))]);
+        assert_eq!(cuda.output.dtype, DType::F32);
+        let cpu = price(&l, x(8, DType::Bf16, true), &mut id, &ctx(Precision::Bf16, false)).unwrap();
+        assert_eq!(cpu.saves, vec![Save::Chain(0, Size::per(16)), Save::Own(Size::per(8))]);
+        assert_eq!(cpu.output.dtype, DType::Bf16);
+    }
+}

@@ -1,0 +1,38 @@
+//! The training-memory model: what one step of `distill` holds on the device, moment by moment.
+//!
+//! [`memory_model`] compiles a [`crate::schema::Config`] into a [`MemoryModel`], one step per
+//! file (`setup`, `student_chain`, `teacher_plan`, `step_tensors`, `stage_plan`, `eval_plan`,
+//! `summary`, `scan_layout`) into the pieces of `compiled`: the layers priced by [`layer`]
+//! (sizes in [`sizes`]), the optimiser [`states`], the [`runtime`] allocator. `moments` defines
+//! what is live at each moment of a step and `scan` finds the peak; [`mod@estimate`] assembles the
+//! [`Plan`] ([`breakdown`]) that [`render`] prints; [`batch`] finds the largest micro-batch that
+//! fits a GPU. [`inputs`] holds what a caller knows beyond the cfg.toml.
+pub mod batch;
+pub mod breakdown;
+mod builder;
+pub(crate) mod compiled;
+pub mod estimate;
+mod eval_plan;
+pub mod inputs;
+pub mod layer;
+pub mod memory_model;
+pub(crate) mod moments;
+pub mod render;
+pub mod runtime;
+pub(crate) mod scan;
+mod scan_layout;
+mod setup;
+pub mod sizes;
+mod stage_plan;
+pub mod states;
+mod step_tensors;
+mod student_chain;
+mod summary;
+mod teacher_plan;
+mod transformer_blocks;
+
+pub use batch::BatchSearch;
+pub use breakdown::{Cat, Categories, Moment, MomentBytes, Plan, Totals};
+pub use estimate::{estimate, max_batch, max_batch_per_gpu};
+pub use inputs::{DatasetSize, Inputs};
+pub use memory_model::MemoryModel;

@@ -1,0 +1,268 @@
+//! Static memory per pipeline stage: what every stage holds besides its own layers
+//! ([`Shared`]: teacher weights, cuBLAS workspace, datasets, cached logits, loss scaler) and
+//! each stage's model states per GPU (tensor-parallel split, then ZeRO sharding), masks, DDP
+//! buckets, ZeRO-3 gathers, gradients as the backward returns them and optimiser temporaries.
+use std::ops::Range;
+
+use crate::memory::breakdown::Cat;
+use crate::memory::compiled::{LayerPlan, Stage, TeacherPlan};
+use crate::memory::runtime::{add, mul, Pool, MIB};
+use crate::memory::setup::Compile;
+use crate::memory::sizes::ParamTensor;
+use crate::memory::states::{zero_states, ModelStates, PerParam};
+use crate::memory::student_chain::Forward;
+use crate::schema::dtype::Recipe;
+use crate::schema::errors::EstimateError;
+use crate::schema::teacher_presets::TeacherModel;
+use crate::schema::{MaskDtype, PruneMethod};
+
+/// How model states lie on each GPU.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sharding {
+    /// Bytes per parameter of weights, gradients and optimiser states.
+    pub per: PerParam,
+    /// Optimiser state tensors per parameter tensor (AdamW 2, SGD with momentum 1).
+    pub moments: u64,
+    /// Data-parallel GPUs.
+    pub n_dp: u64,
+    /// ZeRO stage in effect (0 without data parallelism).
+    pub zero: u64,
+    /// Bytes per element of a magnitude-pruning mask (0 without one).
+    pub mask_bytes: u64,
+}
+
+/// Static memory every stage holds besides its own layers.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    /// Before training (no optimiser state), by category.
+    pub pre: Vec<(Cat, Pool)>,
+    /// Added once training starts, by category.
+    pub train: Vec<(Cat, Pool)>,
+    /// The teacher logit cache being built (its chunks and their concatenation).
+    pub cache_build: Pool,
+    pub sharding: Sharding,
+}
+
+impl Compile<'_> {
+    /// The sharding of model states `config` asks for.
+    pub(crate) fn sharding(&self) -> Sharding {
+        let (config, est) = (self.config, &self.config.estimate);
+        let n_dp = est.data_parallel;
+        let mask_bytes = match (&config.prune, est.prune_mask) {
+            (Some(pr), MaskDtype::Bool) if pr.method == PruneMethod::Magnitude => 1,
+            (Some(pr), MaskDtype::Float) if pr.method == PruneMethod::Magnitude => 4,
+            _ => 0,
+        };
+        Sharding {
+            per: PerParam::of(&self.recipe, config.train.optimizer, config.train.momentum),
+            moments: PerParam::optimizer_tensors(config.train.optimizer, config.train.momentum, &self.recipe),
+            n_dp,
+            zero: if n_dp > 1 { est.zero_stage } else { 0 },
+            mask_bytes,
+        }
+    }
+
+    /// What every stage holds besides its layers, for `teacher` (run as `teacher_plan`) and
+    /// logits of `rows` rows per sample.
+    ///
+    /// # Errors
+    /// [`EstimateError::Overflow`] on sizes past 2^64 bytes.
+    pub(crate) fn shared(
+        &mut self,
+        teacher: Option<&TeacherModel>,
+        teacher_plan: Option<&TeacherPlan>,
+        rows: u64,
+    ) -> Result<Shared, EstimateError> {
+        let (config, cuda) = (self.config, self.cuda);
+        let teacher_dtype = Recipe::teacher_dtype(config.teacher.precision);
+        let mut shared_pre: Vec<(Cat, Pool)> = Vec::new();
+        let mut shared_train: Vec<(Cat, Pool)> = Vec::new();
+        if let Some(t) = teacher {
+            let mut pool = Pool::default();
+            pool.tensor(mul(t.params, teacher_dtype.bytes(), "teacher weights")?, cuda);
+            pool.tensor(mul(t.buffers, teacher_dtype.bytes(), "teacher buffers")?, cuda);
+            shared_pre.push((Cat::TeacherWeights, pool));
+        }
+        if cuda {
+            let mut ws = Pool::default();
+            ws.workspace(self.runtime.cublas_workspace, true);
+            shared_pre.push((Cat::CublasWorkspace, ws));
+        }
+        let mut cache_build = Pool::default();
+        if let Some(d) = self.inputs.dataset {
+            let mut data = Pool::default();
+            for samples in [d.train_samples, d.test_samples] {
+                data.tensor(mul(samples, d.sample_bytes, "dataset")?, cuda);
+                data.tensor(mul(samples, 8, "labels")?, cuda);
+            }
+            shared_pre.push((Cat::Dataset, data));
+            let mut cache = Pool::default();
+            if teacher_plan.is_some_and(|t| t.cache) {
+                let logits_per_sample = mul(rows, config.data.classes, "cached logits")?;
+                cache.tensor(mul(mul(d.train_samples, logits_per_sample, "cached logits")?, 4, "cached logits")?, cuda);
+                cache_build = cache;
+                cache_build.merge(&cache); // the list of chunks and their concatenation
+            }
+            if teacher.is_some() {
+                cache.tensor(mul(d.test_samples, 8, "teacher predictions")?, cuda);
+            }
+            shared_train.push((Cat::TeacherLogitCache, cache));
+        } else if teacher_plan.is_some_and(|t| t.cache) {
+            self.notes.push(
+                "the cached teacher logits (train samples x classes x 4 bytes) are left out: pass the dataset size"
+                    .into(),
+            );
+        }
+        if self.recipe.loss_scaling {
+            let mut scaler = Pool::default();
+            for _ in 0..4 {
+                scaler.tensor(4, cuda);
+            }
+            shared_train.push((Cat::LossScaler, scaler));
+        }
+        Ok(Shared { pre: shared_pre, train: shared_train, cache_build, sharding: self.sharding() })
+    }
+
+    /// The pipeline stages of `ranges`, filling in each layer's model states in `plans`.
+    ///
+    /// # Errors
+    /// [`EstimateError::Overflow`] on sizes past 2^64 bytes.
+    pub(crate) fn stages(
+        &self,
+        forward: &Forward,
+        ranges: &[Range<usize>],
+        plans: &mut [LayerPlan],
+        shared: &Shared,
+        checkpointing: bool,
+    ) -> Result<Vec<Stage>, EstimateError> {
+        let (cuda, est, priced) = (self.cuda, &self.config.estimate, &forward.priced);
+        let Sharding { per, moments, n_dp, zero, mask_bytes } = shared.sharding;
+        let p = ranges.len();
+        let stage_ranges = ranges;
+        let mut stages = Vec::with_capacity(p);
+        for (j, range) in stage_ranges.iter().enumerate() {
+            let local = &priced[range.clone()];
+            let params: Vec<&ParamTensor> = local.iter().flat_map(|p| p.params.iter()).collect();
+            let total_params = params.iter().try_fold(0u64, |a, t| a.checked_add(t.elems));
+            let total_params = total_params.ok_or_else(|| EstimateError::overflow("parameter count"))?;
+            let buffers = local.iter().try_fold(0u64, |a, p| a.checked_add(p.buffers));
+            let buffers = buffers.ok_or_else(|| EstimateError::overflow("buffer count"))?;
+            let states = zero_states(total_params, per, n_dp, zero)?;
+            let mut weights = Pool::default();
+            let mut optimizer = Pool::default();
+            let mut masks = Pool::default();
+            if zero >= 3 {
+                weights.tensor(states.weights, cuda);
+            } else {
+                for t in &params {
+                    weights.tensor(mul(t.elems, per.weight, "weights")?, cuda);
+                }
+            }
+            weights.tensor(mul(buffers, self.recipe.weight.bytes(), "buffers")?, cuda);
+            if zero >= 1 {
+                let shard = total_params.div_ceil(n_dp);
+                let each = per.optimizer.checked_div(moments).unwrap_or(0);
+                for _ in 0..moments {
+                    optimizer.tensor(mul(shard, each, "optimizer states")?, cuda);
+                }
+            } else {
+                for t in &params {
+                    let each = per.optimizer.checked_div(moments).unwrap_or(0);
+                    for _ in 0..moments {
+                        optimizer.tensor(mul(t.elems, each, "optimizer states")?, cuda);
+                    }
+                }
+            }
+            for t in params.iter().filter(|t| t.prunable) {
+                masks.tensor(mul(t.elems, mask_bytes, "pruning masks")?, cuda);
+            }
+            // gradients of layers l.. (returned by run_backward, accumulating during backward)
+            let mut grads_suffix = vec![Pool::default(); range.len() + 1];
+            let mut suffix_elems = 0u64;
+            for l in (0..range.len()).rev() {
+                let mut g = grads_suffix[l + 1];
+                if zero >= 2 {
+                    suffix_elems = add(suffix_elems, local[l].params.iter().map(|t| t.elems).sum(), "gradients")?;
+                    g = Pool::default();
+                    g.tensor(mul(suffix_elems.div_ceil(n_dp), per.grad, "gradients")?, cuda);
+                } else {
+                    for t in &local[l].params {
+                        g.tensor(mul(t.elems, per.grad, "gradients")?, cuda);
+                    }
+                }
+                grads_suffix[l] = g;
+            }
+            let mut train: Vec<(Cat, Pool)> = shared.train.clone();
+            train.push((Cat::OptimizerStates, optimizer));
+            if mask_bytes > 0 {
+                train.push((Cat::PruneMasks, masks));
+            }
+            if n_dp > 1 && zero == 0 && !est.bucket_view {
+                // bucket_cap_mb = 25: full buckets and one partial bucket
+                let mut buckets = Pool::default();
+                let grads = mul(total_params, per.grad, "DDP buckets")?;
+                buckets.tensors(25 * MIB, grads / (25 * MIB), cuda);
+                buckets.tensor(grads % (25 * MIB), cuda);
+                train.push((Cat::DdpBuckets, buckets));
+            }
+            let largest =
+                local.iter().map(|p| p.params.iter().fold(0u64, |a, t| a.saturating_add(t.elems))).max().unwrap_or(0);
+            if zero >= 3 {
+                let mut gather = Pool::default();
+                for _ in 0..2 {
+                    gather.tensor(mul(largest, per.weight, "ZeRO-3 gathered weights")?, cuda);
+                }
+                gather.tensor(mul(largest, per.grad, "ZeRO-3 gathered gradients")?, cuda);
+                train.push((Cat::ZeroGather, gather));
+            }
+            let mut pre = vec![(Cat::StudentWeights, weights)];
+            pre.extend(shared.pre.iter().copied());
+            let largest_tensor = params.iter().map(|t| t.elems).max().unwrap_or(0);
+            let mut step_transient = Pool::default();
+            for _ in 0..3 {
+                step_transient.tensor(mul(largest_tensor, per.grad, "optimizer temporaries")?, cuda);
+            }
+            let mut cast_cache = Pool::default();
+            for p in local {
+                cast_cache.tensor(p.cast_cache, cuda);
+            }
+            let cast_cache = cast_cache.check("the autocast cache")?;
+            let step_transient = step_transient.check("optimizer temporaries")?;
+            for g in &grads_suffix {
+                g.check("gradients")?;
+            }
+            let pre_total = sum(&pre)?;
+            let train_total = sum(&train)?;
+            for (i, p) in range.clone().zip(local) {
+                let e: u64 = p.params.iter().map(|t| t.elems).sum();
+                plans[i].states = ModelStates {
+                    weights: mul(e, per.weight, "weights")?,
+                    grads: mul(e, per.grad, "gradients")?,
+                    optimizer: mul(e, per.optimizer, "optimizer states")?,
+                };
+            }
+            stages.push(Stage {
+                index: j as u64,
+                layers: range.clone(),
+                in_flight: (p - j) as u64,
+                first: j == 0,
+                last: j + 1 == stage_ranges.len(),
+                checkpointing,
+                pre,
+                train,
+                pre_total,
+                train_total,
+                grads_suffix,
+                step_transient,
+                cast_cache,
+                states,
+            });
+        }
+        Ok(stages)
+    }
+}
+
+fn sum(parts: &[(Cat, Pool)]) -> Result<Pool, EstimateError> {
+    let total = parts.iter().fold(Pool::default(), |acc, (_, p)| acc.plus(p));
+    total.check(parts.first().map_or("static memory", |(c, _)| c.name()))
+}

@@ -1,0 +1,80 @@
+//! The per-step tensors outside the student's layers: the loss
+//! (`distill/src/objective/logit_kd.rs`: CE always, KD when alpha > 0 and a teacher exists) and the
+//! batch tensors `distill` makes each step (`distill/src/trainer.rs`: raw and normalised inputs,
+//! labels, indices).
+use crate::memory::compiled::LossPlan;
+use crate::memory::runtime::mul;
+use crate::memory::setup::Compile;
+use crate::memory::sizes::Size;
+use crate::memory::student_chain::Forward;
+use crate::schema::arch::Op;
+use crate::schema::dtype::DType;
+use crate::schema::errors::EstimateError;
+
+impl Compile<'_> {
+    /// The loss on the student's logits; `kd` adds the soft-target term's tensors.
+    ///
+    /// # Errors
+    /// [`EstimateError::Overflow`] on sizes past 2^64 bytes.
+    pub(crate) fn loss(&self, forward: &Forward, kd: bool) -> Result<LossPlan, EstimateError> {
+        let (config, logits) = (self.config, forward.logits);
+        // a transformer head is vocab-parallel under tensor parallelism; an mlp/cnn head is not
+        let vocab_parallel = matches!(forward.layers.last().map(|l| &l.op), Some(Op::LmHead { .. }));
+        let classes = if vocab_parallel {
+            config.data.classes.div_ceil(config.estimate.tensor_parallel)
+        } else {
+            config.data.classes
+        };
+        let rows = logits.elems / classes.max(1);
+        let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
+        let mut saved: Vec<Size> = vec![fp32_logits, Size::per(mul(rows, 8, "labels")?), Size::fixed(4)];
+        let mut transient = vec![fp32_logits];
+        if logits.dtype != DType::F32 {
+            transient.push(fp32_logits); // student.to_kind(Float)
+        }
+        let mut grads = vec![fp32_logits, fp32_logits];
+        if kd {
+            saved.extend([fp32_logits, fp32_logits]); // log_softmax(s/T), exp(log_softmax(t/T))
+            transient.extend([fp32_logits, fp32_logits]); // s/T, t/T
+            grads.extend([fp32_logits, fp32_logits]);
+        }
+        Ok(LossPlan {
+            saved,
+            transient,
+            grads,
+            student_logits: logits.size()?,
+            teacher_logits: kd.then_some(fp32_logits),
+            rows,
+        })
+    }
+
+    /// The batch's tensors not in the saved set (first stage); `x0_saved`: the input batch is
+    /// saved (or kept by checkpointing) already.
+    ///
+    /// # Errors
+    /// [`EstimateError::Overflow`] on sizes past 2^64 bytes.
+    pub(crate) fn batch_tensors(&self, forward: &Forward, x0_saved: bool) -> Result<Vec<Size>, EstimateError> {
+        let (input_elems, x0) = (forward.input_elems, forward.x0);
+        let sample_bytes = match self.inputs.dataset {
+            Some(d) => d.sample_bytes,
+            None if forward.transformer => mul(input_elems, 8, "input")?,
+            None => mul(input_elems, 4, "input")?,
+        };
+        let mut batch = vec![Size::per(8)]; // the batch's indices
+        if forward.transformer {
+            if !x0_saved {
+                batch.push(x0.size()?); // token ids
+            }
+        } else {
+            batch.push(Size::per(sample_bytes)); // index_select of the stored inputs
+            let normalised = Size::per(mul(input_elems, 4, "input")?);
+            if self.recipe.weight != DType::F32 || !x0_saved {
+                batch.push(normalised);
+            }
+            if self.recipe.weight != DType::F32 && !x0_saved {
+                batch.push(x0.size()?); // the 16-bit copy fed to a pure-bf16 student
+            }
+        }
+        Ok(batch)
+    }
+}

@@ -1,0 +1,164 @@
+//! The transformer's composite blocks: pre-norm self-attention and feed-forward, priced op by
+//! op inside one layer.
+use crate::memory::builder::{Builder, Scratch};
+use crate::memory::sizes::{mul, per, Chain};
+use crate::schema::arch::{Attention, FeedForward};
+use crate::schema::dtype::DType;
+use crate::schema::errors::EstimateError;
+use crate::schema::{Activation, AttentionKernel, MlpKind};
+
+/// Pre-norm self-attention `x + dropout(proj(attention(norm(x))))` over `[s, dim]` per sample.
+///
+/// Math kernel (Korthikanti et al. 2022, arXiv:2205.05198, section 4.1): the qkv input, copies
+/// of q, k, v (the batched matmuls copy their non-contiguous head views; k and v are expanded to
+/// every head), the softmax output, the dropout mask and the dropped probabilities, the
+/// out-projection input and the residual dropout mask; with 16-bit activations and 1-byte masks
+/// this is `11sbh + 5as^2b` (+ 2sbh for the norm input and 8sb of norm statistics).
+/// Flash kernel (`_scaled_dot_product_flash_attention`): q, k, v as views of the qkv output, the
+/// output and an fp32 logsumexp `[a, s]`: no `s^2` term. On CPU, SDPA with attention dropout
+/// falls back to the math kernel in fp32 (measured), which is modelled as such.
+/// Tensor parallelism splits heads: everything between the qkv and out projections is `/t`.
+pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(), EstimateError> {
+    let Attention { dim, heads, kv_heads, kernel, norm, attention_dropout, dropout, bias } = *a;
+    let (tp, cuda, ac) = (b.ctx.tp, b.ctx.cuda, b.ctx.recipe.autocast);
+    let compute = b.ctx.recipe.compute;
+    let seq = x.elems / dim.max(1);
+    let head_dim = dim / heads.max(1);
+    let qkv_width = dim + mul(mul(kv_heads, head_dim)?, 2)?;
+    let local_heads = heads.div_ceil(tp);
+    let scores = mul(local_heads, mul(seq, seq)?)?; // a/t * s^2 per sample
+    let local_sh = mul(seq, dim)?.div_ceil(tp);
+    let full_sh = mul(seq, dim)?;
+
+    b.norm_params(norm, dim);
+    let y = b.norm(norm, x, dim)?;
+    // fused qkv projection (column-parallel)
+    let tq = b.mm_dtype(y.dtype);
+    b.save_as(&y, tq)?;
+    b.weight_copy(mul(qkv_width, dim)?.div_ceil(tp), true)?;
+    b.param("qkv.weight", mul(qkv_width, dim)?, true, true, true);
+    if bias {
+        b.param("qkv.bias", qkv_width, true, true, false);
+        b.bias_copy(qkv_width.div_ceil(tp))?;
+    }
+    let qkv = mul(seq, qkv_width)?.div_ceil(tp);
+    let fallback = kernel == AttentionKernel::Flash && !cuda && attention_dropout > 0.0;
+    if kernel == AttentionKernel::Math || fallback {
+        let ti = if fallback { DType::F32 } else { tq };
+        let softmax = if cuda && ac { DType::F32 } else { ti };
+        b.save(per(local_sh, ti)?); // q copy in [b*a, s, d] layout
+        b.save(per(local_sh, ti)?); // k^T copy
+        b.save_released(per(local_sh, ti)?); // v copy (freed with probs @ v's backward)
+        b.save(per(scores, softmax)?);
+        if attention_dropout > 0.0 {
+            b.save_released(per(scores, b.mask_dtype(softmax))?);
+            // probs @ v saves the dropped probabilities (as the compute dtype under CUDA autocast)
+            b.save_released(per(scores, if cuda && ac { compute } else { softmax })?);
+        } else if cuda && ac {
+            b.save_released(per(scores, compute)?); // fp32 probabilities cast back for probs @ v
+        }
+        b.save_released(per(local_sh, tq)?); // transpose(1, 2).reshape copy: the out-projection's input
+        b.scratch(Scratch::Forward, per(scores, ti)?);
+        b.scratch(Scratch::Forward, per(scores, ti)?);
+        // largest backward moment: the softmax backward (gradients of probabilities and scores,
+        // of v, and of the residual stream)
+        b.scratch(Scratch::Backward, per(scores, softmax)?);
+        b.scratch(Scratch::Backward, per(scores, softmax)?);
+        b.scratch(Scratch::Backward, per(local_sh, ti)?);
+        b.scratch(Scratch::Inference, per(qkv, tq)?);
+        b.scratch(Scratch::Inference, per(scores, ti)?);
+        b.scratch(Scratch::Inference, per(scores, softmax)?);
+    } else {
+        b.save(per(qkv, tq)?); // q, k, v: views of one storage
+        b.save(per(local_sh, tq)?); // output, laid out [b, s, a, d]: the out-projection reads a view
+        b.save(per(mul(local_heads, seq)?, DType::F32)?); // logsumexp
+                                                          // largest backward moment: the flash backward (gradients of q, k, v and of the output)
+        b.scratch(Scratch::Backward, per(qkv, tq)?);
+        b.scratch(Scratch::Backward, per(local_sh, tq)?);
+        b.scratch(Scratch::Backward, per(mul(local_heads, seq)?, DType::F32)?);
+        b.scratch(Scratch::Inference, per(qkv, tq)?);
+        b.scratch(Scratch::Inference, per(local_sh, tq)?);
+    }
+    // output projection (row-parallel: bias replicated)
+    b.weight_copy(mul(dim, dim)?.div_ceil(tp), true)?;
+    b.param("proj.weight", mul(dim, dim)?, true, true, true);
+    if bias {
+        b.param("proj.bias", dim, false, true, false);
+        b.bias_copy(dim)?;
+    }
+    if dropout > 0.0 {
+        b.block_dropout(full_sh, tq)?;
+    }
+    b.scratch(Scratch::Forward, per(full_sh, tq)?);
+    b.scratch(Scratch::Forward, per(full_sh, tq)?);
+    b.scratch(Scratch::Backward, per(full_sh, x.dtype)?); // the residual stream's gradient
+    b.scratch(Scratch::Inference, per(full_sh, y.dtype)?);
+    b.scratch(Scratch::Inference, per(full_sh, tq)?);
+    b.p.output = b.fresh(x.elems, DType::promote(x.dtype, tq), true);
+    Ok(())
+}
+
+/// Pre-norm feed-forward `x + dropout(fc2(act(fc1(norm(x)))))` over `[s, dim]` per sample.
+/// Standard (Korthikanti, i = 4h, GELU): fc1 input, GELU input, fc2 input and the dropout mask,
+/// `19sbh` with 16-bit activations; an activation that saves its output (ReLU) shares it with
+/// fc2's input. SwiGLU: fc1 output (gate and up, one storage), `silu(gate)` and the product,
+/// `2sbh + 8sbi`. fc1 is column-parallel, fc2 row-parallel.
+pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Result<(), EstimateError> {
+    let FeedForward { dim, width, mlp: kind, activation, norm, dropout, bias } = *f;
+    let tp = b.ctx.tp;
+    let seq = x.elems / dim.max(1);
+    let up = if kind == MlpKind::Swiglu { mul(width, 2)? } else { width };
+    let full_sh = mul(seq, dim)?;
+    let hidden = mul(seq, width)?.div_ceil(tp);
+    let hidden_up = mul(seq, up)?.div_ceil(tp);
+
+    b.norm_params(norm, dim);
+    let y = b.norm(norm, x, dim)?;
+    let tq = b.mm_dtype(y.dtype);
+    b.save_as(&y, tq)?;
+    b.weight_copy(mul(up, dim)?.div_ceil(tp), true)?;
+    b.param("fc1.weight", mul(up, dim)?, true, true, true);
+    if bias {
+        b.param("fc1.bias", up, true, true, false);
+        b.bias_copy(up.div_ceil(tp))?;
+    }
+    match kind {
+        MlpKind::Standard => match activation {
+            // saves its output, which fc2 saves too: one storage, needed by its own backward
+            Activation::Relu | Activation::Sigmoid | Activation::Tanh => b.save(per(hidden, tq)?),
+            Activation::Gelu | Activation::Silu | Activation::LeakyRelu => {
+                b.save(per(hidden_up, tq)?); // activation input
+                b.save_released(per(hidden, tq)?); // activation output = fc2 input
+            }
+        },
+        MlpKind::Swiglu => {
+            b.save(per(hidden_up, tq)?); // fc1 output: gate (silu) and up (mul) are views
+            b.save(per(hidden, tq)?); // silu(gate), saved by the product
+            b.save_released(per(hidden, tq)?); // product = fc2 input
+        }
+    }
+    b.weight_copy(mul(dim, width)?.div_ceil(tp), true)?;
+    b.param("fc2.weight", mul(dim, width)?, true, true, true);
+    if bias {
+        b.param("fc2.bias", dim, false, true, false);
+        b.bias_copy(dim)?;
+    }
+    if dropout > 0.0 {
+        b.block_dropout(full_sh, tq)?;
+    }
+    b.scratch(Scratch::Forward, per(full_sh, tq)?);
+    b.scratch(Scratch::Forward, per(full_sh, tq)?);
+    // largest backward moment: the activation's backward (gradients of fc2's input and of fc1's
+    // output, and the residual stream's gradient)
+    b.scratch(Scratch::Backward, per(hidden, tq)?);
+    b.scratch(Scratch::Backward, per(hidden_up, tq)?);
+    b.scratch(Scratch::Backward, per(full_sh, x.dtype)?);
+    b.scratch(Scratch::Inference, per(full_sh, y.dtype)?);
+    b.scratch(Scratch::Inference, per(hidden_up, tq)?);
+    b.scratch(Scratch::Inference, per(hidden, tq)?);
+    if kind == MlpKind::Swiglu {
+        b.scratch(Scratch::Inference, per(hidden, tq)?);
+    }
+    b.p.output = b.fresh(x.elems, DType::promote(x.dtype, tq), true);
+    Ok(())
+}

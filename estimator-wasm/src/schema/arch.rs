@@ -1,0 +1,286 @@
+//! Expansion of a `[student]` spec into the exact layer sequence `distill` builds.
+//!
+//! Both the trainer (which turns each [`Layer`] into a libtorch module) and the memory estimator
+//! (which prices each one) walk this list, so layer ids, parameter names and shapes agree by
+//! construction. Parameter names are `<layer id>.<leaf>` with PyTorch's leaves (`weight`,
+//! `bias`, `running_mean`, `running_var`).
+//!
+//! Layout, for a CNN block `i` (1-based): `conv{i}`, `conv{i}_bn`, `conv{i}_act`, `conv{i}_pool`;
+//! then `flatten`; for each hidden block `j`: `fc{j}`, `fc{j}_norm`, `fc{j}_act`, `fc{j}_drop`;
+//! then `head`. Norm, pool and dropout layers appear only when configured.
+//!
+//! A transformer (estimator only) is `embed`, `embed_drop`, then per layer `i` the pre-norm
+//! blocks `blk{i}_attn` and `blk{i}_mlp` (each includes its norm, dropout and residual add),
+//! `final_norm`, `pool` (classifier head only) and `head`.
+//!
+//! [`checkpoint_segments`] is the one definition of how gradient checkpointing splits this
+//! list, shared by the trainer and the estimator.
+use std::ops::Range;
+
+use crate::schema::errors::SpecError;
+pub use crate::schema::layer_ops::{numel, Attention, FeedForward, Layer, Op};
+use crate::schema::spec::DataSpec;
+use crate::schema::student_spec::{
+    Checkpointing, Family, HeadKind, Norm, NormKind, Pool, StudentSpec, TransformerSpec,
+};
+
+/// Expands `student` for inputs described by `data` into its layer sequence.
+///
+/// # Errors
+/// [`SpecError::Invalid`] when pooling shrinks a feature map below 1x1 or a size overflows.
+pub fn layers(student: &StudentSpec, data: &DataSpec) -> Result<Vec<Layer>, SpecError> {
+    if let (Family::Transformer, Some(t)) = (student.family, &student.transformer) {
+        return Ok(transformer_layers(t, student, data));
+    }
+    let mut b = Builder { layers: Vec::new(), shape: data.input_shape.clone() };
+    if student.family == Family::Cnn {
+        for (i, &out) in student.channels.iter().enumerate() {
+            let id = format!("conv{}", i + 1);
+            let in_channels = b.shape[0];
+            let bias = student.norm != Norm::Batch;
+            let (h, w) = (b.shape[1], b.shape[2]);
+            b.push(&id, Op::Conv2d { in_channels, out_channels: out, kernel: student.kernel, bias }, vec![out, h, w]);
+            if student.norm == Norm::Batch {
+                b.same(&format!("{id}_bn"), Op::BatchNorm { features: out });
+            }
+            b.same(&format!("{id}_act"), Op::Activation { function: student.activation });
+            if student.pool != Pool::None {
+                if h < 2 || w < 2 {
+                    return Err(SpecError::Invalid {
+                        key: "student.channels".into(),
+                        message: format!(
+                            "block {} pools a {h}x{w} feature map below 1x1; use fewer conv blocks or pool = \"none\"",
+                            i + 1
+                        ),
+                    });
+                }
+                b.push(&format!("{id}_pool"), Op::Pool2d { pool: student.pool }, vec![out, h / 2, w / 2]);
+            }
+        }
+    }
+    if b.shape.len() > 1 {
+        let flat = checked_product(&b.shape)?;
+        b.push("flatten", Op::Flatten, vec![flat]);
+    }
+    for (j, &out) in student.hidden.iter().enumerate() {
+        let id = format!("fc{}", j + 1);
+        b.push(&id, Op::Linear { in_features: b.shape[0], out_features: out }, vec![out]);
+        match student.norm {
+            Norm::Batch => b.same(&format!("{id}_norm"), Op::BatchNorm { features: out }),
+            Norm::Layer => b.same(&format!("{id}_norm"), Op::LayerNorm { features: out }),
+            Norm::None => {}
+        }
+        b.same(&format!("{id}_act"), Op::Activation { function: student.activation });
+        if student.dropout > 0.0 {
+            b.same(&format!("{id}_drop"), Op::Dropout { p: student.dropout });
+        }
+    }
+    b.push("head", Op::Linear { in_features: b.shape[0], out_features: data.classes }, vec![data.classes]);
+    Ok(b.layers)
+}
+
+/// The transformer layer list (see the module docs); `data.input_shape = [s]`.
+fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpec) -> Vec<Layer> {
+    let seq = data.input_shape.first().copied().unwrap_or(1);
+    let h = t.d_model;
+    let mut b = Builder { layers: Vec::new(), shape: vec![seq] };
+    b.push("embed", Op::Embedding { vocab: t.vocab, dim: h, positions: t.max_positions }, vec![seq, h]);
+    if student.dropout > 0.0 {
+        b.same("embed_drop", Op::Dropout { p: student.dropout });
+    }
+    for i in 1..=t.layers {
+        let attention = Op::SelfAttention(Attention {
+            dim: h,
+            heads: t.heads,
+            kv_heads: t.kv_heads(),
+            kernel: t.attention,
+            norm: t.norm,
+            attention_dropout: t.attention_dropout,
+            dropout: student.dropout,
+            bias: t.bias,
+        });
+        b.same(&format!("blk{i}_attn"), attention);
+        let mlp = Op::FeedForward(FeedForward {
+            dim: h,
+            width: t.mlp_width(),
+            mlp: t.mlp,
+            activation: student.activation,
+            norm: t.norm,
+            dropout: student.dropout,
+            bias: t.bias,
+        });
+        b.same(&format!("blk{i}_mlp"), mlp);
+    }
+    match t.norm {
+        NormKind::Layer => b.same("final_norm", Op::LayerNorm { features: h }),
+        NormKind::Rms => b.same("final_norm", Op::RmsNorm { features: h }),
+    }
+    match t.head {
+        HeadKind::Lm => {
+            // a bias unless tied (GPT-2 ties and has none; Llama has no biases at all)
+            let bias = t.bias && !t.tie_embeddings;
+            let head = Op::LmHead { in_features: h, out_features: data.classes, bias, tied: t.tie_embeddings };
+            b.push("head", head, vec![seq, data.classes]);
+        }
+        HeadKind::Classifier => {
+            b.push("pool", Op::MeanPool, vec![h]);
+            let head = Op::LmHead { in_features: h, out_features: data.classes, bias: true, tied: false };
+            b.push("head", head, vec![data.classes]);
+        }
+    }
+    b.layers
+}
+
+/// Total trainable parameters of a layer list, in elements (saturating).
+pub fn param_count(layers: &[Layer]) -> u64 {
+    layers.iter().fold(0u64, |acc, l| acc.saturating_add(l.op.params()))
+}
+
+/// Splits `n` layers into `k` contiguous segments of nearly equal length: the first `n % k`
+/// segments get one layer more. `k` is clamped to `1..=n`; `n = 0` gives no segment.
+pub fn split(n: usize, k: usize) -> Vec<Range<usize>> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let k = k.clamp(1, n);
+    let (base, extra) = (n / k, n % k);
+    let mut start = 0;
+    (0..k)
+        .map(|i| {
+            let len = base + usize::from(i < extra);
+            let r = start..start + len;
+            start += len;
+            r
+        })
+        .collect()
+}
+
+/// The gradient-checkpointing segments of `n` layers (the list [`layers`] returns), or `None`
+/// without checkpointing. `sqrt` gives `k = round(sqrt(n))` segments (at least 1, Chen et al.
+/// 2016, arXiv:1604.06174); `Segments(k)` gives `min(k, n)`. The forward keeps only each
+/// segment's input; the backward recomputes one segment at a time.
+pub fn checkpoint_segments(n: usize, checkpointing: Checkpointing) -> Option<Vec<Range<usize>>> {
+    let k = match checkpointing {
+        Checkpointing::None => return None,
+        Checkpointing::Sqrt => rounded_sqrt(n).max(1),
+        Checkpointing::Segments(k) => usize::try_from(k).unwrap_or(usize::MAX),
+    };
+    Some(split(n, k))
+}
+
+/// `round(sqrt(n))` in integers (halves round up).
+fn rounded_sqrt(n: usize) -> usize {
+    let mut r = (n as f64).sqrt() as usize;
+    while r.saturating_mul(r) > n {
+        r -= 1;
+    }
+    while (r + 1).saturating_mul(r + 1) <= n {
+        r += 1;
+    }
+    // round up when n > r^2 + r, i.e. sqrt(n) > r + 1/2
+    if n > r * r + r {
+        r + 1
+    } else {
+        r
+    }
+}
+
+/// Neurons or channels that structured pruning at `sparsity` keeps out of `width`:
+/// `width - floor(width * sparsity)`, at least 1.
+pub fn kept_units(width: u64, sparsity: f64) -> u64 {
+    let removed = (width as f64 * sparsity.clamp(0.0, 1.0)).floor() as u64;
+    width.saturating_sub(removed).max(1)
+}
+
+/// The student after structured pruning at `sparsity`: every conv block's channels and every
+/// hidden width shrunk by [`kept_units`] (the head keeps its classes). Transformers are returned
+/// unchanged (structured pruning is defined for mlp and cnn students).
+pub fn structured(student: &StudentSpec, sparsity: f64) -> StudentSpec {
+    let mut s = student.clone();
+    if s.family != Family::Transformer {
+        s.channels = s.channels.iter().map(|&c| kept_units(c, sparsity)).collect();
+        s.hidden = s.hidden.iter().map(|&w| kept_units(w, sparsity)).collect();
+    }
+    s
+}
+
+struct Builder {
+    layers: Vec<Layer>,
+    shape: Vec<u64>,
+}
+
+impl Builder {
+    fn push(&mut self, id: &str, op: Op, output: Vec<u64>) {
+        let input = std::mem::replace(&mut self.shape, output.clone());
+        self.layers.push(Layer { id: id.to_string(), op, input, output });
+    }
+
+    fn same(&mut self, id: &str, op: Op) {
+        self.push(id, op, self.shape.clone());
+    }
+}
+
+fn checked_product(shape: &[u64]) -> Result<u64, SpecError> {
+    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).ok_or_else(|| SpecError::Invalid {
+        key: "data.input_shape".into(),
+        message: "the flattened input size overflows 64 bits".into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::spec::Config;
+
+    fn config(student: &str) -> Config {
+        Config::from_toml_str(&format!("[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\n{student}"))
+            .unwrap()
+    }
+
+    #[test]
+    fn cnn_layers_have_pytorch_shapes_and_counts() {
+        let c = config("family = \"cnn\"\nchannels = [8, 16]\nhidden = [32]\nnorm = \"batch\"");
+        let l = layers(&c.student, &c.data).unwrap();
+        let ids: Vec<&str> = l.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "conv1",
+                "conv1_bn",
+                "conv1_act",
+                "conv1_pool",
+                "conv2",
+                "conv2_bn",
+                "conv2_act",
+                "conv2_pool",
+                "flatten",
+                "fc1",
+                "fc1_norm",
+                "fc1_act",
+                "head"
+            ]
+        );
+        assert_eq!(l[8].output, vec![16 * 7 * 7]);
+        // conv1 72 (no bias under BN) + bn 16 + conv2 1152 + bn 32 + fc1 784*32+32 + bn 64 + head 330
+        assert_eq!(param_count(&l), 72 + 16 + 1152 + 32 + 25_120 + 64 + 330);
+    }
+
+    #[test]
+    fn mlp_flattens_images_first() {
+        let c = config("family = \"mlp\"\nhidden = [100]\ndropout = 0.2\nnorm = \"layer\"");
+        let l = layers(&c.student, &c.data).unwrap();
+        assert_eq!(l[0].op, Op::Flatten);
+        assert_eq!(l[1].op, Op::Linear { in_features: 784, out_features: 100 });
+        assert_eq!(l.iter().map(|l| l.id.as_str()).next_back(), Some("head"));
+        assert_eq!(param_count(&l), 78_500 + 200 + 1010);
+    }
+
+    #[test]
+    fn pooling_below_one_pixel_is_an_error() {
+        let e = Config::from_toml_str(
+            "[data]\ninput_shape = [1, 4, 4]\nclasses = 2\n[student]\nfamily = \"cnn\"\nchannels = [2, 2, 2]",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("student.channels"), "{e}");
+    }
+}

@@ -1,0 +1,50 @@
+//! The defaults of the cfg.toml keys that serde fills in (`#[serde(default = "...")]`).
+
+pub(crate) fn yes() -> bool {
+    true
+}
+pub(crate) fn one() -> f64 {
+    1.0
+}
+pub(crate) fn one_u64() -> u64 {
+    1
+}
+pub(crate) fn default_fragmentation() -> f64 {
+    0.10
+}
+pub(crate) fn default_safety_margin() -> f64 {
+    0.05
+}
+pub(crate) fn three() -> u64 {
+    3
+}
+pub(crate) fn four() -> f64 {
+    4.0
+}
+pub(crate) fn ten() -> u64 {
+    10
+}
+pub(crate) fn hundred() -> u64 {
+    100
+}
+pub(crate) fn fifty() -> u64 {
+    50
+}
+pub(crate) fn point_nine() -> f64 {
+    0.9
+}
+pub(crate) fn default_eval_batch() -> u64 {
+    1024
+}
+pub(crate) fn default_lr() -> f64 {
+    1e-3
+}
+pub(crate) fn default_weight_decay() -> f64 {
+    0.01
+}
+pub(crate) fn default_betas() -> [f64; 2] {
+    [0.9, 0.999]
+}
+pub(crate) fn default_eps() -> f64 {
+    1e-8
+}

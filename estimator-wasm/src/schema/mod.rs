@@ -1,0 +1,31 @@
+//! The cfg.toml schema: the types of a run's configuration ([`spec`]), reading and writing
+//! them as TOML ([`toml_text`]), their validation ([`validate`]) against the bounds of
+//! [`limits`], the one rule for matching names ([`names`]), and the tables validation needs:
+//! the teacher presets ([`teacher_presets`]), the GPU catalogue ([`mod@catalogue`]), the layers a
+//! student expands into ([`arch`], their operations in [`layer_ops`]) and what each precision
+//! means ([`dtype`]: [`Recipe`], the one definition the trainer and the estimator share).
+//! [`student_spec`] holds the `[student]` types, [`errors`] the errors.
+//!
+//! A leaf: nothing here imports the memory model or the explorer, so the trainer can depend on
+//! the schema alone.
+pub mod arch;
+pub mod catalogue;
+mod defaults;
+pub mod dtype;
+pub mod errors;
+pub mod layer_ops;
+pub mod limits;
+pub mod names;
+pub mod spec;
+pub mod student_spec;
+pub mod teacher_presets;
+pub mod toml_text;
+pub mod validate;
+
+pub use catalogue::{catalogue, gpu, Gpu};
+pub use dtype::{DType, Recipe};
+pub use errors::{EstimateError, SpecError};
+pub use spec::*;
+pub use student_spec::*;
+pub use teacher_presets::TeacherModel;
+pub use validate::{check_safety_margin, check_teacher_counts};

@@ -1,0 +1,75 @@
+//! One rule for every name the cfg.toml and the explorer look up (enum values such as
+//! `student.activation`, `teacher.preset`, `estimate.gpu`, the explorer's teachers): a name
+//! matches when it equals the exact name ignoring ASCII case, white space, `-`, `_` and `.`.
+//! So `"T4 "`, `" Leaky-ReLU"` and `"GPT2"` are `T4`, `leaky_relu` and `gpt2`, and what a
+//! config stores, serialises and reports afterwards is always the exact name. A name that
+//! matches nothing is refused with the list of exact names.
+use serde::de::{Deserializer, Error, Visitor};
+
+/// `name` reduced to what the match compares: ASCII lowercase without white space, `-`, `_`, `.`.
+pub fn fold(name: &str) -> String {
+    let kept = name.chars().filter(|c| !(c.is_ascii_whitespace() || matches!(c, '-' | '_' | '.')));
+    kept.map(|c| c.to_ascii_lowercase()).collect()
+}
+
+/// Whether `given` names `exact` under the rule above.
+pub fn same(given: &str, exact: &str) -> bool {
+    fold(given) == fold(exact)
+}
+
+/// The index of the name in `names` that `given` matches.
+pub fn index(given: &str, names: &[&str]) -> Option<usize> {
+    let given = fold(given);
+    names.iter().position(|n| fold(n) == given)
+}
+
+/// Deserialises a string that matches one of `names`; its index. Otherwise serde's
+/// "unknown variant `x`, expected one of `a`, `b`" (which basic-toml places on its key).
+pub(crate) fn variant<'de, D: Deserializer<'de>>(d: D, names: &'static [&'static str]) -> Result<usize, D::Error> {
+    struct Names(&'static [&'static str]);
+    impl Visitor<'_> for Names {
+        type Value = usize;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a name")
+        }
+        fn visit_str<E: Error>(self, v: &str) -> Result<usize, E> {
+            index(v, self.0).ok_or_else(|| E::unknown_variant(v, self.0))
+        }
+    }
+    d.deserialize_str(Names(names))
+}
+
+/// Unit enums read with [`variant`]: `names!(Pool { Max = "max", Avg = "avg" })` gives
+/// `Pool::NAMES` (the exact names, as serde's derived `Serialize` writes them) and a lenient
+/// `Deserialize`.
+macro_rules! names {
+    ($ty:ident { $($v:ident = $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The exact names, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+            pub(crate) const VALUES: &'static [$ty] = &[$($ty::$v),+];
+        }
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                crate::schema::names::variant(d, $ty::NAMES).map(|i| $ty::VALUES[i])
+            }
+        }
+    };
+}
+pub(crate) use names;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_ignoring_case_space_and_separators_only() {
+        let names = ["leaky_relu", "relu", "A100-40GB-MIG-1g.5gb"];
+        assert_eq!(index(" Leaky-ReLU\t", &names), Some(0));
+        assert_eq!(index("RELU", &names), Some(1));
+        assert_eq!(index("a100 40gb mig 1g5gb", &names), Some(2));
+        assert_eq!(index("relu6", &names), None);
+        assert_eq!(index("", &names), None);
+        assert_eq!(fold(" T4 "), "t4");
+    }
+}

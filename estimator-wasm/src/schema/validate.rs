@@ -1,0 +1,343 @@
+//! Validation of a parsed cfg.toml: every value range and cross-field rule, each error naming
+//! its key and the accepted values. The shapes of the layers a student expands into are checked
+//! by expanding it (`crate::schema::arch`), a preset teacher by its table
+//! (`crate::schema::teacher_presets`), a GPU name by the catalogue.
+use crate::schema::errors::SpecError;
+use crate::schema::limits::{self, MAX_BATCH, MAX_BLOCKS, MAX_EPOCHS, MAX_LAYERS, MAX_SIZE};
+use crate::schema::spec::*;
+use crate::schema::student_spec::*;
+
+impl Config {
+    /// Checks every value range and cross-field rule.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming the offending key and the accepted values.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        self.data.validate()?;
+        self.student.validate(&self.data)?;
+        self.kd.validate()?;
+        self.train.validate()?;
+        self.teacher.validate(&self.data)?;
+        self.estimate.validate()?;
+        if let Some(t) = &self.student.transformer {
+            t.validate_parallel("student.transformer", self.estimate.tensor_parallel)?;
+        }
+        match &self.prune {
+            Some(prune) => prune.validate(&self.train, &self.student),
+            None => Ok(()),
+        }
+    }
+}
+
+impl EstimateSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        for (key, v) in [
+            ("estimate.data_parallel", self.data_parallel),
+            ("estimate.tensor_parallel", self.tensor_parallel),
+            ("estimate.pipeline_stages", self.pipeline_stages),
+        ] {
+            limits::within(key, v, 1, 1 << 20)?;
+        }
+        if self.zero_stage > 3 {
+            return invalid("estimate.zero_stage", "must be 0 (DDP), 1, 2 or 3");
+        }
+        if !(self.fragmentation.is_finite() && (0.0..=4.0).contains(&self.fragmentation)) {
+            return invalid("estimate.fragmentation", "must be a fraction between 0 and 4 (typical: 0.05 to 0.15)");
+        }
+        check_safety_margin(self.safety_margin)?;
+        for (key, v) in [("estimate.cuda_context_mib", self.cuda_context_mib), ("estimate.nccl_mib", self.nccl_mib)] {
+            if v.is_some_and(|v| v > 1 << 30) {
+                return invalid(key, "is larger than any GPU (at most 2^30 MiB)");
+            }
+        }
+        if let Some(name) = &self.gpu {
+            crate::schema::catalogue::gpu(name)
+                .map_err(|e| SpecError::Invalid { key: "estimate.gpu".into(), message: e.to_string() })?;
+        }
+        Ok(())
+    }
+}
+
+impl DataSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        let shape = &self.input_shape;
+        if !(shape.len() == 1 || shape.len() == 3) {
+            return invalid("data.input_shape", "must be [C, H, W] or [D]");
+        }
+        limits::list("data.input_shape", shape, 3, 1, MAX_SIZE)?;
+        limits::within("data.classes", self.classes, 2, MAX_SIZE)?;
+        if !(self.scale.is_finite() && self.scale != 0.0) {
+            return invalid("data.scale", "must be a finite non-zero number");
+        }
+        for (key, values) in [("data.mean", &self.mean), ("data.std", &self.std)] {
+            if !(values.is_empty() || values.len() == 1 || values.len() as u64 == self.channels()) {
+                return invalid(key, "must hold one value or one per input channel");
+            }
+            if values.iter().any(|v| !v.is_finite()) {
+                return invalid(key, "must hold finite numbers");
+            }
+        }
+        if self.std.iter().any(|&s| s <= 0.0) {
+            return invalid("data.std", "must be positive");
+        }
+        if let Some(h) = self.holdout {
+            if !(h > 0.0 && h < 1.0) {
+                return invalid("data.holdout", "must be a fraction between 0 and 1");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StudentSpec {
+    fn validate(&self, data: &DataSpec) -> Result<(), SpecError> {
+        self.validate_at("student", data)
+    }
+
+    /// Validates this architecture with error keys under `prefix` (`student` or `teacher.arch`).
+    fn validate_at(&self, prefix: &str, data: &DataSpec) -> Result<(), SpecError> {
+        let key = |k: &str| format!("{prefix}.{k}");
+        match self.family {
+            Family::Mlp if !self.channels.is_empty() => {
+                return invalid(&key("channels"), "is only for family = \"cnn\"; remove it");
+            }
+            Family::Cnn if self.channels.is_empty() => {
+                return invalid(&key("channels"), "family = \"cnn\" needs at least one conv block");
+            }
+            Family::Cnn if data.input_shape.len() != 3 => {
+                return invalid("data.input_shape", "family = \"cnn\" needs [C, H, W]");
+            }
+            Family::Cnn if self.norm == Norm::Layer => {
+                return invalid(&key("norm"), "\"layer\" is for mlp students; use \"batch\" or \"none\"");
+            }
+            _ => {}
+        }
+        match (self.family, &self.transformer) {
+            (Family::Transformer, None) => {
+                return invalid(&key("transformer"), "family = \"transformer\" needs a [transformer] table");
+            }
+            (Family::Mlp | Family::Cnn, Some(_)) => {
+                return invalid(&key("transformer"), "is only for family = \"transformer\"; remove it");
+            }
+            (Family::Transformer, Some(t)) => {
+                if !self.channels.is_empty() || !self.hidden.is_empty() {
+                    return invalid(
+                        &key("hidden"),
+                        "a transformer takes its sizes from [transformer]; remove hidden/channels",
+                    );
+                }
+                if self.norm != Norm::None {
+                    return invalid(
+                        &key("norm"),
+                        "a transformer sets its norm in [transformer] norm = \"layer\" or \"rms\"",
+                    );
+                }
+                t.validate(&key("transformer"), data)?;
+            }
+            _ => {}
+        }
+        limits::list(&key("channels"), &self.channels, MAX_BLOCKS, 1, MAX_SIZE)?;
+        limits::list(&key("hidden"), &self.hidden, MAX_BLOCKS, 1, MAX_SIZE)?;
+        limits::within(&key("kernel"), self.kernel, 1, MAX_SIZE)?;
+        if self.kernel % 2 == 0 {
+            return invalid(&key("kernel"), "must be odd");
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return invalid(&key("dropout"), "must be in [0, 1)");
+        }
+        // Shapes must stay positive through every pooling stage.
+        crate::schema::arch::layers(self, data)
+            .map_err(|e| match e {
+                SpecError::Invalid { key: k, message } if prefix != "student" => {
+                    SpecError::Invalid { key: k.replacen("student", prefix, 1), message }
+                }
+                other => other,
+            })
+            .map(|_| ())
+    }
+}
+
+impl TransformerSpec {
+    fn validate(&self, prefix: &str, data: &DataSpec) -> Result<(), SpecError> {
+        let key = |k: &str| format!("{prefix}.{k}");
+        if data.input_shape.len() != 1 {
+            return invalid("data.input_shape", "a transformer needs [sequence_length]");
+        }
+        for (name, v, max) in [
+            ("layers", self.layers, MAX_LAYERS),
+            ("vocab", self.vocab, MAX_SIZE),
+            ("d_model", self.d_model, MAX_SIZE),
+            ("heads", self.heads, MAX_SIZE),
+            ("mlp_width", self.mlp_width(), MAX_SIZE),
+            ("max_positions", self.max_positions.max(1), MAX_SIZE),
+        ] {
+            limits::within(&key(name), v, 1, max)?;
+        }
+        if self.d_model % self.heads != 0 {
+            return invalid(&key("heads"), "must divide d_model");
+        }
+        let kv = self.kv_heads();
+        if kv == 0 || self.heads % kv != 0 {
+            return invalid(&key("kv_heads"), "must be >= 1 and divide heads");
+        }
+        if !(0.0..1.0).contains(&self.attention_dropout) {
+            return invalid(&key("attention_dropout"), "must be in [0, 1)");
+        }
+        let seq = data.input_shape[0];
+        if self.max_positions != 0 && self.max_positions < seq {
+            return invalid(
+                &key("max_positions"),
+                &format!(
+                    "{} positions cannot embed sequences of {seq} (data.input_shape); use 0 or >= {seq}",
+                    self.max_positions
+                ),
+            );
+        }
+        match self.head {
+            HeadKind::Lm if data.classes != self.vocab => invalid(
+                "data.classes",
+                &format!("a language-model head predicts the vocabulary: set data.classes = {}", self.vocab),
+            ),
+            HeadKind::Classifier if self.tie_embeddings => {
+                invalid(&key("tie_embeddings"), "only a language-model head can share the embedding")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Tensor parallelism splits heads (and key/value heads) across `t` GPUs.
+    fn validate_parallel(&self, prefix: &str, t: u64) -> Result<(), SpecError> {
+        if self.heads % t != 0 || self.kv_heads() % t != 0 {
+            return invalid(
+                "estimate.tensor_parallel",
+                &format!("must divide {prefix}.heads ({}) and kv_heads ({})", self.heads, self.kv_heads()),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl TeacherSpec {
+    fn validate(&self, data: &DataSpec) -> Result<(), SpecError> {
+        if self.preset.is_some() && self.arch.is_some() {
+            return invalid("teacher.preset", "give either preset or arch, not both");
+        }
+        check_teacher_counts(self.params.unwrap_or(1), self.buffers.unwrap_or(0))?;
+        if let Some(name) = &self.preset {
+            crate::schema::teacher_presets::preset_layers(name, data)?;
+        }
+        if let Some(arch) = &self.arch {
+            arch.validate_at("teacher.arch", data)?;
+        }
+        Ok(())
+    }
+}
+
+impl KdSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return invalid("kd.temperature", "must be a finite number > 0 (typical: 1 to 20)");
+        }
+        if !(0.0..=1.0).contains(&self.alpha) {
+            return invalid("kd.alpha", "must be in [0, 1] (0 = labels only, 1 = soft targets only)");
+        }
+        Ok(())
+    }
+}
+
+impl TrainSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        limits::within("train.epochs", self.epochs, 1, MAX_EPOCHS)?;
+        if let BatchSize::Fixed(b) = self.batch_size {
+            limits::within("train.batch_size", b, 1, MAX_BATCH)?;
+        }
+        limits::within("train.eval_batch_size", self.eval_batch_size, 1, MAX_BATCH)?;
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(self.lr) {
+            return invalid("train.lr", "must be a finite number > 0");
+        }
+        if !(self.min_lr.is_finite() && (0.0..=self.lr).contains(&self.min_lr)) {
+            return invalid("train.min_lr", "must be in [0, lr]");
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return invalid("train.weight_decay", "must be >= 0");
+        }
+        if !(0.0..1.0).contains(&self.momentum) {
+            return invalid("train.momentum", "must be in [0, 1)");
+        }
+        if self.betas.iter().any(|b| !(0.0..1.0).contains(b)) {
+            return invalid("train.betas", "both must be in [0, 1)");
+        }
+        if !positive(self.eps) {
+            return invalid("train.eps", "must be > 0");
+        }
+        if self.log_every == 0 {
+            return invalid("train.log_every", "must be >= 1");
+        }
+        Ok(())
+    }
+}
+
+impl PruneSpec {
+    fn validate(&self, train: &TrainSpec, student: &StudentSpec) -> Result<(), SpecError> {
+        if self.method == PruneMethod::Structured {
+            if self.scope == Some(PruneScope::Global) {
+                return invalid(
+                    "prune.scope",
+                    "structured pruning ranks units within each layer: remove scope or set scope = \"layer\"",
+                );
+            }
+            if student.norm == Norm::Layer && !student.hidden.is_empty() {
+                let why = "its statistics span all units, so removing one changes the others";
+                let fix = "use norm \"batch\" or \"none\", or method \"magnitude\"";
+                return invalid(
+                    "prune.method",
+                    &format!("\"structured\" meets student.norm = \"layer\" ({why}): {fix}"),
+                );
+            }
+        }
+        if !(0.0..1.0).contains(&self.sparsity) {
+            return invalid("prune.sparsity", "must be in [0, 1)");
+        }
+        if !(0.0..=self.sparsity).contains(&self.initial_sparsity) {
+            return invalid("prune.initial_sparsity", "must be in [0, sparsity]");
+        }
+        let end = self.end_epoch.unwrap_or(train.epochs as f64);
+        if !(self.start_epoch >= 0.0 && self.start_epoch <= end && end <= train.epochs as f64) {
+            return invalid("prune.end_epoch", "needs 0 <= start_epoch <= end_epoch <= train.epochs");
+        }
+        if self.every_steps == 0 {
+            return invalid("prune.every_steps", "must be >= 1");
+        }
+        if !(self.l1.is_finite() && self.l1 >= 0.0) {
+            return invalid("prune.l1", "must be >= 0");
+        }
+        Ok(())
+    }
+}
+
+/// `estimate.safety_margin` (or a margin a caller passes): a fraction in [0, 1).
+///
+/// # Errors
+/// [`SpecError::Invalid`] on `estimate.safety_margin` otherwise.
+pub fn check_safety_margin(margin: f64) -> Result<(), SpecError> {
+    if margin.is_finite() && (0.0..1.0).contains(&margin) {
+        return Ok(());
+    }
+    invalid("estimate.safety_margin", "must be a fraction in [0, 1) (typical: 0.05)")
+}
+
+/// `teacher.params` and `teacher.buffers` (or the counts a caller passes): 1 to 2^50
+/// parameters (a thousand times the largest published model; their bytes then fit 64 bits)
+/// and at most 2^50 buffers.
+///
+/// # Errors
+/// [`SpecError::Invalid`] on `teacher.params` or `teacher.buffers` otherwise.
+pub fn check_teacher_counts(params: u64, buffers: u64) -> Result<(), SpecError> {
+    limits::within("teacher.params", params, 1, 1 << 50)?;
+    limits::within("teacher.buffers", buffers, 0, 1 << 50)
+}
+
+fn invalid<T>(key: &str, message: &str) -> Result<T, SpecError> {
+    Err(SpecError::Invalid { key: key.to_string(), message: message.to_string() })
+}
