@@ -21,7 +21,8 @@ fn cases(cases: u32) -> ProptestConfig {
 
 fn student() -> impl Strategy<Value = String> {
     let act = prop::sample::select(vec!["relu", "gelu", "silu", "tanh", "sigmoid", "leaky_relu"]);
-    let mlp = (size(2048), prop::collection::vec(size(1024), 0..4), act.clone(), 0..3usize, any::<bool>()).prop_map(
+    // At least 3 layers (2 hidden), so `run()`'s pipeline degree (1-3) is never refused.
+    let mlp = (size(2048), prop::collection::vec(size(1024), 2..4), act.clone(), 0..3usize, any::<bool>()).prop_map(
         |(d, hidden, act, norm, drop)| {
             let hidden: Vec<String> = hidden.iter().map(u64::to_string).collect();
             format!(
@@ -44,7 +45,10 @@ fn student() -> impl Strategy<Value = String> {
                 if bn { "batch" } else { "none" }
             )
         });
-    let transformer = (1..300u64, 2..5000u64, 1..4u64, 1..5u64, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>())
+    // An even head count and at least 3 layers: `run()`'s tensor (1-2) and pipeline (1-3)
+    // degrees always divide it, so the transformer configs are not refused for them.
+    let heads = (1..5u64).prop_map(|k| 2 * k);
+    let transformer = (1..300u64, 2..5000u64, 3..6u64, heads, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>())
         .prop_map(|(s, vocab, layers, heads, flash, swiglu, rms, lm)| {
             format!(
                 "[data]\ninput_shape = [{s}]\nclasses = {}\n[student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n\
