@@ -1,13 +1,10 @@
-//! The run's configuration, from the cfg.toml as written to the run as resolved: the schema and
-//! its validation live in `estimator_wasm::schema`; [`RunConfig`] adds what only the trainer needs
-//! (file paths resolved against the cfg's folder, `--set` overrides), and [`RunSettings`] is the
-//! run after the device's memory plan (`batch_size = "auto"` replaced by a number), the one
-//! thing the trainer takes.
-use std::path::{Path, PathBuf};
+//! Reading a cfg.toml with its `--set key.path=value` overrides: the text, the overrides applied
+//! to it, the schema's validation (`estimator_wasm::schema`), and each error placed where the
+//! mistake is: at its line in the file, or on the `--set` that brings it in.
+use std::path::Path;
 
-use estimator_wasm::schema::{BatchSize, Config};
+use estimator_wasm::schema::Config;
 use estimator_wasm::SpecError;
-use tch::Device;
 
 use crate::error::{DistillError, Result};
 
@@ -94,107 +91,6 @@ fn bare_string(set: &str, raw: &str, error: &toml::de::Error) -> Result<toml::Va
         return Err(DistillError::Usage(format!("--set {set}: {v} is not a TOML value ({why})")));
     }
     Ok(toml::Value::String(raw.to_string()))
-}
-
-/// A validated cfg.toml plus the data paths it names, resolved.
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    /// The cfg.toml as given on the command line.
-    pub path: PathBuf,
-    pub spec: Config,
-    /// `[data].train`, relative to the cfg.toml's folder.
-    pub train: PathBuf,
-    /// `[data].test`, or `None` when `[data].holdout` splits the train file.
-    pub test: Option<PathBuf>,
-}
-
-impl RunConfig {
-    /// Loads, parses and validates `path`.
-    ///
-    /// # Errors
-    /// [`DistillError::Config`] naming the file with the line/column or key at fault.
-    pub fn load(path: &Path, sets: &[String]) -> Result<RunConfig> {
-        let spec = read_spec(path, sets)?;
-        RunConfig::from_spec(path, spec)
-    }
-
-    /// Resolves the data paths of an already parsed `spec` read from `path`.
-    ///
-    /// # Errors
-    /// [`DistillError::Config`] when `[data].train` is missing or neither `test` nor `holdout`
-    /// gives a held-out set.
-    pub fn from_spec(path: &Path, spec: Config) -> Result<RunConfig> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let train = spec.data.train.as_ref().map(|p| dir.join(p)).ok_or_else(|| {
-            DistillError::config(path, "data.train is missing: set it to an .npz with arrays x and y")
-        })?;
-        let test = spec.data.test.as_ref().map(|p| dir.join(p));
-        if test.is_none() && spec.data.holdout.is_none() {
-            return Err(DistillError::config(
-                path,
-                "data.test is missing: set it to a held-out .npz, or set data.holdout = 0.1 to split data.train",
-            ));
-        }
-        Ok(RunConfig { path: path.to_path_buf(), spec, train, test })
-    }
-}
-
-/// The run as resolved: the cfg with a micro-batch that is a number, and the device. Built once,
-/// by [`RunSettings::new`], after the device's memory plan; it cannot hold `"auto"`.
-#[derive(Debug, Clone)]
-pub struct RunSettings {
-    path: PathBuf,
-    spec: Config,
-    batch_size: usize,
-    device: Device,
-}
-
-impl RunSettings {
-    /// The run of `spec` (read from `path`, with `train.batch_size` a number, as the device's
-    /// memory plan leaves it) on `device`.
-    ///
-    /// # Errors
-    /// [`DistillError::Config`] when `train.batch_size` is still `"auto"`: only a device whose
-    /// memory is known resolves it.
-    pub fn new(path: &Path, spec: Config, device: Device) -> Result<RunSettings> {
-        let batch_size = match spec.train.batch_size {
-            BatchSize::Fixed(n) => n as usize,
-            BatchSize::Auto => {
-                return Err(DistillError::config(
-                    path,
-                    "train.batch_size = \"auto\": the device's memory is unknown here; set a number",
-                ))
-            }
-        };
-        Ok(RunSettings { path: path.to_path_buf(), spec, batch_size, device })
-    }
-
-    /// The same run on labels alone (`kd.alpha = 0`), for the `--baseline` student.
-    pub fn labels_only(&self) -> RunSettings {
-        let mut spec = self.spec.clone();
-        spec.kd.alpha = 0.0;
-        RunSettings { spec, ..self.clone() }
-    }
-
-    /// The resolved cfg (`train.batch_size` is [`Self::batch_size`]).
-    pub fn spec(&self) -> &Config {
-        &self.spec
-    }
-
-    /// The cfg.toml as given on the command line (relative paths in it start from its folder).
-    pub fn cfg_path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Micro-batch size, samples.
-    pub fn batch_size(&self) -> usize {
-        self.batch_size
-    }
-
-    /// The device the run trains on (`--device`, parsed).
-    pub fn device(&self) -> Device {
-        self.device
-    }
 }
 
 #[cfg(test)]

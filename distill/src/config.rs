@@ -1,0 +1,263 @@
+//! The run's configuration, as written and as resolved. The schema and its validation live in
+//! `estimator_wasm::schema`; reading a cfg.toml with its `--set` overrides in `overrides`.
+//!
+//! * [`RunConfig`]: the cfg.toml as written, with what only the trainer needs resolved once: the
+//!   files it names (relative to its folder) and the held-out set (a file, or a split of the
+//!   train file). The written `Config` is never changed afterwards.
+//! * [`RunSettings`]: the run as resolved on its device ([`RunConfig::resolve`]): the micro-batch
+//!   a number (`batch_size = "auto"` becomes the largest that fits, by the device's memory plan),
+//!   the estimator's target, the device. The trainer takes it and reads resolved values from it.
+use std::path::{Path, PathBuf};
+
+use estimator_wasm::schema::{BatchSize, Config, Target};
+use tch::Device;
+
+use crate::error::{DistillError, Result};
+use crate::memory_plan::{LoadedSizes, MemoryPlan, MemoryPlanner};
+use crate::progress::Progress;
+
+/// The held-out set a run measures its students on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeldOut {
+    /// `[data].test`, relative to the cfg.toml's folder.
+    File(PathBuf),
+    /// `[data].holdout`: this fraction of the train file, split off with `train.seed`.
+    Split(f64),
+}
+
+/// The data files a cfg.toml names, resolved against its folder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataFiles {
+    /// `[data].train`.
+    pub train: PathBuf,
+    pub held_out: HeldOut,
+}
+
+impl DataFiles {
+    /// The data files of `spec` read from `path`; `None` when `[data].train` is not set.
+    ///
+    /// # Errors
+    /// [`DistillError::Config`] when `[data].train` is set but neither `test` nor `holdout`
+    /// gives a held-out set.
+    pub fn of(path: &Path, spec: &Config) -> Result<Option<DataFiles>> {
+        let Some(train) = &spec.data.train else {
+            return Ok(None);
+        };
+        let held_out =
+            match (&spec.data.test, spec.data.holdout) {
+                (Some(test), _) => HeldOut::File(relative(path, test)),
+                (None, Some(fraction)) => HeldOut::Split(fraction),
+                (None, None) => return Err(DistillError::config(
+                    path,
+                    "data.test is missing: set it to a held-out .npz, or set data.holdout = 0.1 to split data.train",
+                )),
+            };
+        Ok(Some(DataFiles { train: relative(path, train), held_out }))
+    }
+}
+
+/// `file` as named in the cfg.toml at `cfg_path`: relative paths start from the cfg's folder.
+fn relative(cfg_path: &Path, file: impl AsRef<Path>) -> PathBuf {
+    cfg_path.parent().unwrap_or(Path::new(".")).join(file)
+}
+
+/// A validated cfg.toml as written, plus the files it names, resolved.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The cfg.toml as given on the command line.
+    pub path: PathBuf,
+    /// The cfg as written (with `--set` overrides).
+    pub spec: Config,
+    pub data: DataFiles,
+    /// `student.init`, the safetensors file the student starts from.
+    pub init: Option<PathBuf>,
+}
+
+impl RunConfig {
+    /// Loads, overrides (`--set`), parses and validates `path`.
+    ///
+    /// # Errors
+    /// [`DistillError::Config`] naming the file with the line/column or key at fault.
+    pub fn load(path: &Path, sets: &[String]) -> Result<RunConfig> {
+        let spec = crate::overrides::read_spec(path, sets)?;
+        RunConfig::from_spec(path, spec)
+    }
+
+    /// Resolves the files of an already parsed `spec` read from `path`.
+    ///
+    /// # Errors
+    /// [`DistillError::Config`] when `[data].train` is missing or neither `test` nor `holdout`
+    /// gives a held-out set.
+    pub fn from_spec(path: &Path, spec: Config) -> Result<RunConfig> {
+        let data = DataFiles::of(path, &spec)?.ok_or_else(|| {
+            DistillError::config(path, "data.train is missing: set it to an .npz with arrays x and y")
+        })?;
+        let init = spec.student.init.as_ref().map(|init| relative(path, init));
+        Ok(RunConfig { path: path.to_path_buf(), spec, data, init })
+    }
+
+    /// The run on `device`: `train.batch_size` as written, or for `"auto"` the largest
+    /// micro-batch that fits the device by its memory plan; returns the plan too (`None` where
+    /// the device's memory is unknown).
+    ///
+    /// # Errors
+    /// [`DistillError::Config`] when the estimate fails, when not even a batch of 1 fits, or for
+    /// `"auto"` on a device whose memory is unknown.
+    pub fn resolve(
+        self,
+        device: Device,
+        sizes: &LoadedSizes,
+        progress: &Progress,
+    ) -> Result<(RunSettings, Option<MemoryPlan>)> {
+        let planner = MemoryPlanner::on(device, &self.spec, sizes);
+        let auto = self.spec.train.batch_size == BatchSize::Auto;
+        let batch_size = match (self.spec.train.batch_size, &planner) {
+            (BatchSize::Fixed(n), _) => n,
+            (BatchSize::Auto, Some(planner)) => planner.largest_batch(&self.path)?,
+            (BatchSize::Auto, None) => return Err(self.auto_unplanned()),
+        };
+        let memory = planner.as_ref().map(|p| p.plan(batch_size, auto, &self.path, progress)).transpose()?;
+        // the estimator's target: the device's where it was planned, else as written
+        let target = planner.map_or(self.spec.estimate.target, |p| p.target());
+        let settings = RunSettings { cfg: self, batch_size: batch_size as usize, auto_batch: auto, target, device };
+        Ok((settings, memory))
+    }
+
+    /// The run on `device` without a memory plan (tests, tools): `train.batch_size` and
+    /// `estimate.target` as written.
+    ///
+    /// # Errors
+    /// [`DistillError::Config`] when `train.batch_size` is `"auto"`: only a device whose memory
+    /// is known resolves it.
+    pub fn unplanned(self, device: Device) -> Result<RunSettings> {
+        let BatchSize::Fixed(n) = self.spec.train.batch_size else {
+            return Err(self.auto_unplanned());
+        };
+        let target = self.spec.estimate.target;
+        Ok(RunSettings { cfg: self, batch_size: n as usize, auto_batch: false, target, device })
+    }
+
+    fn auto_unplanned(&self) -> DistillError {
+        DistillError::config(
+            &self.path,
+            "train.batch_size = \"auto\": the device's memory is unknown here; set a number",
+        )
+    }
+}
+
+/// The run as resolved: the cfg as written, with the micro-batch a number, the estimator's
+/// target and the device. Built once, by [`RunConfig::resolve`]; it cannot hold `"auto"`.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    cfg: RunConfig,
+    batch_size: usize,
+    auto_batch: bool,
+    target: Target,
+    device: Device,
+}
+
+impl RunSettings {
+    /// The same run on labels alone (`kd.alpha = 0`), for the `--baseline` student.
+    pub fn labels_only(&self) -> RunSettings {
+        let mut labels_only = self.clone();
+        labels_only.cfg.spec.kd.alpha = 0.0;
+        labels_only
+    }
+
+    /// The cfg as written: read the micro-batch from [`Self::batch_size`], never from its
+    /// `train.batch_size` (which may say `"auto"`).
+    pub fn spec(&self) -> &Config {
+        &self.cfg.spec
+    }
+
+    /// The cfg as resolved, for the copies of it a run writes (`config.toml`, `run.json`,
+    /// checkpoints, a shrunk student's `student.toml`): the written one with `train.batch_size`
+    /// the micro-batch and `estimate.target` the device's.
+    pub fn resolved_spec(&self) -> Config {
+        let mut spec = self.cfg.spec.clone();
+        spec.train.batch_size = BatchSize::Fixed(self.batch_size as u64);
+        spec.estimate.target = self.target;
+        spec
+    }
+
+    /// [`Self::resolved_spec`] as cfg.toml text.
+    pub fn to_toml(&self) -> String {
+        self.resolved_spec().to_toml_string()
+    }
+
+    /// The cfg.toml as given on the command line.
+    pub fn cfg_path(&self) -> &Path {
+        &self.cfg.path
+    }
+
+    /// `student.init`, resolved against the cfg's folder.
+    pub fn init(&self) -> Option<&Path> {
+        self.cfg.init.as_deref()
+    }
+
+    /// Micro-batch size, samples.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// Whether [`Self::batch_size`] was `"auto"` in the cfg (chosen by the memory plan).
+    pub fn auto_batch(&self) -> bool {
+        self.auto_batch
+    }
+
+    /// The device the run trains on (`--device`, parsed).
+    pub fn device(&self) -> Device {
+        self.device
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(data: &str) -> Config {
+        Config::from_toml_str(&format!("[data]\ninput_shape = [4]\nclasses = 3\n{data}[student]\nfamily = \"mlp\"\n"))
+            .unwrap()
+    }
+
+    #[test]
+    fn files_are_resolved_once_against_the_cfg_folder() {
+        let path = Path::new("runs/cfg/c.toml");
+        let cfg = RunConfig::from_spec(path, spec("train = \"t.npz\"\ntest = \"../v.npz\"\n")).unwrap();
+        assert_eq!(cfg.data.train, Path::new("runs/cfg/t.npz"));
+        assert_eq!(cfg.data.held_out, HeldOut::File("runs/cfg/../v.npz".into()));
+        let split = RunConfig::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.25\n")).unwrap();
+        assert_eq!(split.data.held_out, HeldOut::Split(0.25));
+        // no held-out set: refused, also where only the files are asked for (`distill plan`)
+        let e = RunConfig::from_spec(path, spec("train = \"t.npz\"\n")).unwrap_err().to_string();
+        assert!(e.contains("data.test is missing"), "{e}");
+        assert!(DataFiles::of(path, &spec("train = \"t.npz\"\n")).is_err());
+        // no train file: the trainer refuses, the plan goes without data
+        let e = RunConfig::from_spec(path, spec("")).unwrap_err().to_string();
+        assert!(e.contains("data.train is missing"), "{e}");
+        assert_eq!(DataFiles::of(path, &spec("")).unwrap(), None);
+    }
+
+    #[test]
+    fn resolving_leaves_the_written_cfg_as_written() {
+        let path = Path::new("c.toml");
+        let cfg = RunConfig::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.5\n")).unwrap();
+        let written = cfg.spec.clone();
+        let settings =
+            RunSettings { cfg: cfg.clone(), batch_size: 7, auto_batch: true, target: Target::Cpu, device: Device::Cpu };
+        assert_eq!(settings.spec(), &written);
+        let resolved = settings.resolved_spec();
+        assert_eq!(resolved.train.batch_size, BatchSize::Fixed(7));
+        assert_eq!(resolved.estimate.target, Target::Cpu);
+        assert!(settings.to_toml().contains("batch_size = 7"), "{}", settings.to_toml());
+        assert_eq!(settings.labels_only().spec().kd.alpha, 0.0);
+        assert_eq!(settings.labels_only().batch_size(), 7);
+        // without a plan: as written, and "auto" refused
+        let unplanned = cfg.clone().unplanned(Device::Cpu).unwrap();
+        assert_eq!(unplanned.resolved_spec(), written);
+        let mut auto = cfg;
+        auto.spec.train.batch_size = BatchSize::Auto;
+        let e = auto.unplanned(Device::Cpu).unwrap_err().to_string();
+        assert!(e.ends_with("train.batch_size = \"auto\": the device's memory is unknown here; set a number"), "{e}");
+    }
+}
