@@ -136,8 +136,8 @@ pub fn save(
 ) -> Result<PathBuf> {
     create_dir_all(dir).map_err(|e| DistillError::io(dir, e))?;
     remove_stale(dir);
-    let final_dir = dir.join(format!("step-{step:09}"));
-    let tmp = dir.join(format!("step-{step:09}.tmp"));
+    let final_dir = dir.join(format!("{STEP_PREFIX}{step:09}"));
+    let tmp = dir.join(format!("{STEP_PREFIX}{step:09}{TMP_SUFFIX}"));
     let on_cpu: Vec<(String, Tensor)> =
         tensors.iter().map(|(n, t)| (n.clone(), t.to_device(tch::Device::Cpu))).collect();
     let json = serde_json::to_vec_pretty(state).expect("checkpoint state serialises");
@@ -160,26 +160,37 @@ pub fn save(
     Ok(final_dir)
 }
 
-/// Complete checkpoints under `dir`, oldest first.
-pub fn list(dir: &Path) -> Vec<PathBuf> {
+/// Checkpoint folders are `step-<N>` (N zero-padded to 9 digits, so that names sort as steps);
+/// one being written is `step-<N>.tmp`.
+const STEP_PREFIX: &str = "step-";
+const TMP_SUFFIX: &str = ".tmp";
+
+/// The `step-<N>` folders under `dir` (written whole: not `.tmp`), oldest first, whatever they
+/// hold.
+fn step_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.starts_with("step-") && !name.ends_with(".tmp") && p.join("state.json").is_file()
+            p.is_dir() && name.starts_with(STEP_PREFIX) && !name.ends_with(TMP_SUFFIX)
         })
         .collect();
     found.sort();
     found
 }
 
+/// Complete checkpoints under `dir` (those with a `state.json`), oldest first.
+pub fn list(dir: &Path) -> Vec<PathBuf> {
+    step_dirs(dir).into_iter().filter(|p| p.join("state.json").is_file()).collect()
+}
+
 /// Removes the `step-*.tmp` folders that a crash left half-written under `dir`.
 pub fn remove_stale(dir: &Path) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("step-") && name.ends_with(".tmp") {
+        if name.starts_with(STEP_PREFIX) && name.ends_with(TMP_SUFFIX) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -239,16 +250,7 @@ impl Resumed {
 /// [`DistillError::Usage`] when checkpoints exist but none loads, naming each and its reason.
 pub fn resume_newest(dir: &Path, mut restore: impl FnMut(&Path) -> Result<()>) -> Result<Option<Resumed>> {
     remove_stale(dir);
-    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            p.is_dir() && name.starts_with("step-") && !name.ends_with(".tmp")
-        })
-        .collect();
-    candidates.sort();
+    let mut candidates = step_dirs(dir);
     let mut skipped = Vec::new();
     while let Some(path) = candidates.pop() {
         match restore(&path) {

@@ -1,194 +1,208 @@
-//! The run's configuration, from the cfg.toml as written to the run as resolved: the schema and
-//! its validation live in `estimator_wasm::schema`; [`RunConfig`] adds what only the trainer needs
-//! (file paths resolved against the cfg's folder, `--set` overrides), and [`RunSettings`] is the
-//! run after the device's memory plan (`batch_size = "auto"` replaced by a number), the one
-//! thing the trainer takes.
+//! The run's configuration, as written and as resolved. The schema and its validation live in
+//! `estimator_wasm::schema`; reading a cfg.toml with its `--set` overrides in `overrides`.
+//!
+//! * [`RunConfig`]: the cfg.toml as written, with what only the trainer needs resolved once: the
+//!   files it names (relative to its folder) and the held-out set (a file, or a split of the
+//!   train file). The written `Config` is never changed afterwards.
+//! * [`RunSettings`]: the run as resolved on its device ([`RunConfig::resolve`]): the micro-batch
+//!   a number (`batch_size = "auto"` becomes the largest that fits, by the device's memory plan),
+//!   the estimator's target, the device. The trainer takes it and reads resolved values from it.
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::schema::{BatchSize, Config};
-use estimator_wasm::SpecError;
+use estimator_wasm::schema::{BatchSize, Config, Target};
 use tch::Device;
 
 use crate::error::{DistillError, Result};
+use crate::memory_plan::{LoadedSizes, MemoryPlan, MemoryPlanner};
+use crate::progress::Progress;
 
-/// Reads, overrides (`--set`) and validates a cfg.toml.
-///
-/// # Errors
-/// [`DistillError::Config`] naming the file, with the line/column or key at fault.
-pub fn read_spec(path: &Path, sets: &[String]) -> Result<Config> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        DistillError::config(path, format!("cannot read the student config ({e}); pass --student <cfg.toml>"))
-    })?;
-    let own = Config::from_toml_str(&text);
-    if sets.is_empty() || (own.is_err() && text.parse::<toml::Table>().is_err()) {
-        // no overrides, or a file that no override can mend: its own error, at its own place
-        return own.map_err(|e| DistillError::config(path, e.to_string()));
-    }
-    Config::from_toml_str(&apply_sets(path, &text, sets)?).map_err(|e| match own {
-        // the file's own mistake, which the overrides leave in place: its place in the file
-        Err(mine) if mine.reason() == e.reason() => DistillError::config(path, mine.to_string()),
-        _ => blame(path, &text, sets, e),
-    })
+/// The held-out set a run measures its students on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeldOut {
+    /// `[data].test`, relative to the cfg.toml's folder.
+    File(PathBuf),
+    /// `[data].holdout`: this fraction of the train file, split off with `train.seed`.
+    Split(f64),
 }
 
-/// The error of a cfg with overrides, pinned on the first `--set` that brings it in: the line and
-/// column of the rewritten text would point into a file that does not hold the mistake.
-fn blame(path: &Path, text: &str, sets: &[String], error: SpecError) -> DistillError {
-    let fails = |n: usize| apply_sets(path, text, &sets[..n]).map_or(true, |t| Config::from_toml_str(&t).is_err());
-    match (0..sets.len()).find(|&n| !fails(n) && fails(n + 1)) {
-        Some(n) => DistillError::Usage(format!("--set {}: {} (over {})", sets[n], error.reason(), path.display())),
-        None => DistillError::config(path, error.to_string()),
-    }
+/// The data files a cfg.toml names, resolved against its folder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataFiles {
+    /// `[data].train`.
+    pub train: PathBuf,
+    pub held_out: HeldOut,
 }
 
-/// Applies `--set key.path=value` overrides to the TOML text. `value` is read as a TOML value
-/// (`0.5`, `true`, `[8, 16]`, `"bf16"`); anything else is taken as a string (`bf16`).
-fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
-    let mut doc: toml::Table =
-        text.parse().map_err(|e: toml::de::Error| DistillError::config(path, e.message().to_string()))?;
-    for set in sets {
-        let (key, raw) = set.split_once('=').ok_or_else(|| {
-            DistillError::Usage(format!("--set {set}: expected KEY=VALUE, e.g. --set train.precision=bf16"))
-        })?;
-        if raw.contains(['\n', '\r']) {
-            return Err(DistillError::Usage(format!("--set {key}: the value spans lines; give one TOML value")));
-        }
-        let value = match format!("v = {raw}").parse::<toml::Table>() {
-            Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
-            Err(e) => bare_string(set, raw, &e)?,
+impl DataFiles {
+    /// The data files of `spec` read from `path`; `None` when `[data].train` is not set.
+    ///
+    /// # Errors
+    /// [`DistillError::Config`] when `[data].train` is set but neither `test` nor `holdout`
+    /// gives a held-out set.
+    pub fn of(path: &Path, spec: &Config) -> Result<Option<DataFiles>> {
+        let Some(train) = &spec.data.train else {
+            return Ok(None);
         };
-        let mut parts: Vec<&str> = key.trim().split('.').collect();
-        let leaf = parts
-            .pop()
-            .filter(|l| !l.is_empty())
-            .ok_or_else(|| DistillError::Usage(format!("--set {set}: empty key")))?;
-        let mut table = &mut doc;
-        for part in parts {
-            let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            table = entry.as_table_mut().ok_or_else(|| {
-                DistillError::Usage(format!("--set {set}: {part} is not a table in {}", path.display()))
-            })?;
-        }
-        table.insert(leaf.to_string(), value);
+        let held_out =
+            match (&spec.data.test, spec.data.holdout) {
+                (Some(test), _) => HeldOut::File(relative(path, test)),
+                (None, Some(fraction)) => HeldOut::Split(fraction),
+                (None, None) => return Err(DistillError::config(
+                    path,
+                    "data.test is missing: set it to a held-out .npz, or set data.holdout = 0.1 to split data.train",
+                )),
+            };
+        Ok(Some(DataFiles { train: relative(path, train), held_out }))
     }
-    Ok(toml::to_string(&doc).expect("a TOML table serialises"))
 }
 
-/// The `--set` value `raw` that TOML could not read (`error`) as a string (`bf16`), unless it
-/// looks like a number, array, table or quoted string: then it is a mistake, not a word.
-///
-/// # Errors
-/// [`DistillError::Usage`] naming the `--set`: an integer beyond TOML's range (i64, at most
-/// 9223372036854775807), or TOML's own message.
-fn bare_string(set: &str, raw: &str, error: &toml::de::Error) -> Result<toml::Value> {
-    let v = raw.trim();
-    let digits = v.strip_prefix(['+', '-']).unwrap_or(v);
-    if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit() || c == '_') {
-        return Err(DistillError::Usage(format!(
-            "--set {set}: {v} is beyond TOML's integer range (at most {}); give a smaller value",
-            i64::MAX
-        )));
-    }
-    if v.starts_with(|c: char| c.is_ascii_digit() || "+-.[{\"'".contains(c)) {
-        let why = error.message().trim().replace('\n', " ");
-        return Err(DistillError::Usage(format!("--set {set}: {v} is not a TOML value ({why})")));
-    }
-    Ok(toml::Value::String(raw.to_string()))
+/// `file` as named in the cfg.toml at `cfg_path`: relative paths start from the cfg's folder.
+fn relative(cfg_path: &Path, file: impl AsRef<Path>) -> PathBuf {
+    cfg_path.parent().unwrap_or(Path::new(".")).join(file)
 }
 
-/// A validated cfg.toml plus the data paths it names, resolved.
+/// A validated cfg.toml as written, plus the files it names, resolved.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     /// The cfg.toml as given on the command line.
     pub path: PathBuf,
+    /// The cfg as written (with `--set` overrides).
     pub spec: Config,
-    /// `[data].train`, relative to the cfg.toml's folder.
-    pub train: PathBuf,
-    /// `[data].test`, or `None` when `[data].holdout` splits the train file.
-    pub test: Option<PathBuf>,
+    pub data: DataFiles,
+    /// `student.init`, the safetensors file the student starts from.
+    pub init: Option<PathBuf>,
 }
 
 impl RunConfig {
-    /// Loads, parses and validates `path`.
+    /// Loads, overrides (`--set`), parses and validates `path`.
     ///
     /// # Errors
     /// [`DistillError::Config`] naming the file with the line/column or key at fault.
     pub fn load(path: &Path, sets: &[String]) -> Result<RunConfig> {
-        let spec = read_spec(path, sets)?;
+        let spec = crate::overrides::read_spec(path, sets)?;
         RunConfig::from_spec(path, spec)
     }
 
-    /// Resolves the data paths of an already parsed `spec` read from `path`.
+    /// Resolves the files of an already parsed `spec` read from `path`.
     ///
     /// # Errors
     /// [`DistillError::Config`] when `[data].train` is missing or neither `test` nor `holdout`
     /// gives a held-out set.
     pub fn from_spec(path: &Path, spec: Config) -> Result<RunConfig> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let train = spec.data.train.as_ref().map(|p| dir.join(p)).ok_or_else(|| {
+        let data = DataFiles::of(path, &spec)?.ok_or_else(|| {
             DistillError::config(path, "data.train is missing: set it to an .npz with arrays x and y")
         })?;
-        let test = spec.data.test.as_ref().map(|p| dir.join(p));
-        if test.is_none() && spec.data.holdout.is_none() {
-            return Err(DistillError::config(
-                path,
-                "data.test is missing: set it to a held-out .npz, or set data.holdout = 0.1 to split data.train",
-            ));
-        }
-        Ok(RunConfig { path: path.to_path_buf(), spec, train, test })
+        let init = spec.student.init.as_ref().map(|init| relative(path, init));
+        Ok(RunConfig { path: path.to_path_buf(), spec, data, init })
+    }
+
+    /// The run on `device`: `train.batch_size` as written, or for `"auto"` the largest
+    /// micro-batch that fits the device by its memory plan; returns the plan too (`None` where
+    /// the device's memory is unknown).
+    ///
+    /// # Errors
+    /// [`DistillError::Config`] when the estimate fails, when not even a batch of 1 fits, or for
+    /// `"auto"` on a device whose memory is unknown.
+    pub fn resolve(
+        self,
+        device: Device,
+        sizes: &LoadedSizes,
+        progress: &Progress,
+    ) -> Result<(RunSettings, Option<MemoryPlan>)> {
+        let planner = MemoryPlanner::on(device, &self.spec, sizes);
+        let auto = self.spec.train.batch_size == BatchSize::Auto;
+        let batch_size = match (self.spec.train.batch_size, &planner) {
+            (BatchSize::Fixed(n), _) => n,
+            (BatchSize::Auto, Some(planner)) => planner.largest_batch(&self.path)?,
+            (BatchSize::Auto, None) => return Err(self.auto_unplanned()),
+        };
+        let memory = planner.as_ref().map(|p| p.plan(batch_size, auto, &self.path, progress)).transpose()?;
+        // the estimator's target: the device's where it was planned, else as written
+        let target = planner.map_or(self.spec.estimate.target, |p| p.target());
+        let settings = RunSettings { cfg: self, batch_size: batch_size as usize, auto_batch: auto, target, device };
+        Ok((settings, memory))
+    }
+
+    /// The run on `device` without a memory plan (tests, tools): `train.batch_size` and
+    /// `estimate.target` as written.
+    ///
+    /// # Errors
+    /// [`DistillError::Config`] when `train.batch_size` is `"auto"`: only a device whose memory
+    /// is known resolves it.
+    pub fn unplanned(self, device: Device) -> Result<RunSettings> {
+        let BatchSize::Fixed(n) = self.spec.train.batch_size else {
+            return Err(self.auto_unplanned());
+        };
+        let target = self.spec.estimate.target;
+        Ok(RunSettings { cfg: self, batch_size: n as usize, auto_batch: false, target, device })
+    }
+
+    fn auto_unplanned(&self) -> DistillError {
+        DistillError::config(
+            &self.path,
+            "train.batch_size = \"auto\": the device's memory is unknown here; set a number",
+        )
     }
 }
 
-/// The run as resolved: the cfg with a micro-batch that is a number, and the device. Built once,
-/// by [`RunSettings::new`], after the device's memory plan; it cannot hold `"auto"`.
+/// The run as resolved: the cfg as written, with the micro-batch a number, the estimator's
+/// target and the device. Built once, by [`RunConfig::resolve`]; it cannot hold `"auto"`.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
-    path: PathBuf,
-    spec: Config,
+    cfg: RunConfig,
     batch_size: usize,
+    auto_batch: bool,
+    target: Target,
     device: Device,
 }
 
 impl RunSettings {
-    /// The run of `spec` (read from `path`, with `train.batch_size` a number, as the device's
-    /// memory plan leaves it) on `device`.
-    ///
-    /// # Errors
-    /// [`DistillError::Config`] when `train.batch_size` is still `"auto"`: only a device whose
-    /// memory is known resolves it.
-    pub fn new(path: &Path, spec: Config, device: Device) -> Result<RunSettings> {
-        let batch_size = match spec.train.batch_size {
-            BatchSize::Fixed(n) => n as usize,
-            BatchSize::Auto => {
-                return Err(DistillError::config(
-                    path,
-                    "train.batch_size = \"auto\": the device's memory is unknown here; set a number",
-                ))
-            }
-        };
-        Ok(RunSettings { path: path.to_path_buf(), spec, batch_size, device })
-    }
-
     /// The same run on labels alone (`kd.alpha = 0`), for the `--baseline` student.
     pub fn labels_only(&self) -> RunSettings {
-        let mut spec = self.spec.clone();
-        spec.kd.alpha = 0.0;
-        RunSettings { spec, ..self.clone() }
+        let mut labels_only = self.clone();
+        labels_only.cfg.spec.kd.alpha = 0.0;
+        labels_only
     }
 
-    /// The resolved cfg (`train.batch_size` is [`Self::batch_size`]).
+    /// The cfg as written: read the micro-batch from [`Self::batch_size`], never from its
+    /// `train.batch_size` (which may say `"auto"`).
     pub fn spec(&self) -> &Config {
-        &self.spec
+        &self.cfg.spec
     }
 
-    /// The cfg.toml as given on the command line (relative paths in it start from its folder).
+    /// The cfg as resolved, for the copies of it a run writes (`config.toml`, `run.json`,
+    /// checkpoints, a shrunk student's `student.toml`): the written one with `train.batch_size`
+    /// the micro-batch and `estimate.target` the device's.
+    pub fn resolved_spec(&self) -> Config {
+        let mut spec = self.cfg.spec.clone();
+        spec.train.batch_size = BatchSize::Fixed(self.batch_size as u64);
+        spec.estimate.target = self.target;
+        spec
+    }
+
+    /// [`Self::resolved_spec`] as cfg.toml text.
+    pub fn to_toml(&self) -> String {
+        self.resolved_spec().to_toml_string()
+    }
+
+    /// The cfg.toml as given on the command line.
     pub fn cfg_path(&self) -> &Path {
-        &self.path
+        &self.cfg.path
+    }
+
+    /// `student.init`, resolved against the cfg's folder.
+    pub fn init(&self) -> Option<&Path> {
+        self.cfg.init.as_deref()
     }
 
     /// Micro-batch size, samples.
     pub fn batch_size(&self) -> usize {
         self.batch_size
+    }
+
+    /// Whether [`Self::batch_size`] was `"auto"` in the cfg (chosen by the memory plan).
+    pub fn auto_batch(&self) -> bool {
+        self.auto_batch
     }
 
     /// The device the run trains on (`--device`, parsed).
@@ -201,70 +215,49 @@ impl RunSettings {
 mod tests {
     use super::*;
 
-    #[test]
-    fn sets_override_create_and_type_values() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.toml");
-        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n").unwrap();
-        let sets =
-            ["train.precision=bf16", "prune.sparsity=0.8", "student.hidden=[8, 4]", "kd.alpha=0.5"].map(String::from);
-        let spec = read_spec(&path, &sets).unwrap();
-        assert_eq!(spec.train.precision, estimator_wasm::schema::Precision::Bf16);
-        assert_eq!(spec.prune.unwrap().sparsity, 0.8);
-        assert_eq!(spec.student.hidden, vec![8, 4]);
-        assert_eq!(spec.kd.alpha, 0.5);
-        let e = read_spec(&path, &["kd.alpha=2".to_string()]).unwrap_err().to_string();
-        assert!(e.starts_with("--set kd.alpha=2: kd.alpha"), "{e}");
-        // the override at fault is named, not a line of the rewritten file
-        let sets = ["kd.alpha=0.5", "train.epoch=2"].map(String::from);
-        let e = read_spec(&path, &sets).unwrap_err().to_string();
-        assert!(e.starts_with("--set train.epoch=2: unknown field `epoch`"), "{e}");
-        assert!(!e.contains("line"), "{e}");
-        assert!(read_spec(&path, &["nonsense".to_string()]).is_err());
-        let e = read_spec(&path, &["train.epochs=5\ntrain.lr=3".to_string()]).unwrap_err().to_string();
-        assert_eq!(e, "--set train.epochs: the value spans lines; give one TOML value");
+    fn spec(data: &str) -> Config {
+        Config::from_toml_str(&format!("[data]\ninput_shape = [4]\nclasses = 3\n{data}[student]\nfamily = \"mlp\"\n"))
+            .unwrap()
     }
 
     #[test]
-    fn an_integer_beyond_toml_is_named_with_the_range() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.toml");
-        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n").unwrap();
-        let e = |set: &str| read_spec(&path, &[set.to_string()]).unwrap_err().to_string();
-        for key in ["data.classes", "train.batch_size"] {
-            assert_eq!(
-                e(&format!("{key}=18446744073709551615")),
-                format!(
-                    "--set {key}=18446744073709551615: 18446744073709551615 is beyond TOML's integer range (at most \
-                     9223372036854775807); give a smaller value"
-                )
-            );
-        }
-        // one past i64 is refused, i64::MAX itself reaches the schema
-        assert!(e("train.epochs=-9223372036854775809").contains("is beyond TOML's integer range"));
-        assert!(!e("train.epochs=9223372036854775807").contains("beyond TOML"));
-        // a broken array is TOML's mistake, not the string "[8, 4"
-        assert!(e("student.hidden=[8, 4").starts_with("--set student.hidden=[8, 4: [8, 4 is not a TOML value ("));
-        // bare words are still strings
-        assert!(read_spec(&path, &["train.precision=bf16".to_string()]).is_ok());
+    fn files_are_resolved_once_against_the_cfg_folder() {
+        let path = Path::new("runs/cfg/c.toml");
+        let cfg = RunConfig::from_spec(path, spec("train = \"t.npz\"\ntest = \"../v.npz\"\n")).unwrap();
+        assert_eq!(cfg.data.train, Path::new("runs/cfg/t.npz"));
+        assert_eq!(cfg.data.held_out, HeldOut::File("runs/cfg/../v.npz".into()));
+        let split = RunConfig::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.25\n")).unwrap();
+        assert_eq!(split.data.held_out, HeldOut::Split(0.25));
+        // no held-out set: refused, also where only the files are asked for (`distill plan`)
+        let e = RunConfig::from_spec(path, spec("train = \"t.npz\"\n")).unwrap_err().to_string();
+        assert!(e.contains("data.test is missing"), "{e}");
+        assert!(DataFiles::of(path, &spec("train = \"t.npz\"\n")).is_err());
+        // no train file: the trainer refuses, the plan goes without data
+        let e = RunConfig::from_spec(path, spec("")).unwrap_err().to_string();
+        assert!(e.contains("data.train is missing"), "{e}");
+        assert_eq!(DataFiles::of(path, &spec("")).unwrap(), None);
     }
 
     #[test]
-    fn a_mistake_in_the_file_keeps_its_place_under_overrides() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.toml");
-        let cfg = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n[train]\nepoch = 3\n";
-        std::fs::write(&path, cfg).unwrap();
-        let alone = read_spec(&path, &[]).unwrap_err().to_string();
-        assert!(alone.contains("line 7, column 1: unknown field `epoch`"), "{alone}");
-        let set = ["kd.alpha=0.5".to_string()];
-        assert_eq!(read_spec(&path, &set).unwrap_err().to_string(), alone);
-        // not TOML at all: the file's own syntax error, with its place
-        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses\n").unwrap();
-        let e = read_spec(&path, &set).unwrap_err().to_string();
-        assert!(e.contains("line 3, column 8"), "{e}");
-        // an override that mends the file's mistake is taken
-        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n").unwrap();
-        assert!(read_spec(&path, &["student.family=mlp".to_string()]).is_ok());
+    fn resolving_leaves_the_written_cfg_as_written() {
+        let path = Path::new("c.toml");
+        let cfg = RunConfig::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.5\n")).unwrap();
+        let written = cfg.spec.clone();
+        let settings =
+            RunSettings { cfg: cfg.clone(), batch_size: 7, auto_batch: true, target: Target::Cpu, device: Device::Cpu };
+        assert_eq!(settings.spec(), &written);
+        let resolved = settings.resolved_spec();
+        assert_eq!(resolved.train.batch_size, BatchSize::Fixed(7));
+        assert_eq!(resolved.estimate.target, Target::Cpu);
+        assert!(settings.to_toml().contains("batch_size = 7"), "{}", settings.to_toml());
+        assert_eq!(settings.labels_only().spec().kd.alpha, 0.0);
+        assert_eq!(settings.labels_only().batch_size(), 7);
+        // without a plan: as written, and "auto" refused
+        let unplanned = cfg.clone().unplanned(Device::Cpu).unwrap();
+        assert_eq!(unplanned.resolved_spec(), written);
+        let mut auto = cfg;
+        auto.spec.train.batch_size = BatchSize::Auto;
+        let e = auto.unplanned(Device::Cpu).unwrap_err().to_string();
+        assert!(e.ends_with("train.batch_size = \"auto\": the device's memory is unknown here; set a number"), "{e}");
     }
 }

@@ -178,7 +178,7 @@ fn export_shrunk(
     pruner: &Pruner,
     dir: &Path,
 ) -> Result<ShrunkReport> {
-    let spec = inputs.settings.spec();
+    let spec = &inputs.settings.resolved_spec();
     let shrunk = shrink(spec, vs, student, &pruner.kept_indices(), inputs.settings.device())?;
     let batch = spec.train.eval_batch_size as usize;
     let max_abs_diff = tch::no_grad(|| {

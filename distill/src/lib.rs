@@ -3,27 +3,34 @@
 //!
 //! The data flows one way: cfg.toml -> schema (`estimator_wasm::schema`) -> resolved run
 //! ([`config::RunSettings`]) -> trainer -> exports -> report. One training step, from the command
-//! line to `report.json`, passes through eight files, each with one job:
+//! line to `report.json`, passes through eight files, each entered once, each with one job:
 //!
 //! 1. `main.rs`: the command line; calls [`run()`] (or `plan_command` for `distill plan`).
-//! 2. `run.rs`: one run: reads the config, loads data and teacher, preflight, the memory plan,
-//!    then each student; builds the [`report::Report`] once and writes `report.json`.
-//! 3. `config.rs`: the cfg.toml as written ([`config::RunConfig`]) and the run as resolved
-//!    ([`config::RunSettings`], a micro-batch that is a number), which the trainer takes.
-//! 4. `student_run.rs`: distilling one student: fresh, resumed from its newest checkpoint, or
-//!    already finished; trains it and hands it to the export.
+//! 2. `run.rs`: one run in its output folder: the cfg, the inputs loaded, the run resolved,
+//!    `run.json` and `config.toml`, the students, then `report.json` and the folder's final name
+//!    (or `--resume` from `run.json`).
+//! 3. `config.rs`: the cfg.toml as written ([`config::RunConfig`], with the files it names
+//!    resolved once) and the run as resolved on the device ([`config::RunSettings`]: the
+//!    micro-batch a number, `"auto"` the largest that fits by the memory plan), which the
+//!    trainer takes.
+//! 4. `students.rs`: the run's students: the teacher measured, an `"auto"` batch confirmed with
+//!    one step, then each student (KD, `--baseline`) fresh, resumed or already finished, trained
+//!    and handed to the export.
 //! 5. `trainer.rs`: the loop: batches, the parameter update, bookkeeping, evaluation,
 //!    checkpoints.
 //! 6. `step.rs`: one forward and backward (`shim` autocast, `objective`, `amp` loss scaling,
 //!    gradient checkpointing).
 //! 7. `export.rs`: writes the trained student and measures it: the student's report section.
-//! 8. `report.rs`: `report.json`'s fields and the printed summary.
+//! 8. `report.rs`: `report.json`'s fields, built once ([`report::Report::new`]), and the printed
+//!    summary.
 //!
-//! Side trips, each one job: `data` (npz, normalisation, seeded order), `teacher` (TorchScript,
-//! eval, no_grad), `preflight` (checks before any output), `memory_plan` (the estimator on the
-//! device; `batch_size = "auto"`), `student` (the network interface; today's kind: layers from
-//! `estimator_wasm::schema::arch`), `objective` (the distillation loss), `precision` (what a precision
-//! means to libtorch), `batches`, `loop_state` (the loop's position and running sums), `metrics`
+//! Side trips, each one job: `overrides` (reading a cfg.toml with `--set`), `load` (data and
+//! teacher onto the device, checked by `preflight` before any output), `memory_plan` (the
+//! estimator on the device: its capacity, the largest batch that fits, the plan's figures),
+//! `data` (npz, normalisation, seeded order), `teacher` (TorchScript, eval, no_grad), `student`
+//! (the network interface; today's kind: layers from `estimator_wasm::schema::arch`),
+//! `objective` (the distillation loss), `precision` (what a precision means to libtorch, and
+//! which ones train), `batches`, `loop_state` (the loop's position and running sums), `metrics`
 //! (`metrics.jsonl`), `optim`, `schedule`, `prune`, `checkpoint` (the checkpoint format), `eval`,
 //! `shrink`, `latency`, `rundir` (the output folder), `durable` (atomic writes), `fingerprint` (the
 //! input files a resume checks), `progress`, `error`; `plan_command` is `distill plan`.
@@ -38,11 +45,13 @@ pub mod eval;
 pub mod export;
 pub mod fingerprint;
 pub mod latency;
+pub mod load;
 pub mod loop_state;
 pub mod memory_plan;
 pub mod metrics;
 pub mod objective;
 pub mod optim;
+pub mod overrides;
 pub mod plan_command;
 pub mod precision;
 pub mod preflight;
@@ -56,7 +65,7 @@ pub mod shim;
 pub mod shrink;
 pub mod step;
 pub mod student;
-pub mod student_run;
+pub mod students;
 pub mod teacher;
 pub mod trainer;
 

@@ -13,6 +13,7 @@ use estimator_wasm::{
 use serde::Serialize;
 use tch::Device;
 
+use crate::config::{DataFiles, HeldOut};
 use crate::error::{first_line, DistillError, Result};
 use crate::memory_plan::counted_teacher;
 
@@ -52,7 +53,7 @@ struct GpuBatch {
 /// estimated; [`DistillError::Teacher`] for an unreadable teacher file.
 pub fn plan(opts: &PlanOptions) -> Result<String> {
     let path = &opts.student;
-    let mut spec = crate::config::read_spec(path, &opts.sets)?;
+    let mut spec = crate::overrides::read_spec(path, &opts.sets)?;
     if let Some(gpu) = &opts.gpu {
         estimator_wasm::gpu(gpu).map_err(|e| DistillError::Usage(format!("--gpu {gpu}: {e}")))?;
         spec.estimate.gpu = Some(gpu.clone());
@@ -61,10 +62,12 @@ pub fn plan(opts: &PlanOptions) -> Result<String> {
     if opts.batch == Some(0) {
         return Err(DistillError::Usage("--batch 0: the micro-batch is at least 1 sample".into()));
     }
+    // the data files as the trainer resolves them: no held-out set is refused here too
+    let files = DataFiles::of(path, &spec)?;
     let inputs = Inputs {
         batch: opts.batch,
         teacher: opts.teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
-        dataset: dataset(&spec, path),
+        dataset: files.as_ref().and_then(dataset),
     };
     let bad = |e: EstimateError| match &e {
         EstimateError::Invalid { key, .. } if key == "teacher" && opts.teacher.is_none() => {
@@ -106,15 +109,16 @@ pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
     Ok(counted_teacher(params, spec))
 }
 
-/// Train and test sets as `distill` would keep them, from the .npz headers when the cfg's data
-/// files are readable.
-pub fn dataset(spec: &Config, cfg_path: &Path) -> Option<DatasetSize> {
-    let dir = cfg_path.parent().unwrap_or(Path::new("."));
-    let (train_n, sample_bytes) = crate::data::npz_summary(&dir.join(spec.data.train.as_ref()?))?;
-    let test_samples = match &spec.data.test {
-        Some(t) => crate::data::npz_summary(&dir.join(t))?.0,
-        None => (train_n as f64 * spec.data.holdout.unwrap_or(0.1)).round() as u64,
+/// Train and test sets as `distill` would keep them, from the .npz headers when the data files
+/// are readable (a held-out split takes `round(n * holdout)` of the train file's `n` samples).
+pub fn dataset(files: &DataFiles) -> Option<DatasetSize> {
+    let (train_n, sample_bytes) = crate::data::npz_summary(&files.train)?;
+    let (train_samples, test_samples) = match &files.held_out {
+        HeldOut::File(test) => (train_n, crate::data::npz_summary(test)?.0),
+        HeldOut::Split(fraction) => {
+            let test = (train_n as f64 * fraction).round() as u64;
+            (train_n - test, test)
+        }
     };
-    let train_samples = train_n - if spec.data.test.is_none() { test_samples } else { 0 };
     Some(DatasetSize { train_samples, test_samples, sample_bytes })
 }

@@ -7,11 +7,45 @@
 //!   dynamic loss scaling (`.loss_scaling`).
 //! * The frozen teacher at `teacher.precision`: its weights cast once to
 //!   `Recipe::teacher_dtype(p)`.
+//! * Which precisions `distill` trains ([`TRAINED`]: fp32, fp16, bf16; the others are recipes
+//!   for `distill plan`), and each one's cfg.toml name ([`name`]).
 //! * The shim (`csrc/shim.cpp`) takes autocast's dtype as a c10 scalar-type code
 //!   ([`scalar_type_code`]; tch keeps its own `Kind::c_int` private).
+use std::path::Path;
+
 use estimator_wasm::schema::Precision;
-use estimator_wasm::schema::{DType, Recipe};
+use estimator_wasm::schema::{Config, DType, Recipe};
 use tch::Kind;
+
+use crate::error::{DistillError, Result};
+
+/// The precisions `distill` trains; the estimator's other recipes (`pure_bf16`, `bf16_master`,
+/// bf16 weights) are for `distill plan`.
+pub const TRAINED: [Precision; 3] = [Precision::Fp32, Precision::Fp16, Precision::Bf16];
+
+/// The cfg.toml name of `precision` (`"fp32"`, `"bf16"`, `"pure_bf16"`), from the schema's
+/// name table (`Precision::NAMES`, in declaration order).
+pub fn name(precision: Precision) -> &'static str {
+    Precision::NAMES[precision as usize]
+}
+
+/// Refuses a cfg whose `train.precision` or `teacher.precision` the estimator can plan but
+/// `distill` cannot train (not in [`TRAINED`]), before any work.
+///
+/// # Errors
+/// [`DistillError::Config`] naming `path` and the key.
+pub fn check_trainable(spec: &Config, path: &Path) -> Result<()> {
+    for (key, precision) in [("train.precision", spec.train.precision), ("teacher.precision", spec.teacher.precision)] {
+        if !TRAINED.contains(&precision) {
+            let [a, b, c] = TRAINED.map(name);
+            return Err(DistillError::config(
+                path,
+                format!("{key}: distill runs \"{a}\", \"{b}\" or \"{c}\" (the other recipes are for `distill plan`)"),
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// The libtorch element type of an estimator dtype.
 pub fn kind(dtype: DType) -> Kind {
@@ -26,7 +60,7 @@ pub fn kind(dtype: DType) -> Kind {
 
 /// The dtype the student's forward autocasts to at `precision`, or `None` without autocast
 /// (fp32; and the estimator-only `pure_bf16`/`bf16_master`, whose recipes hold bf16 weights
-/// instead: `run` refuses them for the student before training).
+/// instead: [`check_trainable`] refuses them before training).
 pub fn autocast_kind(precision: Precision) -> Option<Kind> {
     let recipe = Recipe::student(precision);
     recipe.autocast.then(|| kind(recipe.compute))
@@ -73,6 +107,15 @@ mod tests {
         assert_eq!(teacher_kind(Precision::Fp16), Kind::Half);
         assert_eq!(teacher_kind(Precision::Bf16), Kind::BFloat16);
         assert_eq!(teacher_kind(Precision::PureBf16), Kind::BFloat16);
+    }
+
+    #[test]
+    fn names_are_the_cfg_toml_names() {
+        assert_eq!(TRAINED.map(name), ["fp32", "fp16", "bf16"]);
+        for p in [Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::PureBf16, Precision::Bf16Master] {
+            // the schema's serde spelling, which report.json and the TOML writer use
+            assert_eq!(serde_json::to_value(p).unwrap(), name(p), "{p:?}");
+        }
     }
 
     #[test]

@@ -1,11 +1,14 @@
-//! `report.json` and the printed summary of a run.
+//! `report.json`: its fields, built once when every fact is known ([`Report::new`]), and the
+//! printed summary of a run.
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
 use estimator_wasm::memory::render::human as bytes;
+use estimator_wasm::schema::DataSpec;
 
 use crate::latency::Latency;
+use crate::memory_plan::MemoryPlan;
 use crate::objective::LossValues;
 use crate::prune::{LayerSparsity, PruneSchedule};
 
@@ -92,13 +95,20 @@ pub struct MemoryReport {
 }
 
 impl MemoryReport {
-    /// Adds the allocator's measured peak on a CUDA `device`.
-    pub fn measured(self, device: tch::Device) -> MemoryReport {
+    /// The memory `plan`, with the allocator's measured peak on a CUDA `device`.
+    pub fn measured(plan: MemoryPlan, device: tch::Device) -> MemoryReport {
         let peak = match device {
             tch::Device::Cuda(i) => crate::shim::cuda_memory(i).ok().map(|m| m.peak_allocated as u64),
             _ => None,
         };
-        MemoryReport { measured_peak_allocated_bytes: peak, ..self }
+        MemoryReport {
+            device: plan.device,
+            capacity_bytes: plan.capacity_bytes,
+            batch: plan.batch,
+            predicted_total_bytes: plan.predicted_total_bytes,
+            predicted_allocated_bytes: plan.predicted_allocated_bytes,
+            measured_peak_allocated_bytes: peak,
+        }
     }
 }
 
@@ -146,6 +156,7 @@ pub struct ShrunkReport {
     pub max_abs_diff: f64,
 }
 
+/// The datasets as trained on and their normalisation.
 #[derive(Debug, Clone, Serialize)]
 pub struct DataReport {
     pub train_samples: u64,
@@ -156,6 +167,42 @@ pub struct DataReport {
     pub scale: f64,
     pub mean: Vec<f64>,
     pub std: Vec<f64>,
+}
+
+impl DataReport {
+    /// The data section of `train_samples` and `test_samples` samples described by `spec`.
+    pub fn new(train_samples: u64, test_samples: u64, spec: &DataSpec) -> DataReport {
+        DataReport {
+            train_samples,
+            test_samples,
+            input_shape: spec.input_shape.clone(),
+            classes: spec.classes,
+            scale: spec.scale,
+            mean: spec.mean.clone(),
+            std: spec.std.clone(),
+        }
+    }
+}
+
+/// What the students' runs found: the teacher as measured, and each student's report.
+#[derive(Debug, Clone)]
+pub struct Distilled {
+    pub teacher: TeacherReport,
+    pub student: StudentReport,
+    /// The alpha = 0 student (`--baseline`).
+    pub baseline: Option<StudentReport>,
+}
+
+/// The facts of a run besides its students, for [`Report::new`].
+pub struct RunFacts {
+    /// The cfg.toml as given on the command line.
+    pub config: String,
+    pub device: tch::Device,
+    pub data: DataReport,
+    /// The estimator's plan on the device (`None` where its memory is unknown).
+    pub memory: Option<MemoryPlan>,
+    pub wall_seconds: f64,
+    pub output_dir: String,
 }
 
 /// Everything `report.json` holds.
@@ -180,6 +227,26 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report of a run: its facts and its students' findings, with the derived figures (the
+    /// compression ratio, the KD gain) and, on CUDA, the allocator's measured peak.
+    pub fn new(run: RunFacts, distilled: Distilled) -> Report {
+        let Distilled { teacher, student, baseline } = distilled;
+        Report {
+            distill_version: env!("CARGO_PKG_VERSION"),
+            config: run.config,
+            device: format!("{:?}", run.device).to_lowercase(),
+            data: run.data,
+            compression_ratio: teacher.params as f64 / student.params.max(1) as f64,
+            kd_gain_points: baseline.as_ref().map(|b| 100.0 * (student.test_accuracy - b.test_accuracy)),
+            teacher,
+            student,
+            baseline,
+            memory: run.memory.map(|m| MemoryReport::measured(m, run.device)),
+            wall_seconds: run.wall_seconds,
+            output_dir: run.output_dir,
+        }
+    }
+
     /// The human summary printed at the end of a run (stdout).
     pub fn summary(&self) -> String {
         let t = &self.teacher;

@@ -1,32 +1,25 @@
-//! `distill --teacher t.pt --student cfg.toml`: config -> data -> teacher -> preflight -> the
-//! memory plan that resolves the run (`RunSettings`) -> each student (`student_run`) ->
-//! report.json, with every input checked before any output exists, and `--resume` continuing an
-//! interrupted run from its newest checkpoint.
+//! One run in its output folder, `distill --teacher t.pt --student cfg.toml`: the cfg as written
+//! (`config`), the inputs loaded and checked before any output exists (`load`), the run resolved
+//! on the device (`RunSettings`), the folder with `run.json` and `config.toml`, the students
+//! (`students`), then `report.json` and the folder's final name; `--resume` continues an
+//! interrupted run from what its `run.json` kept.
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use estimator_wasm::schema::{BatchSize, Config, Precision};
+use estimator_wasm::schema::Config;
 use serde::{Deserialize, Serialize};
-use tch::Tensor;
 
-use crate::config::{RunConfig, RunSettings};
-use crate::data::{Dataset, Normalizer};
-use crate::durable::write_atomic;
+use crate::config::{HeldOut, RunConfig};
 use crate::error::{DistillError, Result};
-use crate::eval::{accuracy, teacher_logits};
 use crate::fingerprint::{self, Fingerprint};
-use crate::memory_plan::{memory_plan, PlanInputs};
-use crate::preflight::{
-    chance_warning, check_eval_mode, check_finite_logits, check_not_identical, check_same_range, check_teacher_shape,
-    parse_device,
-};
+use crate::load::Loaded;
+use crate::precision::check_trainable;
+use crate::preflight::parse_device;
 use crate::progress::{Progress, Verbosity};
-use crate::report::{DataReport, Report, StudentReport, TeacherReport};
+use crate::report::{DataReport, Report, RunFacts};
 use crate::rundir::RunDir;
-use crate::student_run::{build_student, run_student, StudentOutputs};
-use crate::teacher::Teacher;
-use crate::trainer::{SoftTargets, TrainInputs, Trainer};
+use crate::students::{Data, Students};
 
 /// Set by the binary's Ctrl-C handler: the trainer checkpoints and stops after the current step.
 pub static STOP: AtomicBool = AtomicBool::new(false);
@@ -109,72 +102,41 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let device = parse_device(&opts.device)?;
     check_trainable(&cfg.spec, &cfg.path)?;
     let progress = Progress::new(opts.verbosity);
-    let spec = &cfg.spec;
-
-    let train_set = Dataset::load(&cfg.train, &spec.data)?;
-    let (train_set, test_set) = match &cfg.test {
-        Some(path) => {
-            let test_set = Dataset::load(path, &spec.data)?;
-            check_same_range(&train_set, &test_set)?;
-            (train_set, test_set)
-        }
-        None => train_set.split(spec.data.holdout.unwrap_or(0.1), spec.train.seed)?,
-    };
-    let (train_set, test_set) = (train_set.to_device(device), test_set.to_device(device));
-    let norm = Normalizer::new(&spec.data, device);
-    let mut teacher = Teacher::load(&opts.teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?;
-
-    // Preflight on a probe batch: teacher output shape, finite, in eval mode; student != teacher.
-    let probe = Tensor::arange(train_set.len().min(8) as i64, (tch::Kind::Int64, device));
-    let probe_x = norm.apply(&train_set.batch(&probe).0);
-    let probe_logits = teacher.logits(&probe_x)?;
-    check_teacher_shape(&teacher, &probe_logits, probe.size()[0], spec.data.classes)?;
-    check_finite_logits(&teacher, &probe_logits, &probe_x, &train_set.file_rows(&probe), &train_set.path)?;
-    check_eval_mode(&teacher, &probe_x, &probe_logits)?;
-    let (_, student) = build_student(spec, &cfg.path, device)?;
-    check_not_identical(&teacher, &probe_logits, &student, &probe_x)?;
-    drop(student);
-
-    // The memory plan on this device resolves the run (`batch_size = "auto"` becomes a number).
-    let auto = spec.train.batch_size == BatchSize::Auto;
-    let planned = PlanInputs { cfg: &cfg, teacher: &teacher, train: &train_set, test: &test_set, device };
-    let (planned, memory) = memory_plan(&planned, &progress)?;
-    let settings = RunSettings::new(&cfg.path, planned, device)?;
-    let spec = settings.spec();
+    let files = input_files(opts, &cfg);
+    let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;
+    let (settings, memory) = cfg.resolve(device, &loaded.sizes(), &progress)?;
 
     let rundir = match reopened {
         Some(r) => r,
         None => RunDir::create(out, opts.overwrite)?,
     };
-    let files = input_files(opts, &cfg);
     let files: Vec<(&str, &Path)> = files.iter().map(|(role, path)| (*role, path.as_path())).collect();
     let inputs = fingerprint::all(&files)?;
-    let resumable = Resumable { options: absolute(opts, out), config: spec.to_toml_string(), inputs };
-    let json = serde_json::to_vec_pretty(&resumable).expect("run.json serialises");
-    write_atomic(&rundir.path("run.json"), |f| std::io::Write::write_all(f, &json))?;
-    rundir.write("config.toml", spec.to_toml_string().as_bytes())?;
-    let data = Data { train: &train_set, test: &test_set, norm: &norm };
-    let students = Students { opts, settings: &settings, rundir: &rundir, progress: &progress, auto_batch: auto };
-    match students.distil(&mut teacher, &data) {
+    let config = settings.to_toml();
+    let resumable = Resumable { options: absolute(opts, out), config, inputs };
+    rundir.write("run.json", &serde_json::to_vec_pretty(&resumable).expect("run.json serialises"))?;
+    rundir.write("config.toml", resumable.config.as_bytes())?;
+    let students = Students {
+        settings: &settings,
+        dir: &rundir.path(""),
+        stop: &STOP,
+        stop_after: opts.stop_after,
+        baseline: opts.baseline,
+        progress: &progress,
+    };
+    let data = Data { train: &loaded.train, test: &loaded.test, norm: &loaded.norm };
+    match students.distil(&mut loaded.teacher, &data) {
         Ok(distilled) => {
             // every fact of the report is known now: it is built once, here
-            let report = Report {
-                distill_version: env!("CARGO_PKG_VERSION"),
-                config: cfg.path.display().to_string(),
-                device: format!("{device:?}").to_lowercase(),
-                data: data_report(&data, spec),
-                compression_ratio: distilled.teacher.params as f64 / distilled.student.params.max(1) as f64,
-                kd_gain_points: distilled
-                    .baseline
-                    .as_ref()
-                    .map(|b| 100.0 * (distilled.student.test_accuracy - b.test_accuracy)),
-                teacher: distilled.teacher,
-                student: distilled.student,
-                baseline: distilled.baseline,
-                memory: memory.map(|m| m.measured(device)),
+            let run = RunFacts {
+                config: settings.cfg_path().display().to_string(),
+                device,
+                data: DataReport::new(loaded.train.len() as u64, loaded.test.len() as u64, &settings.spec().data),
+                memory,
                 wall_seconds: start.elapsed().as_secs_f64(),
                 output_dir: rundir.out.display().to_string(),
             };
+            let report = Report::new(run, distilled);
             let json = serde_json::to_string_pretty(&report).expect("report serialises");
             rundir.write("report.json", json.as_bytes())?;
             // run.json goes only once the run has its name: a failed rename stays resumable
@@ -189,155 +151,15 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     }
 }
 
-/// The datasets on the device and their normalisation.
-struct Data<'a> {
-    train: &'a Dataset,
-    test: &'a Dataset,
-    norm: &'a Normalizer,
-}
-
-/// The students of a run: the KD student, and with `--baseline` the alpha = 0 one.
-struct Students<'a> {
-    opts: &'a TrainOptions,
-    settings: &'a RunSettings,
-    rundir: &'a RunDir,
-    progress: &'a Progress,
-    /// `train.batch_size = "auto"` was resolved by the memory plan: confirm it with one step.
-    auto_batch: bool,
-}
-
-/// What the students' runs found: the teacher as measured, and each student's report.
-struct Distilled {
-    teacher: TeacherReport,
-    student: StudentReport,
-    baseline: Option<StudentReport>,
-}
-
-impl Students<'_> {
-    /// Measures the teacher, then distils each student into its folder.
-    fn distil(&self, teacher: &mut Teacher, data: &Data) -> Result<Distilled> {
-        let (settings, progress) = (self.settings, self.progress);
-        let (spec, train_set, test_set, norm) = (settings.spec(), data.train, data.test, data.norm);
-        let eval_batch = spec.train.eval_batch_size as usize;
-        let teacher_test = teacher_logits(teacher, test_set, norm, eval_batch)?.argmax(-1, false);
-        let teacher_accuracy = accuracy(&teacher_test, &test_set.y);
-        progress.line(format!("teacher: {} parameters, test accuracy {:.4}", teacher.params, teacher_accuracy));
-        let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, norm, spec.data.classes);
-        if let Some(w) = &warning {
-            progress.warn(w.clone());
-        }
-        teacher.ensure_eval()?;
-        let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
-            (false, _) => SoftTargets::None,
-            (true, true) => SoftTargets::Cached(teacher_logits(teacher, train_set, norm, eval_batch)?),
-            (true, false) => SoftTargets::Live(teacher),
-        };
-        let inputs = TrainInputs {
-            settings,
-            train: train_set,
-            test: test_set,
-            norm,
-            targets,
-            teacher_test_preds: Some(&teacher_test),
-        };
-        if self.auto_batch {
-            confirm_batch(&inputs)?;
-            progress.line(format!(
-                "train.batch_size = \"auto\": {} fits the device (confirmed with one step)",
-                settings.batch_size()
-            ));
-        }
-        let outputs =
-            |prefix| StudentOutputs { dir: self.rundir.path(prefix), stop: &STOP, stop_after: self.opts.stop_after };
-        let student = run_student(&inputs, &outputs(""), progress, "student")?;
-
-        let baseline = if self.opts.baseline {
-            let labels_only = settings.labels_only();
-            let inputs = TrainInputs { settings: &labels_only, targets: SoftTargets::None, ..inputs };
-            Some(run_student(&inputs, &outputs("baseline/"), progress, "alpha=0")?)
-        } else {
-            None
-        };
-        let teacher = TeacherReport {
-            path: teacher.path.display().to_string(),
-            params: teacher.params,
-            file_bytes: teacher.file_bytes,
-            test_accuracy: teacher_accuracy,
-            chance_accuracy,
-            warning,
-        };
-        Ok(Distilled { teacher, student, baseline })
-    }
-}
-
-/// The data section of the report: the datasets as trained on and their normalisation.
-fn data_report(data: &Data, spec: &Config) -> DataReport {
-    DataReport {
-        train_samples: data.train.len() as u64,
-        test_samples: data.test.len() as u64,
-        input_shape: spec.data.input_shape.clone(),
-        classes: spec.data.classes,
-        scale: spec.data.scale,
-        mean: spec.data.mean.clone(),
-        std: spec.data.std.clone(),
-    }
-}
-
-/// One forward and backward at the resolved batch on a scratch student, so that an
-/// over-optimistic `"auto"` fails now, with advice, rather than mid-run.
-fn confirm_batch(inputs: &TrainInputs) -> Result<()> {
-    let settings = inputs.settings;
-    let cfg_path = settings.cfg_path();
-    let (vs, student) = build_student(settings.spec(), cfg_path, settings.device())?;
-    let trainer = Trainer::new(inputs, vs, student)?;
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trainer.probe()));
-    let b = settings.batch_size();
-    match outcome {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(DistillError::config(
-            cfg_path,
-            format!("train.batch_size = \"auto\" chose {b}, but one step failed: {e}; set a smaller number"),
-        )),
-        Err(panic) => {
-            let why = panic.downcast_ref::<String>().map(String::as_str).or(panic.downcast_ref::<&str>().copied());
-            let why = crate::error::first_line(why.unwrap_or("a panic"));
-            // only an allocation failure is blamed on the batch size
-            let oom = ["out of memory", "can't allocate memory", "alloc"].iter().any(|s| why.contains(s));
-            Err(DistillError::config(
-                cfg_path,
-                if oom {
-                    format!("train.batch_size = \"auto\" chose {b}, but one step ran out of memory ({why}); set a smaller number or raise estimate.safety_margin")
-                } else {
-                    format!("train.batch_size = \"auto\" chose {b}, but one step failed ({why}); set train.batch_size to a number")
-                },
-            ))
-        }
-    }
-}
-
-/// Refuses what the estimator can plan but the trainer cannot train, before any work.
-fn check_trainable(spec: &Config, path: &Path) -> Result<()> {
-    for (key, precision) in [("train.precision", spec.train.precision), ("teacher.precision", spec.teacher.precision)] {
-        if matches!(precision, Precision::PureBf16 | Precision::Bf16Master) {
-            return Err(DistillError::config(
-                path,
-                format!(
-                    "{key}: distill runs \"fp32\", \"fp16\" or \"bf16\" (the other recipes are for `distill plan`)"
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// The files whose content a resumed run must find unchanged, by role.
 fn input_files(opts: &TrainOptions, cfg: &RunConfig) -> Vec<(&'static str, PathBuf)> {
-    let mut files = vec![("teacher", opts.teacher.clone()), ("data.train", cfg.train.clone())];
-    files.extend(cfg.test.clone().map(|test| ("data.test", test)));
+    let mut files = vec![("teacher", opts.teacher.clone()), ("data.train", cfg.data.train.clone())];
+    if let HeldOut::File(test) = &cfg.data.held_out {
+        files.push(("data.test", test.clone()));
+    }
     // read when a student starts from step 0: the baseline of a resumed run, or a run resumed
-    // before its first checkpoint (same folder rule as `student_run::build_student`)
-    let folder = cfg.path.parent().unwrap_or(Path::new("."));
-    files.extend(cfg.spec.student.init.as_ref().map(|init| ("student.init", folder.join(init))));
+    // before its first checkpoint
+    files.extend(cfg.init.clone().map(|init| ("student.init", init)));
     files
 }
 

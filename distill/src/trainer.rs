@@ -393,7 +393,7 @@ impl<'a> Trainer<'a> {
             prune: self.pruner.as_ref().map(Pruner::state).unwrap_or_default(),
             amp: self.scaler.as_ref().map(GradScaler::state),
             state: &self.state,
-            config: self.inputs.settings.spec().to_toml_string(),
+            config: self.inputs.settings.to_toml(),
         };
         snapshot.write(dir, self.inputs.settings.spec().train.keep_checkpoints as usize)
     }
@@ -405,7 +405,7 @@ impl<'a> Trainer<'a> {
     /// [`DistillError::Usage`] when the checkpoint is unreadable or was written for another
     /// config.
     pub fn restore(&mut self, path: &std::path::Path) -> Result<()> {
-        let saved = Restored::read(path, &self.inputs.settings.spec().to_toml_string())?;
+        let saved = Restored::read(path, &self.inputs.settings.to_toml())?;
         saved.copy_model_into(&self.vs);
         self.opt.load_state(saved.optimizer_step, &saved.optim());
         if let Some(p) = self.pruner.as_mut() {

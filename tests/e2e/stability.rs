@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use distill::config::RunSettings;
+use distill::config::{RunConfig, RunSettings};
 use distill::data::{permutation, Dataset, Normalizer};
 use distill::metrics::MetricsLog;
 use distill::progress::{Progress, Verbosity};
-use distill::student_run::build_student;
+use distill::students::build_student;
 use distill::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 use distill::DistillError;
 use e2e::{digits_config, fixture, metrics_lines, serial, train};
@@ -63,7 +63,7 @@ fn a_student_with_a_nan_buffer_is_not_exported() {
     spec.student.init = None;
     {
         let _guard = serial();
-        let (vs, _) = build_student(&spec, &cfg, Device::Cpu).unwrap();
+        let (vs, _) = build_student(&spec, None, &cfg, Device::Cpu).unwrap();
         let _ = vs.variables()["fc1_norm.running_var"].shallow_clone().fill_(f64::NAN);
         vs.save(dir.path().join("init.safetensors")).unwrap();
     }
@@ -109,7 +109,7 @@ impl Fp16Run {
             let _ = x.get(i).fill_(1e7);
         }
         let test = Dataset::load(&fixture("digits-test.npz"), &spec.data).unwrap();
-        let settings = RunSettings::new(&cfg, spec.clone(), Device::Cpu).unwrap();
+        let settings = RunConfig::from_spec(&cfg, spec.clone()).unwrap().unplanned(Device::Cpu).unwrap();
         Fp16Run { spec, settings, cfg, train: Dataset { x, ..train }, test, dir }
     }
 
@@ -156,7 +156,7 @@ fn fp16_overflow_skips_the_step_backs_off_and_training_goes_on() {
     let _guard = serial();
     let norm = Normalizer::new(&run.spec.data, Device::Cpu);
     let inputs = run.inputs(&norm);
-    let (vs, student) = build_student(&run.spec, &run.cfg, Device::Cpu).unwrap();
+    let (vs, student) = build_student(&run.spec, None, &run.cfg, Device::Cpu).unwrap();
     let mut trainer = Trainer::new(&inputs, vs, student).unwrap();
     assert!(matches!(run.run(&mut trainer, Some(3)).unwrap(), RunEnd::Stopped { step: 3 }));
     assert_eq!(trainer.loss_scale(), Some(65536.0));
@@ -185,7 +185,7 @@ fn fp16_stops_after_17_skips_in_a_row_with_one_line() {
     let _guard = serial();
     let norm = Normalizer::new(&run.spec.data, Device::Cpu);
     let inputs = run.inputs(&norm);
-    let (vs, student) = build_student(&run.spec, &run.cfg, Device::Cpu).unwrap();
+    let (vs, student) = build_student(&run.spec, None, &run.cfg, Device::Cpu).unwrap();
     let mut trainer = Trainer::new(&inputs, vs, student).unwrap();
     let before = snapshot(&trainer);
     let e = run.run(&mut trainer, None).map(|_| ()).unwrap_err();

@@ -41,3 +41,28 @@ fn plan_prints_the_breakdown_and_the_largest_batch_per_gpu() {
     let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--set", "train.precision=bf16"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("precision bf16 autocast"));
 }
+
+#[test]
+fn plan_refuses_a_cfg_without_a_held_out_set_as_the_trainer_does() {
+    // `distill` refuses a cfg with neither data.test nor data.holdout; the plan resolves the
+    // data files the same way, so it refuses it too rather than plan a split the run never makes
+    let case = Case::edited("test = \"digits-test.npz\"\n", "");
+    let why = "data.test is missing: set it to a held-out .npz, or set data.holdout = 0.1 to split data.train";
+    let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+        .args(["plan", "--student", case.path(CFG).to_str().unwrap()])
+        .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(CFG) && stderr.contains(why) && stderr.lines().count() == 1, "{stderr}");
+    case.fails_with(TEACHER, CFG, &[why]);
+    // with data.holdout the plan holds the split the trainer makes: 1437 train rows, 10% held out
+    case.edit_config("train = \"digits-train.npz\"", "train = \"digits-train.npz\"\nholdout = 0.1");
+    let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+        .args(["plan", "--json", "--student", case.path(CFG).to_str().unwrap()])
+        .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -1,0 +1,166 @@
+//! Reading a cfg.toml with its `--set key.path=value` overrides: the text, the overrides applied
+//! to it, the schema's validation (`estimator_wasm::schema`), and each error placed where the
+//! mistake is: at its line in the file, or on the `--set` that brings it in.
+use std::path::Path;
+
+use estimator_wasm::schema::Config;
+use estimator_wasm::SpecError;
+
+use crate::error::{DistillError, Result};
+
+/// Reads, overrides (`--set`) and validates a cfg.toml.
+///
+/// # Errors
+/// [`DistillError::Config`] naming the file, with the line/column or key at fault.
+pub fn read_spec(path: &Path, sets: &[String]) -> Result<Config> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        DistillError::config(path, format!("cannot read the student config ({e}); pass --student <cfg.toml>"))
+    })?;
+    let own = Config::from_toml_str(&text);
+    if sets.is_empty() || (own.is_err() && text.parse::<toml::Table>().is_err()) {
+        // no overrides, or a file that no override can mend: its own error, at its own place
+        return own.map_err(|e| DistillError::config(path, e.to_string()));
+    }
+    Config::from_toml_str(&apply_sets(path, &text, sets)?).map_err(|e| match own {
+        // the file's own mistake, which the overrides leave in place: its place in the file
+        Err(mine) if mine.reason() == e.reason() => DistillError::config(path, mine.to_string()),
+        _ => blame(path, &text, sets, e),
+    })
+}
+
+/// The error of a cfg with overrides, pinned on the first `--set` that brings it in: the line and
+/// column of the rewritten text would point into a file that does not hold the mistake.
+fn blame(path: &Path, text: &str, sets: &[String], error: SpecError) -> DistillError {
+    let fails = |n: usize| apply_sets(path, text, &sets[..n]).map_or(true, |t| Config::from_toml_str(&t).is_err());
+    match (0..sets.len()).find(|&n| !fails(n) && fails(n + 1)) {
+        Some(n) => DistillError::Usage(format!("--set {}: {} (over {})", sets[n], error.reason(), path.display())),
+        None => DistillError::config(path, error.to_string()),
+    }
+}
+
+/// Applies `--set key.path=value` overrides to the TOML text. `value` is read as a TOML value
+/// (`0.5`, `true`, `[8, 16]`, `"bf16"`); anything else is taken as a string (`bf16`).
+fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
+    let mut doc: toml::Table =
+        text.parse().map_err(|e: toml::de::Error| DistillError::config(path, e.message().to_string()))?;
+    for set in sets {
+        let (key, raw) = set.split_once('=').ok_or_else(|| {
+            DistillError::Usage(format!("--set {set}: expected KEY=VALUE, e.g. --set train.precision=bf16"))
+        })?;
+        if raw.contains(['\n', '\r']) {
+            return Err(DistillError::Usage(format!("--set {key}: the value spans lines; give one TOML value")));
+        }
+        let value = match format!("v = {raw}").parse::<toml::Table>() {
+            Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+            Err(e) => bare_string(set, raw, &e)?,
+        };
+        let mut parts: Vec<&str> = key.trim().split('.').collect();
+        let leaf = parts
+            .pop()
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| DistillError::Usage(format!("--set {set}: empty key")))?;
+        let mut table = &mut doc;
+        for part in parts {
+            let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            table = entry.as_table_mut().ok_or_else(|| {
+                DistillError::Usage(format!("--set {set}: {part} is not a table in {}", path.display()))
+            })?;
+        }
+        table.insert(leaf.to_string(), value);
+    }
+    Ok(toml::to_string(&doc).expect("a TOML table serialises"))
+}
+
+/// The `--set` value `raw` that TOML could not read (`error`) as a string (`bf16`), unless it
+/// looks like a number, array, table or quoted string: then it is a mistake, not a word.
+///
+/// # Errors
+/// [`DistillError::Usage`] naming the `--set`: an integer beyond TOML's range (i64, at most
+/// 9223372036854775807), or TOML's own message.
+fn bare_string(set: &str, raw: &str, error: &toml::de::Error) -> Result<toml::Value> {
+    let v = raw.trim();
+    let digits = v.strip_prefix(['+', '-']).unwrap_or(v);
+    if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit() || c == '_') {
+        return Err(DistillError::Usage(format!(
+            "--set {set}: {v} is beyond TOML's integer range (at most {}); give a smaller value",
+            i64::MAX
+        )));
+    }
+    if v.starts_with(|c: char| c.is_ascii_digit() || "+-.[{\"'".contains(c)) {
+        let why = error.message().trim().replace('\n', " ");
+        return Err(DistillError::Usage(format!("--set {set}: {v} is not a TOML value ({why})")));
+    }
+    Ok(toml::Value::String(raw.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_override_create_and_type_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n").unwrap();
+        let sets =
+            ["train.precision=bf16", "prune.sparsity=0.8", "student.hidden=[8, 4]", "kd.alpha=0.5"].map(String::from);
+        let spec = read_spec(&path, &sets).unwrap();
+        assert_eq!(spec.train.precision, estimator_wasm::schema::Precision::Bf16);
+        assert_eq!(spec.prune.unwrap().sparsity, 0.8);
+        assert_eq!(spec.student.hidden, vec![8, 4]);
+        assert_eq!(spec.kd.alpha, 0.5);
+        let e = read_spec(&path, &["kd.alpha=2".to_string()]).unwrap_err().to_string();
+        assert!(e.starts_with("--set kd.alpha=2: kd.alpha"), "{e}");
+        // the override at fault is named, not a line of the rewritten file
+        let sets = ["kd.alpha=0.5", "train.epoch=2"].map(String::from);
+        let e = read_spec(&path, &sets).unwrap_err().to_string();
+        assert!(e.starts_with("--set train.epoch=2: unknown field `epoch`"), "{e}");
+        assert!(!e.contains("line"), "{e}");
+        assert!(read_spec(&path, &["nonsense".to_string()]).is_err());
+        let e = read_spec(&path, &["train.epochs=5\ntrain.lr=3".to_string()]).unwrap_err().to_string();
+        assert_eq!(e, "--set train.epochs: the value spans lines; give one TOML value");
+    }
+
+    #[test]
+    fn an_integer_beyond_toml_is_named_with_the_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n").unwrap();
+        let e = |set: &str| read_spec(&path, &[set.to_string()]).unwrap_err().to_string();
+        for key in ["data.classes", "train.batch_size"] {
+            assert_eq!(
+                e(&format!("{key}=18446744073709551615")),
+                format!(
+                    "--set {key}=18446744073709551615: 18446744073709551615 is beyond TOML's integer range (at most \
+                     9223372036854775807); give a smaller value"
+                )
+            );
+        }
+        // one past i64 is refused, i64::MAX itself reaches the schema
+        assert!(e("train.epochs=-9223372036854775809").contains("is beyond TOML's integer range"));
+        assert!(!e("train.epochs=9223372036854775807").contains("beyond TOML"));
+        // a broken array is TOML's mistake, not the string "[8, 4"
+        assert!(e("student.hidden=[8, 4").starts_with("--set student.hidden=[8, 4: [8, 4 is not a TOML value ("));
+        // bare words are still strings
+        assert!(read_spec(&path, &["train.precision=bf16".to_string()]).is_ok());
+    }
+
+    #[test]
+    fn a_mistake_in_the_file_keeps_its_place_under_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let cfg = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n[train]\nepoch = 3\n";
+        std::fs::write(&path, cfg).unwrap();
+        let alone = read_spec(&path, &[]).unwrap_err().to_string();
+        assert!(alone.contains("line 7, column 1: unknown field `epoch`"), "{alone}");
+        let set = ["kd.alpha=0.5".to_string()];
+        assert_eq!(read_spec(&path, &set).unwrap_err().to_string(), alone);
+        // not TOML at all: the file's own syntax error, with its place
+        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses\n").unwrap();
+        let e = read_spec(&path, &set).unwrap_err().to_string();
+        assert!(e.contains("line 3, column 8"), "{e}");
+        // an override that mends the file's mistake is taken
+        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n").unwrap();
+        assert!(read_spec(&path, &["student.family=mlp".to_string()]).is_ok());
+    }
+}

@@ -1,0 +1,262 @@
+//! The students of a run: the teacher measured once on the held-out set (its soft targets cached
+//! or live), an `"auto"` micro-batch confirmed with one step, then each student (the KD student,
+//! and with `--baseline` the alpha = 0 one) distilled from its first step (or its newest
+//! checkpoint) through the trainer to its exports and its section of the report.
+//!
+//! Files, in the student's folder (the run folder, or its `baseline/`): `metrics.jsonl`,
+//! `checkpoints/`, the exports (see [`crate::export`]), and `student-report.json`, whose
+//! presence marks the student as finished (a resumed run skips it).
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use estimator_wasm::schema::Config;
+use tch::{nn::VarStore, Device};
+
+use crate::checkpoint;
+use crate::config::RunSettings;
+use crate::data::{Dataset, Normalizer};
+use crate::durable::{create_dir_all, write_atomic};
+use crate::error::{DistillError, Result};
+use crate::eval::{accuracy, teacher_logits};
+use crate::export::export;
+use crate::metrics::MetricsLog;
+use crate::preflight::chance_warning;
+use crate::progress::Progress;
+use crate::report::{Distilled, StudentReport, TeacherReport};
+use crate::student::Student;
+use crate::teacher::Teacher;
+use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
+
+/// The datasets on the device and their normalisation.
+pub struct Data<'a> {
+    pub train: &'a Dataset,
+    pub test: &'a Dataset,
+    pub norm: &'a Normalizer,
+}
+
+/// The students of a run: the KD student, and with `--baseline` the alpha = 0 one.
+pub struct Students<'a> {
+    pub settings: &'a RunSettings,
+    /// The run's folder (`.partial` until it finishes); the baseline goes into its `baseline/`.
+    pub dir: &'a Path,
+    /// Set by Ctrl-C: checkpoint after the current step and stop.
+    pub stop: &'static AtomicBool,
+    /// `--stop-after-steps`: checkpoint and stop when a student completes that step.
+    pub stop_after: Option<u64>,
+    /// `--baseline`: also train the alpha = 0 student.
+    pub baseline: bool,
+    pub progress: &'a Progress,
+}
+
+impl Students<'_> {
+    /// Measures the teacher, then distils each student into its folder.
+    ///
+    /// # Errors
+    /// As [`run_student`]; [`DistillError::Config`] when an `"auto"` micro-batch fails its
+    /// confirming step.
+    pub fn distil(&self, teacher: &mut Teacher, data: &Data) -> Result<Distilled> {
+        let (settings, progress) = (self.settings, self.progress);
+        let (spec, train_set, test_set, norm) = (settings.spec(), data.train, data.test, data.norm);
+        let eval_batch = spec.train.eval_batch_size as usize;
+        let teacher_test = teacher_logits(teacher, test_set, norm, eval_batch)?.argmax(-1, false);
+        let teacher_accuracy = accuracy(&teacher_test, &test_set.y);
+        progress.line(format!("teacher: {} parameters, test accuracy {:.4}", teacher.params, teacher_accuracy));
+        let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, norm, spec.data.classes);
+        if let Some(w) = &warning {
+            progress.warn(w.clone());
+        }
+        teacher.ensure_eval()?;
+        let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
+            (false, _) => SoftTargets::None,
+            (true, true) => SoftTargets::Cached(teacher_logits(teacher, train_set, norm, eval_batch)?),
+            (true, false) => SoftTargets::Live(teacher),
+        };
+        let inputs = TrainInputs {
+            settings,
+            train: train_set,
+            test: test_set,
+            norm,
+            targets,
+            teacher_test_preds: Some(&teacher_test),
+        };
+        if settings.auto_batch() {
+            confirm_batch(&inputs)?;
+            progress.line(format!(
+                "train.batch_size = \"auto\": {} fits the device (confirmed with one step)",
+                settings.batch_size()
+            ));
+        }
+        let outputs =
+            |folder: &str| StudentOutputs { dir: self.dir.join(folder), stop: self.stop, stop_after: self.stop_after };
+        let student = run_student(&inputs, &outputs(""), progress, "student")?;
+
+        let baseline = if self.baseline {
+            let labels_only = settings.labels_only();
+            let inputs = TrainInputs { settings: &labels_only, targets: SoftTargets::None, ..inputs };
+            Some(run_student(&inputs, &outputs("baseline/"), progress, "alpha=0")?)
+        } else {
+            None
+        };
+        let teacher = TeacherReport {
+            path: teacher.path.display().to_string(),
+            params: teacher.params,
+            file_bytes: teacher.file_bytes,
+            test_accuracy: teacher_accuracy,
+            chance_accuracy,
+            warning,
+        };
+        Ok(Distilled { teacher, student, baseline })
+    }
+}
+
+/// One forward and backward at the resolved batch on a scratch student, so that an
+/// over-optimistic `"auto"` fails now, with advice, rather than mid-run.
+fn confirm_batch(inputs: &TrainInputs) -> Result<()> {
+    let settings = inputs.settings;
+    let cfg_path = settings.cfg_path();
+    let (vs, student) = build_student(settings.spec(), settings.init(), cfg_path, settings.device())?;
+    let trainer = Trainer::new(inputs, vs, student)?;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trainer.probe()));
+    let b = settings.batch_size();
+    match outcome {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(DistillError::config(
+            cfg_path,
+            format!("train.batch_size = \"auto\" chose {b}, but one step failed: {e}; set a smaller number"),
+        )),
+        Err(panic) => {
+            let why = panic.downcast_ref::<String>().map(String::as_str).or(panic.downcast_ref::<&str>().copied());
+            let why = crate::error::first_line(why.unwrap_or("a panic"));
+            // only an allocation failure is blamed on the batch size
+            let oom = ["out of memory", "can't allocate memory", "alloc"].iter().any(|s| why.contains(s));
+            Err(DistillError::config(
+                cfg_path,
+                if oom {
+                    format!("train.batch_size = \"auto\" chose {b}, but one step ran out of memory ({why}); set a smaller number or raise estimate.safety_margin")
+                } else {
+                    format!("train.batch_size = \"auto\" chose {b}, but one step failed ({why}); set train.batch_size to a number")
+                },
+            ))
+        }
+    }
+}
+
+/// Where a student's run writes and how it may stop early.
+pub struct StudentOutputs {
+    /// The student's folder: the run's `.partial` folder, or its `baseline/` folder.
+    pub dir: PathBuf,
+    /// Set by Ctrl-C: checkpoint after the current step and stop.
+    pub stop: &'static AtomicBool,
+    /// `--stop-after-steps`: checkpoint and stop when this student completes that step.
+    pub stop_after: Option<u64>,
+}
+
+impl StudentOutputs {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// Trains (or resumes, or reloads when finished) one student and exports it; `name` labels its
+/// progress lines (`student`, `alpha=0`).
+///
+/// # Errors
+/// [`DistillError::Interrupted`] when stopped early (a checkpoint is written); training,
+/// export and I/O errors otherwise.
+pub fn run_student(
+    inputs: &TrainInputs,
+    out: &StudentOutputs,
+    progress: &Progress,
+    name: &str,
+) -> Result<StudentReport> {
+    let done = out.path("student-report.json");
+    if done.is_file() {
+        let text = std::fs::read_to_string(&done).map_err(|e| DistillError::io(&done, e))?;
+        return serde_json::from_str(&text).map_err(|e| DistillError::Usage(format!("{}: {e}", done.display())));
+    }
+    create_dir_all(&out.path("")).map_err(|e| DistillError::io(&out.path(""), e))?;
+    let settings = inputs.settings;
+    let (vs, student) = build_student(settings.spec(), settings.init(), settings.cfg_path(), settings.device())?;
+    let mut trainer = Trainer::new(inputs, vs, student)?;
+    if let Some(note) = trainer.batches().note() {
+        progress.line(format!("{name}: {note}"));
+    }
+    let checkpoints = Checkpoints { dir: out.path("checkpoints"), stop: out.stop, stop_after: out.stop_after };
+    let metrics_path = out.path("metrics.jsonl");
+    let mut metrics = match checkpoint::resume_newest(&checkpoints.dir, |c| trainer.restore(c))? {
+        Some(resumed) => {
+            if let Some(line) = resumed.skipped_line(name) {
+                progress.warn(line);
+            }
+            progress.line(format!("{name}: resuming from {} (step {})", resumed.used.display(), trainer.step()));
+            let (log, kept) = MetricsLog::resume(&metrics_path, trainer.metrics_lines())?;
+            if kept < trainer.metrics_lines() {
+                progress.warn(format!(
+                    "warning: {name}: {} holds {kept} whole line(s) of the {} up to step {} (cut or removed since); those lines are lost, the rest is appended",
+                    metrics_path.display(),
+                    trainer.metrics_lines(),
+                    trainer.step()
+                ));
+                trainer.keep_metrics_lines(kept);
+            }
+            log
+        }
+        None => {
+            // a student that ran before (its log or checkpoint folder is there) starts over: say so
+            if metrics_path.exists() || checkpoints.dir.exists() {
+                progress.warn(format!(
+                    "warning: {name}: no checkpoint in {}; starting from step 0",
+                    checkpoints.dir.display()
+                ));
+            }
+            MetricsLog::create(&metrics_path)?
+        }
+    };
+    check_stop_after(out.stop_after, trainer.step(), name)?;
+    let outcome = match trainer.run(progress, &mut metrics, name, Some(&checkpoints))? {
+        RunEnd::Finished(outcome) => outcome,
+        RunEnd::Stopped { step } => return Err(DistillError::Interrupted { step }),
+    };
+    let report = export(inputs, trainer.into_trained(), &outcome, &out.dir)?;
+    let json = serde_json::to_vec_pretty(&report).expect("report serialises");
+    write_atomic(&done, |f| f.write_all(&json))?;
+    Ok(report)
+}
+
+/// `--stop-after-steps N` stops a student when it completes step N: refused when this student
+/// already stands at step N or later (a resumed run), where it would never stop.
+fn check_stop_after(stop_after: Option<u64>, step: u64, name: &str) -> Result<()> {
+    match stop_after {
+        Some(n) if n <= step => Err(DistillError::Usage(format!(
+            "--stop-after-steps {n}: {name} already stands at step {step}; pass a larger N or leave it out"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Seeds libtorch, builds the student of `spec` (read from `cfg_path`) and loads `init` (its
+/// `student.init`, resolved) when set.
+///
+/// # Errors
+/// [`DistillError::Config`] naming `cfg_path` for a student that cannot be built or an `init`
+/// that does not load.
+pub fn build_student(
+    spec: &Config,
+    init: Option<&Path>,
+    cfg_path: &Path,
+    device: Device,
+) -> Result<(VarStore, Student)> {
+    tch::manual_seed(spec.train.seed as i64);
+    let mut vs = VarStore::new(device);
+    let student = Student::new(&vs.root(), spec)?;
+    if let Some(path) = init {
+        vs.load(path).map_err(|e| {
+            DistillError::config(
+                cfg_path,
+                format!("student.init = {}: {}", path.display(), crate::error::first_line(&e.to_string())),
+            )
+        })?;
+    }
+    Ok((vs, student))
+}
