@@ -31,7 +31,7 @@ pub struct StepConfig<'a> {
     pub device: Device,
     pub precision: Precision,
     /// The loss of a batch from the student's output, the soft targets and the labels.
-    pub objective: Box<dyn Objective>,
+    pub objective: &'a dyn Objective,
     pub seed: u64,
     /// Contiguous block ranges covering the student; more than one means checkpointing.
     pub segments: &'a [Range<usize>],
@@ -138,7 +138,7 @@ fn finish(
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
 ) -> (LossParts, Tensor) {
-    let mut loss = cfg.objective.loss(logits, soft, y);
+    let mut loss = cfg.objective.loss(logits, soft, Some(y));
     if let Some(extra) = extra_loss() {
         loss.loss = &loss.loss + extra;
     }
@@ -267,7 +267,7 @@ mod tests {
         let cfg = StepConfig {
             device: Device::Cpu,
             precision: Precision::Fp32,
-            objective: Box::new(crate::objective::LogitKd { temperature: 2.0, alpha: case.alpha }),
+            objective: &crate::objective::LogitKd { temperature: 2.0, alpha: case.alpha },
             seed: 3,
             segments,
             param_segment: &param_segments(&student, &names, segments),
