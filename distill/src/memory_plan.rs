@@ -38,7 +38,7 @@ pub struct PlanInputs<'a> {
 /// [`DistillError::Config`] when the estimate fails or not even a batch of 1 fits.
 pub fn memory_plan(run: &PlanInputs, progress: &Progress) -> Result<(Config, Option<MemoryReport>)> {
     let PlanInputs { cfg, teacher, train, test, device } = *run;
-    let sample_bytes = (train.x.numel() / train.len().max(1)) as u64 * train.x.kind().elt_size_in_bytes() as u64;
+    let sample_bytes = train.sample_bytes();
     let inputs = Inputs {
         batch: None,
         teacher: Some(counted_teacher(teacher.params, &cfg.spec)),

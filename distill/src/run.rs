@@ -11,15 +11,14 @@ use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
 use crate::config::{RunConfig, RunSettings};
-use crate::data::{Dataset, Normalizer};
+use crate::data::Dataset;
 use crate::durable::write_atomic;
 use crate::error::{DistillError, Result};
-use crate::eval::{accuracy, teacher_logits};
+use crate::eval::{accuracy, teacher_outputs};
 use crate::fingerprint::{self, Fingerprint};
 use crate::memory_plan::{memory_plan, PlanInputs};
 use crate::preflight::{
-    chance_warning, check_eval_mode, check_finite_logits, check_not_identical, check_same_range, check_teacher_shape,
-    parse_device,
+    chance_warning, check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, parse_device,
 };
 use crate::progress::{Progress, Verbosity};
 use crate::report::{DataReport, Report, StudentReport, TeacherReport};
@@ -121,18 +120,17 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         None => train_set.split(spec.data.holdout.unwrap_or(0.1), spec.train.seed)?,
     };
     let (train_set, test_set) = (train_set.to_device(device), test_set.to_device(device));
-    let norm = Normalizer::new(&spec.data, device);
     let mut teacher = Teacher::load(&opts.teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?;
 
     // Preflight on a probe batch: teacher output shape, finite, in eval mode; student != teacher.
     let probe = Tensor::arange(train_set.len().min(8) as i64, (tch::Kind::Int64, device));
-    let probe_x = norm.apply(&train_set.batch(&probe).0);
-    let probe_logits = teacher.logits(&probe_x)?;
-    check_teacher_shape(&teacher, &probe_logits, probe.size()[0], spec.data.classes)?;
-    check_finite_logits(&teacher, &probe_logits, &probe_x, &train_set.file_rows(&probe), &train_set.path)?;
-    check_eval_mode(&teacher, &probe_x, &probe_logits)?;
+    let probe = train_set.batch(&probe);
+    let probe_logits = teacher.output(&probe.input)?;
+    check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes)?;
+    teacher.check_finite(&probe_logits, &probe.input, &probe.rows, train_set.path())?;
+    check_eval_mode(&teacher, &probe.input, &probe_logits)?;
     let (_, student) = build_student(spec, &cfg.path, device)?;
-    check_not_identical(&teacher, &probe_logits, &student, &probe_x)?;
+    check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;
     drop(student);
 
     // The memory plan on this device resolves the run (`batch_size = "auto"` becomes a number).
@@ -153,7 +151,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let json = serde_json::to_vec_pretty(&resumable).expect("run.json serialises");
     write_atomic(&rundir.path("run.json"), |f| std::io::Write::write_all(f, &json))?;
     rundir.write("config.toml", spec.to_toml_string().as_bytes())?;
-    let data = Data { train: &train_set, test: &test_set, norm: &norm };
+    let data = Data { train: &train_set, test: &test_set };
     let students = Students { opts, settings: &settings, rundir: &rundir, progress: &progress, auto_batch: auto };
     match students.distil(&mut teacher, &data) {
         Ok(distilled) => {
@@ -189,11 +187,10 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     }
 }
 
-/// The datasets on the device and their normalisation.
+/// The datasets on the device.
 struct Data<'a> {
     train: &'a Dataset,
     test: &'a Dataset,
-    norm: &'a Normalizer,
 }
 
 /// The students of a run: the KD student, and with `--baseline` the alpha = 0 one.
@@ -217,26 +214,26 @@ impl Students<'_> {
     /// Measures the teacher, then distils each student into its folder.
     fn distil(&self, teacher: &mut Teacher, data: &Data) -> Result<Distilled> {
         let (settings, progress) = (self.settings, self.progress);
-        let (spec, train_set, test_set, norm) = (settings.spec(), data.train, data.test, data.norm);
+        let (spec, train_set, test_set) = (settings.spec(), data.train, data.test);
         let eval_batch = spec.train.eval_batch_size as usize;
-        let teacher_test = teacher_logits(teacher, test_set, norm, eval_batch)?.argmax(-1, false);
-        let teacher_accuracy = accuracy(&teacher_test, &test_set.y);
+        let objective = crate::objective::from_spec(&spec.kd);
+        let teacher_test = objective.predictions(&teacher_outputs(teacher, test_set, eval_batch)?);
+        let teacher_accuracy = test_set.labels().map_or(f64::NAN, |y| accuracy(&teacher_test, y));
         progress.line(format!("teacher: {} parameters, test accuracy {:.4}", teacher.params, teacher_accuracy));
-        let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, norm, spec.data.classes);
+        let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, spec.data.classes);
         if let Some(w) = &warning {
             progress.warn(w.clone());
         }
         teacher.ensure_eval()?;
         let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
             (false, _) => SoftTargets::None,
-            (true, true) => SoftTargets::Cached(teacher_logits(teacher, train_set, norm, eval_batch)?),
+            (true, true) => SoftTargets::Cached(teacher_outputs(teacher, train_set, eval_batch)?),
             (true, false) => SoftTargets::Live(teacher),
         };
         let inputs = TrainInputs {
             settings,
             train: train_set,
             test: test_set,
-            norm,
             targets,
             teacher_test_preds: Some(&teacher_test),
         };

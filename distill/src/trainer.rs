@@ -16,9 +16,9 @@ use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
 use crate::checkpoint::{Restored, Snapshot};
 use crate::config::RunSettings;
-use crate::data::{permutation, Dataset, Normalizer};
+use crate::data::{permutation, Batch, Dataset};
 use crate::error::{DistillError, Result};
-use crate::eval::{accuracy, student_predictions};
+use crate::eval::{accuracy, correct, student_predictions};
 use crate::loop_state::{LoopState, StepFigures};
 use crate::metrics::MetricsLog;
 use crate::objective::{LossValues, Objective};
@@ -26,30 +26,29 @@ use crate::optim::Optimizer;
 use crate::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::schedule::Schedule;
-use crate::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, Batch, StepConfig};
+use crate::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig};
 use crate::student::Student;
 use crate::teacher::Teacher;
 
-/// Where the soft targets of a training batch come from.
+/// Where the soft targets (the teacher's outputs: whatever the objective compares, logits or
+/// embeddings) of a training batch come from.
 pub enum SoftTargets<'a> {
     /// alpha = 0: labels only.
     None,
-    /// Teacher logits [N_train, C] precomputed once (the teacher is frozen, in eval mode, and the
-    /// data is not augmented, so these are the soft targets every epoch would see).
+    /// Teacher outputs [N_train, ...] precomputed once (the teacher is frozen, in eval mode, and
+    /// the data is not augmented, so these are the soft targets every epoch would see).
     Cached(Tensor),
     /// The teacher runs on every batch.
     Live(&'a Teacher),
 }
 
 impl SoftTargets<'_> {
-    /// Soft targets of training rows `index` (normalised inputs `x`) of `data`.
-    fn get(&self, index: &Tensor, x: &Tensor, data: &Dataset) -> Result<Option<Tensor>> {
+    /// Soft targets of training rows `index` of `data`, whose batch is `batch`.
+    fn get(&self, index: &Tensor, batch: &Batch, data: &Dataset) -> Result<Option<Tensor>> {
         Ok(match self {
             SoftTargets::None => None,
             SoftTargets::Cached(all) => Some(all.index_select(0, index)),
-            SoftTargets::Live(teacher) => {
-                Some(crate::preflight::finite_teacher_logits(teacher, x, &data.file_rows(index), &data.path)?)
-            }
+            SoftTargets::Live(teacher) => Some(teacher.finite_output(batch, data.path())?),
         })
     }
 }
@@ -60,7 +59,6 @@ pub struct TrainInputs<'a> {
     pub settings: &'a RunSettings,
     pub train: &'a Dataset,
     pub test: &'a Dataset,
-    pub norm: &'a Normalizer,
     pub targets: SoftTargets<'a>,
     /// Teacher top-1 on the test set [N_test], for agreement.
     pub teacher_test_preds: Option<&'a Tensor>,
@@ -256,19 +254,18 @@ impl<'a> Trainer<'a> {
     /// the step and the metrics untouched (checks that the batch fits the device).
     pub fn probe(&self) -> Result<()> {
         let n = self.batches.size as i64;
-        let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.settings.device())))?;
+        let (data, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.settings.device())))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
-        let batch = Batch { x: &x, mask: None, y: &y, soft: soft.as_ref(), step: 0 };
+        let batch = StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step: 0 };
         forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &|| None)
             .map(|_| ())
     }
 
-    /// Normalised inputs, labels and soft targets of the training rows `index`.
-    fn batch_of(&self, index: &Tensor) -> Result<(Tensor, Tensor, Option<Tensor>)> {
-        let (x, y) = self.inputs.train.batch(index);
-        let x = self.inputs.norm.apply(&x);
-        let soft = self.inputs.targets.get(index, &x, self.inputs.train)?;
-        Ok((x, y, soft))
+    /// The batch (model input, labels) and soft targets of the training rows `index`.
+    fn batch_of(&self, index: &Tensor) -> Result<(Batch, Option<Tensor>)> {
+        let batch = self.inputs.train.batch(index);
+        let soft = self.inputs.targets.get(index, &batch, self.inputs.train)?;
+        Ok((batch, soft))
     }
 
     fn step_config(&self) -> StepConfig<'_> {
@@ -290,11 +287,11 @@ impl<'a> Trainer<'a> {
     /// Returns the step's figures but its time (0 here), which the caller measures.
     fn update(&mut self, chunk: &[i64], epoch: u64, lr: f64) -> Result<StepFigures> {
         let step = self.state.step();
-        let (x, y, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.settings.device()))?;
+        let (data, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.settings.device()))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
-        let batch = Batch { x: &x, mask: None, y: &y, soft: soft.as_ref(), step };
+        let batch = StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step };
         let stats = self.scaler.as_ref().map(|_| save_running_stats(&self.student));
         let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
         let losses = out.loss.values();
@@ -324,8 +321,8 @@ impl<'a> Trainer<'a> {
             let scale = self.loss_scale().unwrap_or(0.0);
             return Err(DistillError::Overflow { skipped, step: step + 1, epoch: epoch + 1, value, scale });
         }
-        let correct =
-            out.logits.argmax(-1, false).eq_tensor(&y).to_kind(Kind::Float).sum(Kind::Float).double_value(&[]);
+        let preds = self.objective.predictions(&out.output);
+        let correct = data.labels.as_ref().map_or(0.0, |y| correct(&preds, y));
         Ok(StepFigures { losses, correct, samples: chunk.len() as f64, seconds: 0.0, applied })
     }
 
@@ -361,8 +358,9 @@ impl<'a> Trainer<'a> {
     fn end_epoch(&mut self, epoch: u64, progress: &Progress, metrics: &mut MetricsLog, name: &str) -> Result<()> {
         let inputs = self.inputs;
         let spec = inputs.settings.spec();
-        let preds = student_predictions(&self.student, inputs.test, inputs.norm, spec.train.eval_batch_size as usize);
-        let test_accuracy = accuracy(&preds, &inputs.test.y);
+        let batch = spec.train.eval_batch_size as usize;
+        let preds = student_predictions(&self.student, inputs.test, self.objective.as_ref(), batch);
+        let test_accuracy = inputs.test.labels().map_or(f64::NAN, |y| accuracy(&preds, y));
         let agreement = inputs.teacher_test_preds.map(|t| accuracy(&preds, t));
         let sparsity = self.pruner.as_ref().map(|p| p.schedule.applied_at(self.state.step()));
         let line = self.state.epoch_line(epoch, test_accuracy, agreement, sparsity);
