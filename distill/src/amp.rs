@@ -21,8 +21,6 @@ pub struct GradScaler {
     growth_factor: f64,
     backoff_factor: f64,
     growth_interval: i64,
-    /// Optimiser steps skipped because of non-finite gradients.
-    pub skipped_steps: u64,
 }
 
 /// PyTorch's defaults: initial scale 2^16, x2 after 2000 clean steps, x0.5 on overflow.
@@ -47,7 +45,6 @@ impl GradScaler {
             growth_factor: 2.0,
             backoff_factor: 0.5,
             growth_interval,
-            skipped_steps: 0,
         }
     }
 
@@ -62,8 +59,8 @@ impl GradScaler {
     }
 
     /// Unscales `grads` in place, updates the scale, and returns whether the optimiser may step
-    /// (false: `loss_finite` is false or a gradient held inf/NaN; the step is skipped and
-    /// counted, and the scale backs off).
+    /// (false: `loss_finite` is false or a gradient held inf/NaN; the step is skipped, which the
+    /// caller counts (`LoopState`), and the scale backs off).
     pub fn unscale_and_update(&mut self, grads: &mut [Tensor], loss_finite: bool) -> Result<bool> {
         let flag = if loss_finite { 0.0f32 } else { 1.0 };
         let mut found_inf = Tensor::from_slice(&[flag]).to_device(self.scale.device());
@@ -79,9 +76,6 @@ impl GradScaler {
             self.backoff_factor,
             self.growth_interval,
         )?;
-        if !clean {
-            self.skipped_steps += 1;
-        }
         Ok(clean)
     }
 
@@ -91,11 +85,10 @@ impl GradScaler {
     }
 
     /// Restores a checkpointed state.
-    pub fn load_state(&mut self, scale: &Tensor, growth_tracker: &Tensor, skipped_steps: u64) {
+    pub fn load_state(&mut self, scale: &Tensor, growth_tracker: &Tensor) {
         let device = self.scale.device();
         self.scale = scale.to_device(device).to_kind(Kind::Float);
         self.growth_tracker = growth_tracker.to_device(device).to_kind(Kind::Int);
-        self.skipped_steps = skipped_steps;
     }
 }
 
@@ -107,9 +100,31 @@ mod tests {
         vec![Tensor::from_slice(values), Tensor::from_slice(&[1.0f32, 2.0])]
     }
 
+    /// The scaler and the steps it skipped (the trainer counts them in `LoopState`).
+    struct Counted {
+        scaler: GradScaler,
+        skipped_steps: u64,
+    }
+
+    impl Counted {
+        fn new(scaler: GradScaler) -> Counted {
+            Counted { scaler, skipped_steps: 0 }
+        }
+
+        fn unscale_and_update(&mut self, grads: &mut [Tensor], loss_finite: bool) -> Result<bool> {
+            let clean = self.scaler.unscale_and_update(grads, loss_finite)?;
+            self.skipped_steps += u64::from(!clean);
+            Ok(clean)
+        }
+
+        fn scale(&self) -> f64 {
+            self.scaler.scale()
+        }
+    }
+
     #[test]
     fn unscales_clean_gradients_and_grows_after_the_interval() {
-        let mut s = GradScaler::with(Device::Cpu, 8.0, 3);
+        let mut s = Counted::new(GradScaler::with(Device::Cpu, 8.0, 3));
         for step in 1..=3 {
             let mut g = grads(&[8.0, 16.0]);
             assert!(s.unscale_and_update(&mut g, true).unwrap());
@@ -123,7 +138,7 @@ mod tests {
 
     #[test]
     fn overflow_skips_the_step_and_backs_off() {
-        let mut s = GradScaler::new(Device::Cpu);
+        let mut s = Counted::new(GradScaler::new(Device::Cpu));
         assert_eq!(s.scale(), 65536.0);
         let mut g = grads(&[1.0, f32::INFINITY]);
         assert!(!s.unscale_and_update(&mut g, true).unwrap());
@@ -140,7 +155,7 @@ mod tests {
 
     #[test]
     fn a_non_finite_loss_skips_even_with_finite_gradients() {
-        let mut s = GradScaler::with(Device::Cpu, 8.0, 2);
+        let mut s = Counted::new(GradScaler::with(Device::Cpu, 8.0, 2));
         let mut g = grads(&[8.0, 16.0]);
         assert!(!s.unscale_and_update(&mut g, false).unwrap());
         assert_eq!((s.scale(), s.skipped_steps), (4.0, 1));

@@ -57,7 +57,7 @@ impl Snapshot<'_> {
             tensors.push(("amp/growth_tracker".into(), tracker));
         }
         let saved = Saved { state: self.state.clone(), optimizer_step: self.optimizer_step, config: self.config };
-        save(dir, self.state.step, &tensors, &saved, keep)
+        save(dir, self.state.step(), &tensors, &saved, keep)
     }
 }
 

@@ -1,39 +1,40 @@
 //! Evaluation passes: predictions, accuracy and teacher-student agreement on a held-out set.
-use tch::{Device, Kind, Tensor};
+//! What a prediction is (the top-1 class of logits) is the objective's
+//! ([`Objective::predictions`]); here they are counted.
+use tch::{Kind, Tensor};
 
-use crate::data::{Dataset, Normalizer};
+use crate::data::Dataset;
 use crate::error::Result;
-use crate::preflight::finite_teacher_logits;
+use crate::objective::Objective;
 use crate::student::Student;
 use crate::teacher::Teacher;
 
-/// Top-1 predictions [N] (Int64) of the student in eval mode.
-pub fn student_predictions(student: &Student, data: &Dataset, norm: &Normalizer, batch: usize) -> Tensor {
+/// The student's predictions over `data` (top-1 classes [N] Int64 for logits) in eval mode,
+/// in batches of `batch`.
+pub fn student_predictions(student: &Student, data: &Dataset, objective: &dyn Objective, batch: usize) -> Tensor {
     tch::no_grad(|| {
         let preds: Vec<Tensor> =
-            data.chunks(batch).map(|(x, _)| student.forward(&norm.apply(&x), false).argmax(-1, false)).collect();
+            data.chunks(batch).map(|b| objective.predictions(&student.forward(&b.input, false))).collect();
         Tensor::cat(&preds, 0)
     })
 }
 
-/// Teacher logits [N, C] (fp32) over a whole dataset, in order.
+/// The teacher's outputs [N, ...] (fp32: logits [N, C], or embeddings) over a whole dataset, in
+/// order.
 ///
 /// # Errors
-/// As [`finite_teacher_logits`]: a forward that fails, or a NaN/inf logit (naming its row).
-pub fn teacher_logits(teacher: &Teacher, data: &Dataset, norm: &Normalizer, batch: usize) -> Result<Tensor> {
-    let logits = data
-        .chunks(batch)
-        .enumerate()
-        .map(|(i, (x, _))| {
-            let rows =
-                Tensor::arange_start((i * batch) as i64, (i * batch) as i64 + x.size()[0], (Kind::Int64, Device::Cpu));
-            finite_teacher_logits(teacher, &norm.apply(&x), &data.file_rows(&rows), &data.path)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Tensor::cat(&logits, 0))
+/// As [`Teacher::finite_output`]: a forward that fails, or a NaN/inf output (naming its row).
+pub fn teacher_outputs(teacher: &Teacher, data: &Dataset, batch: usize) -> Result<Tensor> {
+    let outputs = data.chunks(batch).map(|b| teacher.finite_output(&b, data.path())).collect::<Result<Vec<_>>>()?;
+    Ok(Tensor::cat(&outputs, 0))
 }
 
 /// Fraction of `preds` equal to `labels`.
 pub fn accuracy(preds: &Tensor, labels: &Tensor) -> f64 {
     preds.eq_tensor(labels).to_kind(Kind::Float).mean(Kind::Float).double_value(&[])
+}
+
+/// How many of `preds` equal `labels` (summed in fp32).
+pub fn correct(preds: &Tensor, labels: &Tensor) -> f64 {
+    preds.eq_tensor(labels).to_kind(Kind::Float).sum(Kind::Float).double_value(&[])
 }

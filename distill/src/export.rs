@@ -10,7 +10,8 @@
 //!   `conv1_bn.running_mean`, `head.bias`; the same names as a PyTorch module with those
 //!   attribute names, so `model.load_state_dict(safetensors.torch.load_file(...), strict=False)`
 //!   fills it.
-//! * `student.pt`: the eval-mode forward traced into TorchScript. Inputs are normalised floats
+//! * `student.pt`: the eval-mode forward traced into TorchScript on the first test sample. It
+//!   takes the model input's tensors ([`ModelInput::tensors`]): normalised floats
 //!   [B, ...input_shape] (see `data.scale/mean/std` in report.json); outputs logits [B, classes].
 //!   Weights are baked in as constants, so Python can run it but not fine-tune it.
 //!
@@ -23,6 +24,7 @@ use estimator_wasm::schema::arch;
 use estimator_wasm::schema::{Config, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
+use crate::data::ModelInput;
 use crate::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
 use crate::error::{DistillError, Result};
 use crate::latency::{measure, Latency};
@@ -33,7 +35,7 @@ use crate::student::Student;
 use crate::trainer::{TrainInputs, TrainOutcome, Trained};
 
 /// Writes the student of `spec` (variables in `vs`, on any device) to `safetensors` and, traced
-/// in eval mode on `example` [B, ...input_shape], to `torchscript`; both from a CPU copy.
+/// in eval mode on the model input `example`, to `torchscript`; both from a CPU copy.
 ///
 /// # Errors
 /// [`DistillError::Torch`] when libtorch cannot copy, trace or write; I/O errors of the rename.
@@ -41,7 +43,7 @@ pub fn save_student(
     spec: &Config,
     vs: &VarStore,
     student: &Student,
-    example: &Tensor,
+    example: &ModelInput,
     safetensors: &Path,
     torchscript: &Path,
 ) -> Result<()> {
@@ -74,15 +76,20 @@ fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
     })
 }
 
-/// Traces `student` in eval mode on `example` [B, ...] and writes TorchScript to `path`; the
+/// Traces `student` in eval mode on `example` and writes TorchScript to `path`; the
 /// tensors traced in are the student's, so it must be on the CPU ([`cpu_copy`]).
 /// Freezes `vs` (tracing cannot capture tensors that require grad).
-fn save_torchscript(student: &Student, vs: &mut VarStore, example: &Tensor, path: &Path) -> Result<()> {
+fn save_torchscript(student: &Student, vs: &mut VarStore, example: &ModelInput, path: &Path) -> Result<()> {
     vs.freeze();
-    let module = CModule::create_by_tracing("Student", "forward", &[example.shallow_clone()], &mut |inputs| {
-        vec![student.forward(&inputs[0], false)]
+    let module = CModule::create_by_tracing("Student", "forward", &example.tensors(), &mut |inputs| {
+        vec![student.forward(&ModelInput::from_tensors(inputs), false)]
     })?;
     write_atomic_keeping_extension(path, |tmp| Ok(module.save(tmp)?))
+}
+
+/// The model input of the first test sample, to trace the student on.
+fn first_sample(inputs: &TrainInputs) -> ModelInput {
+    inputs.test.chunks(1).next().expect("a test set holds a sample").input
 }
 
 /// Size of a file in bytes (0 when it cannot be read).
@@ -99,7 +106,7 @@ pub fn file_bytes(path: &Path) -> u64 {
 /// and I/O errors of the writers.
 pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, dir: &Path) -> Result<StudentReport> {
     let spec = inputs.settings.spec();
-    let example = inputs.norm.apply(&inputs.test.x.narrow(0, 0, 1));
+    let example = first_sample(inputs);
     let Trained { vs, student, pruner } = trained;
     check_finite(&vs)?;
     let structured = pruner.as_ref().filter(|p| p.spec.method == PruneMethod::Structured);
@@ -185,14 +192,14 @@ fn export_shrunk(
         inputs
             .test
             .chunks(batch)
-            .map(|(x, _)| {
-                let x = inputs.norm.apply(&x);
-                (shrunk.student.forward(&x, false) - student.forward(&x, false)).abs().max().double_value(&[])
+            .map(|b| {
+                let x = &b.input;
+                (shrunk.student.forward(x, false) - student.forward(x, false)).abs().max().double_value(&[])
             })
             .fold(0.0, f64::max)
     });
     let (st, ts) = (dir.join("student.safetensors"), dir.join("student.pt"));
-    let example = inputs.norm.apply(&inputs.test.x.narrow(0, 0, 1));
+    let example = first_sample(inputs);
     save_student(&shrunk.spec, &shrunk.vs, &shrunk.student, &example, &st, &ts)?;
     let toml = shrunk.spec.to_toml_string();
     write_atomic(&dir.join("student.toml"), |f| f.write_all(toml.as_bytes()))?;
@@ -263,7 +270,7 @@ fn cpu_latency(spec: &Config, file: &Path) -> Result<Latency> {
     let mut vs = VarStore::new(Device::Cpu);
     let student = Student::new(&vs.root(), spec)?;
     vs.load(file).map_err(|e| DistillError::Torch(format!("{}: {e}", file.display())))?;
-    Ok(measure(&student, &spec.data.input_shape))
+    Ok(measure(&student))
 }
 
 fn shrunk_spec(spec: &Config, s: &ShrunkReport) -> Config {
@@ -314,6 +321,7 @@ mod tests {
             (Device::Cpu, vec![1.0, 0.0, 1.0])
         );
         let x = Tensor::linspace(-1.0, 1.0, 2 * 64, (Kind::Float, Device::Cpu)).reshape([2, 1, 8, 8]);
+        let x = ModelInput::new(x);
         let (a, b) = tch::no_grad(|| (student.forward(&x, false), copy.forward(&x, false)));
         assert!(a.equal(&b));
     }

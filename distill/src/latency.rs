@@ -1,10 +1,8 @@
 //! Measured CPU inference latency of a student (eval mode, no autograd, fp32).
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-use tch::{Device, Kind, Tensor};
-
 use crate::student::Student;
+use serde::{Deserialize, Serialize};
 
 /// Median forward latency in milliseconds for one sample and for a batch of 256.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -15,13 +13,12 @@ pub struct Latency {
     pub threads: i32,
 }
 
-/// Times `student` (on the CPU) on random inputs of one sample's `shape`: 5 warm-up calls,
-/// then the median of 100 calls at batch 1 and 20 calls at batch 256.
-pub fn measure(student: &Student, shape: &[u64]) -> Latency {
+/// Times `student` (on the CPU) on random inputs of the kind it takes
+/// ([`Student::example_input`]): 5 warm-up calls, then the median of 100 calls at batch 1 and 20
+/// calls at batch 256.
+pub fn measure(student: &Student) -> Latency {
     let time = |batch: i64, runs: usize| {
-        let mut dims = vec![batch];
-        dims.extend(shape.iter().map(|&d| d as i64));
-        let x = Tensor::randn(dims.as_slice(), (Kind::Float, Device::Cpu));
+        let x = student.example_input(batch);
         tch::no_grad(|| {
             for _ in 0..5 {
                 let _ = student.forward(&x, false);

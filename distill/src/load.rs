@@ -1,5 +1,5 @@
 //! The run's inputs on its device, checked before any output exists: the train and held-out
-//! sets (a test file, or a split of the train file), their normalisation, and the teacher, with
+//! sets (a test file, or a split of the train file; each normalises its own batches) and the teacher, with
 //! the preflight checks on a probe batch (teacher output shape, finite, in eval mode; a student
 //! that is not the teacher).
 use std::path::Path;
@@ -8,20 +8,17 @@ use estimator_wasm::DatasetSize;
 use tch::{Device, Tensor};
 
 use crate::config::{HeldOut, RunConfig};
-use crate::data::{Dataset, Normalizer};
+use crate::data::Dataset;
 use crate::error::Result;
 use crate::memory_plan::LoadedSizes;
-use crate::preflight::{
-    check_eval_mode, check_finite_logits, check_not_identical, check_same_range, check_teacher_shape,
-};
+use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape};
 use crate::students::build_student;
 use crate::teacher::Teacher;
 
-/// The datasets on the device, their normalisation, and the teacher.
+/// The datasets on the device and the teacher.
 pub struct Loaded {
     pub train: Dataset,
     pub test: Dataset,
-    pub norm: Normalizer,
     pub teacher: Teacher,
 }
 
@@ -44,32 +41,30 @@ impl Loaded {
             HeldOut::Split(fraction) => train.split(*fraction, spec.train.seed)?,
         };
         let (train, test) = (train.to_device(device), test.to_device(device));
-        let norm = Normalizer::new(&spec.data, device);
         let teacher = Teacher::load(teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?;
 
         // Preflight on a probe batch: teacher output shape, finite, in eval mode; student != teacher.
         let probe = Tensor::arange(train.len().min(8) as i64, (tch::Kind::Int64, device));
-        let probe_x = norm.apply(&train.batch(&probe).0);
-        let probe_logits = teacher.logits(&probe_x)?;
-        check_teacher_shape(&teacher, &probe_logits, probe.size()[0], spec.data.classes)?;
-        check_finite_logits(&teacher, &probe_logits, &probe_x, &train.file_rows(&probe), &train.path)?;
-        check_eval_mode(&teacher, &probe_x, &probe_logits)?;
+        let probe = train.batch(&probe);
+        let probe_logits = teacher.output(&probe.input)?;
+        check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes)?;
+        teacher.check_finite(&probe_logits, &probe.input, &probe.rows, train.path())?;
+        check_eval_mode(&teacher, &probe.input, &probe_logits)?;
         let (_, student) = build_student(spec, cfg.init.as_deref(), &cfg.path, device)?;
-        check_not_identical(&teacher, &probe_logits, &student, &probe_x)?;
-        Ok(Loaded { train, test, norm, teacher })
+        check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;
+        Ok(Loaded { train, test, teacher })
     }
 
     /// What the memory plan needs of the loaded run: the teacher's parameter count and the
     /// datasets' sizes (samples, and bytes per sample as kept on the device).
     pub fn sizes(&self) -> LoadedSizes {
         let train = &self.train;
-        let sample_bytes = (train.x.numel() / train.len().max(1)) as u64 * train.x.kind().elt_size_in_bytes() as u64;
         LoadedSizes {
             teacher_params: self.teacher.params,
             dataset: DatasetSize {
                 train_samples: train.len() as u64,
                 test_samples: self.test.len() as u64,
-                sample_bytes,
+                sample_bytes: train.sample_bytes(),
             },
         }
     }

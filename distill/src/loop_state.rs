@@ -54,26 +54,63 @@ impl Window {
     }
 }
 
-/// The loop's position and running sums.
+/// The loop's position and running sums, changed only through its methods.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct LoopState {
     /// Optimiser steps (= batches) completed.
-    pub step: u64,
+    step: u64,
     window: Window,
     epoch: Window,
     total_samples: f64,
     train_seconds: f64,
     /// Lines in metrics.jsonl at this point (a resumed run truncates to it).
-    pub metrics_lines: u64,
-    /// fp16: optimiser steps skipped for a non-finite loss or gradients.
-    pub skipped_steps: u64,
+    metrics_lines: u64,
+    /// fp16: optimiser steps skipped for a non-finite loss or gradients (the run's one count).
+    skipped_steps: u64,
     /// fp16: steps skipped in a row up to now (the run stops at `amp::MAX_CONSECUTIVE_SKIPS`).
     #[serde(default)]
-    pub consecutive_skips: u64,
+    consecutive_skips: u64,
     last_epoch: Option<EpochLine>,
 }
 
 impl LoopState {
+    /// Optimiser steps (= batches) completed.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// One more optimiser step completed (applied or skipped).
+    pub fn advance(&mut self) {
+        self.step += 1;
+    }
+
+    /// Counts the update of the current step as `applied` or skipped (fp16, non-finite loss or
+    /// gradients); returns the steps skipped in a row up to now (0 after an applied one).
+    pub fn count_update(&mut self, applied: bool) -> u64 {
+        if applied {
+            self.consecutive_skips = 0;
+        } else {
+            self.skipped_steps += 1;
+            self.consecutive_skips += 1;
+        }
+        self.consecutive_skips
+    }
+
+    /// fp16: optimiser steps skipped so far.
+    pub fn skipped_steps(&self) -> u64 {
+        self.skipped_steps
+    }
+
+    /// Lines in metrics.jsonl at this point.
+    pub fn metrics_lines(&self) -> u64 {
+        self.metrics_lines
+    }
+
+    /// A resumed run found only `lines` of metrics.jsonl whole: it continues the log from there.
+    pub fn keep_metrics_lines(&mut self, lines: u64) {
+        self.metrics_lines = lines;
+    }
+
     /// Adds a finished step to the books. A skipped step's (possibly inf/NaN) loss stays out of
     /// the logged means; its time and samples count towards the throughput.
     pub fn record(&mut self, f: &StepFigures) {
@@ -88,7 +125,7 @@ impl LoopState {
     /// The progress text of the current logging window.
     pub fn window_status(&self) -> String {
         let (w, l) = (&self.window, self.window.losses());
-        format!("loss {:.4} (kd {:.4} ce {:.4}) acc {:.3}", l.loss, l.kd, l.ce, w.accuracy())
+        format!("{l} acc {:.3}", w.accuracy())
     }
 
     /// The metrics line of the logging window ending now (`epoch` 0-based, `lr` of the step).

@@ -1,13 +1,10 @@
-//! Checks of the teacher and the data against each other, run before any output is written (and,
-//! for the teacher's logits, wherever they are computed), so a bad combination fails in seconds
-//! with a message that names the file, the row and the fix (docs/kd-pitfalls.md T1, T4). A message
-//! blames a cause only after checking it: a 16-bit teacher is blamed for an overflow only when
-//! the fp32 teacher is finite on the same row, the data only when its values are at fault.
-use std::path::Path;
-
+//! Checks of the teacher and the data against each other, run before any output is written, so a
+//! bad combination fails in seconds with a message that names the file, the row and the fix
+//! (docs/kd-pitfalls.md T1, T4). A message blames a cause only after checking it (the teacher's
+//! outputs are checked finite wherever they are computed: `Teacher::finite_output`).
 use tch::{Device, Kind, Tensor};
 
-use crate::data::{Dataset, Normalizer};
+use crate::data::{Dataset, ModelInput};
 use crate::error::{DistillError, Result};
 use crate::student::Student;
 use crate::teacher::Teacher;
@@ -73,17 +70,17 @@ fn shape_problem(size: &[i64], batch: i64, classes: u64) -> Option<String> {
 /// a trace, so dropout stays on (the output changes from call to call: the soft targets are
 /// noise, and a logit cache freezes one random draw per sample) or batch norm keeps using batch
 /// statistics (a sample's output depends on the rest of its batch). `logits` [B, C] are the
-/// teacher's on the normalised probe batch `x` [B, ...]; the teacher runs on `x` again, and on
+/// teacher's on the probe batch's model input `input`; the teacher runs on it again, and on
 /// its first half alone. Differences up to 1e-4 (fp32) or 2e-2 (16-bit) of 1 + max |logit| are
 /// float rounding.
 ///
 /// # Errors
 /// [`DistillError::Teacher`] saying how to re-export the teacher in eval mode.
-pub fn check_eval_mode(teacher: &Teacher, x: &Tensor, logits: &Tensor) -> Result<()> {
+pub fn check_eval_mode(teacher: &Teacher, input: &ModelInput, logits: &Tensor) -> Result<()> {
     let fix = "re-export it in eval mode: call model.eval() before torch.jit.trace(model, example)";
     let rel = if teacher.precision() == "fp32" { 1e-4 } else { 2e-2 };
     let tol = rel * (1.0 + logits.abs().max().double_value(&[]));
-    let again = teacher.logits(x)?;
+    let again = teacher.output(input)?;
     let diff = max_abs_diff(&again, logits);
     if diff > tol {
         return Err(DistillError::teacher(
@@ -94,10 +91,10 @@ pub fn check_eval_mode(teacher: &Teacher, x: &Tensor, logits: &Tensor) -> Result
             ),
         ));
     }
-    let b = x.size()[0];
+    let b = input.rows();
     if b >= 2 {
         let half = b / 2;
-        let alone = teacher.logits(&x.narrow(0, 0, half)).map_err(|e| {
+        let alone = teacher.output(&input.narrow(0, half)).map_err(|e| {
             DistillError::teacher(
                 &teacher.path,
                 format!(
@@ -126,82 +123,6 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
     (a - b).abs().max().double_value(&[])
 }
 
-/// The teacher's fp32 logits [B, C] for normalised inputs `x` [B, ...], which are rows `rows`
-/// ([B] Int64) of the dataset file `data`.
-///
-/// # Errors
-/// [`DistillError::Teacher`] (or [`DistillError::Data`]) when a logit is NaN or inf, naming the
-/// first such row and the cause that was checked (see [`explain_nonfinite`]).
-pub fn finite_teacher_logits(teacher: &Teacher, x: &Tensor, rows: &Tensor, data: &Path) -> Result<Tensor> {
-    let logits = teacher.logits(x)?;
-    check_finite_logits(teacher, &logits, x, rows, data)?;
-    Ok(logits)
-}
-
-/// Refuses teacher `logits` [B, C] for inputs `x` (rows `rows` of `data`) that hold NaN or inf;
-/// see [`finite_teacher_logits`].
-///
-/// # Errors
-/// As [`finite_teacher_logits`].
-pub fn check_finite_logits(teacher: &Teacher, logits: &Tensor, x: &Tensor, rows: &Tensor, data: &Path) -> Result<()> {
-    let bad = logits.isfinite().logical_not().reshape([logits.size()[0], -1]).any_dim(1, false);
-    if !bool::try_from(bad.any()).unwrap_or(true) {
-        return Ok(());
-    }
-    let i = bad.nonzero().int64_value(&[0, 0]);
-    let row = rows.int64_value(&[i]);
-    Err(explain_nonfinite(teacher, &x.narrow(0, i, 1), &logits.get(i), row, data))
-}
-
-/// Why the teacher's logits `logits` [C] for row `row` of `data` (normalised input `x` [1, ...])
-/// are not finite, blaming, in this order and only after checking: the normalisation (the input
-/// itself is not finite), the teacher's 16-bit precision (the fp32 teacher is finite on the
-/// row), data.scale/mean/std (the input lies far outside [-100, 100]), or else the teacher.
-pub fn explain_nonfinite(teacher: &Teacher, x: &Tensor, logits: &Tensor, row: i64, data: &Path) -> DistillError {
-    let what = if bool::try_from(logits.isnan().any()).unwrap_or(false) { "NaN" } else { "inf" };
-    let file = data.display();
-    if !bool::try_from(x.isfinite().all()).unwrap_or(false) {
-        return DistillError::data(
-            data,
-            format!("row {row} becomes NaN or inf once normalised as (x * data.scale - data.mean) / data.std: check those keys"),
-        );
-    }
-    let (lo, hi) = (x.min().double_value(&[]), x.max().double_value(&[]));
-    let p = teacher.precision();
-    if p != "fp32" {
-        let fp32 = teacher.in_fp32(x.device()).and_then(|t| t.logits(x));
-        if let Ok(l) = fp32.as_ref().map(|l| l.to_kind(Kind::Double)) {
-            if bool::try_from(l.isfinite().all()).unwrap_or(false) {
-                let peak = l.abs().max().double_value(&[]);
-                let range = if p == "fp16" { " (fp16 holds at most 65504)" } else { "" };
-                return DistillError::teacher(
-                    &teacher.path,
-                    format!(
-                        "with teacher.precision = \"{p}\" the teacher's logits for row {row} of {file} are {what}, but in \
-                         fp32 they are finite (largest |logit| {peak:.6}){range}: set teacher.precision = \"fp32\""
-                    ),
-                );
-            }
-        }
-    }
-    if lo.abs().max(hi.abs()) > 100.0 {
-        return DistillError::teacher(
-            &teacher.path,
-            format!(
-                "the teacher's logits for row {row} of {file} are {what}, and that row's normalised input spans \
-                 [{lo:.4}, {hi:.4}], far from the usual few units around 0: check data.scale/mean/std"
-            ),
-        );
-    }
-    DistillError::teacher(
-        &teacher.path,
-        format!(
-            "the teacher returns {what} logits for row {row} of {file}, whose normalised input is finite and in \
-             [{lo:.4}, {hi:.4}]: the fault is in the teacher; run it on that row in PyTorch"
-        ),
-    )
-}
-
 /// Refuses a test file whose inputs are on another scale than the train file's (uint8 0..255
 /// against floats 0..16, say: the student would be tested on inputs it never saw). Per channel
 /// ([`Dataset::channel_stats`]), the two means may differ by at most the larger std, and the
@@ -220,11 +141,11 @@ pub fn check_same_range(train: &Dataset, test: &Dataset) -> Result<()> {
         };
         if mismatch {
             return Err(DistillError::data(
-                &test.path,
+                test.path(),
                 format!(
                     "its inputs x span {te} in channel {c}, but those of the train file {} span {tr}: train and \
                      test inputs must be in the same units; convert one file to the other's range and dtype",
-                    train.path.display()
+                    train.path().display()
                 ),
             ));
         }
@@ -237,24 +158,26 @@ pub fn check_same_range(train: &Dataset, test: &Dataset) -> Result<()> {
 /// (sqrt(p (1 - p) / n)) and nearer `p` than 1: a teacher at chance level usually sees inputs
 /// normalised unlike its training data. No warning when `p` is over 1/2: such a test set (one
 /// class, one sample) cannot tell a good teacher from one that always answers that class.
-pub fn chance_warning(accuracy: f64, test: &Dataset, norm: &Normalizer, classes: u64) -> (f64, Option<String>) {
+pub fn chance_warning(accuracy: f64, test: &Dataset, classes: u64) -> (f64, Option<String>) {
     let n = test.len().max(1) as f64;
-    let counts = test.y.bincount(None::<Tensor>, classes as i64);
+    let Some(labels) = test.labels() else { return (0.0, None) };
+    let counts = labels.bincount(None::<Tensor>, classes as i64);
     let chance = counts.max().double_value(&[]) / n;
     let cannot_tell = chance > 0.5;
     let above = accuracy > chance + 3.0 * (chance * (1.0 - chance) / n).sqrt() || accuracy > (chance + 1.0) / 2.0;
     if cannot_tell || above {
         return (chance, None);
     }
-    let (mut lo, mut hi, mut sum, mut sq) = (f64::INFINITY, f64::NEG_INFINITY, 0.0, 0.0);
-    for (x, _) in test.chunks(4096) {
-        let x = norm.apply(&x).to_kind(Kind::Double);
+    let (mut lo, mut hi, mut sum, mut sq, mut count) = (f64::INFINITY, f64::NEG_INFINITY, 0.0, 0.0, 0);
+    for batch in test.chunks(4096) {
+        let x = batch.input.x.to_kind(Kind::Double);
+        count += x.numel();
         lo = lo.min(x.min().double_value(&[]));
         hi = hi.max(x.max().double_value(&[]));
         sum += x.sum(Kind::Double).double_value(&[]);
         sq += x.square().sum(Kind::Double).double_value(&[]);
     }
-    let count = test.x.numel().max(1) as f64;
+    let count = count.max(1) as f64;
     let mean = sum / count;
     let std = (sq / count - mean * mean).max(0.0).sqrt();
     let warning = format!(
@@ -269,8 +192,13 @@ pub fn chance_warning(accuracy: f64, test: &Dataset, norm: &Normalizer, classes:
 
 /// Refuses a student that computes the same function as the teacher (docs/kd-pitfalls.md T4: KD from a
 /// copy of yourself has a zero KL term and silently wastes the run).
-pub fn check_not_identical(teacher: &Teacher, teacher_logits: &Tensor, student: &Student, x: &Tensor) -> Result<()> {
-    let student_logits = tch::no_grad(|| student.forward(x, false));
+pub fn check_not_identical(
+    teacher: &Teacher,
+    teacher_logits: &Tensor,
+    student: &Student,
+    input: &ModelInput,
+) -> Result<()> {
+    let student_logits = tch::no_grad(|| student.forward(input, false));
     let diff = (student_logits - teacher_logits).abs().max().double_value(&[]);
     if diff < 1e-6 {
         return Err(DistillError::teacher(
@@ -287,9 +215,20 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::data::{Examples, Images, Normalizer};
+
+    /// Images `x` with labels `y`, normalised by `x * scale`.
+    fn scaled(name: &str, x: Tensor, y: Tensor, scale: f64) -> Dataset {
+        let spec = estimator_wasm::Config::from_toml_str(&format!(
+            "[data]\ninput_shape=[2]\nclasses=3\nscale={scale:?}\n[student]\nfamily=\"mlp\""
+        ))
+        .unwrap();
+        let images = Images::new(x, Normalizer::new(&spec.data, Device::Cpu));
+        Dataset::new(PathBuf::from(name), Examples::Images(images), Some(y))
+    }
 
     fn dataset(name: &str, x: Tensor, y: Tensor) -> Dataset {
-        Dataset { path: PathBuf::from(name), x, y, rows_in_file: None }
+        scaled(name, x, y, 1.0)
     }
 
     #[test]
@@ -314,25 +253,20 @@ mod tests {
     }
 
     /// A test set of `counts[c]` labels of class `c`, all inputs 3 (normalised to 6).
-    fn labelled(counts: &[i64]) -> (Dataset, Normalizer) {
+    fn labelled(counts: &[i64]) -> Dataset {
         let y: Vec<i64> =
             counts.iter().enumerate().flat_map(|(c, &k)| std::iter::repeat_n(c as i64, k as usize)).collect();
         let n = y.len() as i64;
-        let test = dataset("test.npz", Tensor::full([n, 2], 3, (Kind::Uint8, Device::Cpu)), Tensor::from_slice(&y));
-        let spec = estimator_wasm::Config::from_toml_str(
-            "[data]\ninput_shape=[2]\nclasses=3\nscale=2.0\n[student]\nfamily=\"mlp\"",
-        )
-        .unwrap();
-        (test, Normalizer::new(&spec.data, Device::Cpu))
+        scaled("test.npz", Tensor::full([n, 2], 3, (Kind::Uint8, Device::Cpu)), Tensor::from_slice(&y), 2.0)
     }
 
     #[test]
     fn a_teacher_no_better_than_the_most_frequent_class_is_flagged() {
         // 40/30/30 labels: chance 0.4, three standard errors 3 * sqrt(0.4 * 0.6 / 100)
-        let (test, norm) = labelled(&[40, 30, 30]);
+        let test = labelled(&[40, 30, 30]);
         let threshold = 0.4 + 3.0 * (0.4f64 * 0.6 / 100.0).sqrt();
-        assert_eq!(chance_warning(threshold + 1e-9, &test, &norm, 3), (0.4, None));
-        let (chance, warning) = chance_warning(threshold, &test, &norm, 3);
+        assert_eq!(chance_warning(threshold + 1e-9, &test, 3), (0.4, None));
+        let (chance, warning) = chance_warning(threshold, &test, 3);
         assert_eq!(chance, 0.4);
         let warning = warning.unwrap();
         assert!(warning.starts_with("warning: the teacher's test accuracy 0.5470 is at chance level (the most frequent class is 0.4000 of the 100 test labels)"), "{warning}");
@@ -365,13 +299,13 @@ mod tests {
         for (counts, accuracy, chance) in
             [(&[0, 0, 28][..], 27.0 / 28.0, 1.0), (&[1], 1.0, 1.0), (&[75, 25], 0.75, 0.75)]
         {
-            let (test, norm) = labelled(counts);
-            assert_eq!(chance_warning(accuracy, &test, &norm, 3), (chance, None), "{counts:?}");
+            let test = labelled(counts);
+            assert_eq!(chance_warning(accuracy, &test, 3), (chance, None), "{counts:?}");
         }
         // two samples of two classes, both right: nearer 1 than chance 0.5, although within
         // three standard errors (0.5 + 3 * sqrt(0.25 / 2) = 1.56)
-        let (test, norm) = labelled(&[1, 1]);
-        assert_eq!(chance_warning(1.0, &test, &norm, 3), (0.5, None));
-        assert!(chance_warning(0.5, &test, &norm, 3).1.is_some(), "half right on a balanced pair is chance");
+        let test = labelled(&[1, 1]);
+        assert_eq!(chance_warning(1.0, &test, 3), (0.5, None));
+        assert!(chance_warning(0.5, &test, 3).1.is_some(), "half right on a balanced pair is chance");
     }
 }

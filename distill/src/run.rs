@@ -124,7 +124,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         baseline: opts.baseline,
         progress: &progress,
     };
-    let data = Data { train: &loaded.train, test: &loaded.test, norm: &loaded.norm };
+    let data = Data { train: &loaded.train, test: &loaded.test };
     match students.distil(&mut loaded.teacher, &data) {
         Ok(distilled) => {
             // every fact of the report is known now: it is built once, here

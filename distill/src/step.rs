@@ -21,6 +21,7 @@ use estimator_wasm::schema::Precision;
 use tch::{Device, Kind, Tensor};
 
 use crate::amp::GradScaler;
+use crate::data::ModelInput;
 use crate::error::Result;
 use crate::objective::{LossParts, Objective};
 use crate::shim::autocast;
@@ -31,7 +32,7 @@ pub struct StepConfig<'a> {
     pub device: Device,
     pub precision: Precision,
     /// The loss of a batch from the student's output, the soft targets and the labels.
-    pub objective: Box<dyn Objective>,
+    pub objective: &'a dyn Objective,
     pub seed: u64,
     /// Contiguous block ranges covering the student; more than one means checkpointing.
     pub segments: &'a [Range<usize>],
@@ -41,23 +42,21 @@ pub struct StepConfig<'a> {
     pub recompute: bool,
 }
 
-/// One training batch: model inputs [B, ...] (normalised images or vectors), their attention
-/// mask for text inputs, labels [B], soft targets [B, C], and the index of the optimiser step it
-/// feeds.
-pub struct Batch<'a> {
-    pub x: &'a Tensor,
-    /// Attention mask [B, S] of text inputs; `None` for images and vectors.
-    pub mask: Option<&'a Tensor>,
-    pub y: &'a Tensor,
+/// What one training step runs on: the batch's model input (with its attention mask for text),
+/// labels [B] (`None` for unlabelled data), the teacher's outputs [B, ...] (soft targets), and
+/// the index of the optimiser step it feeds.
+pub struct StepBatch<'a> {
+    pub input: &'a ModelInput,
+    pub labels: Option<&'a Tensor>,
     pub soft: Option<&'a Tensor>,
     pub step: u64,
 }
 
-/// A batch's loss parts, logits and the gradient of every optimiser parameter.
+/// A batch's loss parts, the student's output and the gradient of every optimiser parameter.
 pub struct Gradients {
     pub loss: LossParts,
-    /// Student logits [B, C] (detached), for the running train accuracy.
-    pub logits: Tensor,
+    /// The student's output [B, ...] (detached), for the running train metric.
+    pub output: Tensor,
     /// Aligned with `Optimizer::params()`; undefined where a parameter got no gradient.
     pub grads: Vec<Tensor>,
 }
@@ -68,11 +67,12 @@ pub fn forward_backward(
     cfg: &StepConfig,
     student: &Student,
     params: &[&Tensor],
-    batch: &Batch,
+    batch: &StepBatch,
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
 ) -> Result<Gradients> {
-    let Batch { x, mask, y, soft, step } = *batch;
+    let StepBatch { input, labels, soft, step } = *batch;
+    let (x, mask) = (&input.x, input.mask.as_ref());
     let k = cfg.segments.len();
     // Block by block, each reseeded by its index, so that dropout is the same for any split.
     let run = |h: &Tensor, segment: usize| -> Result<Tensor> {
@@ -92,9 +92,9 @@ pub fn forward_backward(
         for segment in 0..k {
             h = run(&h, segment)?;
         }
-        let (loss, backprop) = finish(cfg, &h, y, soft, scaler, extra_loss);
+        let (loss, backprop) = finish(cfg, &h, labels, soft, scaler, extra_loss);
         let out = Tensor::f_run_backward(&[&backprop], params, false, false)?;
-        return Ok(Gradients { loss, logits: h.detach(), grads: out });
+        return Ok(Gradients { loss, output: h.detach(), grads: out });
     }
 
     // Forward: keep only the input of each segment (and BN statistics from before it).
@@ -107,8 +107,8 @@ pub fn forward_backward(
     }
     // Last segment with autograd, from a leaf that collects the gradient of its input.
     let leaf = inputs[k - 1].detach().set_requires_grad(true);
-    let logits = run(&leaf, k - 1)?;
-    let (loss, backprop) = finish(cfg, &logits, y, soft, scaler, extra_loss);
+    let output = run(&leaf, k - 1)?;
+    let (loss, backprop) = finish(cfg, &output, labels, soft, scaler, extra_loss);
     // The loss reaches the last segment's parameters through the logits and any parameter
     // directly through the extra term (an L1 penalty): back-propagate it to all of them.
     let all: Vec<usize> = (0..params.len()).collect();
@@ -126,19 +126,19 @@ pub fn forward_backward(
         let surrogate = (out * &grad_out).sum(Kind::Float);
         grad_out = backward_into(&surrogate, params, &in_segment(segment), input.as_ref(), &mut grads)?;
     }
-    Ok(Gradients { loss, logits: logits.detach(), grads })
+    Ok(Gradients { loss, output: output.detach(), grads })
 }
 
 /// The objective's loss in fp32 plus any extra term, and the tensor to back-propagate (scaled for fp16).
 fn finish(
     cfg: &StepConfig,
-    logits: &Tensor,
-    y: &Tensor,
+    output: &Tensor,
+    labels: Option<&Tensor>,
     soft: Option<&Tensor>,
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
 ) -> (LossParts, Tensor) {
-    let mut loss = cfg.objective.loss(logits, soft, y);
+    let mut loss = cfg.objective.loss(output, soft, labels);
     if let Some(extra) = extra_loss() {
         loss.loss = &loss.loss + extra;
     }
@@ -267,7 +267,7 @@ mod tests {
         let cfg = StepConfig {
             device: Device::Cpu,
             precision: Precision::Fp32,
-            objective: Box::new(crate::objective::LogitKd { temperature: 2.0, alpha: case.alpha }),
+            objective: &crate::objective::LogitKd { temperature: 2.0, alpha: case.alpha },
             seed: 3,
             segments,
             param_segment: &param_segments(&student, &names, segments),
@@ -276,7 +276,8 @@ mod tests {
         let x = Tensor::linspace(-1.0, 1.0, 6 * 64, (Kind::Float, Device::Cpu)).reshape([6, 1, 8, 8]).sin() * 3.0;
         let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);
         let soft = Tensor::linspace(-2.0, 2.0, 30, (Kind::Float, Device::Cpu)).reshape([6, 5]);
-        let batch = Batch { x: &x, mask: None, y: &y, soft: Some(&soft), step: 7 };
+        let input = ModelInput::new(x);
+        let batch = StepBatch { input: &input, labels: Some(&y), soft: Some(&soft), step: 7 };
         // L1 of every conv/linear weight, as `prune.l1` builds it: a term with a graph straight
         // to parameters of every segment, not through the logits.
         let l1 = || {

@@ -15,10 +15,10 @@ use tch::{nn::VarStore, Device};
 
 use crate::checkpoint;
 use crate::config::RunSettings;
-use crate::data::{Dataset, Normalizer};
+use crate::data::Dataset;
 use crate::durable::{create_dir_all, write_atomic};
 use crate::error::{DistillError, Result};
-use crate::eval::{accuracy, teacher_logits};
+use crate::eval::{accuracy, teacher_outputs};
 use crate::export::export;
 use crate::metrics::MetricsLog;
 use crate::preflight::chance_warning;
@@ -28,11 +28,10 @@ use crate::student::Student;
 use crate::teacher::Teacher;
 use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 
-/// The datasets on the device and their normalisation.
+/// The datasets on the device.
 pub struct Data<'a> {
     pub train: &'a Dataset,
     pub test: &'a Dataset,
-    pub norm: &'a Normalizer,
 }
 
 /// The students of a run: the KD student, and with `--baseline` the alpha = 0 one.
@@ -57,26 +56,26 @@ impl Students<'_> {
     /// confirming step.
     pub fn distil(&self, teacher: &mut Teacher, data: &Data) -> Result<Distilled> {
         let (settings, progress) = (self.settings, self.progress);
-        let (spec, train_set, test_set, norm) = (settings.spec(), data.train, data.test, data.norm);
+        let (spec, train_set, test_set) = (settings.spec(), data.train, data.test);
         let eval_batch = spec.train.eval_batch_size as usize;
-        let teacher_test = teacher_logits(teacher, test_set, norm, eval_batch)?.argmax(-1, false);
-        let teacher_accuracy = accuracy(&teacher_test, &test_set.y);
+        let objective = crate::objective::from_spec(&spec.kd);
+        let teacher_test = objective.predictions(&teacher_outputs(teacher, test_set, eval_batch)?);
+        let teacher_accuracy = test_set.labels().map_or(f64::NAN, |y| accuracy(&teacher_test, y));
         progress.line(format!("teacher: {} parameters, test accuracy {:.4}", teacher.params, teacher_accuracy));
-        let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, norm, spec.data.classes);
+        let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, spec.data.classes);
         if let Some(w) = &warning {
             progress.warn(w.clone());
         }
         teacher.ensure_eval()?;
         let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
             (false, _) => SoftTargets::None,
-            (true, true) => SoftTargets::Cached(teacher_logits(teacher, train_set, norm, eval_batch)?),
+            (true, true) => SoftTargets::Cached(teacher_outputs(teacher, train_set, eval_batch)?),
             (true, false) => SoftTargets::Live(teacher),
         };
         let inputs = TrainInputs {
             settings,
             train: train_set,
             test: test_set,
-            norm,
             targets,
             teacher_test_preds: Some(&teacher_test),
         };

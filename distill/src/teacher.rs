@@ -1,10 +1,15 @@
 //! The frozen teacher: any TorchScript module (scripted or traced), kept in eval mode and run
-//! under `no_grad`, never in the student's VarStore, so the optimiser cannot touch it.
+//! under `no_grad`, never in the student's VarStore, so the optimiser cannot touch it. It takes
+//! the model input of a batch (`forward(x)`, or `forward(input_ids, attention_mask)` for text)
+//! and returns the output the objective compares with the student's (class logits [B, C], or an
+//! embedding [B, E]), checked finite wherever it is computed ([`Teacher::finite_output`]), so a
+//! bad row fails with a message that names the file, the row and the cause that was checked.
 use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
+use crate::data::{Batch, ModelInput};
 use crate::error::{first_line, DistillError, Result};
 use crate::precision::teacher_kind;
 
@@ -48,16 +53,21 @@ impl Teacher {
         Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes, kind })
     }
 
-    /// Teacher logits [B, classes] in fp32 for normalised inputs `x` [B, ...], without autograd.
+    /// The teacher's output (logits [B, classes], or an embedding [B, E]) in fp32 for the model
+    /// input `input` (floating inputs cast to the teacher's precision; token ids and the
+    /// attention mask passed as they are), without autograd.
     ///
     /// # Errors
-    /// [`DistillError::Teacher`] when the forward fails or the output has no logits tensor at
-    /// the configured `teacher.output`.
-    pub fn logits(&self, x: &Tensor) -> Result<Tensor> {
-        let out = tch::no_grad(|| self.module.forward_is(&[IValue::Tensor(x.to_kind(self.kind))])).map_err(|e| {
+    /// [`DistillError::Teacher`] when the forward fails or the output has no tensor at the
+    /// configured `teacher.output`.
+    pub fn output(&self, input: &ModelInput) -> Result<Tensor> {
+        let x = &input.x;
+        let cast = |t: Tensor| IValue::Tensor(if t.is_floating_point() { t.to_kind(self.kind) } else { t });
+        let args: Vec<IValue> = input.tensors().into_iter().map(cast).collect();
+        let out = tch::no_grad(|| self.module.forward_is(&args)).map_err(|e| {
             let reason = first_line(&e.to_string());
             // A 16-bit teacher may fail for want of a 16-bit kernel, not for the input's shape.
-            if self.kind != Kind::Float && self.in_fp32(x.device()).and_then(|t| t.logits(x)).is_ok() {
+            if self.kind != Kind::Float && self.in_fp32(x.device()).and_then(|t| t.output(input)).is_ok() {
                 let p = self.precision();
                 return DistillError::teacher(
                     &self.path,
@@ -72,8 +82,86 @@ impl Teacher {
                 ),
             )
         })?;
-        let logits = self.select(out)?;
-        Ok(logits.to_kind(Kind::Float))
+        let output = self.select(out)?;
+        Ok(output.to_kind(Kind::Float))
+    }
+
+    /// The teacher's fp32 output [B, ...] for `batch`, refused when it holds NaN or inf.
+    ///
+    /// # Errors
+    /// As [`Teacher::output`]; [`DistillError::Teacher`] (or [`DistillError::Data`]) when an
+    /// output value is NaN or inf, naming the first such row of the data file `data` and the
+    /// cause that was checked (see [`Teacher::explain_nonfinite`]).
+    pub fn finite_output(&self, batch: &Batch, data: &Path) -> Result<Tensor> {
+        let output = self.output(&batch.input)?;
+        self.check_finite(&output, &batch.input, &batch.rows, data)?;
+        Ok(output)
+    }
+
+    /// Refuses teacher outputs `output` [B, ...] for `input` (rows `rows` of `data`) that hold
+    /// NaN or inf; see [`Teacher::finite_output`].
+    ///
+    /// # Errors
+    /// As [`Teacher::finite_output`].
+    pub fn check_finite(&self, output: &Tensor, input: &ModelInput, rows: &Tensor, data: &Path) -> Result<()> {
+        let bad = output.isfinite().logical_not().reshape([output.size()[0], -1]).any_dim(1, false);
+        if !bool::try_from(bad.any()).unwrap_or(true) {
+            return Ok(());
+        }
+        let i = bad.nonzero().int64_value(&[0, 0]);
+        let row = rows.int64_value(&[i]);
+        Err(self.explain_nonfinite(&input.narrow(i, 1), &output.get(i), row, data))
+    }
+
+    /// Why the teacher's logits `logits` [C] for row `row` of `data` (model input `input`, one
+    /// sample) are not finite, blaming, in this order and only after checking: the normalisation
+    /// (the input itself is not finite), the teacher's 16-bit precision (the fp32 teacher is
+    /// finite on the row), data.scale/mean/std (the input lies far outside [-100, 100]), or else
+    /// the teacher.
+    pub fn explain_nonfinite(&self, input: &ModelInput, logits: &Tensor, row: i64, data: &Path) -> DistillError {
+        let x = &input.x;
+        let what = if bool::try_from(logits.isnan().any()).unwrap_or(false) { "NaN" } else { "inf" };
+        let file = data.display();
+        if !bool::try_from(x.isfinite().all()).unwrap_or(false) {
+            return DistillError::data(
+                data,
+                format!("row {row} becomes NaN or inf once normalised as (x * data.scale - data.mean) / data.std: check those keys"),
+            );
+        }
+        let (lo, hi) = (x.min().double_value(&[]), x.max().double_value(&[]));
+        let p = self.precision();
+        if p != "fp32" {
+            let fp32 = self.in_fp32(x.device()).and_then(|t| t.output(input));
+            if let Ok(l) = fp32.as_ref().map(|l| l.to_kind(Kind::Double)) {
+                if bool::try_from(l.isfinite().all()).unwrap_or(false) {
+                    let peak = l.abs().max().double_value(&[]);
+                    let range = if p == "fp16" { " (fp16 holds at most 65504)" } else { "" };
+                    return DistillError::teacher(
+                        &self.path,
+                        format!(
+                            "with teacher.precision = \"{p}\" the teacher's logits for row {row} of {file} are {what}, but in \
+                             fp32 they are finite (largest |logit| {peak:.6}){range}: set teacher.precision = \"fp32\""
+                        ),
+                    );
+                }
+            }
+        }
+        if lo.abs().max(hi.abs()) > 100.0 {
+            return DistillError::teacher(
+                &self.path,
+                format!(
+                    "the teacher's logits for row {row} of {file} are {what}, and that row's normalised input spans \
+                     [{lo:.4}, {hi:.4}], far from the usual few units around 0: check data.scale/mean/std"
+                ),
+            );
+        }
+        DistillError::teacher(
+            &self.path,
+            format!(
+                "the teacher returns {what} logits for row {row} of {file}, whose normalised input is finite and in \
+                 [{lo:.4}, {hi:.4}]: the fault is in the teacher; run it on that row in PyTorch"
+            ),
+        )
     }
 
     /// The teacher's weight precision as the cfg.toml spells it (`teacher.precision`).

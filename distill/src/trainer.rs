@@ -16,40 +16,39 @@ use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
 use crate::checkpoint::{Restored, Snapshot};
 use crate::config::RunSettings;
-use crate::data::{permutation, Dataset, Normalizer};
+use crate::data::{permutation, Batch, Dataset};
 use crate::error::{DistillError, Result};
-use crate::eval::{accuracy, student_predictions};
+use crate::eval::{accuracy, correct, student_predictions};
 use crate::loop_state::{LoopState, StepFigures};
 use crate::metrics::MetricsLog;
-use crate::objective::LossValues;
+use crate::objective::{LossValues, Objective};
 use crate::optim::Optimizer;
 use crate::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::schedule::Schedule;
-use crate::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, Batch, StepConfig};
+use crate::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig};
 use crate::student::Student;
 use crate::teacher::Teacher;
 
-/// Where the soft targets of a training batch come from.
+/// Where the soft targets (the teacher's outputs: whatever the objective compares, logits or
+/// embeddings) of a training batch come from.
 pub enum SoftTargets<'a> {
     /// alpha = 0: labels only.
     None,
-    /// Teacher logits [N_train, C] precomputed once (the teacher is frozen, in eval mode, and the
-    /// data is not augmented, so these are the soft targets every epoch would see).
+    /// Teacher outputs [N_train, ...] precomputed once (the teacher is frozen, in eval mode, and
+    /// the data is not augmented, so these are the soft targets every epoch would see).
     Cached(Tensor),
     /// The teacher runs on every batch.
     Live(&'a Teacher),
 }
 
 impl SoftTargets<'_> {
-    /// Soft targets of training rows `index` (normalised inputs `x`) of `data`.
-    fn get(&self, index: &Tensor, x: &Tensor, data: &Dataset) -> Result<Option<Tensor>> {
+    /// Soft targets of training rows `index` of `data`, whose batch is `batch`.
+    fn get(&self, index: &Tensor, batch: &Batch, data: &Dataset) -> Result<Option<Tensor>> {
         Ok(match self {
             SoftTargets::None => None,
             SoftTargets::Cached(all) => Some(all.index_select(0, index)),
-            SoftTargets::Live(teacher) => {
-                Some(crate::preflight::finite_teacher_logits(teacher, x, &data.file_rows(index), &data.path)?)
-            }
+            SoftTargets::Live(teacher) => Some(teacher.finite_output(batch, data.path())?),
         })
     }
 }
@@ -60,7 +59,6 @@ pub struct TrainInputs<'a> {
     pub settings: &'a RunSettings,
     pub train: &'a Dataset,
     pub test: &'a Dataset,
-    pub norm: &'a Normalizer,
     pub targets: SoftTargets<'a>,
     /// Teacher top-1 on the test set [N_test], for agreement.
     pub teacher_test_preds: Option<&'a Tensor>,
@@ -115,6 +113,8 @@ pub struct Trainer<'a> {
     scaler: Option<GradScaler>,
     pruner: Option<Pruner>,
     schedule: Schedule,
+    /// The loss of a batch, from `[kd]` (built once).
+    objective: Box<dyn Objective>,
     segments: Vec<Range<usize>>,
     param_segment: Vec<usize>,
     /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).
@@ -175,6 +175,7 @@ impl<'a> Trainer<'a> {
             scaler,
             pruner,
             schedule,
+            objective: crate::objective::from_spec(&spec.kd),
             segments,
             param_segment,
             batches,
@@ -198,10 +199,10 @@ impl<'a> Trainer<'a> {
         let spec = self.inputs.settings.spec();
         let (n, epochs, total) = (self.inputs.train.len(), spec.train.epochs, self.schedule.total);
         let steps_per_epoch = self.batches.steps_per_epoch;
-        progress.start(name, epochs, steps_per_epoch, self.state.step);
+        progress.start(name, epochs, steps_per_epoch, self.state.step());
         let mut order: Option<(u64, Vec<i64>)> = None;
-        while self.state.step < total {
-            let (epoch, i) = (self.state.step / steps_per_epoch, self.state.step % steps_per_epoch);
+        while self.state.step() < total {
+            let (epoch, i) = (self.state.step() / steps_per_epoch, self.state.step() % steps_per_epoch);
             if order.as_ref().map(|(e, _)| *e) != Some(epoch) {
                 order = Some((epoch, permutation(n, spec.train.seed, epoch)));
             }
@@ -209,13 +210,13 @@ impl<'a> Trainer<'a> {
                 let all = &order.as_ref().expect("set above").1;
                 all[self.batches.range(i)].to_vec()
             };
-            let (started, lr) = (Instant::now(), self.schedule.at(self.state.step));
+            let (started, lr) = (Instant::now(), self.schedule.at(self.state.step()));
             let update = self.update(&chunk, epoch, lr)?;
             self.advance();
             let seconds = started.elapsed().as_secs_f64();
             let figures = StepFigures { seconds, ..update };
             self.log_step(&figures, epoch, lr, progress, metrics)?;
-            let step = self.state.step;
+            let step = self.state.step();
             let epoch_end = step % steps_per_epoch == 0;
             if epoch_end {
                 self.end_epoch(epoch, progress, metrics, name)?;
@@ -236,13 +237,13 @@ impl<'a> Trainer<'a> {
         progress.finish();
         let last = self.state.last_epoch().expect("epochs >= 1 is validated");
         Ok(RunEnd::Finished(TrainOutcome {
-            steps: self.state.step,
+            steps: self.state.step(),
             losses: last.losses,
             test_accuracy: last.test_accuracy,
             agreement: last.agreement,
             samples_per_s: self.state.samples_per_s(),
             train_seconds: self.state.train_seconds(),
-            skipped_steps: self.state.skipped_steps,
+            skipped_steps: self.state.skipped_steps(),
             final_scale: self.loss_scale(),
             segments: self.segments.len(),
             dropped_per_epoch: self.batches.dropped as u64,
@@ -253,19 +254,18 @@ impl<'a> Trainer<'a> {
     /// the step and the metrics untouched (checks that the batch fits the device).
     pub fn probe(&self) -> Result<()> {
         let n = self.batches.size as i64;
-        let (x, y, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.settings.device())))?;
+        let (data, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.settings.device())))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
-        let batch = Batch { x: &x, mask: None, y: &y, soft: soft.as_ref(), step: 0 };
+        let batch = StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step: 0 };
         forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &|| None)
             .map(|_| ())
     }
 
-    /// Normalised inputs, labels and soft targets of the training rows `index`.
-    fn batch_of(&self, index: &Tensor) -> Result<(Tensor, Tensor, Option<Tensor>)> {
-        let (x, y) = self.inputs.train.batch(index);
-        let x = self.inputs.norm.apply(&x);
-        let soft = self.inputs.targets.get(index, &x, self.inputs.train)?;
-        Ok((x, y, soft))
+    /// The batch (model input, labels) and soft targets of the training rows `index`.
+    fn batch_of(&self, index: &Tensor) -> Result<(Batch, Option<Tensor>)> {
+        let batch = self.inputs.train.batch(index);
+        let soft = self.inputs.targets.get(index, &batch, self.inputs.train)?;
+        Ok((batch, soft))
     }
 
     fn step_config(&self) -> StepConfig<'_> {
@@ -273,7 +273,7 @@ impl<'a> Trainer<'a> {
         StepConfig {
             device: self.inputs.settings.device(),
             precision: spec.train.precision,
-            objective: crate::objective::from_spec(&spec.kd),
+            objective: self.objective.as_ref(),
             seed: spec.train.seed,
             segments: &self.segments,
             param_segment: &self.param_segment,
@@ -286,15 +286,16 @@ impl<'a> Trainer<'a> {
     /// and BatchNorm's running statistics are put back), the optimiser step and the pruning masks.
     /// Returns the step's figures but its time (0 here), which the caller measures.
     fn update(&mut self, chunk: &[i64], epoch: u64, lr: f64) -> Result<StepFigures> {
-        let step = self.state.step;
-        let (x, y, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.settings.device()))?;
+        let step = self.state.step();
+        let (data, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.settings.device()))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
-        let batch = Batch { x: &x, mask: None, y: &y, soft: soft.as_ref(), step };
+        let batch = StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step };
         let stats = self.scaler.as_ref().map(|_| save_running_stats(&self.student));
         let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
-        let value = out.loss.loss.double_value(&[]);
+        let losses = out.loss.values();
+        let value = losses.loss;
         let mut grads = out.grads;
         // fp16: a non-finite loss or gradient skips the step and backs the scale off; only a
         // run of skips stops training. Other precisions have no scale to blame: stop at once.
@@ -311,29 +312,25 @@ impl<'a> Trainer<'a> {
             if let Some(p) = self.pruner.as_mut() {
                 p.apply_masks();
             }
-            self.state.consecutive_skips = 0;
         } else {
             // Skipped: BatchNorm's running statistics are put back too, so nothing changes.
             restore_running_stats(&self.student, &stats.unwrap_or_default());
-            self.state.skipped_steps += 1;
-            self.state.consecutive_skips += 1;
-            if self.state.consecutive_skips >= MAX_CONSECUTIVE_SKIPS {
-                let scale = self.loss_scale().unwrap_or(0.0);
-                let skipped = self.state.consecutive_skips;
-                return Err(DistillError::Overflow { skipped, step: step + 1, epoch: epoch + 1, value, scale });
-            }
         }
-        let correct =
-            out.logits.argmax(-1, false).eq_tensor(&y).to_kind(Kind::Float).sum(Kind::Float).double_value(&[]);
-        let losses = LossValues { loss: value, kd: out.loss.kd.double_value(&[]), ce: out.loss.ce.double_value(&[]) };
+        let skipped = self.state.count_update(applied);
+        if skipped >= MAX_CONSECUTIVE_SKIPS {
+            let scale = self.loss_scale().unwrap_or(0.0);
+            return Err(DistillError::Overflow { skipped, step: step + 1, epoch: epoch + 1, value, scale });
+        }
+        let preds = self.objective.predictions(&out.output);
+        let correct = data.labels.as_ref().map_or(0.0, |y| correct(&preds, y));
         Ok(StepFigures { losses, correct, samples: chunk.len() as f64, seconds: 0.0, applied })
     }
 
     /// Moves the loop one step on: the step count, and a pruning event when the schedule has one.
     fn advance(&mut self) {
-        self.state.step += 1;
+        self.state.advance();
         if let Some(p) = self.pruner.as_mut() {
-            p.maybe_prune(self.state.step, &mut self.student);
+            p.maybe_prune(self.state.step(), &mut self.student);
         }
     }
 
@@ -349,7 +346,7 @@ impl<'a> Trainer<'a> {
     ) -> Result<()> {
         self.state.record(figures);
         progress.step(self.state.window_status());
-        let step = self.state.step;
+        let step = self.state.step();
         if step % self.inputs.settings.spec().train.log_every == 0 || step == self.schedule.total {
             metrics.write(&self.state.step_line(epoch, lr, self.loss_scale()))?;
             self.state.step_logged();
@@ -361,19 +358,18 @@ impl<'a> Trainer<'a> {
     fn end_epoch(&mut self, epoch: u64, progress: &Progress, metrics: &mut MetricsLog, name: &str) -> Result<()> {
         let inputs = self.inputs;
         let spec = inputs.settings.spec();
-        let preds = student_predictions(&self.student, inputs.test, inputs.norm, spec.train.eval_batch_size as usize);
-        let test_accuracy = accuracy(&preds, &inputs.test.y);
+        let batch = spec.train.eval_batch_size as usize;
+        let preds = student_predictions(&self.student, inputs.test, self.objective.as_ref(), batch);
+        let test_accuracy = inputs.test.labels().map_or(f64::NAN, |y| accuracy(&preds, y));
         let agreement = inputs.teacher_test_preds.map(|t| accuracy(&preds, t));
-        let sparsity = self.pruner.as_ref().map(|p| p.schedule.applied_at(self.state.step));
+        let sparsity = self.pruner.as_ref().map(|p| p.schedule.applied_at(self.state.step()));
         let line = self.state.epoch_line(epoch, test_accuracy, agreement, sparsity);
         metrics.write(&line)?;
         progress.epoch(format!(
-            "{name} epoch {}/{}: loss {:.4} (kd {:.4} ce {:.4}) train acc {:.4} test acc {:.4}{}{} {:.0} samples/s",
+            "{name} epoch {}/{}: {} train acc {:.4} test acc {:.4}{}{} {:.0} samples/s",
             epoch + 1,
             spec.train.epochs,
-            line.losses.loss,
-            line.losses.kd,
-            line.losses.ce,
+            line.losses,
             line.train_accuracy,
             test_accuracy,
             agreement.map(|a| format!(" agreement {a:.4}")).unwrap_or_default(),
@@ -412,7 +408,7 @@ impl<'a> Trainer<'a> {
             p.load_state(saved.tensors(), &mut self.student);
         }
         if let (Some(s), Some((scale, tracker))) = (self.scaler.as_mut(), saved.amp()) {
-            s.load_state(&scale, &tracker, saved.state.skipped_steps);
+            s.load_state(&scale, &tracker);
         }
         self.state = saved.state;
         Ok(())
@@ -420,17 +416,17 @@ impl<'a> Trainer<'a> {
 
     /// Optimiser steps completed.
     pub fn step(&self) -> u64 {
-        self.state.step
+        self.state.step()
     }
 
     /// Lines of metrics.jsonl that the current step accounts for.
     pub fn metrics_lines(&self) -> u64 {
-        self.state.metrics_lines
+        self.state.metrics_lines()
     }
 
     /// A resumed run found only `lines` of them whole: it continues the log from there.
     pub fn keep_metrics_lines(&mut self, lines: u64) {
-        self.state.metrics_lines = lines;
+        self.state.keep_metrics_lines(lines);
     }
 
     /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).

@@ -1,5 +1,6 @@
 //! The exported student: PyTorch's `torch.jit.load` reads `student.pt` and gives the outputs
 //! that the Rust student computes from `student.safetensors`.
+use distill::data::ModelInput;
 use e2e::{digits_config, fixture, python, train};
 use estimator_wasm::Config;
 use tch::{nn::VarStore, Device, Tensor};
@@ -23,7 +24,7 @@ fn torchscript_in_python_equals_the_rust_student() {
     let student = distill::student::Student::new(&vs.root(), &spec).unwrap();
     vs.load(run.join("student.safetensors")).unwrap();
     let x = Tensor::linspace(-2.0, 2.0, 16 * 64, (tch::Kind::Float, Device::Cpu)).reshape([16, 1, 8, 8]);
-    let rust = tch::no_grad(|| student.forward(&x, false));
+    let rust = tch::no_grad(|| student.forward(&ModelInput::new(x.shallow_clone()), false));
     let inputs = dir.path().join("inputs.npy");
     let expected = dir.path().join("expected.npy");
     x.write_npy(&inputs).unwrap();
@@ -78,7 +79,8 @@ fn safetensors_names_are_the_layer_ids() {
 /// The digits test set, normalised as the cfg says, and its labels.
 fn test_set(spec: &Config) -> (Tensor, Tensor) {
     let test = distill::data::Dataset::load(&fixture("digits-test.npz"), &spec.data).unwrap();
-    (distill::data::Normalizer::new(&spec.data, Device::Cpu).apply(&test.x), test.y)
+    let all = test.chunks(test.len()).next().unwrap();
+    (all.input.x, all.labels.unwrap())
 }
 
 /// Logits of `x` through the student of `spec` rebuilt in Rust from a safetensors file (no
@@ -87,7 +89,7 @@ fn from_safetensors(spec: &Config, file: &std::path::Path, x: &Tensor) -> Tensor
     let mut vs = VarStore::new(Device::Cpu);
     let student = distill::student::Student::new(&vs.root(), spec).unwrap();
     vs.load(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    tch::no_grad(|| student.forward(x, false))
+    tch::no_grad(|| student.forward(&ModelInput::new(x.shallow_clone()), false))
 }
 
 /// Logits of `x` through a TorchScript file, loaded with libtorch as `torch.jit.load` does.

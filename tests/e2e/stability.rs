@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use distill::config::{RunConfig, RunSettings};
-use distill::data::{permutation, Dataset, Normalizer};
+use distill::data::{permutation, Dataset, Examples, Images, Normalizer};
 use distill::metrics::MetricsLog;
 use distill::progress::{Progress, Verbosity};
 use distill::students::build_student;
@@ -104,22 +104,23 @@ impl Fp16Run {
         let cfg = digits_config(dir.path(), &edits);
         let spec = Config::from_toml_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
         let train = Dataset::load(&fixture("digits-train.npz"), &spec.data).unwrap();
-        let x = train.x.to_kind(Kind::Float);
+        let x = train.images().unwrap().raw().to_kind(Kind::Float);
         for &i in huge {
             let _ = x.get(i).fill_(1e7);
         }
         let test = Dataset::load(&fixture("digits-test.npz"), &spec.data).unwrap();
         let settings = RunConfig::from_spec(&cfg, spec.clone()).unwrap().unplanned(Device::Cpu).unwrap();
-        Fp16Run { spec, settings, cfg, train: Dataset { x, ..train }, test, dir }
+        let images = Examples::Images(Images::new(x, Normalizer::new(&spec.data, Device::Cpu)));
+        let train = Dataset::new(train.path().to_path_buf(), images, train.labels().map(Tensor::shallow_clone));
+        Fp16Run { spec, settings, cfg, train, test, dir }
     }
 
     /// What the trainer reads: labels only (alpha = 0), on CPU.
-    fn inputs<'a>(&'a self, norm: &'a Normalizer) -> TrainInputs<'a> {
+    fn inputs(&self) -> TrainInputs<'_> {
         TrainInputs {
             settings: &self.settings,
             train: &self.train,
             test: &self.test,
-            norm,
             targets: SoftTargets::None,
             teacher_test_preds: None,
         }
@@ -154,8 +155,7 @@ fn fp16_overflow_skips_the_step_backs_off_and_training_goes_on() {
     let bad = permutation(1437, 0, 0)[100];
     let run = Fp16Run::new(&[bad]);
     let _guard = serial();
-    let norm = Normalizer::new(&run.spec.data, Device::Cpu);
-    let inputs = run.inputs(&norm);
+    let inputs = run.inputs();
     let (vs, student) = build_student(&run.spec, None, &run.cfg, Device::Cpu).unwrap();
     let mut trainer = Trainer::new(&inputs, vs, student).unwrap();
     assert!(matches!(run.run(&mut trainer, Some(3)).unwrap(), RunEnd::Stopped { step: 3 }));
@@ -183,8 +183,7 @@ fn fp16_overflow_skips_the_step_backs_off_and_training_goes_on() {
 fn fp16_stops_after_17_skips_in_a_row_with_one_line() {
     let run = Fp16Run::new(&(0..1437).collect::<Vec<i64>>());
     let _guard = serial();
-    let norm = Normalizer::new(&run.spec.data, Device::Cpu);
-    let inputs = run.inputs(&norm);
+    let inputs = run.inputs();
     let (vs, student) = build_student(&run.spec, None, &run.cfg, Device::Cpu).unwrap();
     let mut trainer = Trainer::new(&inputs, vs, student).unwrap();
     let before = snapshot(&trainer);

@@ -1,35 +1,114 @@
 //! The in-memory dataset every kind of data file loads into, with what the trainer needs from
-//! it (length, a batch of inputs and labels by index, consecutive chunks, a held-out split, the
-//! file row of a row for messages), and the seeded order of mini-batches.
-use std::path::PathBuf;
+//! it (length, a ready batch of examples by index, consecutive chunks, a held-out split, the
+//! file row of a row for messages), and the seeded order of mini-batches. Each kind of example
+//! (today images and vectors, [`Images`]) is one variant of [`Examples`] and owns how its batches
+//! are prepared (images are normalised); nothing outside `data/` prepares inputs.
+use std::path::{Path, PathBuf};
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 
+use super::images::Images;
+use super::input::{Batch, ModelInput};
+use super::normalize::ChannelStats;
 use crate::error::{DistillError, Result};
 
-/// Samples and labels, on one device.
+/// The examples of a dataset, one variant per kind of input.
+#[derive(Debug)]
+pub enum Examples {
+    /// Images [N, C, H, W] or vectors [N, D], normalised per batch.
+    Images(Images),
+}
+
+impl Examples {
+    fn len(&self) -> usize {
+        match self {
+            Examples::Images(i) => i.len(),
+        }
+    }
+
+    fn select(&self, index: &Tensor) -> Examples {
+        match self {
+            Examples::Images(i) => Examples::Images(i.select(index)),
+        }
+    }
+
+    fn to_device(&self, device: Device) -> Examples {
+        match self {
+            Examples::Images(i) => Examples::Images(i.to_device(device)),
+        }
+    }
+
+    fn input(&self, index: &Tensor) -> ModelInput {
+        match self {
+            Examples::Images(i) => i.input(index),
+        }
+    }
+
+    fn input_range(&self, start: i64, len: i64) -> ModelInput {
+        match self {
+            Examples::Images(i) => i.input_range(start, len),
+        }
+    }
+}
+
+/// Examples and their labels, on one device.
 #[derive(Debug)]
 pub struct Dataset {
-    pub path: PathBuf,
-    /// Inputs [N, ...input_shape], Uint8 or Float.
-    pub x: Tensor,
-    /// Labels [N], Int64.
-    pub y: Tensor,
+    path: PathBuf,
+    examples: Examples,
+    /// Labels [N] (Int64); `None` for unlabelled data.
+    labels: Option<Tensor>,
     /// The file row of each row [N] Int64 when they differ (after [`Dataset::split`]), so that
     /// messages name the row of the file; `None` when row `i` is the file's row `i`.
-    pub rows_in_file: Option<Tensor>,
+    rows_in_file: Option<Tensor>,
 }
 
 impl Dataset {
+    /// The dataset of `examples` and `labels` ([N] Int64) read from the file `path`.
+    pub fn new(path: PathBuf, examples: Examples, labels: Option<Tensor>) -> Dataset {
+        Dataset { path, examples, labels, rows_in_file: None }
+    }
+
+    /// The data file it was read from (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn len(&self) -> usize {
-        self.x.size()[0] as usize
+        self.examples.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Labels [N] (Int64); `None` for unlabelled data.
+    pub fn labels(&self) -> Option<&Tensor> {
+        self.labels.as_ref()
+    }
+
+    /// The image (or vector) examples, for what only they have (raw values, channel
+    /// statistics); `None` for other kinds.
+    pub fn images(&self) -> Option<&Images> {
+        match &self.examples {
+            Examples::Images(i) => Some(i),
+        }
+    }
+
+    /// Bytes of one sample as the dataset keeps it (for the memory plan).
+    pub fn sample_bytes(&self) -> u64 {
+        match &self.examples {
+            Examples::Images(i) => i.sample_bytes(),
+        }
+    }
+
+    /// Per-channel statistics of the raw inputs (see [`super::normalize::channel_stats`]);
+    /// empty for inputs without channels.
+    pub fn channel_stats(&self) -> Vec<ChannelStats> {
+        self.images().map(Images::channel_stats).unwrap_or_default()
     }
 
     /// Splits off a held-out tail of a seeded permutation: (train, test) with `round(n * fraction)`
@@ -48,8 +127,8 @@ impl Dataset {
         let (train_idx, test_idx) = order.split_at(n - n_test);
         let part = |idx: &[i64]| Dataset {
             path: self.path.clone(),
-            x: self.x.index_select(0, &index(idx)),
-            y: self.y.index_select(0, &index(idx)),
+            examples: self.examples.select(&index(idx)),
+            labels: self.labels.as_ref().map(|y| y.index_select(0, &index(idx))),
             rows_in_file: Some(index(idx)),
         };
         Ok((part(train_idx), part(test_idx)))
@@ -57,8 +136,12 @@ impl Dataset {
 
     /// Moves the arrays to `device` (once, before training).
     pub fn to_device(self, device: Device) -> Dataset {
-        let rows_in_file = self.rows_in_file.map(|r| r.to_device(device));
-        Dataset { path: self.path, x: self.x.to_device(device), y: self.y.to_device(device), rows_in_file }
+        Dataset {
+            path: self.path,
+            examples: self.examples.to_device(device),
+            labels: self.labels.map(|y| y.to_device(device)),
+            rows_in_file: self.rows_in_file.map(|r| r.to_device(device)),
+        }
     }
 
     /// The rows of the file [B] that rows `index` ([B] Int64, any device) are, for messages.
@@ -69,17 +152,25 @@ impl Dataset {
         }
     }
 
-    /// Rows `index` (Int64 [B] on the same device) as (x [B, ...], y [B]).
-    pub fn batch(&self, index: &Tensor) -> (Tensor, Tensor) {
-        (self.x.index_select(0, index), self.y.index_select(0, index))
+    /// Rows `index` (Int64 [B] on the same device), ready for the networks.
+    pub fn batch(&self, index: &Tensor) -> Batch {
+        Batch {
+            input: self.examples.input(index),
+            labels: self.labels.as_ref().map(|y| y.index_select(0, index)),
+            rows: self.file_rows(index),
+        }
     }
 
     /// Consecutive batches of at most `size` rows, in order (for evaluation).
-    pub fn chunks(&self, size: usize) -> impl Iterator<Item = (Tensor, Tensor)> + '_ {
+    pub fn chunks(&self, size: usize) -> impl Iterator<Item = Batch> + '_ {
         let n = self.len() as i64;
         (0..n).step_by(size).map(move |start| {
             let len = (size as i64).min(n - start);
-            (self.x.narrow(0, start, len), self.y.narrow(0, start, len))
+            Batch {
+                input: self.examples.input_range(start, len),
+                labels: self.labels.as_ref().map(|y| y.narrow(0, start, len)),
+                rows: self.file_rows(&Tensor::arange_start(start, start + len, (Kind::Int64, Device::Cpu))),
+            }
         })
     }
 }
@@ -98,7 +189,6 @@ pub fn permutation(n: usize, seed: u64, epoch: u64) -> Vec<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tch::Kind;
 
     #[test]
     fn permutation_is_a_seeded_shuffle_per_epoch() {
@@ -115,12 +205,18 @@ mod tests {
     fn split_rows_map_back_to_the_file_rows() {
         // y[i] = i, so the file row of every split row is its label
         let y = Tensor::arange(10, (Kind::Int64, Device::Cpu));
-        let d = Dataset { path: "d".into(), x: y.reshape([10, 1]), y, rows_in_file: None };
+        let spec =
+            estimator_wasm::Config::from_toml_str("[data]\ninput_shape=[1]\nclasses=10\n[student]\nfamily=\"mlp\"")
+                .unwrap()
+                .data;
+        let images = Images::new(y.reshape([10, 1]), super::super::Normalizer::new(&spec, Device::Cpu));
+        let d = Dataset::new("d".into(), Examples::Images(images), Some(y));
         let (train, test) = d.split(0.3, 5).unwrap();
         for part in [&train, &test] {
             let all = Tensor::arange(part.len() as i64, (Kind::Int64, Device::Cpu));
-            assert_eq!(Vec::<i64>::try_from(part.file_rows(&all)).unwrap(), Vec::<i64>::try_from(&part.y).unwrap());
+            let labels = part.labels().unwrap();
+            assert_eq!(Vec::<i64>::try_from(part.file_rows(&all)).unwrap(), Vec::<i64>::try_from(labels).unwrap());
         }
-        assert_ne!(Vec::<i64>::try_from(&test.y).unwrap(), vec![0, 1, 2], "a shuffled split");
+        assert_ne!(Vec::<i64>::try_from(test.labels().unwrap()).unwrap(), vec![0, 1, 2], "a shuffled split");
     }
 }

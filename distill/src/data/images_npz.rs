@@ -2,14 +2,17 @@
 //!
 //! An `.npz` holds `x` ([N, C, H, W] or [N, D]; uint8, any int or float dtype) and `y` (integer
 //! labels [N], any int dtype). `x` stays in its stored dtype (uint8 pixels take a quarter of the
-//! memory of floats) and is normalised per batch on the device: `((x * scale) - mean) / std`.
+//! memory of floats) and is normalised per batch on the device ([`Images`]):
+//! `((x * scale) - mean) / std`.
 use std::path::Path;
 
 use estimator_wasm::schema::DataSpec;
 use npyz::{npz::NpzArchive, DType, Order, TypeChar};
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
-use super::dataset::Dataset;
+use super::dataset::{Dataset, Examples};
+use super::images::Images;
+use super::normalize::Normalizer;
 use crate::error::{DistillError, Result};
 
 /// Reads the `.npz` at `path` and checks it against `spec` (input shape, label range).
@@ -51,7 +54,8 @@ pub fn load(path: &Path, spec: &DataSpec) -> Result<Dataset> {
             spec.classes - 1
         )));
     }
-    Ok(Dataset { path: path.to_path_buf(), x, y, rows_in_file: None })
+    let images = Images::new(x, Normalizer::new(spec, Device::Cpu));
+    Ok(Dataset::new(path.to_path_buf(), Examples::Images(images), Some(y)))
 }
 
 /// (samples, bytes of one sample as `Dataset` keeps it) from the header of `x` in an .npz,

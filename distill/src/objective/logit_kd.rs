@@ -23,9 +23,25 @@ pub struct LogitKd {
 
 impl Objective for LogitKd {
     /// [`kd_loss`]: `loss = alpha * kd + (1 - alpha) * ce`, `kd = T^2 * KL(p_t^T || p_s^T)`
-    /// per sample (the soft term before alpha), `ce` the cross-entropy against the labels.
-    fn loss(&self, student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor) -> LossParts {
-        kd_loss(student, teacher, labels, self.temperature, self.alpha)
+    /// per sample (the soft term before alpha), `ce` the cross-entropy against the labels (zero
+    /// without labels, so that `loss = alpha * kd`).
+    fn loss(&self, student: &Tensor, teacher: Option<&Tensor>, labels: Option<&Tensor>) -> LossParts {
+        match labels {
+            Some(labels) => kd_loss(student, teacher, labels, self.temperature, self.alpha),
+            None => {
+                let kd = match teacher {
+                    Some(teacher) if self.alpha > 0.0 => soft_target_loss(student, teacher, self.temperature),
+                    _ => Tensor::zeros([], (Kind::Float, student.device())),
+                };
+                let ce = kd.zeros_like();
+                LossParts { loss: &kd * self.alpha, kd, ce }
+            }
+        }
+    }
+
+    /// The top-1 class [B] (Int64) of logits [B, C].
+    fn predictions(&self, output: &Tensor) -> Tensor {
+        output.argmax(-1, false)
     }
 }
 

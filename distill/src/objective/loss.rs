@@ -33,6 +33,13 @@ impl LossValues {
     }
 }
 
+/// `loss 0.1234 (kd 0.1234 ce 0.1234)`: the parts as progress lines show them.
+impl std::fmt::Display for LossValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "loss {:.4} (kd {:.4} ce {:.4})", self.loss, self.kd, self.ce)
+    }
+}
+
 impl std::ops::AddAssign for LossValues {
     fn add_assign(&mut self, other: LossValues) {
         self.loss += other.loss;
@@ -41,9 +48,14 @@ impl std::ops::AddAssign for LossValues {
     }
 }
 
-/// A distillation loss.
+/// A distillation loss, and how the outputs it compares are scored.
 pub trait Objective {
     /// The loss parts of student output `student` [B, ...] against teacher output `teacher`
-    /// ([B, ...] fp32, `None` when the run has no teacher term) and labels `labels` [B] (Int64).
-    fn loss(&self, student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor) -> LossParts;
+    /// ([B, ...] fp32, `None` when the run has no teacher term) and labels `labels` ([B] Int64;
+    /// `None` for unlabelled data, where the label term is zero).
+    fn loss(&self, student: &Tensor, teacher: Option<&Tensor>, labels: Option<&Tensor>) -> LossParts;
+
+    /// What accuracy and teacher-student agreement compare, from outputs `output` [B, ...] of the
+    /// student or the teacher: for class logits the top-1 class ids [B] (Int64).
+    fn predictions(&self, output: &Tensor) -> Tensor;
 }

@@ -7,9 +7,10 @@ use std::ops::Range;
 use estimator_wasm::schema::arch::{self, Layer, Op};
 use estimator_wasm::schema::{Activation, Config, Pool};
 use tch::nn::{self, Module, ModuleT};
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 
 use super::network::Network;
+use crate::data::ModelInput;
 use crate::error::{DistillError, Result};
 
 /// One built layer: its description and the libtorch module that runs it.
@@ -39,6 +40,8 @@ pub struct Layered {
     /// (0/1 per channel or neuron, shaped to broadcast), so pruned units feed exactly zero
     /// downstream and the physically shrunk student computes the same function.
     pub unit_masks: Vec<Option<Tensor>>,
+    /// One sample's input shape (`data.input_shape`).
+    input_shape: Vec<i64>,
 }
 
 impl Layered {
@@ -50,7 +53,8 @@ impl Layered {
         let layers = arch::layers(&spec.student, &spec.data).map_err(|e| DistillError::Usage(e.to_string()))?;
         let blocks = layers.into_iter().map(|layer| build(root, layer)).collect::<Result<Vec<_>>>()?;
         let unit_masks = blocks.iter().map(|_| None).collect();
-        Ok(Layered { blocks, unit_masks })
+        let input_shape = spec.data.input_shape.iter().map(|&d| d as i64).collect();
+        Ok(Layered { blocks, unit_masks, input_shape })
     }
 
     /// Index of the block whose layer id is `id`.
@@ -77,6 +81,12 @@ impl Network for Layered {
             }
         }
         h
+    }
+
+    /// Standard normal floats [batch, ...input_shape] on the CPU.
+    fn example_input(&self, batch: i64) -> ModelInput {
+        let dims: Vec<i64> = std::iter::once(batch).chain(self.input_shape.iter().copied()).collect();
+        ModelInput::new(Tensor::randn(dims.as_slice(), (Kind::Float, Device::Cpu)))
     }
 
     /// The BatchNorm running statistics (mean, variance) of `blocks`.

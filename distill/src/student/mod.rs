@@ -5,15 +5,19 @@
 //! * [`layered`]: `family = "mlp" | "cnn"`, one block per layer of `estimator_wasm::schema::arch`.
 //!
 //! A network is a sequence of blocks, the unit of gradient checkpointing (`step.rs`): block 0
-//! takes the model input (normalised images or vectors [B, ...input_shape]; token ids [B, S]
-//! for text), the last block returns the output the objective compares with the teacher's
-//! (logits [B, classes], or an embedding [B, E]).
+//! takes the model input ([`ModelInput`]: normalised images or vectors [B, ...input_shape]; token
+//! ids [B, S] and their attention mask for text), the last block returns the output the
+//! objective compares with the teacher's (logits [B, classes], or an embedding [B, E]).
+//!
+//! A new kind of student is one more file implementing [`Network`], one more variant of
+//! [`Student`] and one more arm in [`Student::new`] and [`Student::net`].
 use std::ops::Range;
 
-use estimator_wasm::schema::Config;
+use estimator_wasm::schema::{Config, Family};
 use tch::{nn, Tensor};
 
-use crate::error::Result;
+use crate::data::ModelInput;
+use crate::error::{DistillError, Result};
 
 pub mod layered;
 pub mod network;
@@ -28,12 +32,19 @@ pub enum Student {
 }
 
 impl Student {
-    /// Builds the student that `spec` describes, its variables under `root`.
+    /// Builds the student of the kind `spec.student.family` names, its variables under `root`.
     ///
     /// # Errors
-    /// [`crate::DistillError::Usage`] for a family or layer the trainer cannot build.
+    /// [`crate::DistillError::Usage`] for a family or layer the trainer cannot build (a
+    /// transformer: its first layer "can be planned but not trained by distill").
     pub fn new(root: &nn::Path, spec: &Config) -> Result<Student> {
-        Ok(Student::Layered(Layered::new(root, spec)?))
+        match spec.student.family {
+            Family::Mlp | Family::Cnn => Ok(Student::Layered(Layered::new(root, spec)?)),
+            // Not trainable yet: the layered builder names the first layer it cannot build.
+            Family::Transformer => Err(Layered::new(root, spec).err().unwrap_or_else(|| {
+                DistillError::Usage("student.family = \"transformer\" can be planned but not trained by distill".into())
+            })),
+        }
     }
 
     /// The network interface of this student.
@@ -58,9 +69,14 @@ impl Student {
         }
     }
 
-    /// The output (logits [B, classes]) for model inputs `x` [B, ...] without an attention mask.
-    pub fn forward(&self, x: &Tensor, train: bool) -> Tensor {
-        self.forward_blocks(x, 0..self.block_count(), None, train)
+    /// See [`Network::forward`].
+    pub fn forward(&self, input: &ModelInput, train: bool) -> Tensor {
+        self.net().forward(input, train)
+    }
+
+    /// See [`Network::example_input`].
+    pub fn example_input(&self, batch: i64) -> ModelInput {
+        self.net().example_input(batch)
     }
 
     /// See [`Network::forward_blocks`].

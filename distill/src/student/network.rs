@@ -4,6 +4,8 @@ use std::ops::Range;
 
 use tch::Tensor;
 
+use crate::data::ModelInput;
+
 /// A trainable student network as the training step sees it.
 pub trait Network {
     /// Blocks in forward order.
@@ -18,6 +20,17 @@ pub trait Network {
     /// the model: gradient checkpointing restores them before recomputing a segment so that
     /// each training step updates them once.
     fn running_stats(&self, blocks: Range<usize>) -> Vec<Tensor>;
+
+    /// The output (logits [B, classes], or an embedding [B, E]) for the model input `input`
+    /// (the attention mask included): every block in order.
+    fn forward(&self, input: &ModelInput, train: bool) -> Tensor {
+        self.forward_blocks(&input.x, 0..self.block_count(), input.mask.as_ref(), train)
+    }
+
+    /// A random model input of `batch` samples on the CPU, of the shape and kind the network
+    /// takes (for latency measurements): normal floats for images and vectors; token ids and a
+    /// full attention mask for text.
+    fn example_input(&self, batch: i64) -> ModelInput;
 
     /// Trainable parameter elements.
     fn params(&self) -> u64;
