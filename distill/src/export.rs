@@ -117,7 +117,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
     create_dir_all(&dense_dir).map_err(|e| DistillError::io(&dense_dir, e))?;
     let (dense_st, dense_ts) = (dense_dir.join("student.safetensors"), dense_dir.join("student.pt"));
     save_student(spec, &vs, &student, &example, &dense_st, &dense_ts)?;
-    let named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
+    let named = crate::student::trainable(&vs);
     let dense_latency = cpu_latency(spec, &dense_st)?;
 
     let prune = match &pruner {

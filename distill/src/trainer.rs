@@ -139,8 +139,7 @@ impl<'a> Trainer<'a> {
         let spec = inputs.settings.spec();
         let batches = Batches::new(inputs.train.len(), inputs.settings.batch_size(), &student)?;
         let steps_per_epoch = batches.steps_per_epoch;
-        let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
-        named.sort_by(|a, b| a.0.cmp(&b.0));
+        let named = crate::student::trainable(&vs);
         let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
         let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
         let params: Vec<Tensor> = opt.params().into_iter().map(|t| t.shallow_clone()).collect();

@@ -96,6 +96,14 @@ fn magnitude_pruning_reaches_the_exact_sparsity_globally_and_per_layer() {
             _ => assert_eq!((fc1, head), (1638, 256)),
         }
         assert!((p.weight_sparsity - 1894.0 / 2368.0).abs() < 1e-12, "{}", p.weight_sparsity);
+        // report.json's per-layer table, in name order on every run (VarStore is a HashMap).
+        let layers: Vec<(&str, u64, u64)> = p.layers.iter().map(|l| (l.name.as_str(), l.dense, l.nonzero)).collect();
+        match scope {
+            "global" => {
+                assert_eq!((layers[0].0, layers[1].0, layers[0].2 + layers[1].2), ("fc1.weight", "head.weight", 474))
+            }
+            _ => assert_eq!(layers, [("fc1.weight", 2048, 410), ("head.weight", 320, 64)]),
+        }
         assert_eq!(p.scope, scope);
         assert!(p.csr_bytes < p.dense_file_bytes, "CSR skips the zeros: {} vs {}", p.csr_bytes, p.dense_file_bytes);
         assert!(report.student.test_accuracy > 0.85, "{scope}: {}", report.student.test_accuracy);

@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use estimator_wasm::schema::{Config, Family};
-use tch::{nn, Tensor};
+use tch::{nn, nn::VarStore, Tensor};
 
 use crate::data::ModelInput;
 use crate::error::{DistillError, Result};
@@ -24,6 +24,17 @@ pub mod network;
 
 pub use layered::{activate, Block, Layered};
 pub use network::Network;
+
+/// The trainable variables of `vs` (those that require a gradient), in name order.
+///
+/// tch's `VarStore::variables` is a `HashMap`, whose order changes from run to run: everything
+/// that lists parameters (the optimiser's order, `report.json`'s per-layer pruning table) goes
+/// through this, so it is the same on every run.
+pub fn trainable(vs: &VarStore) -> Vec<(String, Tensor)> {
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named
+}
 
 /// The student of a run, of the kind its `student.family` names.
 #[derive(Debug)]
@@ -102,5 +113,31 @@ impl Student {
     /// See [`Network::block_of`].
     pub fn block_of(&self, name: &str) -> Option<usize> {
         self.net().block_of(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tch::{Device, Kind};
+
+    use super::*;
+
+    #[test]
+    fn trainable_variables_come_in_name_order_without_frozen_ones() {
+        let vs = VarStore::new(Device::Cpu);
+        let root = vs.root();
+        for i in (0..20).map(|i| (i * 7) % 20) {
+            let _ = (&root / format!("layer{i:02}")).zeros("weight", &[1]);
+        }
+        let _ = (&root / "frozen").zeros_no_train("running_mean", &[1]);
+        let got: Vec<String> = trainable(&vs)
+            .into_iter()
+            .map(|(n, t)| {
+                assert_eq!(t.kind(), Kind::Float);
+                n
+            })
+            .collect();
+        let want: Vec<String> = (0..20).map(|i| format!("layer{i:02}.weight")).collect();
+        assert_eq!(got, want);
     }
 }
