@@ -29,7 +29,7 @@ pub mod memory;
 pub mod schema;
 
 pub use memory::{
-    estimate, max_batch, max_batch_per_gpu, BatchSearch, Cat, Categories, DatasetSize, Inputs, MemoryModel, Moment,
-    Plan, Totals,
+    estimate, max_batch, max_batch_per_gpu, BatchSearch, Cat, Categories, DatasetSize, EstimateError, Inputs,
+    MemoryModel, Moment, Plan, TeacherModel, Totals,
 };
-pub use schema::{catalogue, gpu, Config, EstimateError, Gpu, SpecError, TeacherModel};
+pub use schema::{catalogue, gpu, Config, Gpu, SpecError, UnknownGpu};

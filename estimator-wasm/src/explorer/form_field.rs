@@ -2,7 +2,8 @@
 //! and why a form cannot be priced ([`FormError`], naming the field to mark).
 use serde::Serialize;
 
-use crate::schema::errors::{EstimateError, SpecError};
+use crate::memory::errors::EstimateError;
+use crate::schema::errors::{SpecError, UnknownGpu};
 
 /// A field of the [`ExplorerForm`], serialised (and keyed in the page's URL query) by its
 /// name there: `teacher`, `teacher_precision`, `data_parallel`, ...
@@ -138,5 +139,11 @@ impl From<EstimateError> for FormError {
 impl From<SpecError> for FormError {
     fn from(e: SpecError) -> FormError {
         EstimateError::Spec(e).into()
+    }
+}
+
+impl From<UnknownGpu> for FormError {
+    fn from(e: UnknownGpu) -> FormError {
+        FormError::on(FormField::Gpu, e.to_string())
     }
 }

@@ -1,8 +1,8 @@
 //! Builds the [`Priced`] of one layer: fresh chain storages, saved tensors, parameters, cast
 //! copies and temporaries, with the dtype rules of the target (see `crate::memory::layer`).
+use crate::memory::errors::EstimateError;
 use crate::memory::sizes::{fixed, mul, per, Chain, Ctx, ParamTensor, Priced, Save, Size, StorageId};
 use crate::schema::dtype::DType;
-use crate::schema::errors::EstimateError;
 use crate::schema::NormKind;
 
 /// One layer being priced: its context, the next free storage id and what is priced so far.

@@ -1,13 +1,13 @@
 //! Assembles a [`Plan`] from a compiled [`MemoryModel`]: the peak over phases, the breakdown by
 //! category and by layer, the device total and the fit on a GPU.
 use crate::memory::breakdown::{Fit, LayerRow, MomentBytes, Plan, Totals};
+use crate::memory::errors::EstimateError;
 use crate::memory::inputs::Inputs;
 use crate::memory::memory_model::MemoryModel;
 use crate::memory::moments::{self, live, At, AtBatch, Tally};
 use crate::memory::scan;
 use crate::memory::sizes::Size;
 use crate::schema::catalogue::Gpu;
-use crate::schema::errors::EstimateError;
 use crate::schema::Config;
 
 impl MemoryModel {

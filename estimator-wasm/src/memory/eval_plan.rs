@@ -2,10 +2,10 @@
 //! per-epoch evaluation (a no-grad forward of the student) and the teacher's logit cache
 //! (its no-grad forward over the train set, before training).
 use crate::memory::compiled::{EvalPlan, StudentPlan, TeacherPlan};
+use crate::memory::errors::EstimateError;
 use crate::memory::runtime::{mul, Pool};
 use crate::memory::setup::Compile;
 use crate::memory::sizes::largest_live;
-use crate::schema::errors::EstimateError;
 
 impl Compile<'_> {
     /// The evaluation of `student` and the teacher's cache pass (`cache_build`: the cache being

@@ -19,11 +19,11 @@
 //! * dropout saves a bool mask on CUDA and a mask in the input dtype on CPU;
 //! * norm statistics are fp32 on CUDA, and in the weight dtype on CPU.
 use crate::memory::builder::{Builder, Scratch};
+use crate::memory::errors::EstimateError;
 use crate::memory::sizes::{fixed, mul, per, Chain, Ctx, Priced, StorageId};
 use crate::memory::transformer_blocks::{attention, feed_forward};
 use crate::schema::arch::{numel, Layer, Op};
 use crate::schema::dtype::DType;
-use crate::schema::errors::EstimateError;
 use crate::schema::{Activation, NormKind, Pool};
 
 /// Prices `layer` for the input chain tensor `x`; fresh storages get ids after `next_id`.

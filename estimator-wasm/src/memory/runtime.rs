@@ -15,7 +15,7 @@
 //! the fragmentation reserve.
 use serde::Serialize;
 
-use crate::schema::errors::EstimateError;
+use crate::memory::errors::EstimateError;
 
 /// Bytes in a mebibyte.
 pub const MIB: u64 = 1 << 20;

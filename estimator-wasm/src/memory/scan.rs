@@ -3,10 +3,10 @@
 //! layers without allocating), and the linear model of each moment ([`lines`]) for the batch
 //! search. A test checks that the scan finds, phase by phase, exactly what `live` gives.
 use crate::memory::compiled::HotLayer;
+use crate::memory::errors::EstimateError;
 use crate::memory::memory_model::MemoryModel;
 use crate::memory::moments::{live, moments, teacher_live, At, AtBatch};
 use crate::memory::runtime::Pool;
-use crate::schema::errors::EstimateError;
 
 /// The largest moment of one phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,9 +3,9 @@
 //! ([`ParamTensor`]) and everything priced for one layer ([`Priced`]), under a [`Ctx`].
 use serde::Serialize;
 
+use crate::memory::errors::EstimateError;
 use crate::memory::runtime::Pool;
 use crate::schema::dtype::{DType, Recipe};
-use crate::schema::errors::EstimateError;
 
 /// Identity of one storage of the forward chain.
 pub type StorageId = u32;

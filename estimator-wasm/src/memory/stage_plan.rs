@@ -6,14 +6,14 @@ use std::ops::Range;
 
 use crate::memory::breakdown::Cat;
 use crate::memory::compiled::{LayerPlan, Stage, TeacherPlan};
+use crate::memory::errors::EstimateError;
+use crate::memory::inputs::TeacherModel;
 use crate::memory::runtime::{add, mul, Pool, MIB};
 use crate::memory::setup::Compile;
 use crate::memory::sizes::ParamTensor;
 use crate::memory::states::{zero_states, ModelStates, PerParam};
 use crate::memory::student_chain::Forward;
 use crate::schema::dtype::Recipe;
-use crate::schema::errors::EstimateError;
-use crate::schema::teacher_presets::TeacherModel;
 use crate::schema::{MaskDtype, PruneMethod};
 
 /// How model states lie on each GPU.

@@ -1,10 +1,10 @@
 //! The transformer's composite blocks: pre-norm self-attention and feed-forward, priced op by
 //! op inside one layer.
 use crate::memory::builder::{Builder, Scratch};
+use crate::memory::errors::EstimateError;
 use crate::memory::sizes::{mul, per, Chain};
 use crate::schema::arch::{Attention, FeedForward};
 use crate::schema::dtype::DType;
-use crate::schema::errors::EstimateError;
 use crate::schema::{Activation, AttentionKernel, MlpKind};
 
 /// Pre-norm self-attention `x + dropout(proj(attention(norm(x))))` over `[s, dim]` per sample.
