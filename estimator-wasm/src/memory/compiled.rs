@@ -43,7 +43,7 @@ pub(crate) struct EvalPlan {
     /// Evaluation: largest no-grad layer of the student at the eval batch, plus its inputs.
     pub live: (Option<String>, Pool),
     pub batch: Pool,
-    /// Teacher cache phase: largest teacher layer at the eval batch, the cache being built.
+    /// Teacher cache moment: largest teacher layer at the eval batch, the cache being built.
     pub teacher_live: (Option<String>, Pool),
     pub cache_build: Pool,
 }

@@ -3,7 +3,7 @@
 //!
 //! [`live`] is the single readable definition of what is alive at each moment, by category.
 //! `crate::memory::scan` is the fast path the estimates use: the same sums streamed over the
-//! layers without allocating; a test checks that it finds, phase by phase, exactly what
+//! layers without allocating; a test checks that it finds, moment by moment, exactly what
 //! [`live`] gives.
 use crate::memory::breakdown::{Cat, Categories, Moment};
 use crate::memory::compiled::Stage;
@@ -11,7 +11,8 @@ use crate::memory::memory_model::MemoryModel;
 use crate::memory::runtime::Pool;
 use crate::memory::sizes::{largest_live, pool_of};
 
-/// A moment of the step on one stage.
+/// A point of the step on one stage: its [`Moment`] and, in the forward and backward, the
+/// local layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum At {
     TeacherCache,
@@ -29,7 +30,7 @@ pub(crate) enum At {
 }
 
 impl At {
-    pub(crate) fn phase(self) -> Moment {
+    pub(crate) fn moment(self) -> Moment {
         match self {
             At::TeacherCache => Moment::TeacherCache,
             At::TeacherForward => Moment::TeacherForward,

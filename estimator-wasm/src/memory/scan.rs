@@ -1,14 +1,14 @@
 //! The peak of a step: every moment of every stage scanned at one micro-batch ([`scan`], the
 //! fast path the estimates use: the sums of `crate::memory::moments::live` streamed over the
 //! layers without allocating), and the linear model of each moment ([`lines`]) for the batch
-//! search. A test checks that the scan finds, phase by phase, exactly what `live` gives.
+//! search. A test checks that the scan finds, moment by moment, exactly what `live` gives.
 use crate::memory::compiled::HotLayer;
 use crate::memory::errors::EstimateError;
 use crate::memory::memory_model::MemoryModel;
 use crate::memory::moments::{live, moments, teacher_live, At, AtBatch};
 use crate::memory::runtime::Pool;
 
-/// The largest moment of one phase.
+/// The largest point of one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Best {
     pub reserved: u64,
@@ -17,25 +17,25 @@ pub(crate) struct Best {
     pub pool: Pool,
 }
 
-/// The largest moment of each phase (in [`crate::memory::Moment`] order of the step), at one batch.
+/// The largest point of each moment (in [`crate::memory::Moment`] order of the step), at one batch.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Scan {
-    pub phases: [Option<Best>; 7],
+    pub moments: [Option<Best>; 7],
 }
 
 impl Scan {
     #[inline]
     fn offer(&mut self, stage: usize, at: At, pool: Pool, cuda: bool) {
         let reserved = pool.reserved_exact(cuda);
-        let slot = &mut self.phases[at.phase() as usize];
+        let slot = &mut self.moments[at.moment() as usize];
         if slot.is_none_or(|b| reserved > b.reserved) {
             *slot = Some(Best { reserved, stage, at, pool });
         }
     }
 
-    /// The largest moment overall (the earliest phase on ties).
+    /// The largest point overall (the earliest moment on ties).
     pub(crate) fn peak(&self) -> Option<Best> {
-        self.phases.iter().flatten().fold(None, |best: Option<Best>, b| match best {
+        self.moments.iter().flatten().fold(None, |best: Option<Best>, b| match best {
             Some(p) if p.reserved >= b.reserved => Some(p),
             _ => Some(*b),
         })
@@ -50,7 +50,7 @@ impl Scan {
 }
 
 /// Every moment of every stage at micro-batch `b`, streamed: each tensor sized once or twice,
-/// one small allocation. Gives per phase the same maximum as evaluating [`live`] at every
+/// one small allocation. Gives per moment the same maximum as evaluating [`live`] at every
 /// moment (tested). Its sums are exact: the model's bound on all tensors together is checked
 /// first.
 ///
@@ -210,7 +210,7 @@ mod tests {
             let m = model(case);
             for b in [1, 7, 64, 1000] {
                 let (fast, slow) = (scan(&m, b).unwrap(), scan_by_definition(&m, b));
-                assert_eq!(fast.phases, slow.phases, "batch {b}: {case}");
+                assert_eq!(fast.moments, slow.moments, "batch {b}: {case}");
                 assert_eq!(fast.peak(), slow.peak(), "batch {b}: {case}");
             }
         }
@@ -228,7 +228,7 @@ mod properties {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-        /// The streamed scan equals the definition, phase by phase, on random plans.
+        /// The streamed scan equals the definition, moment by moment, on random plans.
         #[test]
         fn scan_equals_definition(
             layers in 1..4u64, heads in 1..4u64, s in 1..64u64, flash in any::<bool>(), drop in any::<bool>(),
@@ -249,7 +249,7 @@ mod properties {
             );
             let m = MemoryModel::new(&Config::from_toml_str(&text).unwrap(), &Inputs::default()).unwrap();
             let (fast, slow) = (scan(&m, b).unwrap(), scan_by_definition(&m, b));
-            prop_assert_eq!(fast.phases, slow.phases);
+            prop_assert_eq!(fast.moments, slow.moments);
         }
     }
 }
