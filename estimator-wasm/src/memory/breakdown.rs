@@ -4,7 +4,7 @@
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::memory::runtime::Pool;
+use crate::memory::runtime::AllocatorPool;
 use crate::memory::states::ModelStates;
 use crate::schema::catalogue::Gpu;
 use crate::schema::{Precision, PruneMethod, Target};
@@ -181,7 +181,7 @@ impl MomentBytes {
         layer: Option<String>,
         stage: u64,
         categories: Categories,
-        pool: &Pool,
+        pool: &AllocatorPool,
         reserved: u64,
     ) -> Self {
         MomentBytes { moment, layer, stage, categories, requested: pool.requested, allocated: pool.allocated, reserved }
