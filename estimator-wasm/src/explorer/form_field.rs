@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::memory::errors::EstimateError;
-use crate::schema::errors::{SpecError, UnknownGpu};
+use crate::schema::errors::SpecError;
 
 /// A field of the [`ExplorerForm`], serialised (and keyed in the page's URL query) by its
 /// name there: `teacher`, `teacher_precision`, `data_parallel`, ...
@@ -84,18 +84,20 @@ impl FormField {
     /// the message then stands for the whole form. Every key validation names is mapped
     /// deliberately (a test feeds them all).
     pub fn of_cfg_key(key: &str) -> Option<FormField> {
+        if let Some(name) = key.strip_prefix("student.transformer.") {
+            return match name {
+                "layers" => Some(FormField::Depth),
+                "max_positions" => Some(FormField::Input),
+                "d_model" | "heads" | "kv_heads" | "mlp_width" => Some(FormField::Width),
+                _ => None,
+            };
+        }
         Some(match key {
             "train.batch_size" => FormField::Batch,
-            "data.input_shape" | "teacher.preset" | "student.transformer.max_positions" => FormField::Input,
-            "student.channels" | "student.transformer.layers" => FormField::Depth,
+            "data.input_shape" | "teacher.preset" => FormField::Input,
+            "student.channels" => FormField::Depth,
             // the width lever scales these; a transformer block too large to price names its table
-            "student.hidden"
-            | "student.transformer"
-            | "student.transformer.d_model"
-            | "student.transformer.heads"
-            | "student.transformer.kv_heads"
-            | "student.transformer.mlp_width"
-            | "estimate.tensor_parallel" => FormField::Width,
+            "student.hidden" | "student.transformer" | "estimate.tensor_parallel" => FormField::Width,
             "teacher" => FormField::Teacher,
             "estimate.gpu" => FormField::Gpu,
             "estimate.data_parallel" => FormField::DataParallel,
@@ -146,12 +148,6 @@ impl From<EstimateError> for FormError {
 impl From<SpecError> for FormError {
     fn from(e: SpecError) -> FormError {
         EstimateError::Spec(e).into()
-    }
-}
-
-impl From<UnknownGpu> for FormError {
-    fn from(e: UnknownGpu) -> FormError {
-        FormError::on(FormField::Gpu, e.to_string())
     }
 }
 
