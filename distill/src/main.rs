@@ -55,7 +55,7 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Estimate the GPU memory of a run before training: the breakdown by phase, category and
+    /// Estimate the GPU memory of a run before training: the breakdown by moment, category and
     /// layer, and the largest micro-batch per catalogue GPU.
     Plan {
         /// The run's cfg.toml.

@@ -1,7 +1,7 @@
-//! Prints the explorer's sweep (`estimator_wasm::sweep`) for a form given as JSON, natively:
-//! the reference the browser end-to-end test compares the page's numbers with.
+//! Prints the explorer's sweep (`estimator_wasm::explorer::sweep`) for a form given as JSON,
+//! natively: the reference the browser end-to-end test compares the page's numbers with.
 //!
-//! `cargo run -p estimator-wasm --example explore -- '{"teacher": "gpt2", "batch": 4}' [--cfg]`
+//! `cargo run -p estimator-wasm --features explorer --example explore -- '{"teacher": "gpt2", "batch": 4}' [--cfg]`
 //! (`-` reads the JSON from stdin; `--cfg` prints the chosen student's cfg.toml instead).
 use std::io::Read;
 

@@ -1,7 +1,7 @@
 """Measure what PyTorch allocates for a distillation step of each fidelity configuration.
 
 For every cfg.toml under fidelity/configs/ this builds the student exactly as
-`estimator_wasm::arch::layers` expands it (same layer ids, parameter names and shapes), runs one
+`estimator_wasm::schema::arch::layers` expands it (same layer ids, parameter names and shapes), runs one
 training step on CPU the way `distill` does (forward, fp32 KD + CE loss, backward, optimiser
 step), and records PyTorch's own accounting:
 
@@ -35,7 +35,7 @@ from torch.utils.checkpoint import checkpoint
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-# --- the layer list of estimator_wasm::arch::layers ---------------------------------------
+# --- the layer list of estimator_wasm::schema::arch::layers -------------------------------
 
 ACT = {
     "relu": F.relu,

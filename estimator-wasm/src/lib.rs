@@ -5,8 +5,8 @@
 //!   recipes). A leaf: it imports nothing else of this crate. The trainer depends on it.
 //! - [`memory`]: the training-memory model: layer pricing, the moments of a step, optimiser
 //!   states, the allocator, the batch search, the estimate and its rendering.
-//! - `explorer` (feature `explorer`): the browser explorer's form, its sweep and the
-//!   JavaScript bindings (feature `js`). The trainer does not compile it.
+//! - `explorer` (feature `explorer`, off by default): the browser explorer's form, its sweep and
+//!   the JavaScript bindings (feature `js`). The trainer and the root workspace never enable it.
 //!
 //! No tch, no I/O: the same code runs natively inside `distill` and as WebAssembly in the browser.
 //!
@@ -29,7 +29,7 @@ pub mod memory;
 pub mod schema;
 
 pub use memory::{
-    estimate, max_batch, max_batch_per_gpu, BatchSearch, Cat, Categories, DatasetSize, Inputs, MemoryModel, Moment,
-    Plan, Totals,
+    estimate, max_batch, max_batch_per_gpu, BatchSearch, Cat, Categories, DatasetSize, EstimateError, Inputs,
+    MemoryModel, Moment, Plan, TeacherModel, Totals,
 };
-pub use schema::{catalogue, gpu, Config, EstimateError, Gpu, SpecError, TeacherModel};
+pub use schema::{catalogue, gpu, Config, Gpu, SpecError, UnknownGpu};

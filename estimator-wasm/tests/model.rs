@@ -10,8 +10,8 @@ fn config(text: &str) -> Config {
     Config::from_toml_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-fn phase(plan: &Plan, p: Moment) -> &estimator_wasm::memory::MomentBytes {
-    plan.phases.iter().find(|x| x.phase == p).unwrap_or_else(|| panic!("no phase {p:?}"))
+fn moment(plan: &Plan, p: Moment) -> &estimator_wasm::memory::MomentBytes {
+    plan.moments.iter().find(|x| x.moment == p).unwrap_or_else(|| panic!("no moment {p:?}"))
 }
 
 const TINY: &str = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [5]\n\
@@ -32,16 +32,16 @@ fn tiny_mlp_by_hand() {
     assert_eq!(saved, [("fc1", 32), ("fc1_act", 40), ("head", 0), ("loss", 92)]);
     // backward start: weights 172 + teacher 40 + AdamW 344 + batch (indices 16, raw x 32)
     // + logits (student 24, teacher 24) + saved 164 + loss gradients 2 x 2 x 24
-    let start = phase(&plan, Moment::Backward);
+    let start = moment(&plan, Moment::Backward);
     assert_eq!(start.requested, 172 + 40 + 344 + 48 + 48 + 164 + 96);
     assert_eq!(start.categories.get(Cat::Activations), 164);
     assert_eq!(start.categories.get(Cat::LossTransient), 96);
     // the optimiser step: + all gradients (172) + 3 x the largest tensor (fc1.weight, 80 B)
-    let step = phase(&plan, Moment::OptimizerStep);
+    let step = moment(&plan, Moment::OptimizerStep);
     assert_eq!(step.requested, 172 + 40 + 344 + 48 + 48 + 172 + 240);
-    assert_eq!(plan.peak_phase, Moment::OptimizerStep);
+    assert_eq!(plan.peak_moment, Moment::OptimizerStep);
     // the teacher's working set without an architecture: input 32 + logits 24 + fp32 copy 24
-    assert_eq!(phase(&plan, Moment::TeacherForward).categories.get(Cat::TeacherTransient), 80);
+    assert_eq!(moment(&plan, Moment::TeacherForward).categories.get(Cat::TeacherTransient), 80);
     // on CPU there is no allocator, context or fragmentation
     assert_eq!(plan.totals.total, plan.totals.requested);
     assert!(plan.notes.iter().any(|n| n.contains("lower bound")), "{:?}", plan.notes);
@@ -121,7 +121,7 @@ fn memory_model_section_8_measurement() {
     assert_eq!(model.saved_bytes(4).unwrap(), 36_728_836);
     let plan = model.plan(4).unwrap();
     assert_eq!(plan.params.student, 3_672_552);
-    let start = phase(&plan, Moment::Backward);
+    let start = moment(&plan, Moment::Backward);
     assert_eq!(start.categories.get(Cat::StudentWeights), 14_690_208);
     assert_eq!(start.categories.get(Cat::OptimizerStates), 29_380_416);
     assert_eq!(start.categories.get(Cat::LossTransient), 4_096_000);
@@ -137,7 +137,7 @@ fn data_parallel_plans_on_paper() {
     let states = |extra: &str| {
         let plan =
             estimate(&config(&format!("{base}[estimate]\ntarget = \"cpu\"\n{extra}")), &Inputs::default()).unwrap();
-        let buckets = phase(&plan, Moment::OptimizerStep).categories.get(Cat::DdpBuckets);
+        let buckets = moment(&plan, Moment::OptimizerStep).categories.get(Cat::DdpBuckets);
         (plan.model_states, buckets)
     };
     let p: u64 = 1024 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10;
@@ -206,7 +206,7 @@ fn pruning_masks_cost_a_byte_per_weight() {
                 [estimate]\ntarget = \"cpu\"\n";
     let masks = |extra: &str| {
         let plan = estimate(&config(&format!("{text}{extra}")), &Inputs::default()).unwrap();
-        phase(&plan, Moment::OptimizerStep).categories.get(Cat::PruneMasks)
+        moment(&plan, Moment::OptimizerStep).categories.get(Cat::PruneMasks)
     };
     assert_eq!(masks(""), 0);
     assert_eq!(masks("prune_mask = \"bool\"\n[prune]\nsparsity = 0.5\n"), 100 * 50 + 50 * 10);
@@ -239,10 +239,10 @@ fn the_teacher_is_priced_in_its_own_precision() {
     let fp32 = estimate(&config(&text("fp32")), &Inputs::default()).unwrap();
     let bf16 = estimate(&config(&text("bf16")), &Inputs::default()).unwrap();
     assert_eq!(fp32.params.teacher, 124_439_808);
-    let weights = |p: &Plan| phase(p, Moment::Loss).categories.get(Cat::TeacherWeights);
+    let weights = |p: &Plan| moment(p, Moment::Loss).categories.get(Cat::TeacherWeights);
     assert_eq!(weights(&fp32), (124_439_808u64 * 4).div_ceil(512) * 512);
     assert_eq!(weights(&bf16), (124_439_808u64 * 2).div_ceil(512) * 512);
-    assert!(phase(&fp32, Moment::TeacherForward).categories.get(Cat::TeacherTransient) > 0);
+    assert!(moment(&fp32, Moment::TeacherForward).categories.get(Cat::TeacherTransient) > 0);
     // distill's exact count overrides the preset's
     let exact = Inputs {
         teacher: Some(estimator_wasm::TeacherModel { params: 7, buffers: 0, layers: None }),
@@ -257,14 +257,14 @@ fn cached_logits_and_resident_datasets() {
                 [teacher]\npreset = \"fashion-mnist-cnn\"\n[train]\nbatch_size = 128\n";
     let data = DatasetSize { train_samples: 60_000, test_samples: 10_000, sample_bytes: 784 };
     let plan = estimate(&config(text), &Inputs { dataset: Some(data), ..Inputs::default() }).unwrap();
-    let step = phase(&plan, Moment::OptimizerStep);
+    let step = moment(&plan, Moment::OptimizerStep);
     // uint8 images and int64 labels of both sets, each tensor rounded to 512 B
     let r = |x: u64| x.div_ceil(512) * 512;
     assert_eq!(step.categories.get(Cat::Dataset), r(60_000 * 784) + r(60_000 * 8) + r(10_000 * 784) + r(10_000 * 8));
     // the cached teacher logits (N x C x 4) and the teacher's test predictions
     assert_eq!(step.categories.get(Cat::TeacherLogitCache), r(60_000 * 40) + r(10_000 * 8));
-    assert!(plan.phases.iter().any(|p| p.phase == Moment::TeacherCache));
-    assert!(!plan.phases.iter().any(|p| p.phase == Moment::TeacherForward));
+    assert!(plan.moments.iter().any(|p| p.moment == Moment::TeacherCache));
+    assert!(!plan.moments.iter().any(|p| p.moment == Moment::TeacherForward));
 }
 
 /// The batch search: closed form, then verified; `b` fits and `b + 1` does not.

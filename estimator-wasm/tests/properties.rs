@@ -107,7 +107,7 @@ proptest! {
                 let t = plan.totals;
                 prop_assert!(t.requested <= t.allocated && t.allocated <= t.reserved.max(t.allocated));
                 prop_assert_eq!(t.total, t.reserved + t.fragmentation + t.cuda_context + t.nccl);
-                prop_assert!(plan.phases.iter().all(|p| p.reserved <= t.reserved));
+                prop_assert!(plan.moments.iter().all(|p| p.reserved <= t.reserved));
                 prop_assert!(plan.peak.iter().map(|(_, v)| v).sum::<u64>() <= t.allocated);
                 if let Some(fit) = plan.fit {
                     prop_assert_eq!(fit.fits, t.total <= fit.capacity);

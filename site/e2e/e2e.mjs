@@ -53,9 +53,9 @@ function nativeSweep(form) {
 }
 const at = (obj, path) => path.split('.').reduce((o, k) => (o == null ? undefined : o[k]), obj);
 
-/** The numeric keys of the form (`Explore`): everything else in the query is a string. */
+/** The numeric keys of the form (`ExplorerForm`): everything else in the query is a string. */
 const NUMERIC = ['width', 'depth', 'input', 'batch', 'sparsity', 'data_parallel', 'zero_stage'];
-/** The form as the native tools read it (`Explore` JSON), from the page's query string. */
+/** The form as the native tools read it (`ExplorerForm` JSON), from the page's query string. */
 function formOf(query, numeric = NUMERIC) {
   const form = {};
   for (const [k, v] of new URLSearchParams(query)) form[k] = numeric.includes(k) ? Number(v) : v;

@@ -21,9 +21,9 @@ pub mod training_form;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use estimator_wasm::explorer::FormField;
 use yew::Callback;
 
-use crate::field::Field;
 use crate::state::State;
 
 /// What every form section receives: the state, the inline message per field, and the
@@ -31,8 +31,8 @@ use crate::state::State;
 #[derive(Clone, PartialEq, yew::Properties)]
 pub struct FormProps {
     pub state: Rc<State>,
-    pub errors: Rc<BTreeMap<Field, String>>,
-    pub onset: Callback<(Field, String)>,
+    pub errors: Rc<BTreeMap<FormField, String>>,
+    pub onset: Callback<(FormField, String)>,
 }
 
 /// `(value, label)` options of a select.

@@ -3,15 +3,12 @@
 //! URL query share these, so a link holds exactly what the inputs show.
 use std::fmt::Debug;
 
-use estimator_wasm::explorer::ExplorerForm;
+use estimator_wasm::explorer::{ExplorerForm, FormField};
 use estimator_wasm::schema::catalogue;
 use serde::de::value::{Error as ValueError, StrDeserializer};
 use serde::de::DeserializeOwned;
 
 use crate::format;
-
-/// A form field, as the estimator names it (and marks it in [`estimator_wasm::explorer::FormError`]).
-pub use estimator_wasm::explorer::FormField as Field;
 
 /// What an input of the page does with its field: whether it is a number box, the text it
 /// shows, how a text sets the form.
@@ -27,11 +24,16 @@ pub trait Input: Copy {
     fn set(self, form: &mut ExplorerForm, text: &str) -> Result<(), String>;
 }
 
-impl Input for Field {
+impl Input for FormField {
     fn is_number(self) -> bool {
         matches!(
             self,
-            Field::Width | Field::Depth | Field::Input | Field::Batch | Field::Sparsity | Field::DataParallel
+            FormField::Width
+                | FormField::Depth
+                | FormField::Input
+                | FormField::Batch
+                | FormField::Sparsity
+                | FormField::DataParallel
         )
     }
 
@@ -39,22 +41,22 @@ impl Input for Field {
     /// an enum's snake_case name, a string as is. [`Input::set`] reads it back unchanged.
     fn text(self, form: &ExplorerForm) -> String {
         match self {
-            Field::Teacher => form.teacher.clone(),
-            Field::Family => word_of(&form.family),
-            Field::Width => format::number(form.width),
-            Field::Depth => format::number(form.depth),
-            Field::Input => form.input.to_string(),
-            Field::Batch => form.batch.to_string(),
-            Field::Precision => word_of(&form.precision),
-            Field::TeacherPrecision => word_of(&form.teacher_precision),
-            Field::Optimizer => word_of(&form.optimizer),
-            Field::Checkpointing => form.checkpointing.clone(),
-            Field::Sparsity => format::number(form.sparsity),
-            Field::Prune => word_of(&form.prune),
-            Field::DataParallel => form.data_parallel.to_string(),
-            Field::ZeroStage => form.zero_stage.to_string(),
-            Field::Gpu => form.gpu.clone(),
-            Field::Cfg => form.cfg.clone().unwrap_or_default(),
+            FormField::Teacher => form.teacher.clone(),
+            FormField::Family => word_of(&form.family),
+            FormField::Width => format::number(form.width),
+            FormField::Depth => format::number(form.depth),
+            FormField::Input => form.input.to_string(),
+            FormField::Batch => form.batch.to_string(),
+            FormField::Precision => word_of(&form.precision),
+            FormField::TeacherPrecision => word_of(&form.teacher_precision),
+            FormField::Optimizer => word_of(&form.optimizer),
+            FormField::Checkpointing => form.checkpointing.clone(),
+            FormField::Sparsity => format::number(form.sparsity),
+            FormField::Prune => word_of(&form.prune),
+            FormField::DataParallel => form.data_parallel.to_string(),
+            FormField::ZeroStage => form.zero_stage.to_string(),
+            FormField::Gpu => form.gpu.clone(),
+            FormField::Cfg => form.cfg.clone().unwrap_or_default(),
         }
     }
 
@@ -65,23 +67,23 @@ impl Input for Field {
     /// The message to show beside the input: not a number, negative, not one of the names.
     fn set(self, form: &mut ExplorerForm, text: &str) -> Result<(), String> {
         match self {
-            Field::Teacher => form.teacher = text.to_string(),
-            Field::Family => form.family = word(text)?,
-            Field::Width => form.width = decimal(text)?,
-            Field::Depth => form.depth = decimal(text)?,
-            Field::Input => form.input = whole(text)?,
-            Field::Batch => form.batch = whole(text)?,
-            Field::Precision => form.precision = word(text)?,
-            Field::TeacherPrecision => form.teacher_precision = word(text)?,
-            Field::Optimizer => form.optimizer = word(text)?,
-            Field::Checkpointing => form.checkpointing = text.to_string(),
-            Field::Sparsity => form.sparsity = decimal(text)?,
-            Field::Prune => form.prune = word(text)?,
-            Field::DataParallel => form.data_parallel = whole(text)?,
-            Field::ZeroStage => form.zero_stage = whole(text)?,
+            FormField::Teacher => form.teacher = text.to_string(),
+            FormField::Family => form.family = word(text)?,
+            FormField::Width => form.width = decimal(text)?,
+            FormField::Depth => form.depth = decimal(text)?,
+            FormField::Input => form.input = whole(text)?,
+            FormField::Batch => form.batch = whole(text)?,
+            FormField::Precision => form.precision = word(text)?,
+            FormField::TeacherPrecision => form.teacher_precision = word(text)?,
+            FormField::Optimizer => form.optimizer = word(text)?,
+            FormField::Checkpointing => form.checkpointing = text.to_string(),
+            FormField::Sparsity => form.sparsity = decimal(text)?,
+            FormField::Prune => form.prune = word(text)?,
+            FormField::DataParallel => form.data_parallel = whole(text)?,
+            FormField::ZeroStage => form.zero_stage = whole(text)?,
             // a known GPU by its catalogue name (`h200` -> `H200`), so its option is the one shown
-            Field::Gpu => form.gpu = catalogue::gpu(text).map_or_else(|_| text.to_string(), |g| g.name.to_string()),
-            Field::Cfg => form.cfg = Some(text.to_string()),
+            FormField::Gpu => form.gpu = catalogue::gpu(text).map_or_else(|_| text.to_string(), |g| g.name.to_string()),
+            FormField::Cfg => form.cfg = Some(text.to_string()),
         }
         Ok(())
     }
@@ -170,32 +172,32 @@ mod tests {
             ..ExplorerForm::default()
         };
         let mut back = ExplorerForm { teacher: String::new(), gpu: String::new(), ..ExplorerForm::default() };
-        for f in Field::ALL {
+        for f in FormField::ALL {
             f.set(&mut back, &f.text(&form)).unwrap_or_else(|e| panic!("{f:?}: {e}"));
         }
         assert_eq!(back, form);
-        assert_eq!(Field::Width.text(&form), "0.30000000000000004");
+        assert_eq!(FormField::Width.text(&form), "0.30000000000000004");
     }
 
     #[test]
     fn bad_texts_say_why() {
         let mut form = ExplorerForm::default();
         for (field, text, message) in [
-            (Field::Batch, "", "enter a whole number"),
-            (Field::Batch, "-4", "must be positive"),
-            (Field::Batch, "99999999999999999999999", "not a whole number (at most 18446744073709551615)"),
-            (Field::Width, "abc", "\"abc\" is not a number"),
-            (Field::Width, "inf", "\"inf\" is not a number"),
-            (Field::Width, "", "enter a number"),
-            (Field::Precision, "fp8", "unknown variant `fp8`"),
+            (FormField::Batch, "", "enter a whole number"),
+            (FormField::Batch, "-4", "must be positive"),
+            (FormField::Batch, "99999999999999999999999", "not a whole number (at most 18446744073709551615)"),
+            (FormField::Width, "abc", "\"abc\" is not a number"),
+            (FormField::Width, "inf", "\"inf\" is not a number"),
+            (FormField::Width, "", "enter a number"),
+            (FormField::Precision, "fp8", "unknown variant `fp8`"),
         ] {
             let e = field.set(&mut form, text).unwrap_err();
             assert!(e.contains(message), "{field:?} {text}: {e}");
         }
         assert_eq!(form, ExplorerForm::default(), "a bad text leaves the form as it was");
-        Field::Gpu.set(&mut form, "nvidia h200").unwrap();
+        FormField::Gpu.set(&mut form, "nvidia h200").unwrap();
         assert_eq!(form.gpu, "H200", "a known GPU takes its catalogue name");
-        Field::Gpu.set(&mut form, "TPU").unwrap();
+        FormField::Gpu.set(&mut form, "TPU").unwrap();
         assert_eq!(form.gpu, "TPU", "an unknown one is kept for the estimator to name");
     }
 }

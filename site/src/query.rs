@@ -1,14 +1,14 @@
 //! The form as a URL query (`?teacher=gpt2&batch=8&...`), so that a link reproduces a view.
-//! Each key holds what its input shows ([`Field::text`]); `cfg` holds a pasted cfg.toml.
-use estimator_wasm::explorer::{ExplorerForm, CUSTOM};
+//! Each key holds what its input shows ([`FormField::text`]); `cfg` holds a pasted cfg.toml.
+use estimator_wasm::explorer::{ExplorerForm, FormField, CUSTOM};
 
-use crate::field::{Field, Input};
+use crate::field::Input;
 
 /// The query string of `form`, without the leading `?`: every field, then `cfg` for a
 /// pasted cfg.toml.
 pub fn to_query(form: &ExplorerForm) -> String {
     let mut query = form_urlencoded::Serializer::new(String::new());
-    for field in Field::ALL {
+    for field in FormField::ALL {
         query.append_pair(field.key(), &field.text(form));
     }
     if let Some(cfg) = form.cfg.as_ref().filter(|_| form.teacher == CUSTOM) {
@@ -22,7 +22,7 @@ pub fn to_query(form: &ExplorerForm) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Link {
     pub form: ExplorerForm,
-    pub bad: Vec<(Field, String, String)>,
+    pub bad: Vec<(FormField, String, String)>,
 }
 
 /// The form in a query string (with or without the leading `?`). Keys left out take the
@@ -44,7 +44,7 @@ pub fn from_query(query: &str) -> Link {
     };
     let mut bad = Vec::new();
     for (key, value) in &pairs {
-        if let Some(field) = Field::from_key(key) {
+        if let Some(field) = FormField::from_key(key) {
             if let Err(e) = field.set(&mut form, value) {
                 bad.retain(|(f, _, _)| *f != field);
                 bad.push((field, value.clone(), e));
@@ -104,7 +104,7 @@ mod tests {
         assert_eq!((link.form.gpu.as_str(), link.form.precision), ("T4", Precision::Fp32));
         assert_eq!(link.form.batch, ExplorerForm::default().batch);
         let fields: Vec<_> = link.bad.iter().map(|(f, text, _)| (*f, text.as_str())).collect();
-        assert_eq!(fields, [(Field::Batch, "-3"), (Field::Width, "abc")]);
+        assert_eq!(fields, [(FormField::Batch, "-3"), (FormField::Width, "abc")]);
         assert_eq!(link.bad[0].2, "must be positive");
     }
 }

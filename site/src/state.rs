@@ -4,17 +4,17 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use estimator_wasm::explorer::{ExplorerForm, CUSTOM};
+use estimator_wasm::explorer::{ExplorerForm, FormField, CUSTOM};
 use yew::Reducible;
 
-use crate::field::{Field, Input};
+use crate::field::Input;
 use crate::query;
 
 /// A user intent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// An input's new text (numbers as typed, or a select's option value).
-    Set(Field, String),
+    Set(FormField, String),
     /// The paste box's text.
     EditPaste(String),
     /// Fill the form from the paste box.
@@ -29,9 +29,9 @@ pub struct State {
     /// The last form whose every field is in range (what is priced and put in the URL).
     pub form: ExplorerForm,
     /// Number inputs as typed, so "0." or "-" stay on screen while being edited.
-    pub texts: BTreeMap<Field, String>,
+    pub texts: BTreeMap<FormField, String>,
     /// Inline messages of inputs whose text is not a valid value (the form keeps the old one).
-    pub errors: BTreeMap<Field, String>,
+    pub errors: BTreeMap<FormField, String>,
     /// The cfg.toml paste box.
     pub paste: String,
     pub paste_error: Option<String>,
@@ -53,12 +53,12 @@ impl State {
         s
     }
 
-    /// The text an input shows: as typed, else the form's value ([`Field::text`]).
-    pub fn text(&self, field: Field) -> String {
+    /// The text an input shows: as typed, else the form's value ([`FormField::text`]).
+    pub fn text(&self, field: FormField) -> String {
         self.texts.get(&field).cloned().unwrap_or_else(|| field.text(&self.form))
     }
 
-    fn set(&mut self, field: Field, text: String) {
+    fn set(&mut self, field: FormField, text: String) {
         if field.is_number() {
             self.texts.insert(field, text.clone());
         }
@@ -68,7 +68,7 @@ impl State {
         });
         match applied {
             Ok(form) => {
-                if field == Field::Teacher {
+                if field == FormField::Teacher {
                     self.texts.clear();
                     self.errors.clear();
                 }
@@ -108,10 +108,10 @@ impl Reducible for State {
 }
 
 /// `form` with `field` set from `text`, or the message to show beside the input.
-fn apply(form: &ExplorerForm, field: Field, text: &str) -> Result<ExplorerForm, String> {
+fn apply(form: &ExplorerForm, field: FormField, text: &str) -> Result<ExplorerForm, String> {
     match field {
-        Field::Teacher if text == CUSTOM => Ok(form.clone()),
-        Field::Teacher => form.with_teacher(text).map_err(|e| e.message),
+        FormField::Teacher if text == CUSTOM => Ok(form.clone()),
+        FormField::Teacher => form.with_teacher(text).map_err(|e| e.message),
         _ => {
             let mut f = form.clone();
             field.set(&mut f, text)?;
@@ -131,36 +131,36 @@ mod tests {
 
     #[test]
     fn numbers_update_the_form() {
-        let s = after(vec![Action::Set(Field::Batch, "16".into()), Action::Set(Field::Width, "0.5".into())]);
+        let s = after(vec![Action::Set(FormField::Batch, "16".into()), Action::Set(FormField::Width, "0.5".into())]);
         assert_eq!((s.form.batch, s.form.width), (16, 0.5));
         assert!(s.errors.is_empty());
-        assert_eq!(s.text(Field::Width), "0.5");
+        assert_eq!(s.text(FormField::Width), "0.5");
     }
 
     #[test]
     fn bad_numbers_keep_the_last_valid_form_and_say_why() {
         for (field, text, message) in [
-            (Field::Batch, "", "enter a whole number"),
-            (Field::Batch, "-4", "must be positive"),
-            (Field::Batch, "0", "micro-batch must be between 1"),
-            (Field::Batch, "99999999999999999999999", "not a whole number"),
-            (Field::Width, "abc", "not a number"),
-            (Field::Width, "0", "width multiplier must be > 0"),
-            (Field::Width, "1e9", "at most 64"),
-            (Field::Sparsity, "1.5", "sparsity must be a fraction"),
-            (Field::Input, "0", "input size must be between"),
-            (Field::ZeroStage, "7", "ZeRO stage"),
+            (FormField::Batch, "", "enter a whole number"),
+            (FormField::Batch, "-4", "must be positive"),
+            (FormField::Batch, "0", "micro-batch must be between 1"),
+            (FormField::Batch, "99999999999999999999999", "not a whole number"),
+            (FormField::Width, "abc", "not a number"),
+            (FormField::Width, "0", "width multiplier must be > 0"),
+            (FormField::Width, "1e9", "at most 64"),
+            (FormField::Sparsity, "1.5", "sparsity must be a fraction"),
+            (FormField::Input, "0", "input size must be between"),
+            (FormField::ZeroStage, "7", "ZeRO stage"),
         ] {
             let s = after(vec![Action::Set(field, text.into())]);
             assert_eq!(s.form, ExplorerForm::default(), "{field:?} {text}");
             let got = s.errors.get(&field).unwrap_or_else(|| panic!("{field:?} {text}: no message"));
             assert!(got.contains(message), "{field:?} {text}: {got}");
             let shown =
-                if field == Field::Batch { text.to_string() } else { ExplorerForm::default().batch.to_string() };
-            assert_eq!(s.text(Field::Batch), shown);
+                if field == FormField::Batch { text.to_string() } else { ExplorerForm::default().batch.to_string() };
+            assert_eq!(s.text(FormField::Batch), shown);
         }
         // a later valid value clears the message
-        let s = after(vec![Action::Set(Field::Batch, "-1".into()), Action::Set(Field::Batch, "2".into())]);
+        let s = after(vec![Action::Set(FormField::Batch, "-1".into()), Action::Set(FormField::Batch, "2".into())]);
         assert!(s.errors.is_empty());
         assert_eq!(s.form.batch, 2);
     }
@@ -168,14 +168,15 @@ mod tests {
     #[test]
     fn switching_teacher_takes_its_defaults_and_keeps_the_gpu() {
         let s = after(vec![
-            Action::Set(Field::Gpu, "H200".into()),
-            Action::Set(Field::Batch, "x".into()),
-            Action::Set(Field::Teacher, "fashion-mnist-cnn".into()),
+            Action::Set(FormField::Gpu, "H200".into()),
+            Action::Set(FormField::Batch, "x".into()),
+            Action::Set(FormField::Teacher, "fashion-mnist-cnn".into()),
         ]);
         assert_eq!((s.form.family, s.form.input, s.form.batch), (Family::Cnn, 28, 128));
         assert_eq!(s.form.gpu, "H200");
         assert!(s.errors.is_empty() && s.texts.is_empty());
-        let s = after(vec![Action::Set(Field::Precision, "fp16".into()), Action::Set(Field::Family, "cnn".into())]);
+        let s =
+            after(vec![Action::Set(FormField::Precision, "fp16".into()), Action::Set(FormField::Family, "cnn".into())]);
         assert_eq!((s.form.precision, s.form.family), (Precision::Fp16, Family::Cnn));
     }
 
@@ -195,9 +196,9 @@ mod tests {
     fn a_links_bad_value_is_shown_at_its_input_and_the_rest_is_kept() {
         let s = State::from_query("?batch=lots&gpu=T4");
         assert_eq!(s.form, ExplorerForm { gpu: "T4".into(), ..ExplorerForm::default() });
-        assert_eq!(s.text(Field::Batch), "lots");
+        assert_eq!(s.text(FormField::Batch), "lots");
         assert_eq!(
-            s.errors.get(&Field::Batch).map(String::as_str),
+            s.errors.get(&FormField::Batch).map(String::as_str),
             Some("\"lots\" is not a whole number (at most 18446744073709551615)")
         );
         assert_eq!(State::from_query("?batch=5").form.batch, 5);

@@ -13,6 +13,7 @@ use crate::explorer::scenarios::{
     scenario, InputKind, Scenario, CNN_SMALL, CUSTOM, IMAGENET_DATA, MLP_SMALL, SCENARIOS,
 };
 use crate::explorer::student_scaling::{base_input, scale_student, set_input};
+use crate::memory::errors::EstimateError;
 use crate::schema::catalogue;
 use crate::schema::limits::MAX_BATCH;
 use crate::schema::{BatchSize, Checkpointing, Config, Family, OptimizerKind, Precision, PruneMethod, PruneSpec};
@@ -117,7 +118,7 @@ impl ExplorerForm {
         let config = Config::from_toml_str(text)
             .map_err(|e| FormError { field: Some(FormField::Cfg), message: e.to_string() })?;
         let gpu = match &config.estimate.gpu {
-            Some(name) => catalogue::gpu(name).map(|g| g.name.to_string()).map_err(FormError::from)?,
+            Some(name) => catalogue::gpu(name).map(|g| g.name.to_string()).map_err(EstimateError::from)?,
             None => gpu.to_string(),
         };
         let batch = match config.train.batch_size {
@@ -212,7 +213,7 @@ impl ExplorerForm {
             return Err(FormError::on(FormField::ZeroStage, "the ZeRO stage is 0, 1, 2 or 3"));
         }
         self.checkpointing()?;
-        catalogue::gpu(&self.gpu)?;
+        catalogue::gpu(&self.gpu).map_err(EstimateError::from)?;
         Ok(())
     }
 
@@ -279,7 +280,7 @@ impl ExplorerForm {
             p
         });
         c.estimate.target = Target::Cuda;
-        c.estimate.gpu = Some(catalogue::gpu(&self.gpu)?.name.to_string());
+        c.estimate.gpu = Some(catalogue::gpu(&self.gpu).map_err(EstimateError::from)?.name.to_string());
         c.estimate.data_parallel = self.data_parallel;
         c.estimate.zero_stage = self.zero_stage;
         c.validate()?;

@@ -2,7 +2,8 @@
 //! and why a form cannot be priced ([`FormError`], naming the field to mark).
 use serde::Serialize;
 
-use crate::schema::errors::{EstimateError, SpecError};
+use crate::memory::errors::EstimateError;
+use crate::schema::errors::SpecError;
 
 /// A field of the [`ExplorerForm`], serialised (and keyed in the page's URL query) by its
 /// name there: `teacher`, `teacher_precision`, `data_parallel`, ...
@@ -78,22 +79,31 @@ impl FormField {
         FormField::ALL.into_iter().find(|f| f.key() == key)
     }
 
-    /// The form field that sets the cfg.toml key `key` (as named in estimator errors).
+    /// The form field that sets the cfg.toml key `key` (as named in estimator errors), or `None`
+    /// for a key no input of the form sets (a pasted cfg.toml's own, a teacher architecture's):
+    /// the message then stands for the whole form. Every key validation names is mapped
+    /// deliberately (a test feeds them all).
     pub fn of_cfg_key(key: &str) -> Option<FormField> {
+        if let Some(name) = key.strip_prefix("student.transformer.") {
+            return match name {
+                "layers" => Some(FormField::Depth),
+                "max_positions" => Some(FormField::Input),
+                "d_model" | "heads" | "kv_heads" | "mlp_width" => Some(FormField::Width),
+                _ => None,
+            };
+        }
         Some(match key {
             "train.batch_size" => FormField::Batch,
-            "train.precision" => FormField::Precision,
-            "teacher.precision" => FormField::TeacherPrecision,
-            "data.input_shape" | "student.transformer.max_positions" | "teacher.preset" => FormField::Input,
-            "student.channels" | "student.transformer.layers" => FormField::Depth,
-            "student.checkpointing" => FormField::Checkpointing,
+            "data.input_shape" | "teacher.preset" => FormField::Input,
+            "student.channels" => FormField::Depth,
+            // the width lever scales these; a transformer block too large to price names its table
+            "student.hidden" | "student.transformer" | "estimate.tensor_parallel" => FormField::Width,
             "teacher" => FormField::Teacher,
             "estimate.gpu" => FormField::Gpu,
             "estimate.data_parallel" => FormField::DataParallel,
             "estimate.zero_stage" => FormField::ZeroStage,
-            "estimate.tensor_parallel" => FormField::Width,
+            // every [prune] key: the form sets the method and the sparsity, the rest follow them
             k if k.starts_with("prune.") => FormField::Sparsity,
-            k if k.starts_with("student.") => FormField::Width,
             _ => return None,
         })
     }
@@ -140,3 +150,6 @@ impl From<SpecError> for FormError {
         EstimateError::Spec(e).into()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -163,7 +163,7 @@ pub struct Sweep {
     pub students: Vec<StudentSize>,
     /// Index of the chosen student in `students`.
     pub chosen: usize,
-    /// The chosen student's full estimate at `batch` (phases, categories, layers).
+    /// The chosen student's full estimate at `batch` (moments, categories, layers).
     pub plan: Plan,
     /// The chosen student's largest micro-batch on `gpu`.
     pub max_batch: Option<u64>,

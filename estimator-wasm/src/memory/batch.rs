@@ -4,11 +4,11 @@
 //! answer lies at or below the closed form and a binary search over the step function finds it.
 use serde::Serialize;
 
+use crate::memory::errors::EstimateError;
 use crate::memory::memory_model::MemoryModel;
 use crate::memory::runtime::fraction_ppm;
 use crate::memory::scan;
 use crate::schema::catalogue::Gpu;
-use crate::schema::errors::EstimateError;
 use crate::schema::limits::MAX_BATCH;
 
 /// The result of a batch search on one GPU.

@@ -1,9 +1,10 @@
-//! The estimator's answer: a breakdown by phase, by category and by layer, serialisable to JSON.
+//! The estimator's answer: a breakdown by moment, by category and by layer, serialisable to JSON
+//! (where a moment is called a phase: `phases`, `peak_phase`, `phase`).
 //! Every figure is in bytes.
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::memory::runtime::Pool;
+use crate::memory::runtime::AllocatorPool;
 use crate::memory::states::ModelStates;
 use crate::schema::catalogue::Gpu;
 use crate::schema::{Precision, PruneMethod, Target};
@@ -154,11 +155,13 @@ impl Serialize for Categories {
     }
 }
 
-/// Live memory at one phase's largest moment.
+/// Live memory at the largest point of one moment.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MomentBytes {
-    pub phase: Moment,
-    /// The layer at which the phase peaks (forward, backward, teacher and evaluation passes).
+    /// The moment (JSON: `phase`).
+    #[serde(rename = "phase")]
+    pub moment: Moment,
+    /// The layer at which the moment peaks (forward, backward, teacher and evaluation passes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer: Option<String>,
     /// Pipeline stage (0-based) this figure belongs to.
@@ -174,14 +177,14 @@ pub struct MomentBytes {
 
 impl MomentBytes {
     pub(crate) fn new(
-        phase: Moment,
+        moment: Moment,
         layer: Option<String>,
         stage: u64,
         categories: Categories,
-        pool: &Pool,
+        pool: &AllocatorPool,
         reserved: u64,
     ) -> Self {
-        MomentBytes { phase, layer, stage, categories, requested: pool.requested, allocated: pool.allocated, reserved }
+        MomentBytes { moment, layer, stage, categories, requested: pool.requested, allocated: pool.allocated, reserved }
     }
 }
 
@@ -279,12 +282,15 @@ pub struct Plan {
     pub params: Counts,
     /// Student model states on the peak GPU (after tensor-parallel splitting and sharding).
     pub model_states: ModelStates,
-    pub peak_phase: Moment,
+    /// The moment of the peak (JSON: `peak_phase`).
+    #[serde(rename = "peak_phase")]
+    pub peak_moment: Moment,
     /// Categories at the peak.
     pub peak: Categories,
     pub totals: Totals,
-    /// Each phase at its largest moment (on the pipeline stage that peaks).
-    pub phases: Vec<MomentBytes>,
+    /// Each moment at its largest point (on the pipeline stage that peaks; JSON: `phases`).
+    #[serde(rename = "phases")]
+    pub moments: Vec<MomentBytes>,
     /// Per layer, then the loss (`id = "loss"`).
     pub layers: Vec<LayerRow>,
     #[serde(skip_serializing_if = "Option::is_none")]

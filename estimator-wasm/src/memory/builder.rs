@@ -1,8 +1,8 @@
 //! Builds the [`Priced`] of one layer: fresh chain storages, saved tensors, parameters, cast
 //! copies and temporaries, with the dtype rules of the target (see `crate::memory::layer`).
+use crate::memory::errors::EstimateError;
 use crate::memory::sizes::{fixed, mul, per, Chain, Ctx, ParamTensor, Priced, Save, Size, StorageId};
 use crate::schema::dtype::DType;
-use crate::schema::errors::EstimateError;
 use crate::schema::NormKind;
 
 /// One layer being priced: its context, the next free storage id and what is priced so far.
@@ -47,9 +47,37 @@ impl Builder<'_> {
         }
     }
 
-    pub(crate) fn param(&mut self, name: &'static str, elems: u64, split: bool, autocast: bool, prunable: bool) {
+    /// A parameter of `elems` (all ranks), as `role` says tensor parallelism, autocast and
+    /// pruning treat it.
+    pub(crate) fn param(&mut self, name: &'static str, elems: u64, role: ParamRole) {
+        let ParamRole { split, autocast, prunable } = role;
         let elems = if split { elems.div_ceil(self.ctx.tp) } else { elems };
         self.p.params.push(ParamTensor { name, elems, autocast, prunable });
+    }
+
+    /// A matmul's or convolution's parameters and their autocast copies: the weight copy saved
+    /// for backward when `w.weight_saved`, else only in the cast cache; the bias copy only in
+    /// the cast cache. Tensor parallelism splits the weight, and the bias of a column-parallel
+    /// layer (Shoeybi et al. 2019, arXiv:1909.08053, section 3).
+    pub(crate) fn weights(&mut self, w: &Weights) -> Result<(), EstimateError> {
+        let tp = self.ctx.tp;
+        self.weight_copy(w.weight_elems.div_ceil(tp), w.weight_saved)?;
+        if let Some(name) = w.weight {
+            self.param(name, w.weight_elems, ParamRole::WEIGHT);
+        }
+        if let Some((name, elems)) = w.bias {
+            match w.parallel {
+                Parallel::Column => {
+                    self.param(name, elems, ParamRole::SPLIT_BIAS);
+                    self.bias_copy(elems.div_ceil(tp))?;
+                }
+                Parallel::Row => {
+                    self.param(name, elems, ParamRole::REPLICATED_BIAS);
+                    self.bias_copy(elems)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The dtype a matmul or convolution computes in for an input of `dtype`.
@@ -157,11 +185,58 @@ impl Builder<'_> {
     }
 
     pub(crate) fn norm_params(&mut self, kind: NormKind, features: u64) {
-        self.param("norm.weight", features, false, false, false);
+        self.param("norm.weight", features, ParamRole::PLAIN);
         if kind == NormKind::Layer {
-            self.param("norm.bias", features, false, false, false);
+            self.param("norm.bias", features, ParamRole::PLAIN);
         }
     }
+}
+
+/// How tensor parallelism, autocast and pruning treat a parameter.
+#[derive(Clone, Copy)]
+pub(crate) struct ParamRole {
+    /// Split across the tensor-parallel ranks.
+    pub split: bool,
+    /// Cast to the compute dtype by autocast.
+    pub autocast: bool,
+    /// Masked by pruning.
+    pub prunable: bool,
+}
+
+impl ParamRole {
+    /// A matmul or convolution weight: split, cast, pruned.
+    pub const WEIGHT: ParamRole = ParamRole { split: true, autocast: true, prunable: true };
+    /// The bias of a column-parallel matmul or a convolution: split, cast.
+    pub const SPLIT_BIAS: ParamRole = ParamRole { split: true, autocast: true, prunable: false };
+    /// The bias of a row-parallel matmul: replicated, cast.
+    pub const REPLICATED_BIAS: ParamRole = ParamRole { split: false, autocast: true, prunable: false };
+    /// The token embedding: split by vocabulary, never cast (a lookup, not a matmul).
+    pub const EMBEDDING: ParamRole = ParamRole { split: true, autocast: false, prunable: false };
+    /// Norm weights and biases, learned positions: replicated, in the weight dtype.
+    pub const PLAIN: ParamRole = ParamRole { split: false, autocast: false, prunable: false };
+}
+
+/// How tensor parallelism splits a matmul: by output features (column-parallel: weight and bias
+/// split) or by input features (row-parallel: the bias replicated).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parallel {
+    Column,
+    Row,
+}
+
+/// The parameters of one matmul or convolution, for [`Builder::weights`].
+pub(crate) struct Weights {
+    /// The weight's name; `None` when it is tied to the embedding (no parameter of its own, but
+    /// still an autocast copy).
+    pub weight: Option<&'static str>,
+    /// Weight elements on all ranks (`out * in`, times the kernel area for a convolution).
+    pub weight_elems: u64,
+    /// The bias's name and elements (`out`), if the layer has one.
+    pub bias: Option<(&'static str, u64)>,
+    pub parallel: Parallel,
+    /// Whether backward saves the weight's autocast copy (`addmm` saves `mat2` only when its
+    /// input requires grad; convolution always), or it lives only in the cast cache.
+    pub weight_saved: bool,
 }
 
 /// Which temporaries a size joins.

@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use crate::memory::breakdown::{Cat, Counts, Pruning};
-use crate::memory::runtime::{Pool, Runtime};
+use crate::memory::runtime::{AllocatorPool, Runtime};
 use crate::memory::sizes::Size;
 use crate::memory::states::ModelStates;
 use crate::schema::catalogue::Gpu;
@@ -41,11 +41,11 @@ pub(crate) struct StudentPlan {
 #[derive(Debug, Clone)]
 pub(crate) struct EvalPlan {
     /// Evaluation: largest no-grad layer of the student at the eval batch, plus its inputs.
-    pub live: (Option<String>, Pool),
-    pub batch: Pool,
-    /// Teacher cache phase: largest teacher layer at the eval batch, the cache being built.
-    pub teacher_live: (Option<String>, Pool),
-    pub cache_build: Pool,
+    pub live: (Option<String>, AllocatorPool),
+    pub batch: AllocatorPool,
+    /// Teacher cache moment: largest teacher layer at the eval batch, the cache being built.
+    pub teacher_live: (Option<String>, AllocatorPool),
+    pub cache_build: AllocatorPool,
 }
 
 /// What the plan reports besides bytes.
@@ -130,17 +130,17 @@ pub(crate) struct Stage {
     pub last: bool,
     pub checkpointing: bool,
     /// Static memory before training (no optimiser state), by category.
-    pub pre: Vec<(Cat, Pool)>,
+    pub pre: Vec<(Cat, AllocatorPool)>,
     /// Static memory added once training starts, by category.
-    pub train: Vec<(Cat, Pool)>,
+    pub train: Vec<(Cat, AllocatorPool)>,
     /// Sum of `pre`.
-    pub pre_total: Pool,
+    pub pre_total: AllocatorPool,
     /// Sum of `train` (without `pre`).
-    pub train_total: Pool,
+    pub train_total: AllocatorPool,
     /// Gradients of local layers `l..` (index `l - layers.start`), plus an empty last entry.
-    pub grads_suffix: Vec<Pool>,
-    pub step_transient: Pool,
-    pub cast_cache: Pool,
+    pub grads_suffix: Vec<AllocatorPool>,
+    pub step_transient: AllocatorPool,
+    pub cast_cache: AllocatorPool,
     pub states: ModelStates,
 }
 

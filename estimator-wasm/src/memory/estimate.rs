@@ -1,17 +1,17 @@
-//! Assembles a [`Plan`] from a compiled [`MemoryModel`]: the peak over phases, the breakdown by
+//! Assembles a [`Plan`] from a compiled [`MemoryModel`]: the peak over moments, the breakdown by
 //! category and by layer, the device total and the fit on a GPU.
 use crate::memory::breakdown::{Fit, LayerRow, MomentBytes, Plan, Totals};
+use crate::memory::errors::EstimateError;
 use crate::memory::inputs::Inputs;
 use crate::memory::memory_model::MemoryModel;
 use crate::memory::moments::{self, live, At, AtBatch, Tally};
 use crate::memory::scan;
 use crate::memory::sizes::Size;
 use crate::schema::catalogue::Gpu;
-use crate::schema::errors::EstimateError;
 use crate::schema::Config;
 
 impl MemoryModel {
-    /// The full estimate at micro-batch `b`: phases, categories, layers, totals and fit.
+    /// The full estimate at micro-batch `b`: moments, categories, layers, totals and fit.
     ///
     /// # Errors
     /// [`EstimateError::Spec`] on `train.batch_size` for `b` outside 1 to `batch::MAX_BATCH`
@@ -21,10 +21,10 @@ impl MemoryModel {
         let cuda = self.setup.runtime.cuda;
         let scan = scan::scan(self, b)?;
         let best = scan.checked_peak()?;
-        let mut phases = Vec::with_capacity(7);
+        let mut moments = Vec::with_capacity(7);
         let mut peak = None;
         let mut batches: Vec<Option<AtBatch>> = vec![None; self.student.stages.len()];
-        for found in scan.phases.iter().flatten() {
+        for found in scan.moments.iter().flatten() {
             let stage = &self.student.stages[found.stage];
             let a = batches[found.stage].get_or_insert_with(|| AtBatch::new(self, stage, b));
             let mut tally = Tally::default();
@@ -37,11 +37,11 @@ impl MemoryModel {
                 At::TeacherCache => self.eval.teacher_live.0.clone(),
                 At::Loss | At::BackwardStart | At::OptimizerStep => None,
             };
-            let row = MomentBytes::new(found.at.phase(), layer, stage.index, tally.categories, &pool, found.reserved);
+            let row = MomentBytes::new(found.at.moment(), layer, stage.index, tally.categories, &pool, found.reserved);
             if *found == best {
                 peak = Some(row.clone());
             }
-            phases.push(row);
+            moments.push(row);
         }
         let peak = peak.ok_or_else(|| EstimateError::overflow("the peak"))?;
         let peak_stage = &self.student.stages[best.stage];
@@ -97,10 +97,10 @@ impl MemoryModel {
             precision: self.setup.precision,
             params: self.summary.counts,
             model_states: peak_stage.states,
-            peak_phase: peak.phase,
+            peak_moment: peak.moment,
             peak: peak.categories,
             totals,
-            phases,
+            moments,
             layers,
             fit,
             pruning: self.summary.pruning,

@@ -2,10 +2,10 @@
 //! per-epoch evaluation (a no-grad forward of the student) and the teacher's logit cache
 //! (its no-grad forward over the train set, before training).
 use crate::memory::compiled::{EvalPlan, StudentPlan, TeacherPlan};
-use crate::memory::runtime::{mul, Pool};
+use crate::memory::errors::EstimateError;
+use crate::memory::runtime::{mul, AllocatorPool};
 use crate::memory::setup::Compile;
 use crate::memory::sizes::largest_live;
-use crate::schema::errors::EstimateError;
 
 impl Compile<'_> {
     /// The evaluation of `student` and the teacher's cache pass (`cache_build`: the cache being
@@ -18,7 +18,7 @@ impl Compile<'_> {
         &self,
         student: &StudentPlan,
         teacher: Option<&TeacherPlan>,
-        cache_build: Pool,
+        cache_build: AllocatorPool,
     ) -> Result<EvalPlan, EstimateError> {
         let (config, cuda) = (self.config, self.cuda);
         let eval_b = config.train.eval_batch_size;
@@ -29,7 +29,7 @@ impl Compile<'_> {
             ),
             e => e,
         };
-        let mut eval_batch = Pool::default();
+        let mut eval_batch = AllocatorPool::default();
         for s in &student.batch {
             eval_batch.tensor(s.at(eval_b).map_err(eval_error)?, cuda);
         }
@@ -45,7 +45,7 @@ impl Compile<'_> {
                 let (id, pool) = largest_live(t.layers.iter().map(|(id, s)| (id.as_str(), s.as_slice())), eval_b, cuda);
                 (id.map(str::to_string), pool.check("the teacher's forward").map_err(eval_error)?)
             }
-            None => (None, Pool::default()),
+            None => (None, AllocatorPool::default()),
         };
         let eval_batch = eval_batch.check("the evaluation batch").map_err(eval_error)?;
         let cache_build = cache_build.check("the teacher logit cache")?;

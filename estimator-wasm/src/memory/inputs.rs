@@ -1,8 +1,10 @@
 //! What a caller knows beyond the cfg.toml ([`Inputs`]): a micro-batch, the teacher's exact
-//! counts, the datasets kept on the device ([`DatasetSize`]).
-use crate::schema::errors::EstimateError;
+//! counts ([`TeacherModel`]), the datasets kept on the device ([`DatasetSize`]).
+use serde::Serialize;
+
+use crate::memory::errors::EstimateError;
+use crate::schema::arch::Layer;
 use crate::schema::limits::{self, MAX_BATCH, MAX_LAYER_LIST};
-use crate::schema::teacher_presets::TeacherModel;
 
 /// What `distill` (or another caller) knows beyond the cfg.toml.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -14,6 +16,18 @@ pub struct Inputs {
     /// The datasets `distill` keeps on the device; `None` leaves them (and the size of the
     /// cached teacher logits) out.
     pub dataset: Option<DatasetSize>,
+}
+
+/// A teacher as the estimator needs it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TeacherModel {
+    /// Parameters, in elements (exact when read from the TorchScript file).
+    pub params: u64,
+    /// Buffers (BatchNorm statistics), in elements.
+    pub buffers: u64,
+    /// The layer list, for the inference working set; `None` when only counts are known (the
+    /// working set is then bounded below by the input and the logits).
+    pub layers: Option<Vec<Layer>>,
 }
 
 /// Train and test sets resident on the device, as `distill` keeps them (the size of the data

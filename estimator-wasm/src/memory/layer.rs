@@ -18,12 +18,12 @@
 //!   saved as an fp32 copy); on CPU they run in the input dtype;
 //! * dropout saves a bool mask on CUDA and a mask in the input dtype on CPU;
 //! * norm statistics are fp32 on CUDA, and in the weight dtype on CPU.
-use crate::memory::builder::{Builder, Scratch};
+use crate::memory::builder::{Builder, Parallel, ParamRole, Scratch, Weights};
+use crate::memory::errors::EstimateError;
 use crate::memory::sizes::{fixed, mul, per, Chain, Ctx, Priced, StorageId};
 use crate::memory::transformer_blocks::{attention, feed_forward};
 use crate::schema::arch::{numel, Layer, Op};
 use crate::schema::dtype::DType;
-use crate::schema::errors::EstimateError;
 use crate::schema::{Activation, NormKind, Pool};
 
 /// Prices `layer` for the input chain tensor `x`; fresh storages get ids after `next_id`.
@@ -55,22 +55,36 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
     match layer.op {
         Op::Linear { in_features, out_features } => {
             // mlp/cnn under tensor parallelism: weights split, activations replicated
-            linear(&mut b, &x, n_out, in_features, out_features, true, false)?;
+            let w = Weights {
+                weight: Some("weight"),
+                weight_elems: mul(in_features, out_features)?,
+                bias: Some(("bias", out_features)),
+                parallel: Parallel::Column,
+                weight_saved: x.requires_grad,
+            };
+            linear(&mut b, &x, n_out, &w)?;
         }
         Op::LmHead { in_features, out_features, bias, tied } => {
             // vocab-parallel head: each GPU holds out_features / t logits
-            linear(&mut b, &x, n_out.div_ceil(ctx.tp), in_features, out_features, bias, tied)?;
+            let w = Weights {
+                weight: (!tied).then_some("weight"),
+                weight_elems: mul(in_features, out_features)?,
+                bias: bias.then_some(("bias", out_features)),
+                parallel: Parallel::Column,
+                weight_saved: x.requires_grad,
+            };
+            linear(&mut b, &x, n_out.div_ceil(ctx.tp), &w)?;
         }
         Op::Conv2d { in_channels, out_channels, kernel, bias } => {
             let to = b.mm_dtype(x.dtype);
             b.save_as(&x, to)?;
-            let w = mul(mul(out_channels, in_channels)?, mul(kernel, kernel)?)?;
-            b.weight_copy(w.div_ceil(ctx.tp), true)?; // convolution saves its weight unguarded
-            b.param("weight", w, true, true, true);
-            if bias {
-                b.param("bias", out_channels, true, true, false);
-                b.bias_copy(out_channels.div_ceil(ctx.tp))?;
-            }
+            b.weights(&Weights {
+                weight: Some("weight"),
+                weight_elems: mul(mul(out_channels, in_channels)?, mul(kernel, kernel)?)?,
+                bias: bias.then_some(("bias", out_channels)),
+                parallel: Parallel::Column,
+                weight_saved: true, // convolution saves its weight unguarded
+            })?;
             let out = b.fresh(n_out, to, true);
             grad_io(&mut b, &out)?;
             b.p.output = out;
@@ -78,22 +92,22 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
         Op::BatchNorm { features } => {
             b.save_chain(&x)?;
             b.save(fixed(mul(features, 2)?, b.stat_dtype())?);
-            b.param("weight", features, false, false, false);
-            b.param("bias", features, false, false, false);
+            b.param("weight", features, ParamRole::PLAIN);
+            b.param("bias", features, ParamRole::PLAIN);
             b.p.buffers = mul(features, 2)?;
             let out = b.fresh(n_in, x.dtype, true);
             grad_io(&mut b, &out)?;
             b.p.output = out;
         }
         Op::LayerNorm { features } => {
-            b.param("weight", features, false, false, false);
-            b.param("bias", features, false, false, false);
+            b.param("weight", features, ParamRole::PLAIN);
+            b.param("bias", features, ParamRole::PLAIN);
             let out = b.norm(NormKind::Layer, &x, features)?;
             grad_io(&mut b, &out)?;
             b.p.output = out;
         }
         Op::RmsNorm { features } => {
-            b.param("weight", features, false, false, false);
+            b.param("weight", features, ParamRole::PLAIN);
             let out = b.norm(NormKind::Rms, &x, features)?;
             grad_io(&mut b, &out)?;
             b.p.output = out;
@@ -146,9 +160,9 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
             if positions > 0 {
                 b.save(fixed(n_in, DType::I64)?); // arange(s), shared by the batch
             }
-            b.param("tokens.weight", mul(vocab, dim)?, true, false, false);
+            b.param("tokens.weight", mul(vocab, dim)?, ParamRole::EMBEDDING);
             if positions > 0 {
-                b.param("positions.weight", mul(positions, dim)?, false, false, false);
+                b.param("positions.weight", mul(positions, dim)?, ParamRole::PLAIN);
             }
             let out = b.fresh(n_out, ctx.recipe.weight, true);
             b.scratch(Scratch::Backward, out.size()?);
@@ -160,29 +174,13 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
     Ok(b.p)
 }
 
-/// `nn.Linear` (and a transformer head): saves its input (cast copy under autocast) and, where
-/// the input requires grad, the autocast weight copy (`addmm` saves `mat2` only then).
-fn linear(
-    b: &mut Builder,
-    x: &Chain,
-    n_out: u64,
-    in_features: u64,
-    out_features: u64,
-    bias: bool,
-    tied: bool,
-) -> Result<(), EstimateError> {
-    let tp = b.ctx.tp;
+/// `nn.Linear` (and a transformer head) with output `n_out` per sample on one rank: saves its
+/// input (cast copy under autocast) and the parameters `w` (the weight copy saved where the input
+/// requires grad: `addmm` saves `mat2` only then).
+fn linear(b: &mut Builder, x: &Chain, n_out: u64, w: &Weights) -> Result<(), EstimateError> {
     let to = b.mm_dtype(x.dtype);
     b.save_as(x, to)?;
-    let w = mul(in_features, out_features)?;
-    b.weight_copy(w.div_ceil(tp), x.requires_grad)?;
-    if !tied {
-        b.param("weight", w, true, true, true);
-    }
-    if bias {
-        b.param("bias", out_features, true, true, false);
-        b.bias_copy(out_features.div_ceil(tp))?;
-    }
+    b.weights(w)?;
     let out = b.fresh(n_out, to, true);
     b.scratch(Scratch::Backward, out.size()?);
     if x.requires_grad {

@@ -18,12 +18,12 @@
 use std::ops::Range;
 
 use crate::memory::compiled::{EvalPlan, ScanLayout, Setup, StudentPlan, Summary, TeacherPlan};
+use crate::memory::errors::EstimateError;
 use crate::memory::inputs::Inputs;
 use crate::memory::setup::Compile;
 use crate::memory::student_chain::Forward;
 use crate::schema::arch;
 use crate::schema::catalogue::Gpu;
-use crate::schema::errors::EstimateError;
 use crate::schema::Config;
 
 /// A configuration compiled for estimates at any micro-batch.

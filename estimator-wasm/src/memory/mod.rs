@@ -6,11 +6,13 @@
 //! (sizes in [`sizes`]), the optimiser [`states`], the [`runtime`] allocator. `moments` defines
 //! what is live at each moment of a step and `scan` finds the peak; [`mod@estimate`] assembles the
 //! [`Plan`] ([`breakdown`]) that [`render`] prints; [`batch`] finds the largest micro-batch that
-//! fits a GPU. [`inputs`] holds what a caller knows beyond the cfg.toml.
+//! fits a GPU. [`inputs`] holds what a caller knows beyond the cfg.toml, [`errors`] why an estimate
+//! fails.
 pub mod batch;
 pub mod breakdown;
 mod builder;
 pub(crate) mod compiled;
+pub mod errors;
 pub mod estimate;
 mod eval_plan;
 pub mod inputs;
@@ -33,6 +35,7 @@ mod transformer_blocks;
 
 pub use batch::BatchSearch;
 pub use breakdown::{Cat, Categories, Moment, MomentBytes, Plan, Totals};
+pub use errors::EstimateError;
 pub use estimate::{estimate, max_batch, max_batch_per_gpu};
-pub use inputs::{DatasetSize, Inputs};
+pub use inputs::{DatasetSize, Inputs, TeacherModel};
 pub use memory_model::MemoryModel;

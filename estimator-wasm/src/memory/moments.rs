@@ -3,15 +3,16 @@
 //!
 //! [`live`] is the single readable definition of what is alive at each moment, by category.
 //! `crate::memory::scan` is the fast path the estimates use: the same sums streamed over the
-//! layers without allocating; a test checks that it finds, phase by phase, exactly what
+//! layers without allocating; a test checks that it finds, moment by moment, exactly what
 //! [`live`] gives.
 use crate::memory::breakdown::{Cat, Categories, Moment};
 use crate::memory::compiled::Stage;
 use crate::memory::memory_model::MemoryModel;
-use crate::memory::runtime::Pool;
+use crate::memory::runtime::AllocatorPool;
 use crate::memory::sizes::{largest_live, pool_of};
 
-/// A moment of the step on one stage.
+/// A point of the step on one stage: its [`Moment`] and, in the forward and backward, the
+/// local layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum At {
     TeacherCache,
@@ -29,7 +30,7 @@ pub(crate) enum At {
 }
 
 impl At {
-    pub(crate) fn phase(self) -> Moment {
+    pub(crate) fn moment(self) -> Moment {
         match self {
             At::TeacherCache => Moment::TeacherCache,
             At::TeacherForward => Moment::TeacherForward,
@@ -44,20 +45,20 @@ impl At {
 
 /// Where memory is added: a plain total, or a breakdown by category.
 pub(crate) trait Sink {
-    fn add(&mut self, cat: Cat, pool: &Pool);
+    fn add(&mut self, cat: Cat, pool: &AllocatorPool);
     /// Takes back tensors added before (freed during a block's backward).
-    fn remove(&mut self, cat: Cat, pool: &Pool);
+    fn remove(&mut self, cat: Cat, pool: &AllocatorPool);
 }
 
-impl Sink for Pool {
+impl Sink for AllocatorPool {
     #[inline]
-    fn add(&mut self, _: Cat, pool: &Pool) {
+    fn add(&mut self, _: Cat, pool: &AllocatorPool) {
         self.merge(pool);
     }
 
     #[inline]
-    fn remove(&mut self, _: Cat, pool: &Pool) {
-        Pool::remove(self, pool);
+    fn remove(&mut self, _: Cat, pool: &AllocatorPool) {
+        AllocatorPool::remove(self, pool);
     }
 }
 
@@ -65,36 +66,36 @@ impl Sink for Pool {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Tally {
     pub categories: Categories,
-    pub pool: Pool,
+    pub pool: AllocatorPool,
 }
 
 impl Sink for Tally {
-    fn add(&mut self, cat: Cat, pool: &Pool) {
+    fn add(&mut self, cat: Cat, pool: &AllocatorPool) {
         let slot = &mut self.categories.0[cat as usize];
         *slot = slot.saturating_add(pool.allocated);
         self.pool.merge(pool);
     }
 
-    fn remove(&mut self, cat: Cat, pool: &Pool) {
+    fn remove(&mut self, cat: Cat, pool: &AllocatorPool) {
         let slot = &mut self.categories.0[cat as usize];
         *slot = slot.saturating_sub(pool.allocated);
         self.pool.remove(pool);
     }
 }
 
-fn statics(sink: &mut impl Sink, parts: &[(Cat, Pool)]) {
+fn statics(sink: &mut impl Sink, parts: &[(Cat, AllocatorPool)]) {
     for (cat, pool) in parts {
         sink.add(*cat, pool);
     }
 }
 
 /// The largest live set of the teacher's no-grad forward at `b` (live soft targets only).
-pub(crate) fn teacher_live(m: &MemoryModel, b: u64) -> (Option<&str>, Pool) {
+pub(crate) fn teacher_live(m: &MemoryModel, b: u64) -> (Option<&str>, AllocatorPool) {
     match &m.teacher {
         Some(t) if t.live => {
             largest_live(t.layers.iter().map(|(id, s)| (id.as_str(), s.as_slice())), b, m.setup.runtime.cuda)
         }
-        _ => (None, Pool::default()),
+        _ => (None, AllocatorPool::default()),
     }
 }
 
@@ -106,33 +107,33 @@ pub(crate) fn largest_live_teacher(m: &MemoryModel, b: u64) -> Option<String> {
 /// One stage's batch-dependent tensors at micro-batch `b`, per layer.
 #[derive(Debug, Clone)]
 pub(crate) struct AtBatch {
-    pub batch: Pool,
-    pub student_logits: Pool,
-    pub teacher_logits: Pool,
-    pub teacher_live: Pool,
+    pub batch: AllocatorPool,
+    pub student_logits: AllocatorPool,
+    pub teacher_logits: AllocatorPool,
+    pub teacher_live: AllocatorPool,
     /// Saved set of local layers `..=l` (no checkpointing), one micro-batch.
-    pub saved_prefix: Vec<Pool>,
+    pub saved_prefix: Vec<AllocatorPool>,
     /// Kept segment inputs of local layers `..=l` (checkpointing).
-    pub kept_prefix: Vec<Pool>,
+    pub kept_prefix: Vec<AllocatorPool>,
     /// Saved set of the recomputed segment of local layer `l`, up to `l`.
-    pub recompute_prefix: Vec<Pool>,
+    pub recompute_prefix: Vec<AllocatorPool>,
     /// What one micro-batch keeps through its forward (saved set, or kept inputs).
-    pub resident: Pool,
+    pub resident: AllocatorPool,
     /// The resident sets of the other micro-batches in flight (pipeline).
-    pub earlier: Pool,
-    pub forward_live: Vec<Pool>,
-    pub backward: Vec<Pool>,
-    pub release: Vec<Pool>,
-    pub loss_saved: Pool,
-    pub loss_transient: Pool,
-    pub loss_grads: Pool,
+    pub earlier: AllocatorPool,
+    pub forward_live: Vec<AllocatorPool>,
+    pub backward: Vec<AllocatorPool>,
+    pub release: Vec<AllocatorPool>,
+    pub loss_saved: AllocatorPool,
+    pub loss_transient: AllocatorPool,
+    pub loss_grads: AllocatorPool,
 }
 
 /// The loss's pools on the last stage: saved, transient, gradients, student and teacher logits.
-fn loss_pools(m: &MemoryModel, s: &Stage, b: u64) -> [Pool; 5] {
+fn loss_pools(m: &MemoryModel, s: &Stage, b: u64) -> [AllocatorPool; 5] {
     let cuda = m.setup.runtime.cuda;
     if !s.last {
-        return [Pool::default(); 5];
+        return [AllocatorPool::default(); 5];
     }
     let l = &m.student.loss;
     [
@@ -149,30 +150,31 @@ impl AtBatch {
         let cuda = m.setup.runtime.cuda;
         let n = s.layers.len();
         let mut a = AtBatch {
-            batch: if s.first { pool_of(&m.student.batch, b, cuda) } else { Pool::default() },
-            student_logits: Pool::default(),
-            teacher_logits: Pool::default(),
+            batch: if s.first { pool_of(&m.student.batch, b, cuda) } else { AllocatorPool::default() },
+            student_logits: AllocatorPool::default(),
+            teacher_logits: AllocatorPool::default(),
             teacher_live: teacher_live(m, b).1,
             saved_prefix: Vec::with_capacity(n),
             kept_prefix: Vec::with_capacity(n),
             recompute_prefix: Vec::with_capacity(n),
-            resident: Pool::default(),
-            earlier: Pool::default(),
+            resident: AllocatorPool::default(),
+            earlier: AllocatorPool::default(),
             forward_live: Vec::with_capacity(n),
             backward: Vec::with_capacity(n),
             release: Vec::with_capacity(n),
-            loss_saved: Pool::default(),
-            loss_transient: Pool::default(),
-            loss_grads: Pool::default(),
+            loss_saved: AllocatorPool::default(),
+            loss_transient: AllocatorPool::default(),
+            loss_grads: AllocatorPool::default(),
         };
         [a.loss_saved, a.loss_transient, a.loss_grads, a.student_logits, a.teacher_logits] = loss_pools(m, s, b);
-        let (mut saved, mut kept, mut segment) = (Pool::default(), Pool::default(), Pool::default());
+        let (mut saved, mut kept, mut segment) =
+            (AllocatorPool::default(), AllocatorPool::default(), AllocatorPool::default());
         for l in &m.student.layers[s.layers.clone()] {
             saved.merge(&pool_of(&l.saved, b, cuda));
             a.saved_prefix.push(saved);
             if s.checkpointing {
                 if l.segment_start {
-                    segment = Pool::default();
+                    segment = AllocatorPool::default();
                 }
                 kept.merge(&pool_of(l.kept.as_slice(), b, cuda));
                 segment.merge(&pool_of(&l.recompute, b, cuda));

@@ -1,5 +1,5 @@
 //! A plain-text rendering of a [`Plan`] for terminals (`distill plan`, the pre-training
-//! warning): the peak and totals, each phase, the categories at the peak and the per-layer table.
+//! warning): the peak and totals, each moment (the column "phase"), the categories at the peak and the per-layer table.
 //! Sizes are shown in binary units; the JSON form of the plan keeps exact bytes.
 use std::fmt::Write;
 
@@ -32,7 +32,7 @@ fn precision_name(p: Precision) -> &'static str {
     }
 }
 
-fn phase_name(p: Moment) -> &'static str {
+fn moment_name(p: Moment) -> &'static str {
     match p {
         Moment::TeacherCache => "teacher cache",
         Moment::TeacherForward => "teacher forward",
@@ -58,9 +58,9 @@ impl Plan {
             precision_name(self.precision),
             if self.target == Target::Cuda { "cuda" } else { "cpu" }
         );
-        let peak_layer = self.phases.iter().find(|p| p.phase == self.peak_phase).and_then(|p| p.layer.clone());
+        let peak_layer = self.moments.iter().find(|p| p.moment == self.peak_moment).and_then(|p| p.layer.clone());
         let at = peak_layer.map(|l| format!(" at {l}")).unwrap_or_default();
-        let _ = writeln!(s, "peak: {}{at}, {} on the device", phase_name(self.peak_phase), human(t.total));
+        let _ = writeln!(s, "peak: {}{at}, {} on the device", moment_name(self.peak_moment), human(t.total));
         if let Some(fit) = &self.fit {
             let verdict = if fit.fits {
                 format!("fits ({} free)", human(fit.free))
@@ -74,18 +74,18 @@ impl Plan {
             "\n{:<20} {:<16} {:>12} {:>12} {:>12}",
             "phase", "largest at", "tensors", "allocated", "reserved"
         );
-        for p in &self.phases {
+        for p in &self.moments {
             let _ = writeln!(
                 s,
                 "{:<20} {:<16} {:>12} {:>12} {:>12}",
-                phase_name(p.phase),
+                moment_name(p.moment),
                 p.layer.as_deref().unwrap_or("-"),
                 human(p.requested),
                 human(p.allocated),
                 human(p.reserved)
             );
         }
-        let _ = writeln!(s, "\nat the peak ({}):", phase_name(self.peak_phase));
+        let _ = writeln!(s, "\nat the peak ({}):", moment_name(self.peak_moment));
         for (cat, bytes) in self.peak.iter() {
             let _ = writeln!(s, "  {:<22} {:>12}", cat.name(), human(bytes));
         }

@@ -15,7 +15,7 @@
 //! the fragmentation reserve.
 use serde::Serialize;
 
-use crate::schema::errors::EstimateError;
+use crate::memory::errors::EstimateError;
 
 /// Bytes in a mebibyte.
 pub const MIB: u64 = 1 << 20;
@@ -38,7 +38,7 @@ pub fn round_up(x: u64, to: u64) -> Option<u64> {
 }
 
 /// `x` rounded up to a multiple of the power of two `to`; `u64::MAX` (the overflow marker of
-/// [`Pool`]) when that does not fit.
+/// [`AllocatorPool`]) when that does not fit.
 #[inline(always)]
 fn round_pow2(x: u64, to: u64) -> u64 {
     match x.checked_add(to - 1) {
@@ -61,9 +61,9 @@ pub fn mul(a: u64, b: u64, what: &str) -> Result<u64, EstimateError> {
 ///
 /// Arithmetic saturates at `u64::MAX` instead of failing on every addition (the estimator sums
 /// millions of tensors per second); a saturated field can only mean an overflow, which
-/// [`Pool::check`] turns into [`EstimateError::Overflow`] before any figure is reported.
+/// [`AllocatorPool::check`] turns into [`EstimateError::Overflow`] before any figure is reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Pool {
+pub struct AllocatorPool {
     /// Exact tensor bytes (`requested_bytes`).
     pub requested: u64,
     /// Bytes after rounding each tensor to 512 B (`allocated_bytes`); equals `requested` on CPU.
@@ -75,7 +75,7 @@ pub struct Pool {
     segments: u64,
 }
 
-impl Pool {
+impl AllocatorPool {
     /// Adds one tensor of `bytes`; `cuda` applies the allocator's rounding.
     #[inline(always)]
     pub fn tensor(&mut self, bytes: u64, cuda: bool) {
@@ -109,7 +109,7 @@ impl Pool {
         self.segments = self.segments.saturating_add(segment);
     }
 
-    /// [`Pool::tensor`] without overflow handling: exact when the caller has bounded every sum
+    /// [`AllocatorPool::tensor`] without overflow handling: exact when the caller has bounded every sum
     /// below 2^62 (`scan::scan` does, once per estimate).
     #[inline(always)]
     pub(crate) fn tensor_exact(&mut self, bytes: u64, cuda: bool) {
@@ -129,18 +129,18 @@ impl Pool {
         }
     }
 
-    /// [`Pool::merge`] for bounded sums (see [`Pool::tensor_exact`]).
+    /// [`AllocatorPool::merge`] for bounded sums (see [`AllocatorPool::tensor_exact`]).
     #[inline(always)]
-    pub(crate) fn merge_exact(&mut self, other: &Pool) {
+    pub(crate) fn merge_exact(&mut self, other: &AllocatorPool) {
         self.requested += other.requested;
         self.allocated += other.allocated;
         self.small += other.small;
         self.segments += other.segments;
     }
 
-    /// [`Pool::remove`] for bounded sums.
+    /// [`AllocatorPool::remove`] for bounded sums.
     #[inline(always)]
-    pub(crate) fn remove_exact(&mut self, part: &Pool) {
+    pub(crate) fn remove_exact(&mut self, part: &AllocatorPool) {
         self.requested -= part.requested;
         self.allocated -= part.allocated;
         self.small -= part.small;
@@ -149,7 +149,7 @@ impl Pool {
 
     /// `self + other` for bounded sums.
     #[inline(always)]
-    pub(crate) fn plus_exact(&self, other: &Pool) -> Pool {
+    pub(crate) fn plus_exact(&self, other: &AllocatorPool) -> AllocatorPool {
         let mut p = *self;
         p.merge_exact(other);
         p
@@ -157,14 +157,14 @@ impl Pool {
 
     /// Adds `n` copies of a tensor of `bytes`.
     pub fn tensors(&mut self, bytes: u64, n: u64, cuda: bool) {
-        let mut one = Pool::default();
+        let mut one = AllocatorPool::default();
         one.tensor(bytes, cuda);
         self.merge(&one.times(n));
     }
 
     /// Adds every tensor of `other`.
     #[inline]
-    pub fn merge(&mut self, other: &Pool) {
+    pub fn merge(&mut self, other: &AllocatorPool) {
         self.requested = self.requested.saturating_add(other.requested);
         self.allocated = self.allocated.saturating_add(other.allocated);
         self.small = self.small.saturating_add(other.small);
@@ -173,7 +173,7 @@ impl Pool {
 
     /// Removes the tensors of `part`, which must have been added.
     #[inline]
-    pub fn remove(&mut self, part: &Pool) {
+    pub fn remove(&mut self, part: &AllocatorPool) {
         self.requested = self.requested.saturating_sub(part.requested);
         self.allocated = self.allocated.saturating_sub(part.allocated);
         self.small = self.small.saturating_sub(part.small);
@@ -182,16 +182,16 @@ impl Pool {
 
     /// `self + other`.
     #[inline]
-    pub fn plus(&self, other: &Pool) -> Pool {
+    pub fn plus(&self, other: &AllocatorPool) -> AllocatorPool {
         let mut p = *self;
         p.merge(other);
         p
     }
 
     /// Every tensor `n` times.
-    pub fn times(&self, n: u64) -> Pool {
+    pub fn times(&self, n: u64) -> AllocatorPool {
         let m = |v: u64| v.saturating_mul(n);
-        Pool {
+        AllocatorPool {
             requested: m(self.requested),
             allocated: m(self.allocated),
             small: m(self.small),
@@ -199,7 +199,7 @@ impl Pool {
         }
     }
 
-    /// [`Pool::reserved`] for bounded sums.
+    /// [`AllocatorPool::reserved`] for bounded sums.
     #[inline(always)]
     pub(crate) fn reserved_exact(&self, cuda: bool) -> u64 {
         if cuda {
@@ -228,7 +228,7 @@ impl Pool {
     }
 
     /// This pool, or [`EstimateError::Overflow`] naming `what` if any sum saturated.
-    pub fn check(self, what: &str) -> Result<Pool, EstimateError> {
+    pub fn check(self, what: &str) -> Result<AllocatorPool, EstimateError> {
         let fields = [self.requested, self.allocated, self.small, self.segments];
         if fields.contains(&u64::MAX) || self.reserved(true) == u64::MAX {
             return Err(EstimateError::overflow(what));
@@ -280,7 +280,7 @@ mod tests {
 
     #[test]
     fn requests_round_to_512_bytes() {
-        let mut p = Pool::default();
+        let mut p = AllocatorPool::default();
         p.tensor(1, true);
         p.tensor(512, true);
         p.tensor(513, true);
@@ -288,7 +288,7 @@ mod tests {
         // all three sit in one 2 MiB small-pool segment
         assert_eq!(p.reserved(true), 2 * MIB);
         // on CPU nothing is rounded
-        let mut c = Pool::default();
+        let mut c = AllocatorPool::default();
         c.tensor(1, false);
         assert_eq!((c.allocated, c.reserved(false)), (1, 1));
     }
@@ -296,22 +296,22 @@ mod tests {
     #[test]
     fn segment_classes_follow_the_caching_allocator() {
         // 1 MiB + 1 B is a middle request: priced at least one 2 MiB small segment
-        let mut p = Pool::default();
+        let mut p = AllocatorPool::default();
         p.tensor(MIB + 1, true);
         assert_eq!(p.allocated, MIB + 512);
         assert_eq!(p.reserved(true), 2 * MIB);
         // middle requests are priced at their size
-        let mut p = Pool::default();
+        let mut p = AllocatorPool::default();
         for _ in 0..4 {
             p.tensor(6 * MIB, true);
         }
         assert_eq!(p.reserved(true), 24 * MIB);
         // 10 MiB + 1 B gets its own segment rounded to 2 MiB: 12 MiB
-        let mut p = Pool::default();
+        let mut p = AllocatorPool::default();
         p.tensor(10 * MIB + 1, true);
         assert_eq!(p.reserved(true), 12 * MIB);
         // the cuBLAS workspace (8320 KiB) opens a whole 20 MiB segment
-        let mut p = Pool::default();
+        let mut p = AllocatorPool::default();
         p.workspace(8320 * 1024, true);
         assert_eq!((p.allocated, p.reserved(true)), (8320 * 1024, 20 * MIB));
     }
@@ -322,7 +322,7 @@ mod tests {
         let others = [300 * 1024, 700 * 1024, 3 * MIB, 9 * MIB + 100, 15 * MIB];
         let mut last = 0;
         for size in (0..=24 * MIB).step_by(4096) {
-            let mut p = Pool::default();
+            let mut p = AllocatorPool::default();
             p.workspace(8320 * 1024, true);
             for o in others {
                 p.tensor(o, true);
@@ -336,15 +336,15 @@ mod tests {
 
     #[test]
     fn overflow_is_an_error_not_a_wrap() {
-        let mut p = Pool::default();
+        let mut p = AllocatorPool::default();
         p.tensor(u64::MAX - 10, true);
         assert!(matches!(p.check("x"), Err(EstimateError::Overflow { .. })));
-        let mut p = Pool::default();
+        let mut p = AllocatorPool::default();
         p.tensor(u64::MAX / 2 + 1, false);
         assert!(p.check("x").is_ok());
         p.tensor(u64::MAX / 2 + 1, false);
         assert!(matches!(p.check("x"), Err(EstimateError::Overflow { .. })));
-        assert_eq!(Pool::default().times(3), Pool::default());
+        assert_eq!(AllocatorPool::default().times(3), AllocatorPool::default());
         assert_eq!(fraction_ppm(u64::MAX, 100_000).unwrap(), u64::MAX / 10 + 1);
         assert!(fraction_ppm(u64::MAX, 2_000_000).is_err());
     }

@@ -1,41 +1,41 @@
 //! The peak of a step: every moment of every stage scanned at one micro-batch ([`scan`], the
 //! fast path the estimates use: the sums of `crate::memory::moments::live` streamed over the
 //! layers without allocating), and the linear model of each moment ([`lines`]) for the batch
-//! search. A test checks that the scan finds, phase by phase, exactly what `live` gives.
+//! search. A test checks that the scan finds, moment by moment, exactly what `live` gives.
 use crate::memory::compiled::HotLayer;
+use crate::memory::errors::EstimateError;
 use crate::memory::memory_model::MemoryModel;
 use crate::memory::moments::{live, moments, teacher_live, At, AtBatch};
-use crate::memory::runtime::Pool;
-use crate::schema::errors::EstimateError;
+use crate::memory::runtime::AllocatorPool;
 
-/// The largest moment of one phase.
+/// The largest point of one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Best {
     pub reserved: u64,
     pub stage: usize,
     pub at: At,
-    pub pool: Pool,
+    pub pool: AllocatorPool,
 }
 
-/// The largest moment of each phase (in [`crate::memory::Moment`] order of the step), at one batch.
+/// The largest point of each moment (in [`crate::memory::Moment`] order of the step), at one batch.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Scan {
-    pub phases: [Option<Best>; 7],
+    pub moments: [Option<Best>; 7],
 }
 
 impl Scan {
     #[inline]
-    fn offer(&mut self, stage: usize, at: At, pool: Pool, cuda: bool) {
+    fn offer(&mut self, stage: usize, at: At, pool: AllocatorPool, cuda: bool) {
         let reserved = pool.reserved_exact(cuda);
-        let slot = &mut self.phases[at.phase() as usize];
+        let slot = &mut self.moments[at.moment() as usize];
         if slot.is_none_or(|b| reserved > b.reserved) {
             *slot = Some(Best { reserved, stage, at, pool });
         }
     }
 
-    /// The largest moment overall (the earliest phase on ties).
+    /// The largest point overall (the earliest moment on ties).
     pub(crate) fn peak(&self) -> Option<Best> {
-        self.phases.iter().flatten().fold(None, |best: Option<Best>, b| match best {
+        self.moments.iter().flatten().fold(None, |best: Option<Best>, b| match best {
             Some(p) if p.reserved >= b.reserved => Some(p),
             _ => Some(*b),
         })
@@ -50,7 +50,7 @@ impl Scan {
 }
 
 /// Every moment of every stage at micro-batch `b`, streamed: each tensor sized once or twice,
-/// one small allocation. Gives per phase the same maximum as evaluating [`live`] at every
+/// one small allocation. Gives per moment the same maximum as evaluating [`live`] at every
 /// moment (tested). Its sums are exact: the model's bound on all tensors together is checked
 /// first.
 ///
@@ -60,20 +60,20 @@ pub(crate) fn scan(m: &MemoryModel, b: u64) -> Result<Scan, EstimateError> {
     m.check_bound(b)?;
     let cuda = m.setup.runtime.cuda;
     // each distinct size rounded once: a one-tensor pool per size
-    let mut stack = [Pool::default(); 32];
+    let mut stack = [AllocatorPool::default(); 32];
     let mut heap = Vec::new();
-    let ones: &mut [Pool] = if m.layout.unique.len() <= stack.len() {
+    let ones: &mut [AllocatorPool] = if m.layout.unique.len() <= stack.len() {
         &mut stack[..m.layout.unique.len()]
     } else {
-        heap.resize(m.layout.unique.len(), Pool::default());
+        heap.resize(m.layout.unique.len(), AllocatorPool::default());
         &mut heap
     };
     for (one, s) in ones.iter_mut().zip(&m.layout.unique) {
         one.tensor_exact(s.per_sample * b + s.fixed, cuda);
     }
-    let ones: &[Pool] = ones;
+    let ones: &[AllocatorPool] = ones;
     let span = |(start, end): (u32, u32)| {
-        let mut p = Pool::default();
+        let mut p = AllocatorPool::default();
         for &i in &m.layout.index[start as usize..end as usize] {
             p.merge_exact(&ones[i as usize]);
         }
@@ -88,7 +88,7 @@ pub(crate) fn scan(m: &MemoryModel, b: u64) -> Result<Scan, EstimateError> {
             out.offer(si, At::TeacherCache, p, cuda);
         }
         base.merge_exact(&s.train_total);
-        let batch = if s.first { span(m.layout.loss[5]) } else { Pool::default() };
+        let batch = if s.first { span(m.layout.loss[5]) } else { AllocatorPool::default() };
         if m.teacher.as_ref().is_some_and(|t| t.live) {
             out.offer(si, At::TeacherForward, base.plus_exact(&batch).plus_exact(&teacher_live(m, b).1), cuda);
         }
@@ -101,17 +101,17 @@ pub(crate) fn scan(m: &MemoryModel, b: u64) -> Result<Scan, EstimateError> {
         let ckpt = s.checkpointing;
         let resident_of = |h: &HotLayer| if ckpt { span(h.kept) } else { span(h.saved) };
         let earlier = if s.in_flight > 1 {
-            let mut r = Pool::default();
+            let mut r = AllocatorPool::default();
             hot.iter().for_each(|h| r.merge_exact(&resident_of(h)));
             r.times(s.in_flight - 1)
         } else {
-            Pool::default()
+            AllocatorPool::default()
         };
         // forward: `running` is the statics, batch, teacher logits, cast cache and the
         // activations saved so far
         let step = base.plus_exact(&batch).plus_exact(&teacher_logits);
         let mut running = step.plus_exact(&s.cast_cache).plus_exact(&earlier);
-        let mut resident = Pool::default();
+        let mut resident = AllocatorPool::default();
         for (i, h) in hot.iter().enumerate() {
             let r = resident_of(h);
             resident.merge_exact(&r);
@@ -159,7 +159,7 @@ pub(crate) fn lines(m: &MemoryModel) -> Vec<(u64, u64)> {
         let a0 = AtBatch::new(m, s, 0);
         let a1 = AtBatch::new(m, s, 1);
         for at in moments(m, s) {
-            let (mut p0, mut p1) = (Pool::default(), Pool::default());
+            let (mut p0, mut p1) = (AllocatorPool::default(), AllocatorPool::default());
             live(m, s, &a0, at, &mut p0);
             live(m, s, &a1, at, &mut p1);
             out.push((p0.requested, p1.requested.saturating_sub(p0.requested)));
@@ -175,7 +175,7 @@ pub(crate) fn scan_by_definition(m: &MemoryModel, b: u64) -> Scan {
     for (si, s) in m.student.stages.iter().enumerate() {
         let a = AtBatch::new(m, s, b);
         for at in moments(m, s) {
-            let mut pool = Pool::default();
+            let mut pool = AllocatorPool::default();
             live(m, s, &a, at, &mut pool);
             out.offer(si, at, pool, m.setup.runtime.cuda);
         }
@@ -210,7 +210,7 @@ mod tests {
             let m = model(case);
             for b in [1, 7, 64, 1000] {
                 let (fast, slow) = (scan(&m, b).unwrap(), scan_by_definition(&m, b));
-                assert_eq!(fast.phases, slow.phases, "batch {b}: {case}");
+                assert_eq!(fast.moments, slow.moments, "batch {b}: {case}");
                 assert_eq!(fast.peak(), slow.peak(), "batch {b}: {case}");
             }
         }
@@ -228,7 +228,7 @@ mod properties {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-        /// The streamed scan equals the definition, phase by phase, on random plans.
+        /// The streamed scan equals the definition, moment by moment, on random plans.
         #[test]
         fn scan_equals_definition(
             layers in 1..4u64, heads in 1..4u64, s in 1..64u64, flash in any::<bool>(), drop in any::<bool>(),
@@ -249,7 +249,7 @@ mod properties {
             );
             let m = MemoryModel::new(&Config::from_toml_str(&text).unwrap(), &Inputs::default()).unwrap();
             let (fast, slow) = (scan(&m, b).unwrap(), scan_by_definition(&m, b));
-            prop_assert_eq!(fast.phases, slow.phases);
+            prop_assert_eq!(fast.moments, slow.moments);
         }
     }
 }

@@ -2,7 +2,7 @@
 //! every layer, of the loss and of the batch as spans into one list of distinct sizes, and a
 //! bound on all of them together that keeps every sum of the scan exact.
 use crate::memory::compiled::{EvalPlan, HotLayer, LayerPlan, LossPlan, ScanLayout, Stage, StudentPlan, TeacherPlan};
-use crate::memory::runtime::{self, Pool};
+use crate::memory::runtime::{self, AllocatorPool};
 use crate::memory::sizes::Size;
 
 impl ScanLayout {
@@ -74,7 +74,7 @@ fn bound(
     loss: &LossPlan,
     batch: &[Size],
     teacher: Option<&TeacherPlan>,
-    constants: [&Pool; 4],
+    constants: [&AllocatorPool; 4],
 ) -> (u128, u128) {
     let mut sizes: Vec<&Size> = Vec::new();
     for l in layers {

@@ -1,12 +1,12 @@
 //! The settings of an estimate ([`Setup`]: runtime costs, GPU, target, batch) and the context
 //! the compilation steps of a [`crate::memory::MemoryModel`] share ([`Compile`]).
 use crate::memory::compiled::Setup;
+use crate::memory::errors::EstimateError;
 use crate::memory::inputs::Inputs;
 use crate::memory::runtime::{self, Runtime, MIB};
 use crate::memory::sizes::Ctx;
 use crate::schema::catalogue::{self, Gpu};
 use crate::schema::dtype::Recipe;
-use crate::schema::errors::EstimateError;
 use crate::schema::{BatchSize, Config, Family, Precision, Target};
 
 impl Setup {

@@ -3,9 +3,9 @@
 //! ([`ParamTensor`]) and everything priced for one layer ([`Priced`]), under a [`Ctx`].
 use serde::Serialize;
 
-use crate::memory::runtime::Pool;
+use crate::memory::errors::EstimateError;
+use crate::memory::runtime::AllocatorPool;
 use crate::schema::dtype::{DType, Recipe};
-use crate::schema::errors::EstimateError;
 
 /// Identity of one storage of the forward chain.
 pub type StorageId = u32;
@@ -45,7 +45,7 @@ impl Size {
         Size { per_sample: 0, fixed }
     }
 
-    /// Bytes at micro-batch `b`, saturating at `u64::MAX` (see `runtime::Pool::check`).
+    /// Bytes at micro-batch `b`, saturating at `u64::MAX` (see `runtime::AllocatorPool::check`).
     #[inline]
     pub fn at_saturating(&self, b: u64) -> u64 {
         self.per_sample.saturating_mul(b).saturating_add(self.fixed)
@@ -127,9 +127,9 @@ pub(crate) fn fixed(elems: u64, dtype: DType) -> Result<Size, EstimateError> {
     Ok(Size::fixed(mul(elems, dtype.bytes())?))
 }
 
-/// `sizes` at micro-batch `b` allocated as one pool (saturating: see `Pool::check`).
-pub(crate) fn pool_of(sizes: &[Size], b: u64, cuda: bool) -> Pool {
-    let mut p = Pool::default();
+/// `sizes` at micro-batch `b` allocated as one pool (saturating: see `AllocatorPool::check`).
+pub(crate) fn pool_of(sizes: &[Size], b: u64, cuda: bool) -> AllocatorPool {
+    let mut p = AllocatorPool::default();
     for s in sizes {
         p.tensor(s.at_saturating(b), cuda);
     }
@@ -141,8 +141,8 @@ pub(crate) fn largest_live<'a>(
     layers: impl Iterator<Item = (&'a str, &'a [Size])>,
     b: u64,
     cuda: bool,
-) -> (Option<&'a str>, Pool) {
-    let mut best: (Option<&str>, Pool, u64) = (None, Pool::default(), 0);
+) -> (Option<&'a str>, AllocatorPool) {
+    let mut best: (Option<&str>, AllocatorPool, u64) = (None, AllocatorPool::default(), 0);
     for (id, sizes) in layers {
         let pool = pool_of(sizes, b, cuda);
         let r = pool.reserved(cuda);

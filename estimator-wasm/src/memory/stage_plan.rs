@@ -6,14 +6,14 @@ use std::ops::Range;
 
 use crate::memory::breakdown::Cat;
 use crate::memory::compiled::{LayerPlan, Stage, TeacherPlan};
-use crate::memory::runtime::{add, mul, Pool, MIB};
+use crate::memory::errors::EstimateError;
+use crate::memory::inputs::TeacherModel;
+use crate::memory::runtime::{add, mul, AllocatorPool, MIB};
 use crate::memory::setup::Compile;
 use crate::memory::sizes::ParamTensor;
 use crate::memory::states::{zero_states, ModelStates, PerParam};
 use crate::memory::student_chain::Forward;
 use crate::schema::dtype::Recipe;
-use crate::schema::errors::EstimateError;
-use crate::schema::teacher_presets::TeacherModel;
 use crate::schema::{MaskDtype, PruneMethod};
 
 /// How model states lie on each GPU.
@@ -35,11 +35,11 @@ pub(crate) struct Sharding {
 #[derive(Debug, Clone)]
 pub(crate) struct Shared {
     /// Before training (no optimiser state), by category.
-    pub pre: Vec<(Cat, Pool)>,
+    pub pre: Vec<(Cat, AllocatorPool)>,
     /// Added once training starts, by category.
-    pub train: Vec<(Cat, Pool)>,
+    pub train: Vec<(Cat, AllocatorPool)>,
     /// The teacher logit cache being built (its chunks and their concatenation).
-    pub cache_build: Pool,
+    pub cache_build: AllocatorPool,
     pub sharding: Sharding,
 }
 
@@ -75,28 +75,28 @@ impl Compile<'_> {
     ) -> Result<Shared, EstimateError> {
         let (config, cuda) = (self.config, self.cuda);
         let teacher_dtype = Recipe::teacher_dtype(config.teacher.precision);
-        let mut shared_pre: Vec<(Cat, Pool)> = Vec::new();
-        let mut shared_train: Vec<(Cat, Pool)> = Vec::new();
+        let mut shared_pre: Vec<(Cat, AllocatorPool)> = Vec::new();
+        let mut shared_train: Vec<(Cat, AllocatorPool)> = Vec::new();
         if let Some(t) = teacher {
-            let mut pool = Pool::default();
+            let mut pool = AllocatorPool::default();
             pool.tensor(mul(t.params, teacher_dtype.bytes(), "teacher weights")?, cuda);
             pool.tensor(mul(t.buffers, teacher_dtype.bytes(), "teacher buffers")?, cuda);
             shared_pre.push((Cat::TeacherWeights, pool));
         }
         if cuda {
-            let mut ws = Pool::default();
+            let mut ws = AllocatorPool::default();
             ws.workspace(self.runtime.cublas_workspace, true);
             shared_pre.push((Cat::CublasWorkspace, ws));
         }
-        let mut cache_build = Pool::default();
+        let mut cache_build = AllocatorPool::default();
         if let Some(d) = self.inputs.dataset {
-            let mut data = Pool::default();
+            let mut data = AllocatorPool::default();
             for samples in [d.train_samples, d.test_samples] {
                 data.tensor(mul(samples, d.sample_bytes, "dataset")?, cuda);
                 data.tensor(mul(samples, 8, "labels")?, cuda);
             }
             shared_pre.push((Cat::Dataset, data));
-            let mut cache = Pool::default();
+            let mut cache = AllocatorPool::default();
             if teacher_plan.is_some_and(|t| t.cache) {
                 let logits_per_sample = mul(rows, config.data.classes, "cached logits")?;
                 cache.tensor(mul(mul(d.train_samples, logits_per_sample, "cached logits")?, 4, "cached logits")?, cuda);
@@ -114,7 +114,7 @@ impl Compile<'_> {
             );
         }
         if self.recipe.loss_scaling {
-            let mut scaler = Pool::default();
+            let mut scaler = AllocatorPool::default();
             for _ in 0..4 {
                 scaler.tensor(4, cuda);
             }
@@ -148,9 +148,9 @@ impl Compile<'_> {
             let buffers = local.iter().try_fold(0u64, |a, p| a.checked_add(p.buffers));
             let buffers = buffers.ok_or_else(|| EstimateError::overflow("buffer count"))?;
             let states = zero_states(total_params, per, n_dp, zero)?;
-            let mut weights = Pool::default();
-            let mut optimizer = Pool::default();
-            let mut masks = Pool::default();
+            let mut weights = AllocatorPool::default();
+            let mut optimizer = AllocatorPool::default();
+            let mut masks = AllocatorPool::default();
             if zero >= 3 {
                 weights.tensor(states.weights, cuda);
             } else {
@@ -177,13 +177,13 @@ impl Compile<'_> {
                 masks.tensor(mul(t.elems, mask_bytes, "pruning masks")?, cuda);
             }
             // gradients of layers l.. (returned by run_backward, accumulating during backward)
-            let mut grads_suffix = vec![Pool::default(); range.len() + 1];
+            let mut grads_suffix = vec![AllocatorPool::default(); range.len() + 1];
             let mut suffix_elems = 0u64;
             for l in (0..range.len()).rev() {
                 let mut g = grads_suffix[l + 1];
                 if zero >= 2 {
                     suffix_elems = add(suffix_elems, local[l].params.iter().map(|t| t.elems).sum(), "gradients")?;
-                    g = Pool::default();
+                    g = AllocatorPool::default();
                     g.tensor(mul(suffix_elems.div_ceil(n_dp), per.grad, "gradients")?, cuda);
                 } else {
                     for t in &local[l].params {
@@ -192,14 +192,14 @@ impl Compile<'_> {
                 }
                 grads_suffix[l] = g;
             }
-            let mut train: Vec<(Cat, Pool)> = shared.train.clone();
+            let mut train: Vec<(Cat, AllocatorPool)> = shared.train.clone();
             train.push((Cat::OptimizerStates, optimizer));
             if mask_bytes > 0 {
                 train.push((Cat::PruneMasks, masks));
             }
             if n_dp > 1 && zero == 0 && !est.bucket_view {
                 // bucket_cap_mb = 25: full buckets and one partial bucket
-                let mut buckets = Pool::default();
+                let mut buckets = AllocatorPool::default();
                 let grads = mul(total_params, per.grad, "DDP buckets")?;
                 buckets.tensors(25 * MIB, grads / (25 * MIB), cuda);
                 buckets.tensor(grads % (25 * MIB), cuda);
@@ -208,7 +208,7 @@ impl Compile<'_> {
             let largest =
                 local.iter().map(|p| p.params.iter().fold(0u64, |a, t| a.saturating_add(t.elems))).max().unwrap_or(0);
             if zero >= 3 {
-                let mut gather = Pool::default();
+                let mut gather = AllocatorPool::default();
                 for _ in 0..2 {
                     gather.tensor(mul(largest, per.weight, "ZeRO-3 gathered weights")?, cuda);
                 }
@@ -218,11 +218,11 @@ impl Compile<'_> {
             let mut pre = vec![(Cat::StudentWeights, weights)];
             pre.extend(shared.pre.iter().copied());
             let largest_tensor = params.iter().map(|t| t.elems).max().unwrap_or(0);
-            let mut step_transient = Pool::default();
+            let mut step_transient = AllocatorPool::default();
             for _ in 0..3 {
                 step_transient.tensor(mul(largest_tensor, per.grad, "optimizer temporaries")?, cuda);
             }
-            let mut cast_cache = Pool::default();
+            let mut cast_cache = AllocatorPool::default();
             for p in local {
                 cast_cache.tensor(p.cast_cache, cuda);
             }
@@ -262,7 +262,7 @@ impl Compile<'_> {
     }
 }
 
-fn sum(parts: &[(Cat, Pool)]) -> Result<Pool, EstimateError> {
-    let total = parts.iter().fold(Pool::default(), |acc, (_, p)| acc.plus(p));
+fn sum(parts: &[(Cat, AllocatorPool)]) -> Result<AllocatorPool, EstimateError> {
+    let total = parts.iter().fold(AllocatorPool::default(), |acc, (_, p)| acc.plus(p));
     total.check(parts.first().map_or("static memory", |(c, _)| c.name()))
 }

@@ -2,9 +2,9 @@
 //! sharding (`docs/memory-model.md` section 1; ZeRO, Rajbhandari et al. 2020, arXiv:1910.02054).
 use serde::Serialize;
 
+use crate::memory::errors::EstimateError;
 use crate::memory::runtime::{add, mul};
 use crate::schema::dtype::Recipe;
-use crate::schema::errors::EstimateError;
 use crate::schema::OptimizerKind;
 
 /// Bytes per trainable parameter element of each model state.

@@ -3,13 +3,13 @@
 //! batch tensors `distill` makes each step (`distill/src/trainer.rs`: raw and normalised inputs,
 //! labels, indices).
 use crate::memory::compiled::LossPlan;
+use crate::memory::errors::EstimateError;
 use crate::memory::runtime::mul;
 use crate::memory::setup::Compile;
 use crate::memory::sizes::Size;
 use crate::memory::student_chain::Forward;
 use crate::schema::arch::Op;
 use crate::schema::dtype::DType;
-use crate::schema::errors::EstimateError;
 
 impl Compile<'_> {
     /// The loss on the student's logits; `kd` adds the soft-target term's tensors.

@@ -7,12 +7,12 @@
 use std::ops::Range;
 
 use crate::memory::compiled::LayerPlan;
+use crate::memory::errors::EstimateError;
 use crate::memory::layer;
 use crate::memory::sizes::{Chain, Ctx, Priced, Save, Size, StorageId};
 use crate::memory::states::ModelStates;
 use crate::schema::arch::{self, numel, Layer, Op};
 use crate::schema::dtype::DType;
-use crate::schema::errors::EstimateError;
 use crate::schema::{Checkpointing, Config, Family};
 
 /// The student's layers priced one after the other along the forward chain.

@@ -2,13 +2,13 @@
 //! what is priced and how.
 use crate::memory::breakdown::{Counts, Pruning};
 use crate::memory::compiled::Summary;
+use crate::memory::errors::EstimateError;
+use crate::memory::inputs::TeacherModel;
 use crate::memory::runtime::mul;
 use crate::memory::setup::Compile;
 use crate::memory::stage_plan::Sharding;
 use crate::memory::states::{ModelStates, PerParam};
 use crate::schema::arch::{self, Layer};
-use crate::schema::errors::EstimateError;
-use crate::schema::teacher_presets::TeacherModel;
 use crate::schema::{Config, PruneMethod};
 
 impl Compile<'_> {

@@ -2,14 +2,15 @@
 //! a preset or an arch) and, per layer, what its no-grad forward holds (the working set of live
 //! soft targets and of the logit cache).
 use crate::memory::compiled::LiveSets;
+use crate::memory::errors::EstimateError;
+use crate::memory::inputs::TeacherModel;
 use crate::memory::runtime::mul;
 use crate::memory::setup::Compile;
 use crate::memory::sizes::{Chain, Ctx, Size};
 use crate::memory::student_chain::{layer_error, price, sizing_key};
 use crate::schema::arch::{self, numel, Layer, Op};
 use crate::schema::dtype::{DType, Recipe};
-use crate::schema::errors::EstimateError;
-use crate::schema::teacher_presets::{self, TeacherModel};
+use crate::schema::teacher_presets;
 use crate::schema::Target;
 
 impl Compile<'_> {

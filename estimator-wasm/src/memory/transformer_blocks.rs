@@ -1,10 +1,10 @@
 //! The transformer's composite blocks: pre-norm self-attention and feed-forward, priced op by
 //! op inside one layer.
-use crate::memory::builder::{Builder, Scratch};
+use crate::memory::builder::{Builder, Parallel, Scratch, Weights};
+use crate::memory::errors::EstimateError;
 use crate::memory::sizes::{mul, per, Chain};
 use crate::schema::arch::{Attention, FeedForward};
 use crate::schema::dtype::DType;
-use crate::schema::errors::EstimateError;
 use crate::schema::{Activation, AttentionKernel, MlpKind};
 
 /// Pre-norm self-attention `x + dropout(proj(attention(norm(x))))` over `[s, dim]` per sample.
@@ -35,12 +35,13 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
     // fused qkv projection (column-parallel)
     let tq = b.mm_dtype(y.dtype);
     b.save_as(&y, tq)?;
-    b.weight_copy(mul(qkv_width, dim)?.div_ceil(tp), true)?;
-    b.param("qkv.weight", mul(qkv_width, dim)?, true, true, true);
-    if bias {
-        b.param("qkv.bias", qkv_width, true, true, false);
-        b.bias_copy(qkv_width.div_ceil(tp))?;
-    }
+    b.weights(&Weights {
+        weight: Some("qkv.weight"),
+        weight_elems: mul(qkv_width, dim)?,
+        bias: bias.then_some(("qkv.bias", qkv_width)),
+        parallel: Parallel::Column,
+        weight_saved: true,
+    })?;
     let qkv = mul(seq, qkv_width)?.div_ceil(tp);
     let fallback = kernel == AttentionKernel::Flash && !cuda && attention_dropout > 0.0;
     if kernel == AttentionKernel::Math || fallback {
@@ -80,12 +81,13 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
         b.scratch(Scratch::Inference, per(local_sh, tq)?);
     }
     // output projection (row-parallel: bias replicated)
-    b.weight_copy(mul(dim, dim)?.div_ceil(tp), true)?;
-    b.param("proj.weight", mul(dim, dim)?, true, true, true);
-    if bias {
-        b.param("proj.bias", dim, false, true, false);
-        b.bias_copy(dim)?;
-    }
+    b.weights(&Weights {
+        weight: Some("proj.weight"),
+        weight_elems: mul(dim, dim)?,
+        bias: bias.then_some(("proj.bias", dim)),
+        parallel: Parallel::Row,
+        weight_saved: true,
+    })?;
     if dropout > 0.0 {
         b.block_dropout(full_sh, tq)?;
     }
@@ -116,12 +118,13 @@ pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Resul
     let y = b.norm(norm, x, dim)?;
     let tq = b.mm_dtype(y.dtype);
     b.save_as(&y, tq)?;
-    b.weight_copy(mul(up, dim)?.div_ceil(tp), true)?;
-    b.param("fc1.weight", mul(up, dim)?, true, true, true);
-    if bias {
-        b.param("fc1.bias", up, true, true, false);
-        b.bias_copy(up.div_ceil(tp))?;
-    }
+    b.weights(&Weights {
+        weight: Some("fc1.weight"),
+        weight_elems: mul(up, dim)?,
+        bias: bias.then_some(("fc1.bias", up)),
+        parallel: Parallel::Column,
+        weight_saved: true,
+    })?;
     match kind {
         MlpKind::Standard => match activation {
             // saves its output, which fc2 saves too: one storage, needed by its own backward
@@ -137,12 +140,13 @@ pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Resul
             b.save_released(per(hidden, tq)?); // product = fc2 input
         }
     }
-    b.weight_copy(mul(dim, width)?.div_ceil(tp), true)?;
-    b.param("fc2.weight", mul(dim, width)?, true, true, true);
-    if bias {
-        b.param("fc2.bias", dim, false, true, false);
-        b.bias_copy(dim)?;
-    }
+    b.weights(&Weights {
+        weight: Some("fc2.weight"),
+        weight_elems: mul(dim, width)?,
+        bias: bias.then_some(("fc2.bias", dim)),
+        parallel: Parallel::Row,
+        weight_saved: true,
+    })?;
     if dropout > 0.0 {
         b.block_dropout(full_sh, tq)?;
     }

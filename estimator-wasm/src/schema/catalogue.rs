@@ -8,7 +8,7 @@
 //! `aten/src/ATen/cuda/CublasHandlePool.cpp`).
 use serde::Serialize;
 
-use crate::schema::errors::EstimateError;
+use crate::schema::errors::UnknownGpu;
 
 const MIB: u64 = 1 << 20;
 const KIB: u64 = 1 << 10;
@@ -86,10 +86,10 @@ pub fn catalogue() -> &'static [Gpu] {
 /// `"rtx3090"`, `"T4 "` and `"a100-40gb-mig-1g.5gb"` all match). Results carry `Gpu::name`.
 ///
 /// # Errors
-/// [`EstimateError::UnknownGpu`] listing the known names.
-pub fn gpu(name: &str) -> Result<&'static Gpu, EstimateError> {
+/// [`UnknownGpu`] listing the known names.
+pub fn gpu(name: &str) -> Result<&'static Gpu, UnknownGpu> {
     let wanted = normalise(name);
-    CATALOGUE.iter().find(|g| normalise(g.name) == wanted).ok_or_else(|| EstimateError::UnknownGpu {
+    CATALOGUE.iter().find(|g| normalise(g.name) == wanted).ok_or_else(|| UnknownGpu {
         name: name.to_string(),
         known: CATALOGUE.iter().map(|g| g.name).collect::<Vec<_>>().join(", "),
     })

@@ -28,12 +28,13 @@ impl DType {
         }
     }
 
-    /// PyTorch's type promotion for `a + b` between floating types (`bf16 + f16 = f32`).
+    /// PyTorch's type promotion for `a + b` between floating types: the common type when they
+    /// agree, else fp32 (`bf16 + f16 = f32`, `f32 + bf16 = f32`).
     pub fn promote(a: DType, b: DType) -> DType {
-        match (a, b) {
-            _ if a == b => a,
-            (DType::F32, _) | (_, DType::F32) => DType::F32,
-            _ => DType::F32,
+        if a == b {
+            a
+        } else {
+            DType::F32
         }
     }
 }

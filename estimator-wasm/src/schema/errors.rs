@@ -1,4 +1,4 @@
-//! The errors of the estimator and of the cfg.toml schema.
+//! The errors of the cfg.toml schema (the estimator's own are `crate::memory::errors`).
 use thiserror::Error;
 
 /// Why a cfg.toml (or an estimate request) was rejected.
@@ -24,32 +24,14 @@ impl SpecError {
     }
 }
 
-/// Why an estimate could not be made. Every failure on user input is one of these; the
-/// estimator never panics and never wraps around.
+/// A GPU name that is not in the catalogue ([`crate::schema::catalogue::gpu`]).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum EstimateError {
-    /// The configuration is invalid (the same checks as [`crate::schema::spec::Config::validate`]).
-    #[error(transparent)]
-    Spec(#[from] SpecError),
-    /// An input of the estimate itself (batch, teacher counts, dataset) is out of range.
-    #[error("{key}: {message}")]
-    Invalid { key: String, message: String },
-    /// A byte count does not fit in 64 bits (over 16 EiB): the plan is absurd.
-    #[error("{what} overflows 64-bit bytes (more than 16 EiB): the plan is too large to price")]
-    Overflow { what: String },
-    /// A GPU name that is not in the catalogue.
-    #[error("unknown GPU \"{name}\"; known: {known}")]
-    UnknownGpu { name: String, known: String },
-}
-
-impl EstimateError {
-    pub(crate) fn overflow(what: impl Into<String>) -> EstimateError {
-        EstimateError::Overflow { what: what.into() }
-    }
-
-    pub(crate) fn invalid(key: &str, message: impl Into<String>) -> EstimateError {
-        EstimateError::Invalid { key: key.to_string(), message: message.into() }
-    }
+#[error("unknown GPU \"{name}\"; known: {known}")]
+pub struct UnknownGpu {
+    /// The name as given.
+    pub name: String,
+    /// The catalogue's names, comma-separated.
+    pub known: String,
 }
 
 #[cfg(test)]

@@ -24,8 +24,7 @@ pub mod validate;
 
 pub use catalogue::{catalogue, gpu, Gpu};
 pub use dtype::{DType, Recipe};
-pub use errors::{EstimateError, SpecError};
+pub use errors::{SpecError, UnknownGpu};
 pub use spec::*;
 pub use student_spec::*;
-pub use teacher_presets::TeacherModel;
 pub use validate::{check_safety_margin, check_teacher_counts};

@@ -1,11 +1,10 @@
-//! The frozen teacher: its size (exact counts from `distill`, a preset, or an architecture in
-//! the `[student]` schema) and the layers that give its inference working set.
+//! The teacher presets (`[teacher] preset = "..."`): named architectures and the layers that give
+//! their inference working set. (The teacher as the estimator takes it, exact counts from
+//! `distill` included, is `crate::memory::inputs::TeacherModel`.)
 //!
 //! A teacher runs under `no_grad`: it saves nothing for backward. Its memory is its weights in
 //! its own precision, plus, while it runs, the largest live set of one layer (input, output and
 //! internal temporaries; `docs/memory-model.md` section 5).
-use serde::Serialize;
-
 use crate::schema::arch::{self, Layer, Op};
 use crate::schema::errors::SpecError;
 use crate::schema::spec::DataSpec;
@@ -13,18 +12,6 @@ use crate::schema::student_spec::{
     Activation, AttentionKernel, Checkpointing, Family, HeadKind, MlpKind, Norm, NormKind, Pool, StudentSpec,
     TransformerSpec,
 };
-
-/// A teacher as the estimator needs it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TeacherModel {
-    /// Parameters, in elements (exact when read from the TorchScript file).
-    pub params: u64,
-    /// Buffers (BatchNorm statistics), in elements.
-    pub buffers: u64,
-    /// The layer list, for the inference working set; `None` when only counts are known (the
-    /// working set is then bounded below by the input and the logits).
-    pub layers: Option<Vec<Layer>>,
-}
 
 /// A named teacher architecture.
 #[derive(Debug, Clone, Copy)]

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use estimator_wasm::explorer::FormField;
 use yew::prelude::*;
 
 use super::batch_curve::BatchCurve;
@@ -18,7 +19,6 @@ use super::student_form::StudentForm;
 use super::summary::Summary;
 use super::teacher_picker::TeacherPicker;
 use super::training_form::TrainingForm;
-use crate::field::Field;
 use crate::hooks::{use_first_numbers, use_sweep, use_url_sync};
 use crate::state::{Action, State};
 use crate::{dom, query};
@@ -40,7 +40,7 @@ pub fn App() -> Html {
     };
     let onset = {
         let state = state.clone();
-        Callback::from(move |(field, text): (Field, String)| state.dispatch(Action::Set(field, text)))
+        Callback::from(move |(field, text): (FormField, String)| state.dispatch(Action::Set(field, text)))
     };
     let onload = {
         let state = state.clone();
@@ -52,12 +52,12 @@ pub fn App() -> Html {
     };
 
     // inline messages: the inputs' own, then the estimator's on the field that sets its key
-    let mut errors: BTreeMap<Field, String> = state.errors.clone();
+    let mut errors: BTreeMap<FormField, String> = state.errors.clone();
     let mut general = None;
     let mut paste_error = state.paste_error.clone();
     if let Err(e) = &priced.sweep {
         match e.field {
-            Some(Field::Cfg) => paste_error = paste_error.or_else(|| Some(e.message.clone())),
+            Some(FormField::Cfg) => paste_error = paste_error.or_else(|| Some(e.message.clone())),
             Some(f) => {
                 errors.entry(f).or_insert_with(|| e.message.clone());
             }

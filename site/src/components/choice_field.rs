@@ -1,20 +1,20 @@
 //! A labelled select with an inline message.
+use estimator_wasm::explorer::FormField;
 use web_sys::HtmlSelectElement;
 use yew::prelude::*;
 
 use super::Options;
-use crate::field::Field;
 
 #[derive(Properties, PartialEq)]
 pub struct ChoiceFieldProps {
-    pub field: Field,
+    pub field: FormField,
     pub label: AttrValue,
     pub options: Options,
     /// The selected option's value.
     pub selected: String,
     #[prop_or_default]
     pub error: Option<String>,
-    pub onset: Callback<(Field, String)>,
+    pub onset: Callback<(FormField, String)>,
 }
 
 #[component]

@@ -2,15 +2,15 @@
 use std::rc::Rc;
 
 use estimator_wasm::explorer::sweep::Sweep;
+use estimator_wasm::explorer::FormField;
 use yew::prelude::*;
 
 use super::bytes::Bytes;
-use crate::field::Field;
 
 #[derive(Properties, PartialEq)]
 pub struct GpuTableProps {
     pub sweep: Rc<Sweep>,
-    pub onset: Callback<(Field, String)>,
+    pub onset: Callback<(FormField, String)>,
 }
 
 #[component]
@@ -18,7 +18,7 @@ pub fn GpuTable(props: &GpuTableProps) -> Html {
     let s = &props.sweep;
     let rows = s.gpus.iter().enumerate().map(|(i, row)| {
         let name = row.gpu;
-        let onclick = props.onset.reform(move |_: MouseEvent| (Field::Gpu, name.to_string()));
+        let onclick = props.onset.reform(move |_: MouseEvent| (FormField::Gpu, name.to_string()));
         html! {
             <tr key={name} class={classes!((name == s.gpu).then_some("chosen"), row.max_batch.is_none().then_some("over"))}>
                 <td><button type="button" class="link" {onclick}>{ name }</button></td>

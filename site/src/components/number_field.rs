@@ -1,19 +1,18 @@
 //! A labelled text input for a number, with its unit and an inline message.
+use estimator_wasm::explorer::FormField;
 use web_sys::HtmlInputElement;
 use yew::prelude::*;
 
-use crate::field::Field;
-
 #[derive(Properties, PartialEq)]
 pub struct NumberFieldProps {
-    pub field: Field,
+    pub field: FormField,
     pub label: AttrValue,
     /// Unit or range shown after the input.
     pub unit: AttrValue,
     /// The text as typed, or the form's value.
     pub value: String,
     pub error: Option<String>,
-    pub onset: Callback<(Field, String)>,
+    pub onset: Callback<(FormField, String)>,
 }
 
 #[component]

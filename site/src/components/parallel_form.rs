@@ -1,17 +1,17 @@
 //! The device: GPU, data parallelism and ZeRO stage.
+use estimator_wasm::explorer::FormField;
 use estimator_wasm::schema::catalogue;
 use yew::prelude::*;
 
 use super::choice_field::ChoiceField;
 use super::number_field::NumberField;
 use super::{options, FormProps, Options};
-use crate::field::Field;
 
 #[component]
 pub fn ParallelForm(props: &FormProps) -> Html {
     let (s, onset) = (&props.state, &props.onset);
     let form = &s.form;
-    let error = |f: Field| props.errors.get(&f).cloned();
+    let error = |f: FormField| props.errors.get(&f).cloned();
     let gpus: Options = catalogue().iter().map(|g| (AttrValue::Static(g.name), AttrValue::Static(g.name))).collect();
     let zero = options(&[
         ("0", "0: DDP replicas"),
@@ -22,13 +22,13 @@ pub fn ParallelForm(props: &FormProps) -> Html {
     html! {
         <fieldset class="device">
             <legend>{ "GPUs" }</legend>
-            <ChoiceField field={Field::Gpu} label="GPU" options={gpus} selected={form.gpu.clone()}
-                         error={error(Field::Gpu)} onset={onset.clone()} />
-            <NumberField field={Field::DataParallel} label="data parallel" unit="GPUs"
-                         value={s.text(Field::DataParallel)}
-                         error={error(Field::DataParallel)} onset={onset.clone()} />
-            <ChoiceField field={Field::ZeroStage} label="ZeRO stage" options={zero} selected={form.zero_stage.to_string()}
-                         error={error(Field::ZeroStage)} onset={onset.clone()} />
+            <ChoiceField field={FormField::Gpu} label="GPU" options={gpus} selected={form.gpu.clone()}
+                         error={error(FormField::Gpu)} onset={onset.clone()} />
+            <NumberField field={FormField::DataParallel} label="data parallel" unit="GPUs"
+                         value={s.text(FormField::DataParallel)}
+                         error={error(FormField::DataParallel)} onset={onset.clone()} />
+            <ChoiceField field={FormField::ZeroStage} label="ZeRO stage" options={zero} selected={form.zero_stage.to_string()}
+                         error={error(FormField::ZeroStage)} onset={onset.clone()} />
         </fieldset>
     }
 }

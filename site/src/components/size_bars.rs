@@ -3,15 +3,15 @@
 use std::rc::Rc;
 
 use estimator_wasm::explorer::sweep::{Sweep, GROUPS};
+use estimator_wasm::explorer::FormField;
 use yew::prelude::*;
 
-use crate::field::Field;
 use crate::format;
 
 #[derive(Properties, PartialEq)]
 pub struct SizeBarsProps {
     pub sweep: Rc<Sweep>,
-    pub onset: Callback<(Field, String)>,
+    pub onset: Callback<(FormField, String)>,
 }
 
 const W: f64 = 700.0;
@@ -35,7 +35,7 @@ pub fn SizeBars(props: &SizeBarsProps) -> Html {
         let x = LEFT + slot * i as f64 + (slot - bar_w) / 2.0;
         let cx = x + bar_w / 2.0;
         let width = format::number(st.width);
-        let onclick = props.onset.reform(move |_: MouseEvent| (Field::Width, width.clone()));
+        let onclick = props.onset.reform(move |_: MouseEvent| (FormField::Width, width.clone()));
         let label = format!("x{}", format::number(st.scale));
         let params = st.params.map(format::params).unwrap_or_default();
         let body = match &st.breakdown {

@@ -56,7 +56,7 @@ pub fn SizeTable(props: &SizeTableProps) -> Html {
         </table>
         <p class="hint">{ format!("Each column is its student's peak moment ({} for the chosen one). At the forward \
             end no gradient exists yet (distill frees them between steps); at the optimizer step all of them do.",
-            crate::field::word_of(&s.plan.peak_phase).replace('_', " ")) }</p>
+            crate::field::word_of(&s.plan.peak_moment).replace('_', " ")) }</p>
         </>
     }
 }

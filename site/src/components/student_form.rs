@@ -1,16 +1,17 @@
 //! The student: family, width and depth multipliers, input size.
+use estimator_wasm::explorer::FormField;
 use yew::prelude::*;
 
 use super::choice_field::ChoiceField;
 use super::number_field::NumberField;
 use super::{FormProps, Options};
-use crate::field::{word_of, Field};
+use crate::field::word_of;
 
 #[component]
 pub fn StudentForm(props: &FormProps) -> Html {
     let (s, onset) = (&props.state, &props.onset);
     let form = &s.form;
-    let error = |f: Field| props.errors.get(&f).cloned();
+    let error = |f: FormField| props.errors.get(&f).cloned();
     let families: Vec<_> = match form.scenario() {
         Some(sc) => sc.families.to_vec(),
         None => vec![form.family],
@@ -25,17 +26,17 @@ pub fn StudentForm(props: &FormProps) -> Html {
     html! {
         <fieldset class="student">
             <legend>{ "Student" }</legend>
-            <ChoiceField field={Field::Family} label="family" {options} selected={word_of(&form.family)}
-                         error={error(Field::Family)} onset={onset.clone()} />
-            <NumberField field={Field::Width} label="width multiplier" unit="x the base student's widths"
-                         value={s.text(Field::Width)}
-                         error={error(Field::Width)} onset={onset.clone()} />
-            <NumberField field={Field::Depth} label="depth multiplier" unit="x its blocks or layers"
-                         value={s.text(Field::Depth)}
-                         error={error(Field::Depth)} onset={onset.clone()} />
-            <NumberField field={Field::Input} label="input size" unit={input_unit}
-                         value={s.text(Field::Input)}
-                         error={error(Field::Input)} onset={onset.clone()} />
+            <ChoiceField field={FormField::Family} label="family" {options} selected={word_of(&form.family)}
+                         error={error(FormField::Family)} onset={onset.clone()} />
+            <NumberField field={FormField::Width} label="width multiplier" unit="x the base student's widths"
+                         value={s.text(FormField::Width)}
+                         error={error(FormField::Width)} onset={onset.clone()} />
+            <NumberField field={FormField::Depth} label="depth multiplier" unit="x its blocks or layers"
+                         value={s.text(FormField::Depth)}
+                         error={error(FormField::Depth)} onset={onset.clone()} />
+            <NumberField field={FormField::Input} label="input size" unit={input_unit}
+                         value={s.text(FormField::Input)}
+                         error={error(FormField::Input)} onset={onset.clone()} />
         </fieldset>
     }
 }

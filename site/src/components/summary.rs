@@ -37,7 +37,7 @@ pub fn Summary(props: &SummaryProps) -> Html {
                     { s.max_batch.map_or("none (not even 1 fits)".to_string(), |b| b.to_string()) }
                 </strong>
                 { format!(" (keeping {} free). The peak is at the {} moment.",
-                          pct(s.capacity - s.budget, s.capacity), phase(&plan.peak_phase)) }
+                          pct(s.capacity - s.budget, s.capacity), moment(&plan.peak_moment)) }
             </p>
             if !plan.notes.is_empty() {
                 <ul class="notes">{ for plan.notes.iter().map(|n| html! { <li>{ n }</li> }) }</ul>
@@ -50,6 +50,6 @@ fn pct(part: u64, whole: u64) -> String {
     format!("{:.0}%", part as f64 * 100.0 / whole.max(1) as f64)
 }
 
-fn phase(p: &estimator_wasm::Moment) -> String {
+fn moment(p: &estimator_wasm::Moment) -> String {
     crate::field::word_of(p).replace('_', " ")
 }

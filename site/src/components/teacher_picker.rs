@@ -1,10 +1,9 @@
 //! The teacher: a scenario (teacher, task and base student) or the pasted cfg.toml.
-use estimator_wasm::explorer::{CUSTOM, SCENARIOS};
+use estimator_wasm::explorer::{FormField, CUSTOM, SCENARIOS};
 use yew::prelude::*;
 
 use super::choice_field::ChoiceField;
 use super::{FormProps, Options};
-use crate::field::Field;
 
 #[component]
 pub fn TeacherPicker(props: &FormProps) -> Html {
@@ -18,8 +17,8 @@ pub fn TeacherPicker(props: &FormProps) -> Html {
     html! {
         <fieldset class="teacher">
             <legend>{ "Teacher" }</legend>
-            <ChoiceField field={Field::Teacher} label="teacher" {options} selected={form.teacher.clone()}
-                         error={props.errors.get(&Field::Teacher).cloned()} onset={props.onset.clone()} />
+            <ChoiceField field={FormField::Teacher} label="teacher" {options} selected={form.teacher.clone()}
+                         error={props.errors.get(&FormField::Teacher).cloned()} onset={props.onset.clone()} />
             <p class="hint">{ description }</p>
         </fieldset>
     }

@@ -1,10 +1,11 @@
 //! Training levers: micro-batch, precision, optimizer, checkpointing, pruning.
+use estimator_wasm::explorer::FormField;
 use yew::prelude::*;
 
 use super::choice_field::ChoiceField;
 use super::number_field::NumberField;
 use super::{options, FormProps};
-use crate::field::{word_of, Field};
+use crate::field::word_of;
 
 const PRECISIONS: [(&str, &str); 5] = [
     ("fp32", "fp32"),
@@ -18,7 +19,7 @@ const PRECISIONS: [(&str, &str); 5] = [
 pub fn TrainingForm(props: &FormProps) -> Html {
     let (s, onset) = (&props.state, &props.onset);
     let form = &s.form;
-    let error = |f: Field| props.errors.get(&f).cloned();
+    let error = |f: FormField| props.errors.get(&f).cloned();
     let checkpointing = options(&[
         ("none", "none"),
         ("sqrt", "sqrt(n) segments"),
@@ -29,22 +30,22 @@ pub fn TrainingForm(props: &FormProps) -> Html {
     html! {
         <fieldset class="training">
             <legend>{ "Training" }</legend>
-            <NumberField field={Field::Batch} label="micro-batch" unit="samples per GPU"
-                         value={s.text(Field::Batch)}
-                         error={error(Field::Batch)} onset={onset.clone()} />
-            <ChoiceField field={Field::Precision} label="student precision" options={options(&PRECISIONS)}
-                         selected={word_of(&form.precision)} error={error(Field::Precision)} onset={onset.clone()} />
-            <ChoiceField field={Field::TeacherPrecision} label="teacher precision" options={options(&PRECISIONS[..3])}
-                         selected={word_of(&form.teacher_precision)} error={error(Field::TeacherPrecision)}
+            <NumberField field={FormField::Batch} label="micro-batch" unit="samples per GPU"
+                         value={s.text(FormField::Batch)}
+                         error={error(FormField::Batch)} onset={onset.clone()} />
+            <ChoiceField field={FormField::Precision} label="student precision" options={options(&PRECISIONS)}
+                         selected={word_of(&form.precision)} error={error(FormField::Precision)} onset={onset.clone()} />
+            <ChoiceField field={FormField::TeacherPrecision} label="teacher precision" options={options(&PRECISIONS[..3])}
+                         selected={word_of(&form.teacher_precision)} error={error(FormField::TeacherPrecision)}
                          onset={onset.clone()} />
-            <ChoiceField field={Field::Optimizer} label="optimizer" options={options(&[("adamw", "AdamW"), ("sgd", "SGD + momentum")])}
+            <ChoiceField field={FormField::Optimizer} label="optimizer" options={options(&[("adamw", "AdamW"), ("sgd", "SGD + momentum")])}
                          selected={word_of(&form.optimizer)} onset={onset.clone()} />
-            <ChoiceField field={Field::Checkpointing} label="checkpointing" options={checkpointing}
-                         selected={form.checkpointing.clone()} error={error(Field::Checkpointing)} onset={onset.clone()} />
-            <NumberField field={Field::Sparsity} label="pruning sparsity" unit="fraction, 0 = no pruning"
-                         value={s.text(Field::Sparsity)}
-                         error={error(Field::Sparsity)} onset={onset.clone()} />
-            <ChoiceField field={Field::Prune} label="pruning method"
+            <ChoiceField field={FormField::Checkpointing} label="checkpointing" options={checkpointing}
+                         selected={form.checkpointing.clone()} error={error(FormField::Checkpointing)} onset={onset.clone()} />
+            <NumberField field={FormField::Sparsity} label="pruning sparsity" unit="fraction, 0 = no pruning"
+                         value={s.text(FormField::Sparsity)}
+                         error={error(FormField::Sparsity)} onset={onset.clone()} />
+            <ChoiceField field={FormField::Prune} label="pruning method"
                          options={options(&[("magnitude", "magnitude (masks)"), ("structured", "structured (removes units)")])}
                          selected={word_of(&form.prune)} onset={onset.clone()} />
         </fieldset>

@@ -9,7 +9,7 @@ use crate::dom;
 
 /// One pricing of the form.
 #[derive(Debug, PartialEq)]
-pub struct Priced {
+pub struct FormPricing {
     /// Every view's figures, or why the chosen student cannot be priced.
     pub sweep: Result<Rc<Sweep>, FormError>,
     /// The chosen student's cfg.toml.
@@ -20,11 +20,11 @@ pub struct Priced {
 
 /// Prices `form` with `estimator_wasm::explorer::sweep` (memoised on the form).
 #[hook]
-pub fn use_sweep(form: &ExplorerForm) -> Rc<Priced> {
+pub fn use_sweep(form: &ExplorerForm) -> Rc<FormPricing> {
     use_memo(form.clone(), |form| {
         let start = dom::now();
         let sweep = sweep(form).map(Rc::new);
         let cfg_toml = sweep.as_ref().ok().and_then(|_| form.cfg_toml().ok()).map(AttrValue::from);
-        Priced { sweep, cfg_toml, millis: dom::now() - start }
+        FormPricing { sweep, cfg_toml, millis: dom::now() - start }
     })
 }
