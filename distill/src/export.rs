@@ -148,8 +148,8 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
         train_seconds: outcome.train_seconds,
         safetensors_bytes: file_bytes(&st),
         torchscript_bytes: file_bytes(&ts),
-        precision: name_of(&spec.train.precision),
-        teacher_precision: name_of(&spec.teacher.precision),
+        precision: spec.train.precision.name().to_string(),
+        teacher_precision: spec.teacher.precision.name().to_string(),
         checkpointing_segments: outcome.segments,
         skipped_steps: outcome.skipped_steps,
         final_loss_scale: outcome.final_scale,
@@ -225,8 +225,8 @@ fn prune_report(
     let dense_params: u64 = named.iter().map(|(_, t)| t.numel() as u64).sum();
     let nonzero_params: u64 = named.iter().map(|(_, t)| t.count_nonzero(None::<i64>).int64_value(&[]) as u64).sum();
     PruneReport {
-        method: name_of(&p.spec.method),
-        scope: name_of(&p.spec.effective_scope()),
+        method: p.spec.method.name().to_string(),
+        scope: p.spec.effective_scope().name().to_string(),
         target_sparsity: p.spec.sparsity,
         schedule: p.schedule,
         weight_sparsity: 1.0 - nonzero_w as f64 / dense_w.max(1) as f64,
@@ -279,11 +279,6 @@ fn shrunk_spec(spec: &Config, s: &ShrunkReport) -> Config {
     narrow.student.hidden = s.hidden.clone();
     debug_assert!(arch::layers(&narrow.student, &narrow.data).is_ok());
     narrow
-}
-
-/// The cfg.toml spelling of an enum value (`"bf16"`, `"structured"`, `"global"`).
-fn name_of<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
 #[cfg(test)]

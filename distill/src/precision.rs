@@ -8,7 +8,7 @@
 //! * The frozen teacher at `teacher.precision`: its weights cast once to
 //!   `Recipe::teacher_dtype(p)`.
 //! * Which precisions `distill` trains ([`TRAINED`]: fp32, fp16, bf16; the others are recipes
-//!   for `distill plan`), and each one's cfg.toml name ([`name`]).
+//!   for `distill plan`); each one's cfg.toml name is the schema's `Precision::name`.
 //! * The shim (`csrc/shim.cpp`) takes autocast's dtype as a c10 scalar-type code
 //!   ([`scalar_type_code`]; tch keeps its own `Kind::c_int` private).
 use std::path::Path;
@@ -23,12 +23,6 @@ use crate::error::{DistillError, Result};
 /// bf16 weights) are for `distill plan`.
 pub const TRAINED: [Precision; 3] = [Precision::Fp32, Precision::Fp16, Precision::Bf16];
 
-/// The cfg.toml name of `precision` (`"fp32"`, `"bf16"`, `"pure_bf16"`), from the schema's
-/// name table (`Precision::NAMES`, in declaration order).
-pub fn name(precision: Precision) -> &'static str {
-    Precision::NAMES[precision as usize]
-}
-
 /// Refuses a cfg whose `train.precision` or `teacher.precision` the estimator can plan but
 /// `distill` cannot train (not in [`TRAINED`]), before any work.
 ///
@@ -37,7 +31,7 @@ pub fn name(precision: Precision) -> &'static str {
 pub fn check_trainable(spec: &Config, path: &Path) -> Result<()> {
     for (key, precision) in [("train.precision", spec.train.precision), ("teacher.precision", spec.teacher.precision)] {
         if !TRAINED.contains(&precision) {
-            let [a, b, c] = TRAINED.map(name);
+            let [a, b, c] = TRAINED.map(Precision::name);
             return Err(DistillError::config(
                 path,
                 format!("{key}: distill runs \"{a}\", \"{b}\" or \"{c}\" (the other recipes are for `distill plan`)"),
@@ -111,10 +105,10 @@ mod tests {
 
     #[test]
     fn names_are_the_cfg_toml_names() {
-        assert_eq!(TRAINED.map(name), ["fp32", "fp16", "bf16"]);
+        assert_eq!(TRAINED.map(Precision::name), ["fp32", "fp16", "bf16"]);
         for p in [Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::PureBf16, Precision::Bf16Master] {
             // the schema's serde spelling, which report.json and the TOML writer use
-            assert_eq!(serde_json::to_value(p).unwrap(), name(p), "{p:?}");
+            assert_eq!(serde_json::to_value(p).unwrap(), p.name(), "{p:?}");
         }
     }
 

@@ -22,6 +22,7 @@ pub struct Teacher {
     pub file_bytes: u64,
     /// dtype of the teacher's weights, hence of its inputs.
     kind: Kind,
+    precision: Precision,
 }
 
 impl Teacher {
@@ -50,7 +51,7 @@ impl Teacher {
             // num_batches_tracked, which eval mode never reads).
             module.to(device, kind, false);
         }
-        Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes, kind })
+        Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes, kind, precision })
     }
 
     /// The teacher's output (logits [B, classes], or an embedding [B, E]) in fp32 for the model
@@ -166,11 +167,7 @@ impl Teacher {
 
     /// The teacher's weight precision as the cfg.toml spells it (`teacher.precision`).
     pub fn precision(&self) -> &'static str {
-        match self.kind {
-            Kind::Half => "fp16",
-            Kind::BFloat16 => "bf16",
-            _ => "fp32",
-        }
+        self.precision.name()
     }
 
     /// The same file loaded again in fp32 on `device` (to tell a 16-bit overflow from a fault of

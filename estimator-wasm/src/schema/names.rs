@@ -39,15 +39,28 @@ pub(crate) fn variant<'de, D: Deserializer<'de>>(d: D, names: &'static [&'static
     d.deserialize_str(Names(names))
 }
 
-/// Unit enums read with [`variant`]: `names!(Pool { Max = "max", Avg = "avg" })` gives
-/// `Pool::NAMES` (the exact names, as serde's derived `Serialize` writes them) and a lenient
-/// `Deserialize`.
+/// The names of a unit enum, one table for reading and writing: `names!(Pool { Max = "max",
+/// Avg = "avg" })` gives `Pool::NAMES` (the exact names, in declaration order),
+/// `Pool::Max.name()`, a `Serialize` that writes that name, and a lenient `Deserialize`
+/// ([`variant`]).
 macro_rules! names {
     ($ty:ident { $($v:ident = $name:literal),+ $(,)? }) => {
         impl $ty {
             /// The exact names, in declaration order.
             pub const NAMES: &'static [&'static str] = &[$($name),+];
             pub(crate) const VALUES: &'static [$ty] = &[$($ty::$v),+];
+
+            /// The name cfg.toml spells this value with (also what it serialises to).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $($ty::$v => $name),+
+                }
+            }
+        }
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
         }
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -71,5 +84,18 @@ mod tests {
         assert_eq!(index("relu6", &names), None);
         assert_eq!(index("", &names), None);
         assert_eq!(fold(" T4 "), "t4");
+    }
+
+    #[test]
+    fn unit_enums_write_the_names_they_read() {
+        use crate::schema::{Activation, Precision, PruneScope};
+        assert_eq!(Precision::Bf16Master.name(), "bf16_master");
+        assert_eq!(serde_json::to_string(&Activation::LeakyRelu).unwrap(), "\"leaky_relu\"");
+        for (i, p) in Precision::VALUES.iter().enumerate() {
+            assert_eq!(p.name(), Precision::NAMES[i]);
+            let text = serde_json::to_string(p).unwrap();
+            assert_eq!(serde_json::from_str::<Precision>(&text).unwrap(), *p, "{text}");
+        }
+        assert_eq!(PruneScope::Layer.name(), "layer");
     }
 }

@@ -177,8 +177,7 @@ pub enum BatchSize {
 }
 
 /// Optimiser of the student's parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OptimizerKind {
     /// Loshchilov & Hutter decoupled weight decay (as `torch.optim.AdamW`).
     #[default]
@@ -189,8 +188,7 @@ pub enum OptimizerKind {
 names!(OptimizerKind { Adamw = "adamw", Sgd = "sgd" });
 
 /// Numeric precision of a network's forward and backward.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Precision {
     #[default]
     Fp32,
@@ -208,8 +206,7 @@ pub enum Precision {
 names!(Precision { Fp32 = "fp32", Fp16 = "fp16", Bf16 = "bf16", PureBf16 = "pure_bf16", Bf16Master = "bf16_master" });
 
 /// How pruned weights are chosen and removed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PruneMethod {
     /// Unstructured magnitude pruning with masks (Zhu & Gupta 2017, arXiv:1710.01878).
     #[default]
@@ -220,8 +217,7 @@ pub enum PruneMethod {
 names!(PruneMethod { Magnitude = "magnitude", Structured = "structured" });
 
 /// Whether magnitude ranking pools all prunable weights or runs per layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PruneScope {
     #[default]
     Global,
@@ -262,8 +258,7 @@ pub struct PruneSpec {
 
 /// Where the training step runs: decides which tensors autograd saves and in which dtype
 /// (`docs/memory-model.md` section 10) and whether allocator and CUDA runtime costs apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Target {
     /// A CUDA GPU: bool dropout masks, fp32 norms and softmax under autocast, caching allocator.
     #[default]
@@ -275,8 +270,7 @@ pub enum Target {
 names!(Target { Cuda = "cuda", Cpu = "cpu" });
 
 /// Element type of the unstructured-pruning masks the trainer keeps per pruned weight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MaskDtype {
     /// 1 byte per weight.
     #[default]

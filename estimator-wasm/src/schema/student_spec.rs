@@ -6,8 +6,7 @@ use crate::schema::defaults::*;
 use crate::schema::names::names;
 
 /// Student architecture family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     /// Flatten, then `hidden` fully connected blocks, then the classifier head.
     Mlp,
@@ -20,8 +19,7 @@ pub enum Family {
 names!(Family { Mlp = "mlp", Cnn = "cnn", Transformer = "transformer" });
 
 /// Element-wise non-linearity after each conv and hidden block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Activation {
     #[default]
     Relu,
@@ -34,8 +32,7 @@ pub enum Activation {
 names!(Activation { Relu = "relu", Gelu = "gelu", Silu = "silu", Tanh = "tanh", Sigmoid = "sigmoid", LeakyRelu = "leaky_relu" });
 
 /// Normalisation after each conv or hidden linear layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Norm {
     #[default]
     None,
@@ -47,8 +44,7 @@ pub enum Norm {
 names!(Norm { None = "none", Batch = "batch", Layer = "layer" });
 
 /// Down-sampling after each conv block (kernel 2, stride 2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Pool {
     #[default]
     Max,
@@ -93,8 +89,7 @@ pub struct StudentSpec {
 }
 
 /// Feed-forward block of a transformer layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MlpKind {
     /// `Linear(d, width)`, `student.activation`, `Linear(width, d)` (GPT-2, BERT with `gelu`).
     #[default]
@@ -106,8 +101,7 @@ pub enum MlpKind {
 names!(MlpKind { Standard = "standard", Swiglu = "swiglu" });
 
 /// Normalisation inside a transformer layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NormKind {
     /// `nn.LayerNorm(d)`: weight and bias.
     #[default]
@@ -118,8 +112,7 @@ pub enum NormKind {
 names!(NormKind { Layer = "layer", Rms = "rms" });
 
 /// Attention kernel, which decides whether the `[s, s]` score matrices are saved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AttentionKernel {
     /// `softmax(q k^T / sqrt(d)) v` written out: saves scores-sized tensors (Korthikanti 2022).
     #[default]
@@ -131,8 +124,7 @@ pub enum AttentionKernel {
 names!(AttentionKernel { Math = "math", Flash = "flash" });
 
 /// What the transformer's last layer predicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HeadKind {
     /// A language-model head: `data.classes` logits per token (`data.classes` = `vocab`).
     #[default]
