@@ -134,6 +134,7 @@ def run_case(a, name, precision, env):
             runs[side].append(r)
             print(f"   {r['samples_per_s']:.0f} samples/s, wall {wall:.1f} s, {rss:.0f} MiB", file=sys.stderr, flush=True)
     result = {"case": case, "cfg": cfg, "precision": precision, "distill_first_loss": distill_first, "runs": runs}
+    result["load_average"] = os.getloadavg()
     with open(os.path.join(out, "result.json"), "w") as f:
         json.dump(result, f, indent=1)
     return result
@@ -143,19 +144,25 @@ def median(runs, key):
     return statistics.median(r[key] for r in runs) if runs else float("nan")
 
 
+def spread(runs, key):
+    """`median (min-max)` of `key` over the repetitions."""
+    values = [r[key] for r in runs]
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+
 def row(result):
     runs = result["runs"]
     d, e = runs["distill"], runs["eager"]
     c = runs.get("compile", [])
     sd, se = median(d, "samples_per_s"), median(e, "samples_per_s")
-    sc = f"{median(c, 'samples_per_s'):,.0f}" if c else "not measured"
+    sc = spread(c, "samples_per_s") if c else "not measured"
     first_e = e[0]["first_loss"]
     diff = abs(result["distill_first_loss"] - first_e)
     acc = lambda rs: "/".join(f"{100 * r['test_accuracy']:.2f}" for r in rs)  # noqa: E731
     window = f"{median(d, 'first_window_loss'):.5f} / {median(e, 'first_window_loss'):.5f}"
     return (
-        f"| {result['case']} | {sd:,.0f} | {se:,.0f} | **{sd / se:.2f}x** | {sc} "
-        f"| {median(d, 'wall'):.1f} / {median(e, 'wall'):.1f} "
+        f"| {result['case']} | {spread(d, 'samples_per_s')} | {spread(e, 'samples_per_s')} | **{sd / se:.2f}x** | {sc} "
+        f"| {median(d, 'wall'):.1f} / {median(e, 'wall'):.1f} | {median(e, 'teacher_cache_seconds'):.1f} "
         f"| {median(d, 'rss_mib'):.0f} / {median(e, 'rss_mib'):.0f} "
         f"| {result['distill_first_loss']:.6f} / {first_e:.6f} ({diff:.1e}) | {window} | {acc(d)} / {acc(e)} |"
     )
@@ -172,21 +179,34 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
+def cpu_flags():
+    """The CPU's bf16 support, which decides whether bf16 autocast is native or emulated."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return ""
+    have = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return "; " + ", ".join(have) if have else ""
+
+
 def section(a, results):
     head = (
         "| case | distill samples/s | eager samples/s | ratio | torch.compile samples/s "
-        "| wall s (distill / eager) | peak RSS MiB (distill / eager) | first-step loss (distill / eager, diff) "
-        f"| mean loss of the first {a.log_every} steps | test accuracy % (distill / eager, each rep) |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---|---|---|"
+        "| wall s (distill / eager) | of which teacher cache (eager) s | peak RSS MiB (distill / eager) "
+        f"| first-step loss (distill / eager, diff) | mean loss of the first {a.log_every} steps "
+        "| test accuracy % (distill / eager, each rep) |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
     )
     rows = "\n".join(row(r) for r in results)
-    load = os.getloadavg()
+    loads = ", ".join(f"{r['case']} {r['load_average'][0]:.2f}" for r in results if "load_average" in r)
+    loads = f" One-minute load average at the end of each case: {loads}." if loads else ""
+    teacher_accuracy = results[0]["runs"]["eager"][0]["teacher_accuracy"] if results else float("nan")
     return f"""{START}
 ## Training throughput against a PyTorch eager loop (`scripts/bench-throughput`)
 
-Measured {a.date} with `{a.command}` on {os.cpu_count()} cores ({cpu_model()}), no GPU, torch
-{a.torch} (the same libtorch under both sides). {a.note} Load average at the end:
-{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}.
+Measured {a.date} with `{a.command}` on {os.cpu_count()} cores ({cpu_model()}{cpu_flags()}), no
+GPU, torch {a.torch} (the same libtorch under both sides). {a.note}{loads}
 
 Each case trains the same student on Fashion-MNIST (60,000 train / 10,000 test images) for {a.epochs}
 epoch(s) at batch {a.batch} with {a.threads} threads, both sides from the same initial weights
@@ -194,12 +214,14 @@ epoch(s) at batch {a.batch} with {a.threads} threads, both sides from the same i
 cached once before training; {a.reps} repetitions per side, interleaved. The other side is
 `bench/throughput/kd_eager.py`, the loop a user would write by hand (AdamW with the same
 decay groups and schedule, `torch.autocast` for bf16). Samples/s is the training loop alone
-(samples over the summed time of the steps, the definition of distill's report; medians);
+(samples over the summed time of the steps, the definition of distill's report; median and
+min-max of the repetitions);
 wall time is the whole job measured from outside (process start, data and teacher load,
 teacher cache, training, an evaluation per epoch, export; distill also writes checkpoints and
 measures the exported student's latency); peak RSS by `/usr/bin/time -f %M`. Teacher:
-{a.teacher_note}. With cached logits the training throughput does not depend on the teacher's
-quality.
+{a.teacher_note}; test accuracy {100 * teacher_accuracy:.2f}%. With cached logits the training throughput does not depend on the teacher's
+quality. bf16 autocast runs native kernels on CPUs with `avx512_bf16`/`amx_bf16` and is
+emulated (slower than fp32) without them.
 
 {head}
 {rows}
@@ -237,8 +259,11 @@ def main():
     p.add_argument("--out", default="runs/bench-throughput")
     p.add_argument("--benchmarks", default="BENCHMARKS.md")
     p.add_argument("--command", default="scripts/bench-throughput")
-    p.add_argument("--note", default="")
+    p.add_argument("--note", default="", help="a sentence for the section (e.g. what else ran)")
+    p.add_argument("--report-only", action="store_true", help="rewrite the section from the saved results")
     a = p.parse_args()
+    a.command += f" --cases {a.cases} --epochs {a.epochs} --reps {a.reps} --threads {a.threads} --batch {a.batch}"
+    a.command += " --compile" if a.compile else ""
     import torch
 
     a.torch = torch.__version__
@@ -252,6 +277,10 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
     results = []
     for case in a.cases.split(","):
+        if a.report_only:
+            with open(os.path.join(a.out, case, "result.json")) as f:
+                results.append(json.load(f))
+            continue
         name, precision = case.rsplit("-", 1)
         results.append(run_case(a, name, precision, env))
         print(row(results[-1]), file=sys.stderr, flush=True)
