@@ -293,6 +293,7 @@ def main():
         model.train()
         order = orders[epoch]
         loss_sum = correct = seen = 0.0
+        epoch_start_seconds = train_seconds
         for i in range(steps_per_epoch):
             if step >= stop:
                 break
@@ -327,7 +328,7 @@ def main():
         agreement = (preds == teacher_test).float().mean().item()
         print(
             f"epoch {epoch + 1}/{epochs}: loss {loss_sum / max(seen, 1):.4f} train acc {correct / max(seen, 1):.4f}"
-            f" test acc {test_accuracy:.4f} {seen / max(train_seconds, 1e-9):.0f} samples/s",
+            f" test acc {test_accuracy:.4f} {seen / max(train_seconds - epoch_start_seconds, 1e-9):.0f} samples/s",
             file=sys.stderr,
             flush=True,
         )
