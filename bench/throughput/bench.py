@@ -1,0 +1,293 @@
+"""Side-by-side training throughput: `distill` against the hand-written PyTorch eager loop
+(`kd_eager.py`), run interleaved on the same machine, written into BENCHMARKS.md between the
+`throughput` markers. Called by `scripts/bench-throughput` (which builds and prepares the inputs).
+
+For each case (a cfg.toml and a precision), both sides get the same data files, teacher file,
+initial weights (`init.safetensors`, written here by kd_eager.py from the seeded PyTorch init and
+given to distill as `student.init`), epoch orders (distill's own permutations, written by the
+`epoch_order` example), batch size, epochs, optimiser, schedule, precision and thread count
+(`OMP_NUM_THREADS` for both, `torch.set_num_threads` in Python). Repetitions alternate which side
+runs first. Each run is timed from outside (wall clock) under `/usr/bin/time -f %M` (peak RSS).
+
+Check that both sides train the same thing: the loss of the first step (distill: a separate run
+with `train.log_every = 1` stopped after one step; Python: the first step of each timed run) and
+the mean loss of the first `log_every` steps (distill's first metrics line) must agree.
+"""
+import argparse
+import glob
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASES = {
+    "cnn": "examples/fashion-mnist/student.toml",
+    "mlp": "bench/throughput/mlp.toml",
+    "cnn-large": "bench/throughput/cnn-large.toml",
+}
+START, END = "<!-- throughput:start -->", "<!-- throughput:end -->"
+
+
+def timed(cmd, env, log):
+    """Runs `cmd` under /usr/bin/time (peak RSS, KiB) when present; (stdout, wall s, peak RSS MiB)."""
+    rss_file = log + ".rss"
+    wrapped = ["/usr/bin/time", "-f", "%M", "-o", rss_file] + cmd if os.path.exists("/usr/bin/time") else cmd
+    t0 = time.perf_counter()
+    with open(log, "w") as err:
+        p = subprocess.run(wrapped, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed ({p.returncode}); see {log}")
+    rss = float("nan")
+    if os.path.exists(rss_file):
+        with open(rss_file) as f:
+            rss = int(f.read().split()[-1]) / 1024
+    return p.stdout, wall, rss
+
+
+def distill_cmd(a, cfg, out, sets):
+    cmd = [a.distill, "--teacher", a.teacher, "--student", cfg, "--device", "cpu", "--out", out, "--overwrite", "--quiet"]
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd
+
+
+def first_metrics_line(folder):
+    for path in glob.glob(os.path.join(folder, "metrics.jsonl")):
+        with open(path) as f:
+            for line in f:
+                j = json.loads(line)
+                if "step" in j and j.get("kind", "step") == "step":
+                    return j
+    return None
+
+
+def loss_of(line):
+    losses = line.get("losses", line)
+    return losses["loss"] if isinstance(losses, dict) else losses
+
+
+def run_case(a, name, precision, env):
+    cfg = CASES[name]
+    case = f"{name}-{precision}"
+    out = os.path.join(a.out, case)
+    os.makedirs(out, exist_ok=True)
+    init = os.path.abspath(os.path.join(out, "init.safetensors"))
+    order = os.path.join(out, "order.i64")
+    py = [sys.executable, os.path.join(HERE, "kd_eager.py"), "--student", cfg]
+    subprocess.run(py + ["--write-init", init], env=env, check=True, stdout=subprocess.DEVNULL)
+    n = len(np.load(a.train_npz)["y"])
+    subprocess.run([a.epoch_order, str(n), "0", str(a.epochs), order], check=True)
+    sets = [
+        f"student.init={json.dumps(init)}",
+        f"train.epochs={a.epochs}",
+        f"train.batch_size={a.batch}",
+        f"train.precision={json.dumps(precision)}",
+    ]
+    eager = py + ["--teacher", a.teacher, "--init", init, "--order", order, "--epochs", str(a.epochs)]
+    eager += ["--batch-size", str(a.batch), "--precision", precision, "--threads", str(a.threads)]
+
+    # distill's first step alone: log every step, stop after one (a checkpoint is written).
+    check = os.path.join(out, "distill-first-step")
+    shutil.rmtree(check, ignore_errors=True)
+    shutil.rmtree(check + ".partial", ignore_errors=True)
+    subprocess.run(
+        distill_cmd(a, cfg, check, sets + ["train.log_every=1"]) + ["--stop-after-steps", "1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    line = first_metrics_line(check + ".partial") or first_metrics_line(check)
+    distill_first = loss_of(line) if line else float("nan")
+
+    sides = ["distill", "eager"] + (["compile"] if a.compile else [])
+    runs = {s: [] for s in sides}
+    for rep in range(a.reps):
+        # alternate which side goes first, so a trend in the machine's load hits both
+        for side in sides if rep % 2 == 0 else list(reversed(sides)):
+            log = os.path.join(out, f"{side}-{rep}.log")
+            print(f"== {case} rep {rep + 1}/{a.reps}: {side}", file=sys.stderr, flush=True)
+            if side == "distill":
+                run_dir = os.path.join(out, f"distill-{rep}")
+                _, wall, rss = timed(distill_cmd(a, cfg, run_dir, sets), env, log)
+                with open(os.path.join(run_dir, "report.json")) as f:
+                    s = json.load(f)["student"]
+                first = first_metrics_line(run_dir)
+                r = {
+                    "samples_per_s": s["samples_per_s"],
+                    "train_seconds": s["train_seconds"],
+                    "test_accuracy": s["test_accuracy"],
+                    "first_window_loss": loss_of(first) if first else float("nan"),
+                }
+            else:
+                cmd = eager + (["--compile"] if side == "compile" else [])
+                stdout, wall, rss = timed(cmd, env, log)
+                r = json.loads(stdout.strip().splitlines()[-1])
+            r.update(wall=wall, rss_mib=rss)
+            runs[side].append(r)
+            print(f"   {r['samples_per_s']:.0f} samples/s, wall {wall:.1f} s, {rss:.0f} MiB", file=sys.stderr, flush=True)
+    result = {"case": case, "cfg": cfg, "precision": precision, "distill_first_loss": distill_first, "runs": runs}
+    result["load_average"] = os.getloadavg()
+    with open(os.path.join(out, "result.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def median(runs, key):
+    return statistics.median(r[key] for r in runs) if runs else float("nan")
+
+
+def spread(runs, key):
+    """`median (min-max)` of `key` over the repetitions."""
+    values = [r[key] for r in runs]
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+
+def row(result):
+    runs = result["runs"]
+    d, e = runs["distill"], runs["eager"]
+    c = runs.get("compile", [])
+    sd, se = median(d, "samples_per_s"), median(e, "samples_per_s")
+    sc = spread(c, "samples_per_s") if c else "not measured"
+    first_e = e[0]["first_loss"]
+    diff = abs(result["distill_first_loss"] - first_e)
+    acc = lambda rs: "/".join(f"{100 * r['test_accuracy']:.2f}" for r in rs)  # noqa: E731
+    window = f"{median(d, 'first_window_loss'):.5f} / {median(e, 'first_window_loss'):.5f}"
+    return (
+        f"| {result['case']} | {spread(d, 'samples_per_s')} | {spread(e, 'samples_per_s')} | **{sd / se:.2f}x** | {sc} "
+        f"| {median(d, 'wall'):.1f} / {median(e, 'wall'):.1f} | {median(e, 'teacher_cache_seconds'):.1f} "
+        f"| {median(d, 'rss_mib'):.0f} / {median(e, 'rss_mib'):.0f} "
+        f"| {result['distill_first_loss']:.6f} / {first_e:.6f} ({diff:.1e}) | {window} | {acc(d)} / {acc(e)} |"
+    )
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags():
+    """The CPU's bf16 support, which decides whether bf16 autocast is native or emulated."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return ""
+    have = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return "; " + ", ".join(have) if have else ""
+
+
+def section(a, results):
+    head = (
+        "| case | distill samples/s | eager samples/s | ratio | torch.compile samples/s "
+        "| wall s (distill / eager) | of which teacher cache (eager) s | peak RSS MiB (distill / eager) "
+        f"| first-step loss (distill / eager, diff) | mean loss of the first {a.log_every} steps "
+        "| test accuracy % (distill / eager, each rep) |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
+    )
+    rows = "\n".join(row(r) for r in results)
+    loads = ", ".join(f"{r['case']} {r['load_average'][0]:.2f}" for r in results if "load_average" in r)
+    loads = f" One-minute load average at the end of each case: {loads}." if loads else ""
+    teacher_accuracy = results[0]["runs"]["eager"][0]["teacher_accuracy"] if results else float("nan")
+    return f"""{START}
+## Training throughput against a PyTorch eager loop (`scripts/bench-throughput`)
+
+Measured {a.date} with `{a.command}` on {os.cpu_count()} cores ({cpu_model()}{cpu_flags()}), no
+GPU, torch {a.torch} (the same libtorch under both sides). {a.note}{loads}
+
+Each case trains the same student on Fashion-MNIST (60,000 train / 10,000 test images) for {a.epochs}
+epoch(s) at batch {a.batch} with {a.threads} threads, both sides from the same initial weights
+(`student.init`), in the same batches (distill's epoch permutations), with the teacher's logits
+cached once before training; {a.reps} repetitions per side, interleaved. The other side is
+`bench/throughput/kd_eager.py`, the loop a user would write by hand (AdamW with the same
+decay groups and schedule, `torch.autocast` for bf16). Samples/s is the training loop alone
+(samples over the summed time of the steps, the definition of distill's report; median and
+min-max of the repetitions);
+wall time is the whole job measured from outside (process start, data and teacher load,
+teacher cache, training, an evaluation per epoch, export; distill also writes checkpoints and
+measures the exported student's latency); peak RSS by `/usr/bin/time -f %M`. Teacher:
+{a.teacher_note}; test accuracy {100 * teacher_accuracy:.2f}%. With cached logits the training throughput does not depend on the teacher's
+quality. bf16 autocast runs native kernels on CPUs with `avx512_bf16`/`amx_bf16` and is
+emulated (slower than fp32) without them.
+
+{head}
+{rows}
+
+The first-step loss is the loss of the first batch from the same initial weights before any
+update (distill: a separate run with `train.log_every = 1` stopped after one step); the next
+column compares the mean of the first {a.log_every} steps (distill's first metrics line), where
+both sides have updated the weights {a.log_every - 1} times. torch.compile: {a.compile_note}
+{END}"""
+
+
+def write_section(path, text):
+    old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    if START in old and END in old:
+        new = old[: old.index(START)] + text + old[old.index(END) + len(END) :]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text + "\n"
+    with open(path, "w") as f:
+        f.write(new)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--distill", required=True)
+    p.add_argument("--epoch-order", required=True)
+    p.add_argument("--teacher", required=True)
+    p.add_argument("--teacher-note", required=True)
+    p.add_argument("--train-npz", default="data/fashion-mnist/train.npz")
+    p.add_argument("--cases", default="cnn-fp32,cnn-bf16,mlp-fp32,mlp-bf16")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--out", default="runs/bench-throughput")
+    p.add_argument("--benchmarks", default="BENCHMARKS.md")
+    p.add_argument("--command", default="scripts/bench-throughput")
+    p.add_argument("--note", default="", help="a sentence for the section (e.g. what else ran)")
+    p.add_argument("--report-only", action="store_true", help="rewrite the section from the saved results")
+    a = p.parse_args()
+    a.command += f" --cases {a.cases} --epochs {a.epochs} --reps {a.reps} --threads {a.threads} --batch {a.batch}"
+    a.command += " --compile" if a.compile else ""
+    import torch
+
+    a.torch = torch.__version__
+    a.date = time.strftime("%Y-%m-%d", time.gmtime())
+    a.log_every = 50
+    a.compile_note = (
+        "the student compiled with `torch.compile` (default mode), compile time inside the first steps."
+        if a.compile
+        else "not measured in this run (pass `--compile`)."
+    )
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
+    results = []
+    for case in a.cases.split(","):
+        if a.report_only:
+            with open(os.path.join(a.out, case, "result.json")) as f:
+                results.append(json.load(f))
+            continue
+        name, precision = case.rsplit("-", 1)
+        results.append(run_case(a, name, precision, env))
+        print(row(results[-1]), file=sys.stderr, flush=True)
+    text = section(a, results)
+    write_section(a.benchmarks, text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
