@@ -5,7 +5,7 @@ use crate::memory::errors::EstimateError;
 use crate::memory::sizes::{mul, per, Chain};
 use crate::schema::arch::{Attention, FeedForward};
 use crate::schema::dtype::DType;
-use crate::schema::{Activation, AttentionKernel, MlpKind};
+use crate::schema::{Activation, AttentionKernel, MlpKind, NormKind};
 
 /// Pre-norm self-attention `x + dropout(proj(attention(norm(x))))` over `[s, dim]` per sample.
 ///
@@ -30,18 +30,9 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
     let local_sh = mul(seq, dim)?.div_ceil(tp);
     let full_sh = mul(seq, dim)?;
 
-    b.norm_params(norm, dim);
-    let y = b.norm(norm, x, dim)?;
     // fused qkv projection (column-parallel)
-    let tq = b.mm_dtype(y.dtype);
-    b.save_as(&y, tq)?;
-    b.weights(&Weights {
-        weight: Some("qkv.weight"),
-        weight_elems: mul(qkv_width, dim)?,
-        bias: bias.then_some(("qkv.bias", qkv_width)),
-        parallel: Parallel::Column,
-        weight_saved: true,
-    })?;
+    let qkv_proj = Projection { names: ("qkv.weight", "qkv.bias"), inputs: dim, outputs: qkv_width, bias };
+    let (y, tq) = norm_then_column(b, x, norm, &qkv_proj)?;
     let qkv = mul(seq, qkv_width)?.div_ceil(tp);
     let fallback = kernel == AttentionKernel::Flash && !cuda && attention_dropout > 0.0;
     if kernel == AttentionKernel::Math || fallback {
@@ -73,7 +64,8 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
         b.save(per(qkv, tq)?); // q, k, v: views of one storage
         b.save(per(local_sh, tq)?); // output, laid out [b, s, a, d]: the out-projection reads a view
         b.save(per(mul(local_heads, seq)?, DType::F32)?); // logsumexp
-                                                          // largest backward moment: the flash backward (gradients of q, k, v and of the output)
+
+        // largest backward moment: the flash backward (gradients of q, k, v and of the output)
         b.scratch(Scratch::Backward, per(qkv, tq)?);
         b.scratch(Scratch::Backward, per(local_sh, tq)?);
         b.scratch(Scratch::Backward, per(mul(local_heads, seq)?, DType::F32)?);
@@ -81,18 +73,8 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
         b.scratch(Scratch::Inference, per(local_sh, tq)?);
     }
     // output projection (row-parallel: bias replicated)
-    b.weights(&Weights {
-        weight: Some("proj.weight"),
-        weight_elems: mul(dim, dim)?,
-        bias: bias.then_some(("proj.bias", dim)),
-        parallel: Parallel::Row,
-        weight_saved: true,
-    })?;
-    if dropout > 0.0 {
-        b.block_dropout(full_sh, tq)?;
-    }
-    b.scratch(Scratch::Forward, per(full_sh, tq)?);
-    b.scratch(Scratch::Forward, per(full_sh, tq)?);
+    let out_proj = Projection { names: ("proj.weight", "proj.bias"), inputs: dim, outputs: dim, bias };
+    row_then_residual(b, x, &out_proj, dropout, tq)?;
     b.scratch(Scratch::Backward, per(full_sh, x.dtype)?); // the residual stream's gradient
     b.scratch(Scratch::Inference, per(full_sh, y.dtype)?);
     b.scratch(Scratch::Inference, per(full_sh, tq)?);
@@ -114,17 +96,8 @@ pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Resul
     let hidden = mul(seq, width)?.div_ceil(tp);
     let hidden_up = mul(seq, up)?.div_ceil(tp);
 
-    b.norm_params(norm, dim);
-    let y = b.norm(norm, x, dim)?;
-    let tq = b.mm_dtype(y.dtype);
-    b.save_as(&y, tq)?;
-    b.weights(&Weights {
-        weight: Some("fc1.weight"),
-        weight_elems: mul(up, dim)?,
-        bias: bias.then_some(("fc1.bias", up)),
-        parallel: Parallel::Column,
-        weight_saved: true,
-    })?;
+    let fc1 = Projection { names: ("fc1.weight", "fc1.bias"), inputs: dim, outputs: up, bias };
+    let (y, tq) = norm_then_column(b, x, norm, &fc1)?;
     match kind {
         MlpKind::Standard => match activation {
             // saves its output, which fc2 saves too: one storage, needed by its own backward
@@ -140,18 +113,8 @@ pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Resul
             b.save_released(per(hidden, tq)?); // product = fc2 input
         }
     }
-    b.weights(&Weights {
-        weight: Some("fc2.weight"),
-        weight_elems: mul(dim, width)?,
-        bias: bias.then_some(("fc2.bias", dim)),
-        parallel: Parallel::Row,
-        weight_saved: true,
-    })?;
-    if dropout > 0.0 {
-        b.block_dropout(full_sh, tq)?;
-    }
-    b.scratch(Scratch::Forward, per(full_sh, tq)?);
-    b.scratch(Scratch::Forward, per(full_sh, tq)?);
+    let fc2 = Projection { names: ("fc2.weight", "fc2.bias"), inputs: width, outputs: dim, bias };
+    row_then_residual(b, x, &fc2, dropout, tq)?;
     // largest backward moment: the activation's backward (gradients of fc2's input and of fc1's
     // output, and the residual stream's gradient)
     b.scratch(Scratch::Backward, per(hidden, tq)?);
@@ -164,5 +127,62 @@ pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Resul
         b.scratch(Scratch::Inference, per(hidden, tq)?);
     }
     b.p.output = b.fresh(x.elems, DType::promote(x.dtype, tq), true);
+    Ok(())
+}
+
+/// A projection of a block: its parameter names (weight, bias), `inputs` -> `outputs` features.
+struct Projection {
+    names: (&'static str, &'static str),
+    inputs: u64,
+    outputs: u64,
+    bias: bool,
+}
+
+impl Projection {
+    fn weights(&self, parallel: Parallel) -> Result<Weights, EstimateError> {
+        Ok(Weights {
+            weight: Some(self.names.0),
+            weight_elems: mul(self.outputs, self.inputs)?,
+            bias: self.bias.then_some((self.names.1, self.outputs)),
+            parallel,
+            weight_saved: true,
+        })
+    }
+}
+
+/// The opening both blocks share: the pre-norm of `x` (its parameters and saved statistics),
+/// its output saved as the matmul input, and the column-parallel projection `proj`. Returns the
+/// norm's output and the matmul dtype.
+fn norm_then_column(
+    b: &mut Builder,
+    x: &Chain,
+    norm: NormKind,
+    proj: &Projection,
+) -> Result<(Chain, DType), EstimateError> {
+    b.norm_params(norm, proj.inputs);
+    let y = b.norm(norm, x, proj.inputs)?;
+    let tq = b.mm_dtype(y.dtype);
+    b.save_as(&y, tq)?;
+    b.weights(&proj.weights(Parallel::Column)?)?;
+    Ok((y, tq))
+}
+
+/// The closing both blocks share: the row-parallel projection `proj` back to the width of `x`
+/// (its bias replicated), the residual dropout's mask, and the two forward temporaries of `x`'s
+/// size (projection output and residual sum) in the matmul dtype `tq`.
+fn row_then_residual(
+    b: &mut Builder,
+    x: &Chain,
+    proj: &Projection,
+    dropout: f64,
+    tq: DType,
+) -> Result<(), EstimateError> {
+    b.weights(&proj.weights(Parallel::Row)?)?;
+    let full_sh = mul(x.elems / proj.outputs.max(1), proj.outputs)?;
+    if dropout > 0.0 {
+        b.block_dropout(full_sh, tq)?;
+    }
+    b.scratch(Scratch::Forward, per(full_sh, tq)?);
+    b.scratch(Scratch::Forward, per(full_sh, tq)?);
     Ok(())
 }
