@@ -25,7 +25,7 @@ pub fn student_predictions(student: &Student, data: &Dataset, objective: &dyn Ob
 /// # Errors
 /// As [`Teacher::finite_output`]: a forward that fails, or a NaN/inf output (naming its row).
 pub fn teacher_outputs(teacher: &Teacher, data: &Dataset, batch: usize) -> Result<Tensor> {
-    let outputs = data.chunks(batch).map(|b| teacher.finite_output(&b, data.path())).collect::<Result<Vec<_>>>()?;
+    let outputs = data.chunks(batch).map(|b| teacher.finite_output(&b, data)).collect::<Result<Vec<_>>>()?;
     Ok(Tensor::cat(&outputs, 0))
 }
 

@@ -48,7 +48,7 @@ impl Loaded {
         let probe = train.batch(&probe);
         let probe_logits = teacher.output(&probe.input)?;
         check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes)?;
-        teacher.check_finite(&probe_logits, &probe.input, &probe.rows, train.path())?;
+        teacher.check_finite(&probe_logits, &probe, &train)?;
         check_eval_mode(&teacher, &probe.input, &probe_logits)?;
         let (_, student) = build_student(spec, cfg.init.as_deref(), &cfg.path, device)?;
         check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;

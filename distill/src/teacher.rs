@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
-use crate::data::{Batch, ModelInput};
+use crate::data::{Batch, Dataset, ModelInput};
 use crate::error::{first_line, DistillError, Result};
 use crate::precision::teacher_kind;
 
@@ -91,27 +91,28 @@ impl Teacher {
     ///
     /// # Errors
     /// As [`Teacher::output`]; [`DistillError::Teacher`] (or [`DistillError::Data`]) when an
-    /// output value is NaN or inf, naming the first such row of the data file `data` and the
-    /// cause that was checked (see [`Teacher::explain_nonfinite`]).
-    pub fn finite_output(&self, batch: &Batch, data: &Path) -> Result<Tensor> {
+    /// output value is NaN or inf, naming the first such row of the data file of `data` (the
+    /// dataset `batch` came from) and the cause that was checked (see
+    /// [`Teacher::explain_nonfinite`]).
+    pub fn finite_output(&self, batch: &Batch, data: &Dataset) -> Result<Tensor> {
         let output = self.output(&batch.input)?;
-        self.check_finite(&output, &batch.input, &batch.rows, data)?;
+        self.check_finite(&output, batch, data)?;
         Ok(output)
     }
 
-    /// Refuses teacher outputs `output` [B, ...] for `input` (rows `rows` of `data`) that hold
-    /// NaN or inf; see [`Teacher::finite_output`].
+    /// Refuses teacher outputs `output` [B, ...] for `batch` (of `data`) that hold NaN or inf;
+    /// see [`Teacher::finite_output`]. The file row is looked up only for the message.
     ///
     /// # Errors
     /// As [`Teacher::finite_output`].
-    pub fn check_finite(&self, output: &Tensor, input: &ModelInput, rows: &Tensor, data: &Path) -> Result<()> {
+    pub fn check_finite(&self, output: &Tensor, batch: &Batch, data: &Dataset) -> Result<()> {
         let bad = output.isfinite().logical_not().reshape([output.size()[0], -1]).any_dim(1, false);
         if !bool::try_from(bad.any()).unwrap_or(true) {
             return Ok(());
         }
         let i = bad.nonzero().int64_value(&[0, 0]);
-        let row = rows.int64_value(&[i]);
-        Err(self.explain_nonfinite(&input.narrow(i, 1), &output.get(i), row, data))
+        let row = data.file_rows(&batch.index).int64_value(&[i]);
+        Err(self.explain_nonfinite(&batch.input.narrow(i, 1), &output.get(i), row, data.path()))
     }
 
     /// Why the teacher's logits `logits` [C] for row `row` of `data` (model input `input`, one

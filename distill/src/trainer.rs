@@ -48,7 +48,7 @@ impl SoftTargets<'_> {
         Ok(match self {
             SoftTargets::None => None,
             SoftTargets::Cached(all) => Some(all.index_select(0, index)),
-            SoftTargets::Live(teacher) => Some(teacher.finite_output(batch, data.path())?),
+            SoftTargets::Live(teacher) => Some(teacher.finite_output(batch, data)?),
         })
     }
 }

@@ -157,7 +157,7 @@ impl Dataset {
         Batch {
             input: self.examples.input(index),
             labels: self.labels.as_ref().map(|y| y.index_select(0, index)),
-            rows: self.file_rows(index),
+            index: index.shallow_clone(),
         }
     }
 
@@ -169,7 +169,7 @@ impl Dataset {
             Batch {
                 input: self.examples.input_range(start, len),
                 labels: self.labels.as_ref().map(|y| y.narrow(0, start, len)),
-                rows: self.file_rows(&Tensor::arange_start(start, start + len, (Kind::Int64, Device::Cpu))),
+                index: Tensor::arange_start(start, start + len, (Kind::Int64, Device::Cpu)),
             }
         })
     }

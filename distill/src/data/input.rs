@@ -57,6 +57,7 @@ pub struct Batch {
     pub input: ModelInput,
     /// Class labels [B] (Int64); `None` for unlabelled data.
     pub labels: Option<Tensor>,
-    /// The row of the data file of each sample [B] (Int64, on the dataset's device), for messages.
-    pub rows: Tensor,
+    /// The dataset's indices of the samples [B] (Int64); `Dataset::file_rows` maps them to the
+    /// rows of the data file, only when a message needs them.
+    pub index: Tensor,
 }
