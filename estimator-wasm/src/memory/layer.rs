@@ -149,12 +149,12 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
             // a view: same storage, same bytes
             b.p.output = Chain { elems: n_out, ..x };
         }
-        Op::MeanPool => {
+        Op::MeanPool | Op::ClsPool | Op::L2Normalize => {
             let out = b.fresh(n_out, x.dtype, x.requires_grad);
             grad_io(&mut b, &out)?;
             b.p.output = out;
         }
-        Op::Embedding { vocab, dim, positions } => {
+        Op::Embedding { vocab, dim, positions, token_types } => {
             // input: int64 token ids [s], saved for the weight's gradient
             b.save_chain(&x)?;
             if positions > 0 {
@@ -163,6 +163,9 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
             b.param("tokens.weight", mul(vocab, dim)?, ParamRole::EMBEDDING);
             if positions > 0 {
                 b.param("positions.weight", mul(positions, dim)?, ParamRole::PLAIN);
+            }
+            if token_types > 0 {
+                b.param("token_types.weight", mul(token_types, dim)?, ParamRole::PLAIN);
             }
             let out = b.fresh(n_out, ctx.recipe.weight, true);
             b.scratch(Scratch::Backward, out.size()?);

@@ -251,6 +251,8 @@ pub(crate) fn kind_name(op: &Op) -> &'static str {
         Op::FeedForward(_) => "feed_forward",
         Op::RmsNorm { .. } => "rms_norm",
         Op::MeanPool => "mean_pool",
+        Op::ClsPool => "cls_pool",
+        Op::L2Normalize => "l2_normalize",
         Op::LmHead { .. } => "lm_head",
     }
 }

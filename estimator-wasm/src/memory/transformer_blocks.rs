@@ -19,7 +19,7 @@ use crate::schema::{Activation, AttentionKernel, MlpKind, NormKind};
 /// falls back to the math kernel in fp32 (measured), which is modelled as such.
 /// Tensor parallelism splits heads: everything between the qkv and out projections is `/t`.
 pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(), EstimateError> {
-    let Attention { dim, heads, kv_heads, kernel, norm, attention_dropout, dropout, bias } = *a;
+    let Attention { dim, heads, kv_heads, kernel, norm, attention_dropout, dropout, bias, .. } = *a;
     let (tp, cuda, ac) = (b.ctx.tp, b.ctx.cuda, b.ctx.recipe.autocast);
     let compute = b.ctx.recipe.compute;
     let seq = x.elems / dim.max(1);
@@ -88,7 +88,7 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
 /// fc2's input. SwiGLU: fc1 output (gate and up, one storage), `silu(gate)` and the product,
 /// `2sbh + 8sbi`. fc1 is column-parallel, fc2 row-parallel.
 pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Result<(), EstimateError> {
-    let FeedForward { dim, width, mlp: kind, activation, norm, dropout, bias } = *f;
+    let FeedForward { dim, width, mlp: kind, activation, norm, dropout, bias, .. } = *f;
     let tp = b.ctx.tp;
     let seq = x.elems / dim.max(1);
     let up = if kind == MlpKind::Swiglu { mul(width, 2)? } else { width };

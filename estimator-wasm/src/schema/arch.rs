@@ -9,9 +9,11 @@
 //! then `flatten`; for each hidden block `j`: `fc{j}`, `fc{j}_norm`, `fc{j}_act`, `fc{j}_drop`;
 //! then `head`. Norm, pool and dropout layers appear only when configured.
 //!
-//! A transformer (estimator only) is `embed`, `embed_drop`, then per layer `i` the pre-norm
+//! A transformer is `embed`, `embed_norm` (post-norm only), `embed_drop`, then per layer `i` the
 //! blocks `blk{i}_attn` and `blk{i}_mlp` (each includes its norm, dropout and residual add),
-//! `final_norm`, `pool` (classifier head only) and `head`.
+//! `final_norm` (pre-norm only), then by head: `head` (language model); `pool`, `head`
+//! (classifier); `pool`, `head` (only when `data.classes != d_model`), `normalize` (only when
+//! `normalize`) for a sentence embedding.
 //!
 //! [`checkpoint_segments`] is the one definition of how gradient checkpointing splits this
 //! list, shared by the trainer and the estimator.
@@ -21,7 +23,7 @@ use crate::schema::errors::SpecError;
 pub use crate::schema::layer_ops::{numel, Attention, FeedForward, Layer, Op};
 use crate::schema::spec::DataSpec;
 use crate::schema::student_spec::{
-    Checkpointing, Family, HeadKind, Norm, NormKind, Pool, StudentSpec, TransformerSpec,
+    Checkpointing, Family, HeadKind, Norm, NormKind, NormPosition, Pool, Pooling, StudentSpec, TransformerSpec,
 };
 
 /// Expands `student` for inputs described by `data` into its layer sequence.
@@ -83,14 +85,24 @@ pub fn layers(student: &StudentSpec, data: &DataSpec) -> Result<Vec<Layer>, Spec
 fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpec) -> Vec<Layer> {
     let seq = data.input_shape.first().copied().unwrap_or(1);
     let h = t.d_model;
+    let post_norm = t.norm_position == NormPosition::Post;
+    let norm_op = match t.norm {
+        NormKind::Layer => Op::LayerNorm { features: h },
+        NormKind::Rms => Op::RmsNorm { features: h },
+    };
     let mut b = Builder { layers: Vec::new(), shape: vec![seq] };
-    b.push("embed", Op::Embedding { vocab: t.vocab, dim: h, positions: t.max_positions }, vec![seq, h]);
+    let embed = Op::Embedding { vocab: t.vocab, dim: h, positions: t.max_positions, token_types: t.token_types };
+    b.push("embed", embed, vec![seq, h]);
+    if post_norm {
+        b.same("embed_norm", norm_op);
+    }
     if student.dropout > 0.0 {
         b.same("embed_drop", Op::Dropout { p: student.dropout });
     }
     for i in 1..=t.layers {
         let attention = Op::SelfAttention(Attention {
             dim: h,
+            post_norm,
             heads: t.heads,
             kv_heads: t.kv_heads(),
             kernel: t.attention,
@@ -102,6 +114,7 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
         b.same(&format!("blk{i}_attn"), attention);
         let mlp = Op::FeedForward(FeedForward {
             dim: h,
+            post_norm,
             width: t.mlp_width(),
             mlp: t.mlp,
             activation: student.activation,
@@ -111,10 +124,13 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
         });
         b.same(&format!("blk{i}_mlp"), mlp);
     }
-    match t.norm {
-        NormKind::Layer => b.same("final_norm", Op::LayerNorm { features: h }),
-        NormKind::Rms => b.same("final_norm", Op::RmsNorm { features: h }),
+    if !post_norm {
+        b.same("final_norm", norm_op);
     }
+    let pool = match t.pooling {
+        Pooling::Mean => Op::MeanPool,
+        Pooling::Cls => Op::ClsPool,
+    };
     match t.head {
         HeadKind::Lm => {
             // a bias unless tied (GPT-2 ties and has none; Llama has no biases at all)
@@ -123,9 +139,18 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
             b.push("head", head, vec![seq, data.classes]);
         }
         HeadKind::Classifier => {
-            b.push("pool", Op::MeanPool, vec![h]);
+            b.push("pool", pool, vec![h]);
             let head = Op::LmHead { in_features: h, out_features: data.classes, bias: true, tied: false };
             b.push("head", head, vec![data.classes]);
+        }
+        HeadKind::Embedding => {
+            b.push("pool", pool, vec![h]);
+            if data.classes != h {
+                b.push("head", Op::Linear { in_features: h, out_features: data.classes }, vec![data.classes]);
+            }
+            if t.normalize {
+                b.same("normalize", Op::L2Normalize);
+            }
         }
     }
     b.layers
@@ -282,5 +307,48 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("student.channels"), "{e}");
+    }
+
+    const ENCODER: &str = "[data]\ntokenizer = \"tokenizer.json\"\ninput_shape = [128]\nclasses = 384\n\
+        [student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n\
+        [student.transformer]\nvocab = 30522\nlayers = 2\nd_model = 192\nheads = 6\nmax_positions = 512\n\
+        token_types = 2\nnorm_position = \"post\"\nnorm_eps = 1e-12\nhead = \"embedding\"\nnormalize = true\n\
+        [kd]\nobjective = \"embedding_mse\"\n";
+
+    #[test]
+    fn post_norm_sentence_encoder_layers() {
+        let c = Config::from_toml_str(ENCODER).unwrap();
+        let l = layers(&c.student, &c.data).unwrap();
+        let ids: Vec<&str> = l.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["embed", "embed_norm", "blk1_attn", "blk1_mlp", "blk2_attn", "blk2_mlp", "pool", "head", "normalize"]
+        );
+        assert_eq!(l[7].output, vec![384], "projected to the teacher's width");
+        // embed (30522 + 512 + 2) * 192; embed_norm 384; per layer: attn 4*192^2 + 4*192 + norm 384,
+        // mlp 2*192*768 + 768 + 192 + norm 384; head 192*384 + 384
+        let per_layer = (4 * 192 * 192 + 4 * 192 + 384) + (2 * 192 * 768 + 768 + 192 + 384);
+        assert_eq!(param_count(&l), (30522 + 512 + 2) * 192 + 384 + 2 * per_layer + 192 * 384 + 384);
+        // same width as the output: no projection; pre-norm: a final norm, no embed_norm
+        let c = Config::from_toml_str(
+            &ENCODER.replace("classes = 384", "classes = 192").replace("norm_position = \"post\"", ""),
+        )
+        .unwrap();
+        let ids: Vec<String> = layers(&c.student, &c.data).unwrap().into_iter().map(|l| l.id).collect();
+        assert_eq!(ids, ["embed", "blk1_attn", "blk1_mlp", "blk2_attn", "blk2_mlp", "final_norm", "pool", "normalize"]);
+    }
+
+    #[test]
+    fn encoder_rules_name_their_key() {
+        let err = |text: String| Config::from_toml_str(&text).unwrap_err().to_string();
+        assert!(err(ENCODER.replace("embedding_mse", "logits")).contains("kd.objective"));
+        let e = err(ENCODER.replace("[student]\n", "[student]\ninit_from_teacher = [0, 2, 4]\n"));
+        assert!(e.contains("student.init_from_teacher") && e.contains("3 teacher layers for 2"), "{e}");
+        assert!(
+            Config::from_toml_str(&ENCODER.replace("[student]\n", "[student]\ninit_from_teacher = [0, 5]\n")).is_ok()
+        );
+        assert!(err(ENCODER.replace("input_shape = [128]", "input_shape = [128]\nscale = 0.5")).contains("data.scale"));
+        assert!(err(ENCODER.replace("norm_eps = 1e-12", "norm_eps = 0.0")).contains("norm_eps"));
+        assert!(err(ENCODER.replace("head = \"embedding\"", "head = \"classifier\"")).contains("normalize"));
     }
 }

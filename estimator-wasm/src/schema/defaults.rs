@@ -48,3 +48,6 @@ pub(crate) fn default_betas() -> [f64; 2] {
 pub(crate) fn default_eps() -> f64 {
     1e-8
 }
+pub(crate) fn norm_eps() -> f64 {
+    1e-5
+}

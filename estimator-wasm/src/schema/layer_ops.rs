@@ -53,22 +53,30 @@ pub enum Op {
     /// `[C, H, W]` to `[C * H * W]`.
     Flatten,
     /// `nn.Embedding(vocab, dim)` over int64 token ids `[s]`, plus a learned position
-    /// embedding of `positions` rows when `positions > 0`; output `[s, dim]`.
+    /// embedding of `positions` rows when `positions > 0` and a token-type embedding of
+    /// `token_types` rows (row 0 added to every token) when `token_types > 0`; the three are
+    /// summed; output `[s, dim]`.
     Embedding {
         vocab: u64,
         dim: u64,
         positions: u64,
+        token_types: u64,
     },
-    /// Pre-norm self-attention block ([`Attention`]).
+    /// Self-attention block ([`Attention`]), pre- or post-norm.
     SelfAttention(Attention),
-    /// Pre-norm feed-forward block ([`FeedForward`]).
+    /// Feed-forward block ([`FeedForward`]), pre- or post-norm.
     FeedForward(FeedForward),
     /// `nn.RMSNorm(features)`: weight only.
     RmsNorm {
         features: u64,
     },
-    /// Mean over the sequence: `[s, d]` to `[d]`.
+    /// Mean over the sequence's tokens whose attention mask is 1: `[s, d]` to `[d]`
+    /// (`sum(x * m) / max(sum(m), 1e-9)`, sentence-transformers' mean pooling).
     MeanPool,
+    /// The first token's vector (`[CLS]`): `[s, d]` to `[d]`.
+    ClsPool,
+    /// `x / max(||x||_2, 1e-12)` over the last dimension (`torch.nn.functional.normalize`).
+    L2Normalize,
     /// A transformer's output projection `[.., in]` to `[.., out]`; `tied` reuses the token
     /// embedding's weight (no parameters of its own).
     LmHead {
@@ -79,11 +87,14 @@ pub enum Op {
     },
 }
 
-/// Pre-norm self-attention block `x + dropout(proj(attention(norm(x))))` over `[s, dim]`:
-/// fused `qkv` projection (`dim` to `dim + 2 * kv_heads * dim / heads`), `heads` heads.
+/// Self-attention block over `[s, dim]`: pre-norm `x + dropout(proj(attention(norm(x))))`, or
+/// post-norm `norm(x + dropout(proj(attention(x))))`; fused `qkv` projection (`dim` to
+/// `dim + 2 * kv_heads * dim / heads`), `heads` heads, padded keys masked.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Attention {
     pub dim: u64,
+    /// Post-norm (BERT) instead of pre-norm.
+    pub post_norm: bool,
     pub heads: u64,
     pub kv_heads: u64,
     pub kernel: AttentionKernel,
@@ -93,11 +104,14 @@ pub struct Attention {
     pub bias: bool,
 }
 
-/// Pre-norm feed-forward block `x + dropout(fc2(act(fc1(norm(x)))))` over `[s, dim]`;
-/// SwiGLU's `fc1` produces gate and up (`2 * width`).
+/// Feed-forward block over `[s, dim]`: pre-norm `x + dropout(fc2(act(fc1(norm(x)))))`, or
+/// post-norm `norm(x + dropout(fc2(act(fc1(x)))))`; SwiGLU's `fc1` produces gate and up
+/// (`2 * width`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct FeedForward {
     pub dim: u64,
+    /// Post-norm (BERT) instead of pre-norm.
+    pub post_norm: bool,
     pub width: u64,
     pub mlp: MlpKind,
     pub activation: Activation,
@@ -128,6 +142,7 @@ impl Op {
                     && shape.len() >= 2
                     && !leaf.starts_with("tokens")
                     && !leaf.starts_with("positions")
+                    && !leaf.starts_with("token_types")
             })
             .fold(0u64, |acc, (_, shape)| acc.saturating_add(numel(shape).unwrap_or(u64::MAX)))
     }
@@ -157,10 +172,13 @@ impl Op {
                 vec![("weight", vec![features]), ("bias", vec![features])]
             }
             Op::RmsNorm { features } => vec![("weight", vec![features])],
-            Op::Embedding { vocab, dim, positions } => {
+            Op::Embedding { vocab, dim, positions, token_types } => {
                 let mut v = vec![("tokens.weight", vec![vocab, dim])];
                 if positions > 0 {
                     v.push(("positions.weight", vec![positions, dim]));
+                }
+                if token_types > 0 {
+                    v.push(("token_types.weight", vec![token_types, dim]));
                 }
                 v
             }
@@ -200,7 +218,13 @@ impl Op {
                 }
                 v
             }
-            Op::Activation { .. } | Op::Dropout { .. } | Op::Pool2d { .. } | Op::Flatten | Op::MeanPool => Vec::new(),
+            Op::Activation { .. }
+            | Op::Dropout { .. }
+            | Op::Pool2d { .. }
+            | Op::Flatten
+            | Op::MeanPool
+            | Op::ClsPool
+            | Op::L2Normalize => Vec::new(),
         }
     }
 }

@@ -11,12 +11,13 @@
 //! |---|---|
 //! | `student.transformer.layers` | 1 to [`MAX_LAYERS`] (DeepNet trained 1,000 layers) |
 //! | entries of `student.hidden`, `student.channels` | at most [`MAX_BLOCKS`] each |
-//! | `data.input_shape` entries, `data.classes`, widths in `hidden` and `channels`, `kernel`, `vocab`, `d_model`, `mlp_width`, `max_positions` | at most [`MAX_SIZE`] (2^24; Llama 3's vocabulary is 128,256, PaLM's feed-forward 73,728) |
+//! | `data.input_shape` entries, `data.classes`, widths in `hidden` and `channels`, `kernel`, `vocab`, `d_model`, `mlp_width`, `max_positions`, `token_types` | at most [`MAX_SIZE`] (2^24; Llama 3's vocabulary is 128,256, PaLM's feed-forward 73,728) |
 //! | `train.batch_size`, `train.eval_batch_size` | 1 to [`crate::schema::limits::MAX_BATCH`] (2^40) |
 //! | `train.epochs` | 1 to [`MAX_EPOCHS`] |
 //! | `estimate.data_parallel`, `tensor_parallel`, `pipeline_stages` | 1 to 2^20 (stages also at most one per layer) |
 //! | `student.checkpointing` segments | any; more segments than layers give one layer each |
 //! | `teacher.params`, `teacher.buffers` | 1 (0 for buffers) to 2^50 |
+//! | `student.init_from_teacher` | one entry per student layer, each 0 to [`MAX_LAYERS`] - 1 |
 //!
 //! The same keys under `[teacher.arch]` have the same bounds. Counts no work is proportional to
 //! (`warmup_steps`, `save_every`, `log_every`, `keep_checkpoints`, `prune.every_steps`) take any

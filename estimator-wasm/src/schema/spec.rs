@@ -77,9 +77,16 @@ pub struct DataSpec {
     /// Fraction of `train` held out as the test set when `test` is absent (0 < holdout < 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdout: Option<f64>,
-    /// Shape of one sample as the student sees it: `[C, H, W]` or `[D]`, each 1 to 2^24.
+    /// Text data (`train`/`test` are `.txt` files, one sentence per line): the Hugging Face
+    /// `tokenizer.json` that turns lines into token ids (the teacher's own), relative to the
+    /// cfg.toml's folder. Its padding setting is ignored: batches are padded to their longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
+    /// Shape of one sample as the student sees it: `[C, H, W]` or `[D]`, each 1 to 2^24; for
+    /// token ids `[S]`, the most tokens per sequence (longer ones are truncated and counted).
     pub input_shape: Vec<u64>,
-    /// Number of classes: the student's output width and the exclusive bound on labels (2 to 2^24).
+    /// The student's output width (2 to 2^24): the number of classes, the exclusive bound on
+    /// labels; for an `embedding` head, the embedding's width (the teacher's, e.g. 384).
     pub classes: u64,
     /// Multiplier applied to `x` before normalisation (1/255 for uint8 pixels).
     #[serde(default = "one")]
@@ -133,14 +140,32 @@ pub struct TeacherSpec {
     pub arch: Option<Box<StudentSpec>>,
 }
 
-/// `[kd]`: Hinton et al. 2015 (arXiv:1503.02531) soft-target distillation.
+/// What the distillation term compares (`[kd] objective`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KdObjective {
+    /// Class logits: `T^2 * KL(softmax(t/T) || softmax(s/T))` (Hinton et al. 2015).
+    #[default]
+    Logits,
+    /// Output vectors: mean squared error over every element, `mean((s - t)^2)` over [B, E]
+    /// (sentence-transformers' distillation recipe, Reimers & Gurevych 2020, arXiv:2004.09813).
+    EmbeddingMse,
+    /// Output vectors: `mean(1 - cos(s, t))` over the B rows.
+    EmbeddingCosine,
+}
+names!(KdObjective { Logits = "logits", EmbeddingMse = "embedding_mse", EmbeddingCosine = "embedding_cosine" });
+
+/// `[kd]`: the distillation loss. With `objective = "logits"`, Hinton et al. 2015
+/// (arXiv:1503.02531) soft-target distillation:
 ///
 /// `L = alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, y)`, with the KL
 /// summed over classes and averaged over samples (PyTorch's `batchmean`). `alpha = 0` trains on
-/// labels alone (no teacher), `alpha = 1` on soft targets alone.
+/// labels alone (no teacher), `alpha = 1` on soft targets alone. With an embedding objective
+/// the KL is replaced by that distance; unlabelled data (text) has no CE term: `L = alpha * kd`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KdSpec {
+    #[serde(default)]
+    pub objective: KdObjective,
     /// Softmax temperature T > 0 applied to both teacher and student logits in the KL term.
     #[serde(default = "four")]
     pub temperature: f64,
@@ -151,7 +176,7 @@ pub struct KdSpec {
 
 impl Default for KdSpec {
     fn default() -> Self {
-        KdSpec { temperature: 4.0, alpha: 0.9 }
+        KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9 }
     }
 }
 

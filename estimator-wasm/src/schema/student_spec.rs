@@ -12,8 +12,9 @@ pub enum Family {
     Mlp,
     /// `channels` conv blocks (conv, norm, activation, pool), flatten, `hidden` blocks, head.
     Cnn,
-    /// Pre-norm transformer over token ids, described by `[student.transformer]`.
-    /// The estimator prices it; `distill` trains only `mlp` and `cnn`.
+    /// Transformer over token ids (pre-norm like GPT-2 or post-norm like BERT), described by
+    /// `[student.transformer]`. `distill` trains the `embedding` head (sentence encoders); the
+    /// estimator prices every head.
     Transformer,
 }
 names!(Family { Mlp = "mlp", Cnn = "cnn", Transformer = "transformer" });
@@ -83,6 +84,12 @@ pub struct StudentSpec {
     /// Optional safetensors file to warm-start from (names as `distill` exports them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<String>,
+    /// Transformer students only: initialise from the teacher (DistilBERT style, Sanh et al.
+    /// 2019, arXiv:1910.01108): the embeddings and, for student layer `i`, teacher layer
+    /// `init_from_teacher[i]` (0-based), copied by name from the TorchScript teacher's
+    /// parameters. One entry per student layer; widths must match the teacher's. Empty: random.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_from_teacher: Vec<u64>,
     /// The transformer's shape (`family = "transformer"` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transformer: Option<TransformerSpec>,
@@ -129,13 +136,40 @@ pub enum HeadKind {
     /// A language-model head: `data.classes` logits per token (`data.classes` = `vocab`).
     #[default]
     Lm,
-    /// Mean over tokens, then `data.classes` logits per sequence.
+    /// `pooling` over tokens, then `data.classes` logits per sequence.
     Classifier,
+    /// A sentence embedding of width `data.classes`: `pooling` over the tokens, a linear
+    /// projection `head` when `data.classes != d_model`, and an L2 normalisation when
+    /// `normalize` (sentence-transformers' `Pooling` + `Dense` + `Normalize`).
+    Embedding,
 }
-names!(HeadKind { Lm = "lm", Classifier = "classifier" });
+names!(HeadKind { Lm = "lm", Classifier = "classifier", Embedding = "embedding" });
 
-/// `[student.transformer]` (or `[teacher.arch.transformer]`): a pre-norm transformer over
-/// token ids. The sequence length is `data.input_shape = [s]`.
+/// Where a transformer layer normalises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NormPosition {
+    /// `x + f(norm(x))`, and a `final_norm` after the last layer (GPT-2, Llama).
+    #[default]
+    Pre,
+    /// `norm(x + f(x))`, and an `embed_norm` after the embeddings (BERT, Vaswani et al. 2017).
+    Post,
+}
+names!(NormPosition { Pre = "pre", Post = "post" });
+
+/// How a sequence of token vectors `[s, d]` becomes one vector `[d]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pooling {
+    /// Mean over the tokens whose attention mask is 1 (padding excluded).
+    #[default]
+    Mean,
+    /// The first token's vector (BERT's `[CLS]`).
+    Cls,
+}
+names!(Pooling { Mean = "mean", Cls = "cls" });
+
+/// `[student.transformer]` (or `[teacher.arch.transformer]`): a transformer over token ids.
+/// The sequence length is `data.input_shape = [s]` (for text, the longest tokenised sentence
+/// kept; longer ones are truncated). Attention is bidirectional and masks padding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransformerSpec {
@@ -157,6 +191,12 @@ pub struct TransformerSpec {
     pub mlp: MlpKind,
     #[serde(default)]
     pub norm: NormKind,
+    /// Pre-norm (GPT-2, Llama) or post-norm (BERT) layers.
+    #[serde(default)]
+    pub norm_position: NormPosition,
+    /// The norms' epsilon (PyTorch's default 1e-5; BERT 1e-12). No effect on memory.
+    #[serde(default = "norm_eps")]
+    pub norm_eps: f64,
     #[serde(default)]
     pub attention: AttentionKernel,
     /// Dropout on the attention probabilities (`student.dropout` covers the residual branches
@@ -167,8 +207,17 @@ pub struct TransformerSpec {
     /// no positions).
     #[serde(default)]
     pub max_positions: u64,
+    /// Rows of a token-type (segment) embedding, BERT: 2; 0 for none. Every token is type 0.
+    #[serde(default)]
+    pub token_types: u64,
     #[serde(default)]
     pub head: HeadKind,
+    /// Pooling of the `classifier` and `embedding` heads.
+    #[serde(default)]
+    pub pooling: Pooling,
+    /// L2-normalise the `embedding` head's output (unit vectors, as all-MiniLM-L6-v2 returns).
+    #[serde(default)]
+    pub normalize: bool,
     /// Share the LM head's weight with the token embedding (GPT-2).
     #[serde(default)]
     pub tie_embeddings: bool,

@@ -9,8 +9,8 @@ use crate::schema::arch::{self, Layer, Op};
 use crate::schema::errors::SpecError;
 use crate::schema::spec::DataSpec;
 use crate::schema::student_spec::{
-    Activation, AttentionKernel, Checkpointing, Family, HeadKind, MlpKind, Norm, NormKind, Pool, StudentSpec,
-    TransformerSpec,
+    Activation, AttentionKernel, Checkpointing, Family, HeadKind, MlpKind, Norm, NormKind, NormPosition, Pool, Pooling,
+    StudentSpec, TransformerSpec,
 };
 
 /// A named teacher architecture.
@@ -24,12 +24,18 @@ pub struct Preset {
 }
 
 /// The presets `[teacher] preset = "..."` accepts.
-pub static PRESETS: [Preset; 5] = [
+pub static PRESETS: [Preset; 6] = [
     Preset {
         name: "fashion-mnist-cnn",
         description: "the example teacher of examples/fashion-mnist/train_teacher.py: conv32-BN-ReLU-pool, conv64-BN-ReLU-pool, fc128, dropout, fc",
         params: 421_738,
         build: fashion_cnn,
+    },
+    Preset {
+        name: "all-minilm-l6-v2",
+        description: "sentence-transformers all-MiniLM-L6-v2: post-norm BERT, 6 layers, d 384, 12 heads, FFN 1536, mean-pooled L2-normalised 384-d embedding (vocab 30522)",
+        params: 22_565_376,
+        build: minilm,
     },
     Preset {
         name: "gpt2",
@@ -120,6 +126,27 @@ fn fashion_cnn(data: &DataSpec) -> Result<Vec<Layer>, SpecError> {
     Ok(layers)
 }
 
+/// all-MiniLM-L6-v2 (BERT: Devlin et al. 2019; Wang et al. 2020, arXiv:2002.10957) reading
+/// token ids `[s]` (s <= 512) and returning its 384-d sentence embedding (`data.classes = 384`).
+/// 22,565,376 parameters: the file's 22,713,216 floats less BERT's pooler (384 x 384 + 384),
+/// which sentence embeddings never run.
+fn minilm(data: &DataSpec) -> Result<Vec<Layer>, SpecError> {
+    if !matches!(data.input_shape.as_slice(), [s] if *s <= 512) {
+        return Err(invalid_data("all-minilm-l6-v2 reads token ids: data.input_shape = [s] with s <= 512"));
+    }
+    if data.classes != 384 {
+        return Err(SpecError::Invalid {
+            key: "data.classes".into(),
+            message: "all-minilm-l6-v2 returns a 384-d embedding: set data.classes = 384".into(),
+        });
+    }
+    let text = "family = \"transformer\"\nactivation = \"gelu\"\n[transformer]\nvocab = 30522\nlayers = 6\n\
+        d_model = 384\nheads = 12\nmlp_width = 1536\nmax_positions = 512\ntoken_types = 2\n\
+        norm_position = \"post\"\nnorm_eps = 1e-12\nhead = \"embedding\"\nnormalize = true\n";
+    let spec: StudentSpec = basic_toml::from_str(text).expect("the MiniLM description parses");
+    arch::layers(&spec, data)
+}
+
 /// The shape of a published language model, in `[student.transformer]` terms.
 struct Lm {
     vocab: u64,
@@ -206,6 +233,7 @@ fn lm(data: &DataSpec, m: &Lm) -> Result<Vec<Layer>, SpecError> {
         dropout: 0.0,
         checkpointing: Checkpointing::None,
         init: None,
+        init_from_teacher: Vec::new(),
         transformer: Some(TransformerSpec {
             vocab,
             layers,
@@ -215,10 +243,15 @@ fn lm(data: &DataSpec, m: &Lm) -> Result<Vec<Layer>, SpecError> {
             mlp_width: Some(width),
             mlp,
             norm,
+            norm_position: NormPosition::Pre,
+            norm_eps: 1e-5,
             attention: AttentionKernel::Flash,
             attention_dropout: 0.0,
             max_positions,
+            token_types: 0,
             head: HeadKind::Lm,
+            pooling: Pooling::Mean,
+            normalize: false,
             tie_embeddings: tied,
             bias,
         }),
@@ -238,6 +271,7 @@ mod tests {
         DataSpec {
             train: None,
             test: None,
+            tokenizer: None,
             holdout: None,
             input_shape: shape,
             classes,
@@ -252,6 +286,7 @@ mod tests {
         for p in &PRESETS {
             let d = match p.name {
                 "fashion-mnist-cnn" => data(vec![1, 28, 28], 10),
+                "all-minilm-l6-v2" => data(vec![128], 384),
                 "gpt2" | "gpt2-medium" => data(vec![128], 50_257),
                 "llama-2-7b" => data(vec![128], 32_000),
                 _ => data(vec![128], 128_256),
@@ -266,6 +301,8 @@ mod tests {
         let e = preset_layers("gpt2", &data(vec![128], 10)).unwrap_err();
         assert!(e.to_string().contains("data.classes = 50257"), "{e}");
         let e = preset_layers("gpt-5", &data(vec![128], 10)).unwrap_err();
-        assert!(e.to_string().contains("known: fashion-mnist-cnn, gpt2"), "{e}");
+        assert!(e.to_string().contains("known: fashion-mnist-cnn, all-minilm-l6-v2, gpt2"), "{e}");
+        let e = preset_layers("all-minilm-l6-v2", &data(vec![128], 10)).unwrap_err();
+        assert!(e.to_string().contains("data.classes = 384"), "{e}");
     }
 }

@@ -341,7 +341,7 @@ mod schema_tests {
     #[test]
     fn defaults_fill_every_optional_key() {
         let c = Config::from_toml_str(MINIMAL).unwrap();
-        assert_eq!(c.kd, KdSpec { temperature: 4.0, alpha: 0.9 });
+        assert_eq!(c.kd, KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9 });
         assert_eq!(c.train.batch_size, BatchSize::Fixed(128));
         assert_eq!(c.train.optimizer, OptimizerKind::Adamw);
         assert_eq!(c.train.lr, 1e-3);
@@ -423,6 +423,9 @@ mod schema_tests {
         check(NormKind::VALUES, NormKind::NAMES);
         check(AttentionKernel::VALUES, AttentionKernel::NAMES);
         check(HeadKind::VALUES, HeadKind::NAMES);
+        check(NormPosition::VALUES, NormPosition::NAMES);
+        check(Pooling::VALUES, Pooling::NAMES);
+        check(KdObjective::VALUES, KdObjective::NAMES);
         check(OptimizerKind::VALUES, OptimizerKind::NAMES);
         check(Precision::VALUES, Precision::NAMES);
         check(PruneMethod::VALUES, PruneMethod::NAMES);
@@ -433,8 +436,12 @@ mod schema_tests {
 
     #[test]
     fn serialised_config_parses_back_equal() {
-        let text = include_str!("../../../examples/fashion-mnist/student.toml");
-        let c = Config::from_toml_str(text).unwrap();
-        assert_eq!(Config::from_toml_str(&c.to_toml_string()).unwrap(), c);
+        for text in [
+            include_str!("../../../examples/fashion-mnist/student.toml"),
+            include_str!("../../../examples/minilm/student.toml"),
+        ] {
+            let c = Config::from_toml_str(text).unwrap();
+            assert_eq!(Config::from_toml_str(&c.to_toml_string()).unwrap(), c);
+        }
     }
 }

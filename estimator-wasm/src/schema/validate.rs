@@ -22,10 +22,29 @@ impl Config {
         if let Some(t) = &self.student.transformer {
             t.validate_parallel("student.transformer", self.estimate.tensor_parallel)?;
         }
+        self.validate_outputs()?;
         match &self.prune {
             Some(prune) => prune.validate(&self.train, &self.student),
             None => Ok(()),
         }
+    }
+}
+
+impl Config {
+    /// What the student outputs, what the data feeds it and what `[kd]` compares must agree.
+    fn validate_outputs(&self) -> Result<(), SpecError> {
+        let head = self.student.transformer.as_ref().map(|t| t.head);
+        let embedding = head == Some(HeadKind::Embedding);
+        if embedding && self.kd.objective == KdObjective::Logits {
+            return invalid(
+                "kd.objective",
+                "the student outputs an embedding (head = \"embedding\"): set objective = \"embedding_mse\" or \"embedding_cosine\"",
+            );
+        }
+        if self.data.tokenizer.is_some() && self.student.family != Family::Transformer {
+            return invalid("data.tokenizer", "token ids need a student with family = \"transformer\"");
+        }
+        Ok(())
     }
 }
 
@@ -83,6 +102,14 @@ impl DataSpec {
         if let Some(h) = self.holdout {
             if !(h > 0.0 && h < 1.0) {
                 return invalid("data.holdout", "must be a fraction between 0 and 1");
+            }
+        }
+        if self.tokenizer.is_some() {
+            if shape.len() != 1 {
+                return invalid("data.input_shape", "text needs [max_tokens], e.g. [128]");
+            }
+            if self.scale != 1.0 || !self.mean.is_empty() || !self.std.is_empty() {
+                return invalid("data.scale", "token ids are not normalised: remove scale, mean and std");
             }
         }
         Ok(())
@@ -145,6 +172,19 @@ impl StudentSpec {
         if !(0.0..1.0).contains(&self.dropout) {
             return invalid(&key("dropout"), "must be in [0, 1)");
         }
+        if !self.init_from_teacher.is_empty() {
+            let Some(t) = &self.transformer else {
+                return invalid(&key("init_from_teacher"), "is only for family = \"transformer\"; remove it");
+            };
+            if self.init_from_teacher.len() as u64 != t.layers {
+                let n = self.init_from_teacher.len();
+                return invalid(
+                    &key("init_from_teacher"),
+                    &format!("lists {n} teacher layers for {} student layers: give one per student layer", t.layers),
+                );
+            }
+            limits::list(&key("init_from_teacher"), &self.init_from_teacher, MAX_LAYERS as usize, 0, MAX_LAYERS - 1)?;
+        }
         // Shapes must stay positive through every pooling stage.
         crate::schema::arch::layers(self, data)
             .map_err(|e| match e {
@@ -182,6 +222,13 @@ impl TransformerSpec {
         }
         if !(0.0..1.0).contains(&self.attention_dropout) {
             return invalid(&key("attention_dropout"), "must be in [0, 1)");
+        }
+        if !(self.norm_eps.is_finite() && self.norm_eps > 0.0 && self.norm_eps < 1.0) {
+            return invalid(&key("norm_eps"), "must be a number in (0, 1) (PyTorch: 1e-5, BERT: 1e-12)");
+        }
+        limits::within(&key("token_types"), self.token_types, 0, MAX_SIZE)?;
+        if self.normalize && self.head != HeadKind::Embedding {
+            return invalid(&key("normalize"), "is only for head = \"embedding\"");
         }
         let seq = data.input_shape[0];
         if self.max_positions != 0 && self.max_positions < seq {
