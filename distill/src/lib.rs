@@ -63,6 +63,7 @@ pub mod rundir;
 pub mod schedule;
 pub mod shim;
 pub mod shrink;
+pub mod similarity;
 pub mod step;
 pub mod student;
 pub mod students;

@@ -11,13 +11,22 @@ use crate::objective::LossValues;
 pub struct StepFigures {
     /// The batch's loss parts (non-finite when an fp16 step was skipped).
     pub losses: LossValues,
-    /// Correct top-1 predictions of the student in the batch, and the batch's samples.
-    pub correct: f64,
+    /// Correct top-1 predictions of the student in the batch (`None` when nothing scores them:
+    /// unlabelled data, embeddings), and the batch's samples.
+    pub correct: Option<f64>,
     pub samples: f64,
     /// Wall time of the step, seconds.
     pub seconds: f64,
     /// False for an fp16 step skipped for a non-finite loss or gradients.
     pub applied: bool,
+}
+
+/// The held-out figures of an epoch end (see [`EpochLine`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HeldOut {
+    pub test_accuracy: Option<f64>,
+    pub agreement: Option<f64>,
+    pub spearman: Option<f64>,
 }
 
 /// Running sums over a logging window or an epoch.
@@ -27,6 +36,9 @@ struct Window {
     sums: LossValues,
     correct: f64,
     samples: f64,
+    /// Samples of `samples` without a score (unlabelled data, embeddings).
+    #[serde(default)]
+    unscored: f64,
     batches: f64,
     seconds: f64,
 }
@@ -34,7 +46,10 @@ struct Window {
 impl Window {
     fn add(&mut self, f: &StepFigures) {
         self.sums += f.losses;
-        self.correct += f.correct;
+        match f.correct {
+            Some(c) => self.correct += c,
+            None => self.unscored += f.samples,
+        }
         self.samples += f.samples;
         self.batches += 1.0;
         self.seconds += f.seconds;
@@ -45,8 +60,10 @@ impl Window {
         self.sums.mean(self.batches.max(1.0))
     }
 
-    fn accuracy(&self) -> f64 {
-        self.correct / self.samples
+    /// Top-1 accuracy of the scored samples; `None` when none was scored.
+    fn accuracy(&self) -> Option<f64> {
+        let scored = self.samples - self.unscored;
+        (scored > 0.0 || self.samples == 0.0).then(|| self.correct / scored)
     }
 
     fn samples_per_s(&self) -> f64 {
@@ -125,7 +142,10 @@ impl LoopState {
     /// The progress text of the current logging window.
     pub fn window_status(&self) -> String {
         let (w, l) = (&self.window, self.window.losses());
-        format!("{l} acc {:.3}", w.accuracy())
+        match w.accuracy() {
+            Some(a) => format!("{l} acc {a:.3}"),
+            None => l.to_string(),
+        }
     }
 
     /// The metrics line of the logging window ending now (`epoch` 0-based, `lr` of the step).
@@ -152,8 +172,7 @@ impl LoopState {
     pub fn epoch_line(
         &self,
         epoch: u64,
-        test_accuracy: f64,
-        agreement: Option<f64>,
+        held_out: HeldOut,
         sparsity: Option<f64>,
     ) -> EpochLine {
         EpochLine {
@@ -162,8 +181,9 @@ impl LoopState {
             step: self.step,
             losses: self.epoch.losses(),
             train_accuracy: self.epoch.accuracy(),
-            test_accuracy,
-            agreement,
+            test_accuracy: held_out.test_accuracy,
+            agreement: held_out.agreement,
+            spearman: held_out.spearman,
             sparsity,
             samples_per_s: self.epoch.samples_per_s(),
             elapsed_s: self.train_seconds,

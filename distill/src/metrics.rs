@@ -17,8 +17,9 @@ pub struct StepLine {
     /// Mean total loss, KD term (T^2 KL, before alpha) and CE term over the logged window.
     #[serde(flatten)]
     pub losses: LossValues,
-    /// Train-batch top-1 accuracy over the window.
-    pub accuracy: f64,
+    /// Train-batch top-1 accuracy over the window (absent for unlabelled data or embeddings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<f64>,
     /// Training throughput over the window, samples/s.
     pub samples_per_s: f64,
     /// fp16: the dynamic loss scale after this step.
@@ -35,10 +36,16 @@ pub struct EpochLine {
     /// Mean total loss, KD term and CE term over the epoch's applied steps.
     #[serde(flatten)]
     pub losses: LossValues,
-    pub train_accuracy: f64,
-    pub test_accuracy: f64,
-    /// Fraction of test samples where the student's top-1 equals the teacher's.
+    /// Top-1 accuracies against the labels (`null` for unlabelled data or embeddings).
+    pub train_accuracy: Option<f64>,
+    pub test_accuracy: Option<f64>,
+    /// Agreement with the teacher on the test set: the fraction of equal top-1 classes, or for
+    /// embedding objectives the mean cosine similarity (report.json's `agreement_metric`).
     pub agreement: Option<f64>,
+    /// Embeddings only: Spearman's rho between the student's and the teacher's cosine
+    /// similarities over 5,000 seeded random test pairs (`crate::similarity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spearman: Option<f64>,
     /// Sparsity the pruning masks hold at this point: the target of the latest pruning event (0
     /// before the first), not the curve between events.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,7 +114,7 @@ mod tests {
             epoch: 1,
             lr: 0.25,
             losses,
-            accuracy: 0.75,
+            accuracy: Some(0.75),
             samples_per_s: 8.0,
             loss_scale: None,
         };
@@ -120,9 +127,10 @@ mod tests {
             epoch: 1,
             step: 10,
             losses,
-            train_accuracy: 0.75,
-            test_accuracy: 0.5,
+            train_accuracy: Some(0.75),
+            test_accuracy: Some(0.5),
             agreement: Some(0.25),
+            spearman: None,
             sparsity: None,
             samples_per_s: 8.0,
             elapsed_s: 2.0,

@@ -9,7 +9,7 @@ use estimator_wasm::schema::DataSpec;
 
 use crate::latency::Latency;
 use crate::memory_plan::MemoryPlan;
-use crate::objective::LossValues;
+use crate::objective::{Agreement, LossValues};
 use crate::prune::{LayerSparsity, PruneSchedule};
 
 /// The teacher, as measured in this run.
@@ -19,10 +19,12 @@ pub struct TeacherReport {
     /// Parameter elements of the TorchScript module.
     pub params: u64,
     pub file_bytes: u64,
-    pub test_accuracy: f64,
-    /// Share of the most frequent class in the test labels (the accuracy of a constant guess).
+    /// Top-1 accuracy on the test labels (`null` for unlabelled data or embeddings).
+    pub test_accuracy: Option<f64>,
+    /// Share of the most frequent class in the test labels (the accuracy of a constant guess;
+    /// `null` without test accuracy).
     #[serde(default)]
-    pub chance_accuracy: f64,
+    pub chance_accuracy: Option<f64>,
     /// Set when the teacher's test accuracy is at chance level (with what to check).
     #[serde(default)]
     pub warning: Option<String>,
@@ -34,8 +36,10 @@ pub struct StudentReport {
     pub alpha: f64,
     pub temperature: f64,
     pub params: u64,
-    pub test_accuracy: f64,
-    /// Fraction of test samples where the student's top-1 equals the teacher's.
+    /// Top-1 accuracy on the test labels (`null` for unlabelled data or embeddings).
+    pub test_accuracy: Option<f64>,
+    /// Agreement with the teacher on the test set, as `agreement_metric` says: the fraction of
+    /// samples whose top-1 equals the teacher's, or the mean cosine similarity of embeddings.
     pub agreement: Option<f64>,
     /// The last epoch's mean loss parts, in report.json as `final_loss`, `final_kd`, `final_ce`.
     #[serde(flatten, with = "FinalLossParts")]
@@ -47,6 +51,16 @@ pub struct StudentReport {
     pub train_seconds: f64,
     pub safetensors_bytes: u64,
     pub torchscript_bytes: u64,
+    /// `[kd] objective`: `logits`, `embedding_mse` or `embedding_cosine`.
+    #[serde(default = "logits")]
+    pub objective: String,
+    /// What `agreement` measures: `top1` or `cosine`.
+    #[serde(default)]
+    pub agreement_metric: Agreement,
+    /// Embeddings: Spearman's rho between the student's and the teacher's cosine similarities
+    /// over 5,000 seeded random test pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spearman: Option<f64>,
     /// Student precision (fp32, fp16 with loss scaling, bf16) and the teacher's.
     pub precision: String,
     pub teacher_precision: String,
@@ -62,6 +76,10 @@ pub struct StudentReport {
     /// Measured CPU inference latency of the exported student.
     pub latency: Latency,
     pub prune: Option<PruneReport>,
+}
+
+fn logits() -> String {
+    "logits".into()
 }
 
 /// The names [`LossValues`] takes in a [`StudentReport`] (serde's remote derive: the same
@@ -237,7 +255,9 @@ impl Report {
             device: format!("{:?}", run.device).to_lowercase(),
             data: run.data,
             compression_ratio: teacher.params as f64 / student.params.max(1) as f64,
-            kd_gain_points: baseline.as_ref().map(|b| 100.0 * (student.test_accuracy - b.test_accuracy)),
+            kd_gain_points: baseline
+                .as_ref()
+                .and_then(|b| Some(100.0 * (student.test_accuracy? - b.test_accuracy?))),
             teacher,
             student,
             baseline,
@@ -267,14 +287,29 @@ impl Report {
             line
         };
         let b = self.baseline.as_ref();
-        let lines = [
-            row("test accuracy", pct(t.test_accuracy), pct(s.test_accuracy), b.map(|b| pct(b.test_accuracy))),
-            row(
-                "top-1 agreement w/ teacher",
-                "-".into(),
-                s.agreement.map(pct).unwrap_or_default(),
-                b.map(|b| b.agreement.map(pct).unwrap_or_default()),
-            ),
+        let maybe = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map(f).unwrap_or_else(|| "-".into());
+        let cosine = s.agreement_metric == Agreement::Cosine;
+        let agreement = |v: Option<f64>| if cosine { maybe(v, &|v| format!("{v:.4}")) } else { maybe(v, &pct) };
+        let mut lines = Vec::new();
+        if t.test_accuracy.is_some() || s.test_accuracy.is_some() {
+            lines.push(row(
+                "test accuracy",
+                maybe(t.test_accuracy, &pct),
+                maybe(s.test_accuracy, &pct),
+                b.map(|b| maybe(b.test_accuracy, &pct)),
+            ));
+        }
+        lines.push(row(
+            s.agreement_metric.label(),
+            "-".into(),
+            agreement(s.agreement),
+            b.map(|b| agreement(b.agreement)),
+        ));
+        if s.spearman.is_some() {
+            let rho = |v: Option<f64>| maybe(v, &|v| format!("{v:.4}"));
+            lines.push(row("Spearman of cosines", "-".into(), rho(s.spearman), b.map(|b| rho(b.spearman))));
+        }
+        lines.extend([
             row("parameters", group(t.params), group(s.params), b.map(|b| group(b.params))),
             row(
                 "file (TorchScript)",
@@ -295,17 +330,26 @@ impl Report {
                 format!("{:.1} s", s.train_seconds),
                 b.map(|b| format!("{:.1} s", b.train_seconds)),
             ),
-        ];
+        ]);
         for line in lines {
             let _ = writeln!(out, "{line}");
         }
-        let _ = write!(
-            out,
-            "compression {} (KD: T = {}, alpha = {})",
-            compression(self.compression_ratio),
-            s.temperature,
-            s.alpha
-        );
+        let _ = match s.agreement_metric {
+            Agreement::Top1 => write!(
+                out,
+                "compression {} (KD: T = {}, alpha = {})",
+                compression(self.compression_ratio),
+                s.temperature,
+                s.alpha
+            ),
+            Agreement::Cosine => write!(
+                out,
+                "compression {} (KD: {}, alpha = {})",
+                compression(self.compression_ratio),
+                s.objective,
+                s.alpha
+            ),
+        };
         if let Some(gain) = self.kd_gain_points {
             let _ = write!(out, "; KD gain over labels alone {gain:+.2} points");
         }
@@ -367,8 +411,11 @@ mod tests {
             alpha: 0.9,
             temperature: 4.0,
             params: 10,
-            test_accuracy: 0.5,
+            test_accuracy: Some(0.5),
             agreement: None,
+            objective: "logits".into(),
+            agreement_metric: Agreement::Top1,
+            spearman: None,
             final_losses: LossValues { loss: 1.5, kd: 2.5, ce: 0.5 },
             steps: 3,
             batch_size: 32,

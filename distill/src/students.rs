@@ -59,10 +59,25 @@ impl Students<'_> {
         let (spec, train_set, test_set) = (settings.spec(), data.train, data.test);
         let eval_batch = spec.train.eval_batch_size as usize;
         let objective = crate::objective::from_spec(&spec.kd);
+        let scored = objective.agreement().classifies();
+        if self.baseline && !(scored && train_set.labels().is_some()) {
+            return Err(DistillError::Usage(
+                "--baseline trains the student on labels alone, but this run has none to train on (unlabelled data or an embedding objective): leave --baseline out".into(),
+            ));
+        }
         let teacher_test = objective.predictions(&teacher_outputs(teacher, test_set, eval_batch)?);
-        let teacher_accuracy = test_set.labels().map_or(f64::NAN, |y| accuracy(&teacher_test, y));
-        progress.line(format!("teacher: {} parameters, test accuracy {:.4}", teacher.params, teacher_accuracy));
-        let (chance_accuracy, warning) = chance_warning(teacher_accuracy, test_set, spec.data.classes);
+        let teacher_accuracy = test_set.labels().filter(|_| scored).map(|y| accuracy(&teacher_test, y));
+        let (chance_accuracy, warning) = match teacher_accuracy {
+            Some(a) => {
+                progress.line(format!("teacher: {} parameters, test accuracy {a:.4}", teacher.params));
+                let (chance, warning) = chance_warning(a, test_set, spec.data.classes);
+                (Some(chance), warning)
+            }
+            None => {
+                progress.line(format!("teacher: {} parameters", teacher.params));
+                (None, None)
+            }
+        };
         if let Some(w) = &warning {
             progress.warn(w.clone());
         }

@@ -19,13 +19,14 @@ use crate::config::RunSettings;
 use crate::data::{permutation, Batch, Dataset};
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, correct, student_predictions};
-use crate::loop_state::{LoopState, StepFigures};
+use crate::loop_state::{HeldOut, LoopState, StepFigures};
 use crate::metrics::MetricsLog;
-use crate::objective::{LossValues, Objective};
+use crate::objective::{Agreement, LossValues, Objective};
 use crate::optim::Optimizer;
 use crate::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::schedule::Schedule;
+use crate::similarity::spearman_of_cosines;
 use crate::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig};
 use crate::student::Student;
 use crate::teacher::Teacher;
@@ -53,6 +54,10 @@ impl SoftTargets<'_> {
     }
 }
 
+/// Random held-out sentence pairs whose cosines the Spearman figure compares (issue 11's
+/// benchmark asks for at least 5,000).
+pub const SPEARMAN_PAIRS: usize = 5000;
+
 /// Everything a run trains on.
 pub struct TrainInputs<'a> {
     /// The resolved run: cfg, micro-batch, device.
@@ -60,7 +65,8 @@ pub struct TrainInputs<'a> {
     pub train: &'a Dataset,
     pub test: &'a Dataset,
     pub targets: SoftTargets<'a>,
-    /// Teacher top-1 on the test set [N_test], for agreement.
+    /// The teacher's predictions on the test set (top-1 classes [N_test], or embeddings
+    /// [N_test, E]), for agreement.
     pub teacher_test_preds: Option<&'a Tensor>,
 }
 
@@ -70,8 +76,12 @@ pub struct TrainOutcome {
     pub steps: u64,
     /// The last epoch's mean loss parts.
     pub losses: LossValues,
-    pub test_accuracy: f64,
+    /// Top-1 test accuracy (`None` for unlabelled data or embeddings).
+    pub test_accuracy: Option<f64>,
+    /// Agreement with the teacher (top-1, or mean cosine for embeddings).
     pub agreement: Option<f64>,
+    /// Embeddings: Spearman's rho of the student's and the teacher's test cosines.
+    pub spearman: Option<f64>,
     /// Training throughput over the run (optimiser steps only, evaluation excluded).
     pub samples_per_s: f64,
     pub train_seconds: f64,
@@ -240,6 +250,7 @@ impl<'a> Trainer<'a> {
             losses: last.losses,
             test_accuracy: last.test_accuracy,
             agreement: last.agreement,
+            spearman: last.spearman,
             samples_per_s: self.state.samples_per_s(),
             train_seconds: self.state.train_seconds(),
             skipped_steps: self.state.skipped_steps(),
@@ -321,7 +332,8 @@ impl<'a> Trainer<'a> {
             return Err(DistillError::Overflow { skipped, step: step + 1, epoch: epoch + 1, value, scale });
         }
         let preds = self.objective.predictions(&out.output);
-        let correct = data.labels.as_ref().map_or(0.0, |y| correct(&preds, y));
+        let scored = self.objective.agreement().classifies();
+        let correct = data.labels.as_ref().filter(|_| scored).map(|y| correct(&preds, y));
         Ok(StepFigures { losses, correct, samples: chunk.len() as f64, seconds: 0.0, applied })
     }
 
@@ -359,19 +371,28 @@ impl<'a> Trainer<'a> {
         let spec = inputs.settings.spec();
         let batch = spec.train.eval_batch_size as usize;
         let preds = student_predictions(&self.student, inputs.test, self.objective.as_ref(), batch);
-        let test_accuracy = inputs.test.labels().map_or(f64::NAN, |y| accuracy(&preds, y));
-        let agreement = inputs.teacher_test_preds.map(|t| accuracy(&preds, t));
+        let kind = self.objective.agreement();
+        let held_out = HeldOut {
+            test_accuracy: inputs.test.labels().filter(|_| kind.classifies()).map(|y| accuracy(&preds, y)),
+            agreement: inputs.teacher_test_preds.map(|t| kind.between(&preds, t)),
+            spearman: match (kind, inputs.teacher_test_preds) {
+                (Agreement::Cosine, Some(t)) => spearman_of_cosines(&preds, t, SPEARMAN_PAIRS, spec.train.seed),
+                _ => None,
+            },
+        };
         let sparsity = self.pruner.as_ref().map(|p| p.schedule.applied_at(self.state.step()));
-        let line = self.state.epoch_line(epoch, test_accuracy, agreement, sparsity);
+        let line = self.state.epoch_line(epoch, held_out, sparsity);
         metrics.write(&line)?;
+        let figure = |label: &str, v: Option<f64>| v.map(|v| format!(" {label} {v:.4}")).unwrap_or_default();
         progress.epoch(format!(
-            "{name} epoch {}/{}: {} train acc {:.4} test acc {:.4}{}{} {:.0} samples/s",
+            "{name} epoch {}/{}: {}{}{}{}{}{} {:.0} samples/s",
             epoch + 1,
             spec.train.epochs,
             line.losses,
-            line.train_accuracy,
-            test_accuracy,
-            agreement.map(|a| format!(" agreement {a:.4}")).unwrap_or_default(),
+            figure("train acc", line.train_accuracy),
+            figure("test acc", line.test_accuracy),
+            figure(if kind.classifies() { "agreement" } else { "cosine" }, line.agreement),
+            figure("spearman", line.spearman),
             line.sparsity.map(|s| format!(" sparsity {s:.3}")).unwrap_or_default(),
             line.samples_per_s
         ));

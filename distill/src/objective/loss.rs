@@ -48,6 +48,42 @@ impl std::ops::AddAssign for LossValues {
     }
 }
 
+/// How the student's held-out outputs are compared with the teacher's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Agreement {
+    /// Class logits: the fraction of samples whose top-1 classes are equal; predictions are
+    /// also scored against labels (accuracy).
+    #[default]
+    Top1,
+    /// Embeddings: the mean cosine similarity of the two vectors; no accuracy.
+    Cosine,
+}
+
+impl Agreement {
+    /// The agreement of student predictions `student` with the teacher's `teacher` (both as
+    /// [`Objective::predictions`] returns them, [N] or [N, E]), in [0, 1] (cosine: [-1, 1]).
+    pub fn between(self, student: &Tensor, teacher: &Tensor) -> f64 {
+        match self {
+            Agreement::Top1 => crate::eval::accuracy(student, teacher),
+            Agreement::Cosine => super::embedding_kd::cosine(student, teacher).mean(tch::Kind::Float).double_value(&[]),
+        }
+    }
+
+    /// Whether predictions are classes that labels can score (accuracy).
+    pub fn classifies(self) -> bool {
+        self == Agreement::Top1
+    }
+
+    /// How the printed summary names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Agreement::Top1 => "top-1 agreement w/ teacher",
+            Agreement::Cosine => "cosine w/ teacher (mean)",
+        }
+    }
+}
+
 /// A distillation loss, and how the outputs it compares are scored.
 pub trait Objective {
     /// The loss parts of student output `student` [B, ...] against teacher output `teacher`
@@ -56,6 +92,12 @@ pub trait Objective {
     fn loss(&self, student: &Tensor, teacher: Option<&Tensor>, labels: Option<&Tensor>) -> LossParts;
 
     /// What accuracy and teacher-student agreement compare, from outputs `output` [B, ...] of the
-    /// student or the teacher: for class logits the top-1 class ids [B] (Int64).
+    /// student or the teacher: for class logits the top-1 class ids [B] (Int64); for embeddings
+    /// the vectors [B, E] (fp32).
     fn predictions(&self, output: &Tensor) -> Tensor;
+
+    /// How predictions are compared with the teacher's (and whether labels score them).
+    fn agreement(&self) -> Agreement {
+        Agreement::Top1
+    }
 }

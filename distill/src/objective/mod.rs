@@ -3,19 +3,27 @@
 //!
 //! * [`loss`]: the interface, [`Objective`] and the [`LossParts`] it returns.
 //! * [`logit_kd`]: Hinton KD on class logits (temperature-scaled KL, batchmean, mixed with CE).
+//! * [`embedding_kd`]: MSE or cosine distance between output vectors (sentence embeddings).
 //!
 //! An objective sees outputs only, so the student and the teacher may output logits [B, C] or
 //! embeddings [B, E] alike; it is computed in fp32 whatever the training precision.
-use estimator_wasm::schema::KdSpec;
+use estimator_wasm::schema::{KdObjective, KdSpec};
 
+pub mod embedding_kd;
 pub mod logit_kd;
 pub mod loss;
 
+pub use embedding_kd::{Distance, EmbeddingKd};
 pub use logit_kd::LogitKd;
-pub use loss::{LossParts, LossValues, Objective};
+pub use loss::{Agreement, LossParts, LossValues, Objective};
 
-/// The objective of `[kd]`: the one place that picks an objective (today always [`LogitKd`];
-/// another kind is one more file and one more arm here).
+/// The objective `[kd] objective` names: the one place that picks an objective (another kind
+/// is one more file and one more arm here).
 pub fn from_spec(kd: &KdSpec) -> Box<dyn Objective> {
-    Box::new(LogitKd { temperature: kd.temperature, alpha: kd.alpha })
+    let embedding = |distance| Box::new(EmbeddingKd { distance, alpha: kd.alpha });
+    match kd.objective {
+        KdObjective::Logits => Box::new(LogitKd { temperature: kd.temperature, alpha: kd.alpha }),
+        KdObjective::EmbeddingMse => embedding(Distance::Mse),
+        KdObjective::EmbeddingCosine => embedding(Distance::Cosine),
+    }
 }
