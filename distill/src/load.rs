@@ -47,7 +47,8 @@ impl Loaded {
         let probe = Tensor::arange(train.len().min(8) as i64, (tch::Kind::Int64, device));
         let probe = train.batch(&probe);
         let probe_logits = teacher.output(&probe.input)?;
-        check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes)?;
+        let embedding = crate::objective::from_spec(&spec.kd).agreement() == crate::objective::Agreement::Cosine;
+        check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, embedding)?;
         teacher.check_finite(&probe_logits, &probe, &train)?;
         check_eval_mode(&teacher, &probe.input, &probe_logits)?;
         let (_, student) = build_student(spec, cfg.init.as_deref(), &cfg.path, device)?;

@@ -169,12 +169,7 @@ impl LoopState {
     }
 
     /// The metrics line of the epoch ending now (`epoch` 0-based) with its held-out figures.
-    pub fn epoch_line(
-        &self,
-        epoch: u64,
-        held_out: HeldOut,
-        sparsity: Option<f64>,
-    ) -> EpochLine {
+    pub fn epoch_line(&self, epoch: u64, held_out: HeldOut, sparsity: Option<f64>) -> EpochLine {
         EpochLine {
             kind: "epoch".into(),
             epoch: epoch + 1,

@@ -32,15 +32,43 @@ pub fn parse_device(name: &str) -> Result<Device> {
     Ok(Device::Cuda(device))
 }
 
-/// The teacher's logits on a probe batch must be [B, classes].
+/// The teacher's output on a probe batch must be [B, classes]: class logits, or for an
+/// embedding objective (`embedding = true`) an embedding of width `data.classes`.
 ///
 /// # Errors
-/// [`DistillError::Teacher`] saying what [`shape_problem`] finds.
-pub fn check_teacher_shape(teacher: &Teacher, logits: &Tensor, batch: i64, classes: u64) -> Result<()> {
-    match shape_problem(&logits.size(), batch, classes) {
+/// [`DistillError::Teacher`] saying what [`shape_problem`] (or [`embedding_problem`]) finds.
+pub fn check_teacher_shape(
+    teacher: &Teacher,
+    output: &Tensor,
+    batch: i64,
+    classes: u64,
+    embedding: bool,
+) -> Result<()> {
+    let problem = if embedding {
+        embedding_problem(&output.size(), batch, classes)
+    } else {
+        shape_problem(&output.size(), batch, classes)
+    };
+    match problem {
         Some(problem) => Err(DistillError::teacher(&teacher.path, problem)),
         None => Ok(()),
     }
+}
+
+/// What is wrong with a teacher embedding of shape `size` for a batch of `batch` under
+/// `data.classes = width` (expected [batch, width]); `None` when the shape is right.
+fn embedding_problem(size: &[i64], batch: i64, width: u64) -> Option<String> {
+    Some(match *size {
+        [b, e] if b == batch && e == width as i64 => return None,
+        [b, e] if b == batch => format!(
+            "the teacher outputs embeddings of shape {size:?} for a batch of {batch}, but data.classes = {width}: \
+             set data.classes = {e} (the embedding's width)"
+        ),
+        _ => format!(
+            "the teacher outputs shape {size:?} for a batch of {batch}; expected one embedding per sample, [{batch}, {width}] \
+             (kd.objective = embedding_*): return the pooled sentence embedding, not token states [B, S, E]"
+        ),
+    })
 }
 
 /// What is wrong with teacher logits of shape `size` for a batch of `batch` under
@@ -291,6 +319,9 @@ mod tests {
             )
         );
         assert!(shape_problem(&[8, 12], 8, 10).unwrap().contains("data.classes = 10: the teacher has 12 classes"));
+        assert_eq!(embedding_problem(&[8, 384], 8, 384), None);
+        assert!(embedding_problem(&[8, 384], 8, 256).unwrap().contains("set data.classes = 384"));
+        assert!(embedding_problem(&[8, 12, 384], 8, 384).unwrap().contains("not token states [B, S, E]"));
     }
 
     #[test]

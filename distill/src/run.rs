@@ -19,7 +19,7 @@ use crate::preflight::parse_device;
 use crate::progress::{Progress, Verbosity};
 use crate::report::{DataReport, Report, RunFacts};
 use crate::rundir::RunDir;
-use crate::students::{Data, Students};
+use crate::students::{check_baseline, Data, Students};
 
 /// Set by the binary's Ctrl-C handler: the trainer checkpoints and stops after the current step.
 pub static STOP: AtomicBool = AtomicBool::new(false);
@@ -104,6 +104,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let progress = Progress::new(opts.verbosity);
     let files = input_files(opts, &cfg);
     let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;
+    check_baseline(opts.baseline, &cfg.spec, &loaded.train)?;
     let (settings, memory) = cfg.resolve(device, &loaded.sizes(), &progress)?;
 
     let rundir = match reopened {

@@ -89,7 +89,9 @@ mod tests {
     #[test]
     fn spearman_matches_hand_values() {
         // monotone: 1; reversed: -1
-        assert!((spearman(array![1.0, 2.0, 3.0, 4.0].view(), array![10.0, 20.0, 25.0, 100.0].view()) - 1.0).abs() < 1e-12);
+        assert!(
+            (spearman(array![1.0, 2.0, 3.0, 4.0].view(), array![10.0, 20.0, 25.0, 100.0].view()) - 1.0).abs() < 1e-12
+        );
         assert!((spearman(array![1.0, 2.0, 3.0].view(), array![3.0, 2.0, 1.0].view()) + 1.0).abs() < 1e-12);
         // ranks a = [1, 2, 3, 4, 5], b = [2, 1, 4, 3, 5]: d^2 sum 4, rho = 1 - 6*4/(5*24) = 0.8
         let rho = spearman(array![1.0, 2.0, 3.0, 4.0, 5.0].view(), array![20.0, 10.0, 40.0, 30.0, 50.0].view());

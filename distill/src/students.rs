@@ -60,11 +60,6 @@ impl Students<'_> {
         let eval_batch = spec.train.eval_batch_size as usize;
         let objective = crate::objective::from_spec(&spec.kd);
         let scored = objective.agreement().classifies();
-        if self.baseline && !(scored && train_set.labels().is_some()) {
-            return Err(DistillError::Usage(
-                "--baseline trains the student on labels alone, but this run has none to train on (unlabelled data or an embedding objective): leave --baseline out".into(),
-            ));
-        }
         let teacher_test = objective.predictions(&teacher_outputs(teacher, test_set, eval_batch)?);
         let teacher_accuracy = test_set.labels().filter(|_| scored).map(|y| accuracy(&teacher_test, y));
         let (chance_accuracy, warning) = match teacher_accuracy {
@@ -122,6 +117,21 @@ impl Students<'_> {
         };
         Ok(Distilled { teacher, student, baseline })
     }
+}
+
+/// `--baseline` trains the student on labels alone: refused (before any output) where `spec`'s
+/// objective scores no classes or the `train` set has no labels.
+///
+/// # Errors
+/// [`DistillError::Usage`] saying to leave `--baseline` out.
+pub fn check_baseline(baseline: bool, spec: &Config, train: &Dataset) -> Result<()> {
+    let scored = crate::objective::from_spec(&spec.kd).agreement().classifies();
+    if baseline && !(scored && train.labels().is_some()) {
+        return Err(DistillError::Usage(
+            "--baseline trains the student on labels alone, but this run has none to train on (unlabelled data or an embedding objective): leave --baseline out".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// One forward and backward at the resolved batch on a scratch student, so that an

@@ -231,7 +231,10 @@ fn teacher_in_half_precision_gives_the_same_predictions() {
         let edit = format!("output = 0\nprecision = \"{precision}\"");
         let cfg = digits_config(dir.path(), &[("output = \"logits\"", &edit)]);
         let half = train(&fixture("teacher-traced.pt"), &cfg, dir.path(), false).unwrap();
-        assert!((half.teacher.test_accuracy.unwrap() - fp32.teacher.test_accuracy.unwrap()).abs() <= 2.0 / 360.0, "{precision}");
+        assert!(
+            (half.teacher.test_accuracy.unwrap() - fp32.teacher.test_accuracy.unwrap()).abs() <= 2.0 / 360.0,
+            "{precision}"
+        );
         assert_eq!(half.student.teacher_precision, precision);
         assert!(half.student.test_accuracy.unwrap() > 0.9);
     }

@@ -3,6 +3,7 @@
 mod checkpointing;
 mod compression;
 mod determinism;
+mod embeddings;
 mod export;
 mod optimizer;
 mod stability;

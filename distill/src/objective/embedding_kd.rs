@@ -65,7 +65,8 @@ impl EmbeddingKd {
 pub fn cosine(a: &Tensor, b: &Tensor) -> Tensor {
     let (a, b) = (a.to_kind(Kind::Float), b.to_kind(Kind::Float));
     let dot = (&a * &b).sum_dim_intlist(-1, false, Kind::Float);
-    let norms = a.norm_scalaropt_dim(2, [-1], false).clamp_min(1e-8) * b.norm_scalaropt_dim(2, [-1], false).clamp_min(1e-8);
+    let norms =
+        a.norm_scalaropt_dim(2, [-1], false).clamp_min(1e-8) * b.norm_scalaropt_dim(2, [-1], false).clamp_min(1e-8);
     dot / norms
 }
 
