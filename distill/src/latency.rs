@@ -4,6 +4,10 @@ use std::time::Instant;
 use crate::student::Student;
 use serde::{Deserialize, Serialize};
 
+/// Seconds each of the two timings may take (a large transformer student at batch 256 takes
+/// seconds per call).
+pub const BUDGET_S: f64 = 5.0;
+
 /// Median forward latency in milliseconds for one sample and for a batch of 256.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Latency {
@@ -15,12 +19,16 @@ pub struct Latency {
 
 /// Times `student` (on the CPU) on random inputs of the kind it takes
 /// ([`Student::example_input`]): 5 warm-up calls, then the median of 100 calls at batch 1 and 20
-/// calls at batch 256.
+/// calls at batch 256, fewer (at least 3) where the calls would take more than [`BUDGET_S`].
 pub fn measure(student: &Student) -> Latency {
     let time = |batch: i64, runs: usize| {
         let x = student.example_input(batch);
         tch::no_grad(|| {
-            for _ in 0..5 {
+            let first = Instant::now();
+            let _ = student.forward(&x, false);
+            let once = first.elapsed().as_secs_f64();
+            let (warm, runs) = (5.min(runs), runs.min(((BUDGET_S / once.max(1e-9)) as usize).max(3)));
+            for _ in 1..warm {
                 let _ = student.forward(&x, false);
             }
             let mut ms: Vec<f64> = (0..runs)
