@@ -1,6 +1,7 @@
 //! Evaluation passes: predictions, accuracy and teacher-student agreement on a held-out set.
 //! What a prediction is (the top-1 class of logits) is the objective's
 //! ([`Objective::predictions`]); here they are counted.
+use indicatif::ProgressBar;
 use tch::{Kind, Tensor};
 
 use crate::data::Dataset;
@@ -20,13 +21,21 @@ pub fn student_predictions(student: &Student, data: &Dataset, objective: &dyn Ob
 }
 
 /// The teacher's outputs [N, ...] (fp32: logits [N, C], or embeddings) over a whole dataset, in
-/// order.
+/// order, in batches of `batch`, advancing `bar` by the samples done.
 ///
 /// # Errors
 /// As [`Teacher::finite_output`]: a forward that fails, or a NaN/inf output (naming its row).
-pub fn teacher_outputs(teacher: &Teacher, data: &Dataset, batch: usize) -> Result<Tensor> {
-    let outputs = data.chunks(batch).map(|b| teacher.finite_output(&b, data)).collect::<Result<Vec<_>>>()?;
-    Ok(Tensor::cat(&outputs, 0))
+pub fn teacher_outputs(teacher: &Teacher, data: &Dataset, batch: usize, bar: &ProgressBar) -> Result<Tensor> {
+    let outputs = data
+        .chunks(batch)
+        .map(|b| {
+            let out = teacher.finite_output(&b, data);
+            bar.inc(b.input.rows() as u64);
+            out
+        })
+        .collect::<Result<Vec<_>>>();
+    bar.finish_and_clear();
+    Ok(Tensor::cat(&outputs?, 0))
 }
 
 /// Fraction of `preds` equal to `labels`.

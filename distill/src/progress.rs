@@ -88,6 +88,22 @@ impl Progress {
         }
     }
 
+    /// A bar of `len` samples labelled `label` for a long pass outside training (the teacher's
+    /// outputs over a dataset); hidden with `--quiet` or off a terminal. Clear it when done.
+    pub fn samples(&self, label: &str, len: u64) -> ProgressBar {
+        if !self.bars {
+            return ProgressBar::hidden();
+        }
+        let bar = self.multi.add(ProgressBar::new(len));
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>10.yellow} [{bar:30.yellow/white}] {pos}/{len} {per_sec} eta {eta}")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(label.to_string());
+        bar
+    }
+
     pub fn finish(&self) {
         self.steps.finish_and_clear();
         self.epochs.finish_and_clear();

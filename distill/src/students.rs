@@ -60,7 +60,8 @@ impl Students<'_> {
         let eval_batch = spec.train.eval_batch_size as usize;
         let objective = crate::objective::from_spec(&spec.kd);
         let scored = objective.agreement().classifies();
-        let teacher_test = objective.predictions(&teacher_outputs(teacher, test_set, eval_batch)?);
+        let bar = progress.samples("teacher", test_set.len() as u64);
+        let teacher_test = objective.predictions(&teacher_outputs(teacher, test_set, eval_batch, &bar)?);
         let teacher_accuracy = test_set.labels().filter(|_| scored).map(|y| accuracy(&teacher_test, y));
         let (chance_accuracy, warning) = match teacher_accuracy {
             Some(a) => {
@@ -79,7 +80,17 @@ impl Students<'_> {
         teacher.ensure_eval()?;
         let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
             (false, _) => SoftTargets::None,
-            (true, true) => SoftTargets::Cached(teacher_outputs(teacher, train_set, eval_batch)?),
+            (true, true) => {
+                let (n, start) = (train_set.len(), std::time::Instant::now());
+                let bar = progress.samples("cache", n as u64);
+                let cached = teacher_outputs(teacher, train_set, eval_batch, &bar)?;
+                let s = start.elapsed().as_secs_f64();
+                progress.line(format!(
+                    "teacher: outputs of {n} train samples cached in {s:.1} s ({:.0} samples/s)",
+                    n as f64 / s.max(1e-9)
+                ));
+                SoftTargets::Cached(cached)
+            }
             (true, false) => SoftTargets::Live(teacher),
         };
         let inputs = TrainInputs {
