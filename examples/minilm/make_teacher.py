@@ -52,7 +52,10 @@ def model_dir() -> str:
 
 def load_model(d: str) -> BertSentenceEncoder:
     """bert.py's encoder with the safetensors weights; every parameter must be filled."""
-    from safetensors.torch import load_file
+    try:
+        from safetensors.torch import load_file
+    except ImportError:
+        fail("the PyPI package safetensors is not installed in this Python; run scripts/setup")
 
     with open(os.path.join(d, "config.json")) as f:
         model = BertSentenceEncoder(BertConfig.from_json(json.load(f)))
@@ -72,8 +75,10 @@ def load_model(d: str) -> BertSentenceEncoder:
 
 
 def tokenizer_of(d: str):
-    from tokenizers import Tokenizer
-
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        fail("the PyPI package tokenizers is not installed in this Python; run scripts/setup")
     tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
     tok.no_padding()  # the file pads every sentence to 128 tokens
     return tok

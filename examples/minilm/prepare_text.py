@@ -24,8 +24,9 @@ from typing import List, Tuple
 
 WORDNET_DIR = "/usr/share/wordnet"
 PARTS = ("noun", "verb", "adj", "adv")
-# The MiniLM teacher embeds ~<see README> sentences/s at batch 64 on 2 threads; ~6 minutes of it.
-DEFAULT_MAX_TRAIN = 60000
+# ~6 minutes of the teacher on 2 CPU cores: bench_teacher.py measured ~75-125 (~100 typical)
+# sentences/s at batch 64 on 2 threads (file order; see README.md): 30,000 sentences ~= 5 minutes.
+DEFAULT_MAX_TRAIN = 30000
 DEFAULT_TEST_SYNSETS = 2000
 MIN_WORDS = 3
 QUOTED = re.compile(r'"([^"]+)"')
@@ -58,7 +59,8 @@ def read_synsets(wordnet_dir: str = WORDNET_DIR) -> List[Synset]:
     for part in PARTS:
         path = os.path.join(wordnet_dir, f"data.{part}")
         if not os.path.isfile(path):
-            sys.exit(f"prepare_text: {path} is missing; install Debian's wordnet-base (scripts/setup)")
+            print(f"prepare_text: {path} is missing; install Debian's wordnet-base (scripts/setup)", file=sys.stderr)
+            sys.exit(2)
         with open(path, encoding="utf-8") as f:
             for line in f:
                 if line.startswith(" ") or " | " not in line:
