@@ -102,3 +102,72 @@ fn lowest(kind: Kind) -> f64 {
         _ => f64::from(f32::MIN),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use estimator_wasm::schema::NormKind;
+    use tch::nn::VarStore;
+    use tch::Device;
+
+    use super::*;
+
+    /// One head of width 2 whose q, k, v and output projections are the identity.
+    fn identity_attention(vs: &VarStore, kernel: AttentionKernel) -> SelfAttention {
+        let spec = Attention {
+            dim: 2,
+            post_norm: false,
+            heads: 1,
+            kv_heads: 1,
+            kernel,
+            norm: NormKind::Layer,
+            attention_dropout: 0.0,
+            dropout: 0.0,
+            bias: true,
+        };
+        let a = SelfAttention::new(&vs.root(), &spec, 1e-5);
+        let eye = Tensor::eye(2, (Kind::Float, Device::Cpu));
+        tch::no_grad(|| {
+            a.qkv.weight.shallow_clone().copy_(&Tensor::cat(&[&eye, &eye, &eye], 0));
+            a.proj.weight.shallow_clone().copy_(&eye);
+            let _ = a.qkv.bias.as_ref().unwrap().shallow_clone().zero_();
+            let _ = a.proj.bias.as_ref().unwrap().shallow_clone().zero_();
+        });
+        a
+    }
+
+    #[test]
+    fn attention_by_hand() {
+        let rows = [[1.0f64, 2.0], [3.0, -1.0], [0.5, 0.5]];
+        let y = Tensor::from_slice(&rows.concat()).reshape([1, 3, 2]).to_kind(Kind::Float);
+        for kernel in [AttentionKernel::Math, AttentionKernel::Flash] {
+            let vs = VarStore::new(Device::Cpu);
+            let a = identity_attention(&vs, kernel);
+            // every key masked but the first: each query returns that token's value
+            let one = Tensor::from_slice(&[1i64, 0, 0]).reshape([1, 3]);
+            let got = tch::no_grad(|| a.attend(&y, Some(&one), false));
+            let want = Tensor::from_slice(&[1.0f32, 2.0]).reshape([1, 1, 2]).expand([1, 3, 2], false);
+            assert!(got.allclose(&want, 1e-6, 1e-6, false), "{kernel:?}: {got}");
+            // all keys: o_i = sum_j softmax_j(y_i . y_j / sqrt(2)) y_j, in f64 by hand
+            let full = Tensor::from_slice(&[1i64, 1, 1]).reshape([1, 3]);
+            let got = Vec::<f32>::try_from(tch::no_grad(|| a.attend(&y, Some(&full), false)).flatten(0, -1)).unwrap();
+            for (i, q) in rows.iter().enumerate() {
+                let scores: Vec<f64> = rows.iter().map(|k| (q[0] * k[0] + q[1] * k[1]) / 2f64.sqrt()).collect();
+                let total: f64 = scores.iter().map(|s| s.exp()).sum();
+                for c in 0..2 {
+                    let want: f64 = rows.iter().zip(&scores).map(|(v, s)| s.exp() / total * v[c]).sum();
+                    assert!((f64::from(got[2 * i + c]) - want).abs() < 1e-6, "{kernel:?} row {i}: {got:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_bias_is_the_dtype_minimum_on_padding() {
+        let mask = Tensor::from_slice(&[1i64, 0]).reshape([1, 2]);
+        let bias = additive_bias(&mask, Kind::Float);
+        assert_eq!(bias.size(), [1, 1, 1, 2]);
+        assert_eq!(Vec::<f32>::try_from(bias.flatten(0, -1)).unwrap(), [0.0, f32::MIN]);
+        let half = additive_bias(&mask, Kind::Half).to_kind(Kind::Float);
+        assert_eq!(Vec::<f32>::try_from(half.flatten(0, -1)).unwrap(), [0.0, -65504.0]);
+    }
+}

@@ -30,6 +30,8 @@ pub mod linear;
 pub mod network;
 pub mod norm;
 pub mod teacher_init;
+#[cfg(test)]
+mod teacher_init_tests;
 pub mod transformer;
 #[cfg(test)]
 mod transformer_tests;
