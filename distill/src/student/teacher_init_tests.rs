@@ -193,3 +193,42 @@ fn a_full_size_student_initialised_from_a_pytorch_bert_reproduces_it() {
     assert!(diff < 1e-5, "student and teacher differ by {diff}");
     assert!(want.abs().max().double_value(&[]) > 0.1, "a non-trivial embedding");
 }
+
+/// THE check against the shared fixture (`tests/fixtures/text`, made by
+/// `make_text_fixtures.py`): its 2-layer BERT teacher, copied into a student of its full shape
+/// (the fixture student's cfg with `layers = 2`, `init_from_teacher = [0, 1]`), gives the
+/// teacher's TorchScript output and Python's stored embeddings of the fixture's sentences
+/// (padded into one batch) to 1e-5.
+#[test]
+fn the_fixture_teacher_is_reproduced_by_a_student_of_its_shape() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/text");
+    let text = std::fs::read_to_string(dir.join("text-student.toml")).unwrap();
+    let text =
+        text.replace("layers = 1\n", "layers = 2\n").replace("[student]\n", "[student]\ninit_from_teacher = [0, 1]\n");
+    let spec = estimator_wasm::schema::Config::from_toml_str(&text).unwrap();
+    let teacher = Teacher::load(&dir.join("text-teacher.pt"), None, Precision::Fp32, Device::Cpu).unwrap();
+    let (vs, student) = build(&spec);
+    let init = init_from_teacher(&vs, &spec, &teacher.named_parameters().unwrap()).unwrap();
+    assert_eq!((init.teacher_layers, init.tensors, init.kept.len()), (2, 29, 0));
+
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let rows: Vec<Vec<i64>> = serde_json::from_value(expected["ids"].clone()).unwrap();
+    let s = rows.iter().map(Vec::len).max().unwrap();
+    let pad = |row: &Vec<i64>, fill: fn(i64) -> i64| -> Vec<i64> {
+        (0..s).map(|i| row.get(i).map_or(0, |&id| fill(id))).collect()
+    };
+    let flat = |f: fn(i64) -> i64| Tensor::from_slice(&rows.iter().flat_map(|r| pad(r, f)).collect::<Vec<_>>());
+    let input = crate::data::ModelInput {
+        x: flat(|id| id).reshape([rows.len() as i64, s as i64]),
+        mask: Some(flat(|_| 1).reshape([rows.len() as i64, s as i64])),
+    };
+    let want: Vec<Vec<f32>> = serde_json::from_value(expected["embeddings"].clone()).unwrap();
+    let want = Tensor::from_slice(&want.concat()).reshape([rows.len() as i64, -1]);
+    let have = tch::no_grad(|| student.forward(&input, false));
+    let of_teacher = teacher.output(&input).unwrap();
+    let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
+    assert_eq!(have.size(), [3, 32]);
+    assert!(diff(&have, &of_teacher) < 1e-5, "student vs the teacher's TorchScript: {}", diff(&have, &of_teacher));
+    assert!(diff(&have, &want) < 1e-5, "student vs expected.json: {}", diff(&have, &want));
+}
