@@ -180,6 +180,16 @@ impl Teacher {
         Teacher::load(&self.path, self.output.clone(), Precision::Fp32, device)
     }
 
+    /// The teacher's parameters by their TorchScript names (for a Hugging Face BERT,
+    /// `embeddings.word_embeddings.weight`, `encoder.layer.0.attention.self.query.weight`, ...),
+    /// in the teacher's precision and on its device, sharing storage with it.
+    ///
+    /// # Errors
+    /// [`DistillError::Torch`] when libtorch cannot list them.
+    pub fn named_parameters(&self) -> Result<Vec<(String, Tensor)>> {
+        Ok(self.module.named_parameters()?)
+    }
+
     /// Re-asserts eval mode (docs/kd-pitfalls.md T3: a teacher must not slip back into training mode).
     pub fn ensure_eval(&mut self) -> Result<()> {
         Ok(self.module.f_set_eval()?)

@@ -3,6 +3,9 @@
 //!
 //! * [`network`]: the interface, [`Network`].
 //! * [`layered`]: `family = "mlp" | "cnn"`, one block per layer of `estimator_wasm::schema::arch`.
+//! * [`transformer`]: `family = "transformer"`, likewise, from its parts: [`embedding`],
+//!   [`attention`], [`feed_forward`], [`norm`], [`linear`].
+//! * [`teacher_init`]: a transformer student's weights copied from a BERT teacher (DistilBERT).
 //!
 //! A network is a sequence of blocks, the unit of gradient checkpointing (`step.rs`): block 0
 //! takes the model input ([`ModelInput`]: normalised images or vectors [B, ...input_shape]; token
@@ -17,13 +20,26 @@ use estimator_wasm::schema::{Config, Family};
 use tch::{nn, nn::VarStore, Tensor};
 
 use crate::data::ModelInput;
-use crate::error::{DistillError, Result};
+use crate::error::Result;
 
+pub mod attention;
+pub mod embedding;
+pub mod feed_forward;
 pub mod layered;
+pub mod linear;
 pub mod network;
+pub mod norm;
+pub mod teacher_init;
+#[cfg(test)]
+mod teacher_init_tests;
+pub mod transformer;
+#[cfg(test)]
+mod transformer_tests;
 
 pub use layered::{activate, Block, Layered};
 pub use network::Network;
+pub use teacher_init::{init_from_teacher, TeacherInit};
+pub use transformer::Transformer;
 
 /// The trainable variables of `vs` (those that require a gradient), in name order.
 ///
@@ -40,21 +56,18 @@ pub fn trainable(vs: &VarStore) -> Vec<(String, Tensor)> {
 #[derive(Debug)]
 pub enum Student {
     Layered(Layered),
+    Transformer(Transformer),
 }
 
 impl Student {
     /// Builds the student of the kind `spec.student.family` names, its variables under `root`.
     ///
     /// # Errors
-    /// [`crate::DistillError::Usage`] for a family or layer the trainer cannot build (a
-    /// transformer: its first layer "can be planned but not trained by distill").
+    /// [`crate::DistillError::Usage`] for a layer the trainer cannot build.
     pub fn new(root: &nn::Path, spec: &Config) -> Result<Student> {
         match spec.student.family {
             Family::Mlp | Family::Cnn => Ok(Student::Layered(Layered::new(root, spec)?)),
-            // Not trainable yet: the layered builder names the first layer it cannot build.
-            Family::Transformer => Err(Layered::new(root, spec).err().unwrap_or_else(|| {
-                DistillError::Usage("student.family = \"transformer\" can be planned but not trained by distill".into())
-            })),
+            Family::Transformer => Ok(Student::Transformer(Transformer::new(root, spec)?)),
         }
     }
 
@@ -62,6 +75,7 @@ impl Student {
     pub fn net(&self) -> &dyn Network {
         match self {
             Student::Layered(s) => s,
+            Student::Transformer(s) => s,
         }
     }
 
@@ -70,6 +84,7 @@ impl Student {
     pub fn layered(&self) -> Option<&Layered> {
         match self {
             Student::Layered(s) => Some(s),
+            Student::Transformer(_) => None,
         }
     }
 
@@ -77,6 +92,7 @@ impl Student {
     pub fn layered_mut(&mut self) -> Option<&mut Layered> {
         match self {
             Student::Layered(s) => Some(s),
+            Student::Transformer(_) => None,
         }
     }
 
