@@ -12,7 +12,8 @@ use crate::data::Dataset;
 use crate::error::Result;
 use crate::memory_plan::LoadedSizes;
 use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape};
-use crate::students::build_student;
+use crate::student::TeacherInit;
+use crate::students::{build_student_from, teacher_weights, StudentInit};
 use crate::teacher::Teacher;
 
 /// The datasets on the device and the teacher.
@@ -20,6 +21,10 @@ pub struct Loaded {
     pub train: Dataset,
     pub test: Dataset,
     pub teacher: Teacher,
+    /// The teacher's fp32 parameters on the CPU, for `student.init_from_teacher`.
+    pub teacher_weights: Option<Vec<(String, Tensor)>>,
+    /// What a fresh student takes from the teacher (`None` without `init_from_teacher`).
+    pub teacher_init: Option<TeacherInit>,
 }
 
 impl Loaded {
@@ -51,9 +56,11 @@ impl Loaded {
         check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, embedding)?;
         teacher.check_finite(&probe_logits, &probe, &train)?;
         check_eval_mode(&teacher, &probe.input, &probe_logits)?;
-        let (_, student) = build_student(spec, cfg.init.as_deref(), &cfg.path, device)?;
+        let teacher_weights = teacher_weights(spec, &teacher)?;
+        let init = StudentInit { teacher: teacher_weights.as_deref(), file: cfg.init.as_deref() };
+        let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;
         check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;
-        Ok(Loaded { train, test, teacher })
+        Ok(Loaded { train, test, teacher, teacher_weights, teacher_init })
     }
 
     /// What the memory plan needs of the loaded run: the teacher's parameter count and the

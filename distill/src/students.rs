@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use estimator_wasm::schema::Config;
-use tch::{nn::VarStore, Device};
+use tch::{nn::VarStore, Device, Tensor};
 
 use crate::checkpoint;
 use crate::config::RunSettings;
@@ -24,14 +24,16 @@ use crate::metrics::MetricsLog;
 use crate::preflight::chance_warning;
 use crate::progress::Progress;
 use crate::report::{Distilled, StudentReport, TeacherReport};
-use crate::student::Student;
+use crate::student::{init_from_teacher, Student, TeacherInit};
 use crate::teacher::Teacher;
 use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 
-/// The datasets on the device.
+/// The datasets on the device, and the teacher's weights a student starts from.
 pub struct Data<'a> {
     pub train: &'a Dataset,
     pub test: &'a Dataset,
+    /// [`teacher_weights`], for `student.init_from_teacher`.
+    pub teacher_weights: Option<&'a [(String, Tensor)]>,
 }
 
 /// The students of a run: the KD student, and with `--baseline` the alpha = 0 one.
@@ -99,6 +101,7 @@ impl Students<'_> {
             test: test_set,
             targets,
             teacher_test_preds: Some(&teacher_test),
+            teacher_weights: data.teacher_weights,
         };
         if settings.auto_batch() {
             confirm_batch(&inputs)?;
@@ -150,7 +153,7 @@ pub fn check_baseline(baseline: bool, spec: &Config, train: &Dataset) -> Result<
 fn confirm_batch(inputs: &TrainInputs) -> Result<()> {
     let settings = inputs.settings;
     let cfg_path = settings.cfg_path();
-    let (vs, student) = build_student(settings.spec(), settings.init(), cfg_path, settings.device())?;
+    let (vs, student, _) = build_student_from(settings.spec(), inputs.init(), cfg_path, settings.device())?;
     let trainer = Trainer::new(inputs, vs, student)?;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trainer.probe()));
     let b = settings.batch_size();
@@ -212,7 +215,7 @@ pub fn run_student(
     }
     create_dir_all(&out.path("")).map_err(|e| DistillError::io(&out.path(""), e))?;
     let settings = inputs.settings;
-    let (vs, student) = build_student(settings.spec(), settings.init(), settings.cfg_path(), settings.device())?;
+    let (vs, student, _) = build_student_from(settings.spec(), inputs.init(), settings.cfg_path(), settings.device())?;
     let mut trainer = Trainer::new(inputs, vs, student)?;
     if let Some(note) = trainer.batches().note() {
         progress.line(format!("{name}: {note}"));
@@ -270,22 +273,49 @@ fn check_stop_after(stop_after: Option<u64>, step: u64, name: &str) -> Result<()
     }
 }
 
-/// Seeds libtorch, builds the student of `spec` (read from `cfg_path`) and loads `init` (its
-/// `student.init`, resolved) when set.
+/// Where a fresh student's weights come from besides its seeded random initialisation, applied
+/// in this order: the teacher's parameters (`student.init_from_teacher`), then a safetensors
+/// file (`student.init`, resolved).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StudentInit<'a> {
+    /// The teacher's parameters by their TorchScript names, fp32 on the CPU
+    /// ([`teacher_weights`]); `None` without `student.init_from_teacher`.
+    pub teacher: Option<&'a [(String, Tensor)]>,
+    pub file: Option<&'a Path>,
+}
+
+/// The teacher's parameters for `student.init_from_teacher` (fp32 on the CPU, whatever
+/// `teacher.precision` is), or `None` when `spec` does not ask for them.
+///
+/// # Errors
+/// [`DistillError::Teacher`] when the teacher cannot be loaded again in fp32.
+pub fn teacher_weights(spec: &Config, teacher: &Teacher) -> Result<Option<Vec<(String, Tensor)>>> {
+    if spec.student.init_from_teacher.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(teacher.in_fp32(Device::Cpu)?.named_parameters()?))
+}
+
+/// Seeds libtorch, builds the student of `spec` (read from `cfg_path`) and applies `init`: the
+/// teacher's weights (returning what was copied), then `student.init`.
 ///
 /// # Errors
 /// [`DistillError::Config`] naming `cfg_path` for a student that cannot be built or an `init`
-/// that does not load.
-pub fn build_student(
+/// that does not load; [`DistillError::Usage`] for teacher weights that do not fit the student.
+pub fn build_student_from(
     spec: &Config,
-    init: Option<&Path>,
+    init: StudentInit,
     cfg_path: &Path,
     device: Device,
-) -> Result<(VarStore, Student)> {
+) -> Result<(VarStore, Student, Option<TeacherInit>)> {
     tch::manual_seed(spec.train.seed as i64);
     let mut vs = VarStore::new(device);
     let student = Student::new(&vs.root(), spec)?;
-    if let Some(path) = init {
+    let from_teacher = match init.teacher {
+        Some(weights) => Some(init_from_teacher(&vs, spec, weights)?),
+        None => None,
+    };
+    if let Some(path) = init.file {
         vs.load(path).map_err(|e| {
             DistillError::config(
                 cfg_path,
@@ -293,5 +323,20 @@ pub fn build_student(
             )
         })?;
     }
-    Ok((vs, student))
+    Ok((vs, student, from_teacher))
+}
+
+/// [`build_student_from`] with `student.init` alone (`init`, resolved), for students that take
+/// nothing from the teacher.
+///
+/// # Errors
+/// As [`build_student_from`].
+pub fn build_student(
+    spec: &Config,
+    init: Option<&Path>,
+    cfg_path: &Path,
+    device: Device,
+) -> Result<(VarStore, Student)> {
+    let init = StudentInit { teacher: None, file: init };
+    build_student_from(spec, init, cfg_path, device).map(|(vs, student, _)| (vs, student))
 }

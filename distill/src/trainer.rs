@@ -68,6 +68,15 @@ pub struct TrainInputs<'a> {
     /// The teacher's predictions on the test set (top-1 classes [N_test], or embeddings
     /// [N_test, E]), for agreement.
     pub teacher_test_preds: Option<&'a Tensor>,
+    /// The teacher's parameters a fresh student starts from (`student.init_from_teacher`).
+    pub teacher_weights: Option<&'a [(String, Tensor)]>,
+}
+
+impl TrainInputs<'_> {
+    /// Where a fresh student's weights come from: the teacher's, then `student.init`.
+    pub fn init(&self) -> crate::students::StudentInit<'_> {
+        crate::students::StudentInit { teacher: self.teacher_weights, file: self.settings.init() }
+    }
 }
 
 /// Final figures of a training run.

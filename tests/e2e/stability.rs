@@ -123,6 +123,7 @@ impl Fp16Run {
             test: &self.test,
             targets: SoftTargets::None,
             teacher_test_preds: None,
+            teacher_weights: None,
         }
     }
 

@@ -38,6 +38,22 @@ pub struct TeacherInit {
     pub kept: Vec<String>,
 }
 
+impl TeacherInit {
+    /// One progress line: what the student took from the teacher.
+    pub fn summary(&self) -> String {
+        let layers: Vec<String> = self.layer_map.iter().map(|(s, t)| format!("{}<-{t}", s + 1)).collect();
+        let kept =
+            if self.kept.is_empty() { String::new() } else { format!("; kept random: {}", self.kept.join(", ")) };
+        format!(
+            "student: initialised from the teacher ({} tensors, {} values): embeddings and layers {} of its {}{kept}",
+            self.tensors,
+            self.elements,
+            layers.join(" "),
+            self.teacher_layers
+        )
+    }
+}
+
 const KEY: &str = "student.init_from_teacher";
 
 /// Copies the teacher's weights `teacher` (name, tensor; e.g. from `Teacher::named_parameters`)
