@@ -128,7 +128,7 @@ mod tests {
     fn spec(max_tokens: u64) -> DataSpec {
         let toml = format!(
             "[data]\ntokenizer=\"t.json\"\ninput_shape=[{max_tokens}]\nclasses=8\n[student]\nfamily=\"transformer\"\n\
-             [student.transformer]\nvocab=14\nlayers=1\nd_model=8\nheads=2\nmax_positions=16\nhead=\"embedding\"\n[kd]\nobjective=\"embedding_mse\""
+             [student.transformer]\nvocab=14\nlayers=1\nd_model=8\nheads=2\nmax_positions=128\nhead=\"embedding\"\n[kd]\nobjective=\"embedding_mse\""
         );
         estimator_wasm::Config::from_toml_str(&toml).unwrap().data
     }
@@ -267,6 +267,29 @@ mod tests {
             lines(b"ok\nab\xffc\n").unwrap_err(),
             "line 2 is not UTF-8 (byte 3 of the line): save the file as UTF-8"
         );
+    }
+
+    /// The fixture tokenizer and test file against Python's `tokenizers` (expected.json holds
+    /// its ids of the first 3 test lines; the counts are Python's of the whole file).
+    #[test]
+    fn fixture_ids_and_counts_equal_pythons() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/text");
+        let tokenizer = TextTokenizer::load(&fixtures.join("tokenizer.json"), 64, Some(1000)).unwrap();
+        let d = Dataset::load(&fixtures.join("text-test.txt"), &spec(64), Some(&tokenizer)).unwrap();
+        let expected: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fixtures.join("expected.json")).unwrap()).unwrap();
+        let python: Vec<Vec<u32>> = serde_json::from_value(expected["ids"].clone()).unwrap();
+        assert_eq!(python.len(), 3);
+        for (i, want) in python.iter().enumerate() {
+            assert_eq!(&ids(&d, i), want, "test line {}", i + 1);
+        }
+        assert_eq!(
+            *d.text_stats().unwrap(),
+            TextStats { lines: 300, blank_skipped: 0, truncated: 3, mean_tokens: 23.53, max_tokens: 64 }
+        );
+        // a truncated sentence ends with [SEP] = 3
+        let longest = (0..d.len()).find(|&i| ids(&d, i).len() == 64).unwrap();
+        assert_eq!(ids(&d, longest).last(), Some(&3));
     }
 
     /// The real all-MiniLM-L6-v2 tokenizer, where the Python package that ships it is installed.
