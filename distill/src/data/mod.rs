@@ -41,11 +41,15 @@ impl Dataset {
     ///
     /// # Errors
     /// [`crate::DistillError::Data`] naming the file (the array, the line) and the fix; also for
-    /// another extension, and for a `.txt` without a tokenizer.
+    /// another extension, a `.txt` without a tokenizer and an `.npz` with one.
     pub fn load(path: &Path, spec: &DataSpec, tokenizer: Option<&TextTokenizer>) -> Result<Dataset> {
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
         match (ext.as_deref(), tokenizer) {
-            (Some("npz"), _) => images_npz::load(path, spec),
+            (Some("npz"), None) => images_npz::load(path, spec),
+            (Some("npz"), Some(_)) => Err(DistillError::data(
+                path,
+                "data.tokenizer is set, so the data is text: give .txt files (one sentence per line)",
+            )),
             (Some("txt"), Some(tokenizer)) => text_file::load(path, tokenizer),
             (Some("txt"), None) => Err(DistillError::data(
                 path,

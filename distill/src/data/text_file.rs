@@ -217,6 +217,14 @@ mod tests {
             Dataset::load(&txt, &spec(16), None).unwrap_err().to_string(),
             format!("{}: text needs data.tokenizer: set it to the teacher's tokenizer.json (relative to the cfg.toml's folder)", at("t.txt"))
         );
+        let npz = files.write("t.npz", b"");
+        assert_eq!(
+            Dataset::load(&npz, &spec(16), Some(&files.tokenizer(16))).unwrap_err().to_string(),
+            format!(
+                "{}: data.tokenizer is set, so the data is text: give .txt files (one sentence per line)",
+                at("t.npz")
+            )
+        );
         let csv = files.write("t.csv", b"a man\n");
         assert_eq!(
             Dataset::load(&csv, &spec(16), Some(&files.tokenizer(16))).unwrap_err().to_string(),
