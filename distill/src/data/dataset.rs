@@ -11,6 +11,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tch::{Device, Kind, Tensor};
 
+use super::buckets::bucketed;
 use super::images::Images;
 use super::input::{Batch, ModelInput};
 use super::normalize::ChannelStats;
@@ -41,10 +42,10 @@ impl Examples {
         }
     }
 
-    fn to_device(&self, device: Device) -> Examples {
+    fn into_device(self, device: Device) -> Examples {
         match self {
             Examples::Images(i) => Examples::Images(i.to_device(device)),
-            Examples::Text(t) => Examples::Text(t.to_device(device)),
+            Examples::Text(t) => Examples::Text(t.into_device(device)),
         }
     }
 
@@ -164,7 +165,7 @@ impl Dataset {
     pub fn to_device(self, device: Device) -> Dataset {
         Dataset {
             path: self.path,
-            examples: self.examples.to_device(device),
+            examples: self.examples.into_device(device),
             labels: self.labels.map(|y| y.to_device(device)),
             rows_in_file: self.rows_in_file.map(|r| r.to_device(device)),
         }
@@ -184,6 +185,17 @@ impl Dataset {
             input: self.examples.input(index),
             labels: self.labels.as_ref().map(|y| y.index_select(0, index)),
             index: index.shallow_clone(),
+        }
+    }
+
+    /// The training order of epoch `epoch` in batches of `batch` samples: the [`permutation`]
+    /// of the samples, and for text its length-bucketed form ([`super::buckets::bucketed`]), so
+    /// that sentences of similar length share a batch. Rebuilt exactly from (`seed`, `epoch`).
+    pub fn epoch_order(&self, seed: u64, epoch: u64, batch: usize) -> Vec<i64> {
+        let order = permutation(self.len(), seed, epoch);
+        match &self.examples {
+            Examples::Images(_) => order,
+            Examples::Text(t) => bucketed(order, |i| t.sentence(i).len(), batch, seed, epoch),
         }
     }
 
@@ -244,5 +256,7 @@ mod tests {
             assert_eq!(Vec::<i64>::try_from(part.file_rows(&all)).unwrap(), Vec::<i64>::try_from(labels).unwrap());
         }
         assert_ne!(Vec::<i64>::try_from(test.labels().unwrap()).unwrap(), vec![0, 1, 2], "a shuffled split");
+        // images train in the plain permutation's order
+        assert_eq!(train.epoch_order(5, 2, 3), permutation(train.len(), 5, 2));
     }
 }

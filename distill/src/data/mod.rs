@@ -4,6 +4,7 @@
 //! (normalises, pads) inputs.
 //!
 //! * [`input`]: [`ModelInput`] (inputs and attention mask) and [`Batch`] (input, labels, file rows).
+//! * [`buckets`]: the length-bucketed batch order of text (sentences of similar length batched).
 //! * [`dataset`]: the in-memory dataset, its kinds of example ([`Examples`]), the seeded batch order.
 //! * [`images`]: image or vector examples, kept raw and normalised per batch.
 //! * [`images_npz`]: `.npz` with images [N, C, H, W] or vectors [N, D] and class labels.
@@ -17,6 +18,7 @@ use estimator_wasm::schema::DataSpec;
 
 use crate::error::{DistillError, Result};
 
+pub mod buckets;
 pub mod dataset;
 pub mod images;
 pub mod images_npz;

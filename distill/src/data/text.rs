@@ -101,15 +101,8 @@ impl Text {
     }
 
     /// The same sentences, batched onto `device` (the ids stay on the host).
-    pub fn to_device(&self, device: Device) -> Text {
-        Text {
-            ids: self.ids.clone(),
-            starts: self.starts.clone(),
-            pad_id: self.pad_id,
-            max_tokens: self.max_tokens,
-            device,
-            stats: self.stats.clone(),
-        }
+    pub fn into_device(self, device: Device) -> Text {
+        Text { device, ..self }
     }
 
     /// The model input of sentences `index` ([B] Int64, any device): ids [B, S] padded with
@@ -202,7 +195,7 @@ mod tests {
 
     #[test]
     fn selecting_keeps_the_ids_and_the_file_counts() {
-        let t = text().to_device(Device::Cpu);
+        let t = text().into_device(Device::Cpu);
         let part = t.select(&Tensor::from_slice(&[2i64, 1]));
         assert_eq!(part.len(), 2);
         assert_eq!((part.sentence(0), part.sentence(1)), (&[101u32, 1, 2, 3, 4, 102][..], &[101u32, 102][..]));
