@@ -41,7 +41,8 @@ pub struct Text {
 
 impl Text {
     /// Sentences `sentences` (each already at most `max_tokens` ids, none empty) padded with
-    /// `pad_id`; `blank_skipped` and `truncated` are what reading them counted.
+    /// `pad_id`; `counts` are what reading them counted: (blank lines skipped, sentences
+    /// truncated).
     ///
     /// # Panics
     /// When a sentence is empty or longer than `max_tokens` (the reader truncates and skips).
