@@ -31,6 +31,8 @@ pub struct DataFiles {
     /// `[data].train`.
     pub train: PathBuf,
     pub held_out: HeldOut,
+    /// `[data].tokenizer`: the `tokenizer.json` of text data.
+    pub tokenizer: Option<PathBuf>,
 }
 
 impl DataFiles {
@@ -52,7 +54,8 @@ impl DataFiles {
                     "data.test is missing: set it to a held-out .npz, or set data.holdout = 0.1 to split data.train",
                 )),
             };
-        Ok(Some(DataFiles { train: relative(path, train), held_out }))
+        let tokenizer = spec.data.tokenizer.as_ref().map(|t| relative(path, t));
+        Ok(Some(DataFiles { train: relative(path, train), held_out, tokenizer }))
     }
 }
 
@@ -226,6 +229,7 @@ mod tests {
         let cfg = RunConfig::from_spec(path, spec("train = \"t.npz\"\ntest = \"../v.npz\"\n")).unwrap();
         assert_eq!(cfg.data.train, Path::new("runs/cfg/t.npz"));
         assert_eq!(cfg.data.held_out, HeldOut::File("runs/cfg/../v.npz".into()));
+        assert_eq!(cfg.data.tokenizer, None);
         let split = RunConfig::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.25\n")).unwrap();
         assert_eq!(split.data.held_out, HeldOut::Split(0.25));
         // no held-out set: refused, also where only the files are asked for (`distill plan`)

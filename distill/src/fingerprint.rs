@@ -1,4 +1,4 @@
-//! The content of a run's input files (teacher, data, `student.init`) when it started, recorded
+//! The content of a run's input files (teacher, data, tokenizer, `student.init`) when it started, recorded
 //! in `run.json` so that `--resume` refuses a file that changed since: continuing with another teacher or
 //! other data would silently mix two runs.
 use std::io::Read;
@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DistillError, Result};
 
-/// One input file: its role (`teacher`, `data.train`, `data.test`), its size in bytes and the
+/// One input file: its role (`teacher`, `data.train`, `data.test`, `data.tokenizer`,
+/// `student.init`), its size in bytes and the
 /// CRC-32 (IEEE, as zip/gzip use) of its bytes. The role, not the path, identifies it, so a
 /// teacher moved elsewhere (`--resume DIR --teacher NEW`) still matches when its bytes do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use estimator_wasm::DatasetSize;
 use tch::{Device, Tensor};
 
 use crate::config::{HeldOut, RunConfig};
-use crate::data::Dataset;
+use crate::data::{Dataset, TextTokenizer};
 use crate::error::Result;
 use crate::memory_plan::LoadedSizes;
 use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape};
@@ -36,10 +36,13 @@ impl Loaded {
     /// fault and the fix; [`crate::DistillError::Config`] for a student that cannot be built.
     pub fn load(cfg: &RunConfig, teacher: &Path, device: Device) -> Result<Loaded> {
         let spec = &cfg.spec;
-        let train = Dataset::load(&cfg.data.train, &spec.data)?;
+        let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
+        let tokenizer = cfg.data.tokenizer.as_deref();
+        let tokenizer = tokenizer.map(|t| TextTokenizer::load(t, spec.data.input_shape[0], vocab)).transpose()?;
+        let train = Dataset::load(&cfg.data.train, &spec.data, tokenizer.as_ref())?;
         let (train, test) = match &cfg.data.held_out {
             HeldOut::File(path) => {
-                let test = Dataset::load(path, &spec.data)?;
+                let test = Dataset::load(path, &spec.data, tokenizer.as_ref())?;
                 check_same_range(&train, &test)?;
                 (train, test)
             }

@@ -161,6 +161,7 @@ fn input_files(opts: &TrainOptions, cfg: &RunConfig) -> Vec<(&'static str, PathB
     if let HeldOut::File(test) = &cfg.data.held_out {
         files.push(("data.test", test.clone()));
     }
+    files.extend(cfg.data.tokenizer.clone().map(|t| ("data.tokenizer", t)));
     // read when a student starts from step 0: the baseline of a resumed run, or a run resumed
     // before its first checkpoint
     files.extend(cfg.init.clone().map(|init| ("student.init", init)));
@@ -178,4 +179,37 @@ fn default_out(cfg: &Path) -> PathBuf {
     let stem = cfg.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "-");
     PathBuf::from("runs").join(format!("{stem}-{now}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_runs_tokenizer_is_one_of_its_fingerprinted_inputs() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/minilm/student.toml");
+        let cfg = RunConfig::load(&path, &[]).unwrap();
+        let opts = TrainOptions {
+            teacher: "t.pt".into(),
+            student: path.clone(),
+            out: None,
+            overwrite: false,
+            device: "cpu".into(),
+            baseline: false,
+            sets: Vec::new(),
+            verbosity: Verbosity::Quiet,
+            stop_after: None,
+        };
+        let folder = path.parent().unwrap();
+        let data = |name: &str| folder.join("../../data/minilm").join(name);
+        assert_eq!(
+            input_files(&opts, &cfg),
+            [
+                ("teacher", PathBuf::from("t.pt")),
+                ("data.train", data("train.txt")),
+                ("data.test", data("test.txt")),
+                ("data.tokenizer", data("tokenizer.json")),
+            ]
+        );
+    }
 }

@@ -78,7 +78,7 @@ fn safetensors_names_are_the_layer_ids() {
 
 /// The digits test set, normalised as the cfg says, and its labels.
 fn test_set(spec: &Config) -> (Tensor, Tensor) {
-    let test = distill::data::Dataset::load(&fixture("digits-test.npz"), &spec.data).unwrap();
+    let test = distill::data::Dataset::load(&fixture("digits-test.npz"), &spec.data, None).unwrap();
     let all = test.chunks(test.len()).next().unwrap();
     (all.input.x, all.labels.unwrap())
 }

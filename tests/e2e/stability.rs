@@ -103,12 +103,12 @@ impl Fp16Run {
         ];
         let cfg = digits_config(dir.path(), &edits);
         let spec = Config::from_toml_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
-        let train = Dataset::load(&fixture("digits-train.npz"), &spec.data).unwrap();
+        let train = Dataset::load(&fixture("digits-train.npz"), &spec.data, None).unwrap();
         let x = train.images().unwrap().raw().to_kind(Kind::Float);
         for &i in huge {
             let _ = x.get(i).fill_(1e7);
         }
-        let test = Dataset::load(&fixture("digits-test.npz"), &spec.data).unwrap();
+        let test = Dataset::load(&fixture("digits-test.npz"), &spec.data, None).unwrap();
         let settings = RunConfig::from_spec(&cfg, spec.clone()).unwrap().unplanned(Device::Cpu).unwrap();
         let images = Examples::Images(Images::new(x, Normalizer::new(&spec.data, Device::Cpu)));
         let train = Dataset::new(train.path().to_path_buf(), images, train.labels().map(Tensor::shallow_clone));

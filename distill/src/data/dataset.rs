@@ -1,8 +1,9 @@
 //! The in-memory dataset every kind of data file loads into, with what the trainer needs from
 //! it (length, a ready batch of examples by index, consecutive chunks, a held-out split, the
 //! file row of a row for messages), and the seeded order of mini-batches. Each kind of example
-//! (today images and vectors, [`Images`]) is one variant of [`Examples`] and owns how its batches
-//! are prepared (images are normalised); nothing outside `data/` prepares inputs.
+//! (images and vectors, [`Images`]; sentences, [`Text`]) is one variant of [`Examples`] and owns
+//! how its batches are prepared (images are normalised, sentences padded); nothing outside
+//! `data/` prepares inputs.
 use std::path::{Path, PathBuf};
 
 use rand::seq::SliceRandom;
@@ -10,9 +11,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tch::{Device, Kind, Tensor};
 
+use super::buckets::bucketed;
 use super::images::Images;
 use super::input::{Batch, ModelInput};
 use super::normalize::ChannelStats;
+use super::text::{Text, TextStats};
 use crate::error::{DistillError, Result};
 
 /// The examples of a dataset, one variant per kind of input.
@@ -20,36 +23,43 @@ use crate::error::{DistillError, Result};
 pub enum Examples {
     /// Images [N, C, H, W] or vectors [N, D], normalised per batch.
     Images(Images),
+    /// Sentences as token ids, padded per batch to its longest (ids and attention mask).
+    Text(Text),
 }
 
 impl Examples {
     fn len(&self) -> usize {
         match self {
             Examples::Images(i) => i.len(),
+            Examples::Text(t) => t.len(),
         }
     }
 
     fn select(&self, index: &Tensor) -> Examples {
         match self {
             Examples::Images(i) => Examples::Images(i.select(index)),
+            Examples::Text(t) => Examples::Text(t.select(index)),
         }
     }
 
-    fn to_device(&self, device: Device) -> Examples {
+    fn into_device(self, device: Device) -> Examples {
         match self {
             Examples::Images(i) => Examples::Images(i.to_device(device)),
+            Examples::Text(t) => Examples::Text(t.into_device(device)),
         }
     }
 
     fn input(&self, index: &Tensor) -> ModelInput {
         match self {
             Examples::Images(i) => i.input(index),
+            Examples::Text(t) => t.input(index),
         }
     }
 
     fn input_range(&self, start: i64, len: i64) -> ModelInput {
         match self {
             Examples::Images(i) => i.input_range(start, len),
+            Examples::Text(t) => t.input_range(start, len),
         }
     }
 }
@@ -95,13 +105,30 @@ impl Dataset {
     pub fn images(&self) -> Option<&Images> {
         match &self.examples {
             Examples::Images(i) => Some(i),
+            Examples::Text(_) => None,
         }
     }
 
-    /// Bytes of one sample as the dataset keeps it (for the memory plan).
+    /// The sentences of a text dataset, as token ids; `None` for other kinds.
+    pub fn text(&self) -> Option<&Text> {
+        match &self.examples {
+            Examples::Text(t) => Some(t),
+            Examples::Images(_) => None,
+        }
+    }
+
+    /// What reading a text file counted (sentences, blank lines skipped, truncated sentences,
+    /// tokens): the file's, also after [`Dataset::split`]; `None` for other kinds.
+    pub fn text_stats(&self) -> Option<&TextStats> {
+        self.text().map(Text::stats)
+    }
+
+    /// Bytes of one sample as the dataset keeps it (for the memory plan); for text, as a batch
+    /// holds it at the widest (ids and mask, Int64, `data.input_shape[0]` tokens).
     pub fn sample_bytes(&self) -> u64 {
         match &self.examples {
             Examples::Images(i) => i.sample_bytes(),
+            Examples::Text(t) => t.sample_bytes(),
         }
     }
 
@@ -138,7 +165,7 @@ impl Dataset {
     pub fn to_device(self, device: Device) -> Dataset {
         Dataset {
             path: self.path,
-            examples: self.examples.to_device(device),
+            examples: self.examples.into_device(device),
             labels: self.labels.map(|y| y.to_device(device)),
             rows_in_file: self.rows_in_file.map(|r| r.to_device(device)),
         }
@@ -158,6 +185,17 @@ impl Dataset {
             input: self.examples.input(index),
             labels: self.labels.as_ref().map(|y| y.index_select(0, index)),
             index: index.shallow_clone(),
+        }
+    }
+
+    /// The training order of epoch `epoch` in batches of `batch` samples: the [`permutation`]
+    /// of the samples, and for text its length-bucketed form ([`super::buckets::bucketed`]), so
+    /// that sentences of similar length share a batch. Rebuilt exactly from (`seed`, `epoch`).
+    pub fn epoch_order(&self, seed: u64, epoch: u64, batch: usize) -> Vec<i64> {
+        let order = permutation(self.len(), seed, epoch);
+        match &self.examples {
+            Examples::Images(_) => order,
+            Examples::Text(t) => bucketed(order, |i| t.sentence(i).len(), batch, seed, epoch),
         }
     }
 
@@ -218,5 +256,7 @@ mod tests {
             assert_eq!(Vec::<i64>::try_from(part.file_rows(&all)).unwrap(), Vec::<i64>::try_from(labels).unwrap());
         }
         assert_ne!(Vec::<i64>::try_from(test.labels().unwrap()).unwrap(), vec![0, 1, 2], "a shuffled split");
+        // images train in the plain permutation's order
+        assert_eq!(train.epoch_order(5, 2, 3), permutation(train.len(), 5, 2));
     }
 }

@@ -4,34 +4,63 @@
 //! (normalises, pads) inputs.
 //!
 //! * [`input`]: [`ModelInput`] (inputs and attention mask) and [`Batch`] (input, labels, file rows).
+//! * [`buckets`]: the length-bucketed batch order of text (sentences of similar length batched).
 //! * [`dataset`]: the in-memory dataset, its kinds of example ([`Examples`]), the seeded batch order.
 //! * [`images`]: image or vector examples, kept raw and normalised per batch.
 //! * [`images_npz`]: `.npz` with images [N, C, H, W] or vectors [N, D] and class labels.
 //! * [`normalize`]: the per-channel normalisation of raw inputs (`data.scale/mean/std`).
+//! * [`text`]: sentences as token ids, padded per batch to the longest.
+//! * [`text_file`]: `.txt` with one sentence per line, tokenised by the teacher's tokenizer.
+//! * [`tokenizer`]: the teacher's `tokenizer.json` (`data.tokenizer`), checked and set up.
 use std::path::Path;
 
 use estimator_wasm::schema::DataSpec;
 
-use crate::error::Result;
+use crate::error::{DistillError, Result};
 
+pub mod buckets;
 pub mod dataset;
 pub mod images;
 pub mod images_npz;
 pub mod input;
 pub mod normalize;
+pub mod text;
+pub mod text_file;
+pub mod tokenizer;
 
 pub use dataset::{permutation, Dataset, Examples};
 pub use images::Images;
 pub use images_npz::npz_summary;
 pub use input::{Batch, ModelInput};
 pub use normalize::{ChannelStats, Normalizer};
+pub use text::{Text, TextStats};
+pub use tokenizer::TextTokenizer;
 
 impl Dataset {
-    /// Reads `path` as the kind of data `spec` describes (today an `.npz`) and checks it.
+    /// Reads `path` as the kind of data its extension names and checks it: `.npz`, images or
+    /// vectors as `spec` describes; `.txt`, sentences tokenised by `tokenizer`
+    /// ([`TextTokenizer::load`], from `data.tokenizer`).
     ///
     /// # Errors
-    /// [`crate::DistillError::Data`] naming the file, the array and the fix.
-    pub fn load(path: &Path, spec: &DataSpec) -> Result<Dataset> {
-        images_npz::load(path, spec)
+    /// [`crate::DistillError::Data`] naming the file (the array, the line) and the fix; also for
+    /// another extension, a `.txt` without a tokenizer and an `.npz` with one.
+    pub fn load(path: &Path, spec: &DataSpec, tokenizer: Option<&TextTokenizer>) -> Result<Dataset> {
+        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        match (ext.as_deref(), tokenizer) {
+            (Some("npz"), None) => images_npz::load(path, spec),
+            (Some("npz"), Some(_)) => Err(DistillError::data(
+                path,
+                "data.tokenizer is set, so the data is text: give .txt files (one sentence per line)",
+            )),
+            (Some("txt"), Some(tokenizer)) => text_file::load(path, tokenizer),
+            (Some("txt"), None) => Err(DistillError::data(
+                path,
+                "text needs data.tokenizer: set it to the teacher's tokenizer.json (relative to the cfg.toml's folder)",
+            )),
+            _ => Err(DistillError::data(
+                path,
+                "unknown kind of data file: use .npz (arrays x and y) for images or vectors, or .txt (one sentence per line, with data.tokenizer) for text",
+            )),
+        }
     }
 }

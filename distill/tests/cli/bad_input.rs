@@ -72,6 +72,20 @@ fn corrupt_data_file() {
 }
 
 #[test]
+fn data_files_of_an_unknown_kind_or_text_without_a_tokenizer() {
+    let case = Case::edited("train = \"digits-train.npz\"", "train = \"digits-train.csv\"");
+    std::fs::write(case.path("digits-train.csv"), "1,2\n").unwrap();
+    case.fails_with(TEACHER, CFG, &["digits-train.csv", "use .npz (arrays x and y)", "or .txt (one sentence per line"]);
+    let case = Case::edited("train = \"digits-train.npz\"", "train = \"digits-train.txt\"");
+    std::fs::write(case.path("digits-train.txt"), "a man is eating food\n").unwrap();
+    case.fails_with(
+        TEACHER,
+        CFG,
+        &["digits-train.txt", "text needs data.tokenizer: set it to the teacher's tokenizer.json"],
+    );
+}
+
+#[test]
 fn data_without_labels() {
     let case = Case::new();
     Tensor::write_npz(&[("x", zeros(&[4, 1, 8, 8]))], case.path("digits-train.npz")).unwrap();

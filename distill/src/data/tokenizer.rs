@@ -1,0 +1,119 @@
+//! The teacher's Hugging Face `tokenizer.json` (`data.tokenizer`) as the text reader uses it:
+//! checked against the student once at load (a file, a tokenizer, a vocabulary the student's
+//! embedding holds, room for its special tokens), padding off (batches are padded to their
+//! longest by [`super::text::Text`]) and truncation to `data.input_shape[0]` tokens as Hugging
+//! Face truncates (`LongestFirst`, from the right, the special tokens kept: `[CLS] ... [SEP]`).
+use std::path::{Path, PathBuf};
+
+use tokenizers::{PostProcessor, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+use crate::error::{DistillError, Result};
+
+/// Sentences per `encode_batch` call: parallel within a chunk, and only one chunk's
+/// `Encoding`s (tokens, offsets...) alive at a time.
+const CHUNK: usize = 8192;
+
+/// A loaded, checked tokenizer.
+pub struct TextTokenizer {
+    path: PathBuf,
+    tokenizer: Tokenizer,
+    max_tokens: usize,
+    pad_id: u32,
+}
+
+/// One sentence's token ids, and whether truncation shortened it.
+pub struct Encoded {
+    pub ids: Vec<u32>,
+    pub truncated: bool,
+}
+
+impl TextTokenizer {
+    /// Reads the tokenizer at `path`, for sentences of at most `max_tokens` tokens
+    /// (`data.input_shape[0]`) and a student embedding of `vocab` rows
+    /// (`student.transformer.vocab`; `None`: not checked).
+    ///
+    /// # Errors
+    /// [`DistillError::Data`] naming the tokenizer file and the fix: missing, not a tokenizer
+    /// (the parser's first line), more tokens than `vocab`, or `max_tokens` no larger than its
+    /// special tokens.
+    pub fn load(path: &Path, max_tokens: u64, vocab: Option<u64>) -> Result<TextTokenizer> {
+        let err = |m: String| DistillError::data(path, m);
+        if !path.is_file() {
+            return Err(err(
+                "no such file: set data.tokenizer to the teacher's tokenizer.json (relative to the cfg.toml's folder)"
+                    .into(),
+            ));
+        }
+        let mut tokenizer = Tokenizer::from_file(path).map_err(|e| {
+            let e = e.to_string();
+            let first = e.lines().next().unwrap_or_default();
+            err(format!(
+                "not a Hugging Face tokenizer.json ({first}): point data.tokenizer at the teacher's tokenizer.json"
+            ))
+        })?;
+        let size = tokenizer.get_vocab_size(true) as u64;
+        if let Some(vocab) = vocab.filter(|&v| size > v) {
+            return Err(err(format!(
+                "the tokenizer has {size} tokens but student.transformer.vocab = {vocab}: set vocab >= {size}"
+            )));
+        }
+        let special = tokenizer.get_post_processor().map_or(0, |p| p.added_tokens(false));
+        let max_tokens = max_tokens as usize;
+        if max_tokens <= special {
+            return Err(err(format!(
+                "data.input_shape = [{max_tokens}] leaves no room beside the tokenizer's {special} special tokens: set input_shape to at least [{}]",
+                special + 1
+            )));
+        }
+        // the file's own padding (MiniLM's pads to 128) gives way to per-batch padding; its pad
+        // id still fills the padding
+        let pad_id = tokenizer.get_padding().map(|p| p.pad_id).or_else(|| tokenizer.token_to_id("[PAD]")).unwrap_or(0);
+        tokenizer.with_padding(None);
+        let truncation = TruncationParams {
+            direction: TruncationDirection::Right,
+            max_length: max_tokens,
+            strategy: TruncationStrategy::LongestFirst,
+            stride: 0,
+        };
+        tokenizer
+            .with_truncation(Some(truncation))
+            .map_err(|e| err(format!("cannot truncate to {max_tokens} tokens ({e})")))?;
+        Ok(TextTokenizer { path: path.to_path_buf(), tokenizer, max_tokens, pad_id })
+    }
+
+    /// The tokenizer file (for messages and the run's fingerprints).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The most tokens of a sentence (`data.input_shape[0]`).
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    /// The id padding positions hold: the file's padding id, else `[PAD]`'s, else 0.
+    pub fn pad_id(&self) -> u32 {
+        self.pad_id
+    }
+
+    /// Token ids of `sentences` with the special tokens, truncated to [`Self::max_tokens`],
+    /// encoded in parallel chunks.
+    ///
+    /// # Errors
+    /// [`DistillError::Data`] naming the tokenizer file when the tokenizer fails on a sentence.
+    pub fn encode(&self, sentences: &[&str]) -> Result<Vec<Encoded>> {
+        let mut out = Vec::with_capacity(sentences.len());
+        for chunk in sentences.chunks(CHUNK) {
+            let encodings = self
+                .tokenizer
+                .encode_batch_fast(chunk.to_vec(), true)
+                .map_err(|e| DistillError::data(&self.path, format!("cannot tokenize ({e})")))?;
+            out.extend(
+                encodings
+                    .into_iter()
+                    .map(|e| Encoded { truncated: !e.get_overflowing().is_empty(), ids: e.get_ids().to_vec() }),
+            );
+        }
+        Ok(out)
+    }
+}
