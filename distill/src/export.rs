@@ -11,9 +11,12 @@
 //!   attribute names, so `model.load_state_dict(safetensors.torch.load_file(...), strict=False)`
 //!   fills it.
 //! * `student.pt`: the eval-mode forward traced into TorchScript on the first test sample. It
-//!   takes the model input's tensors ([`ModelInput::tensors`]): normalised floats
-//!   [B, ...input_shape] (see `data.scale/mean/std` in report.json); outputs logits [B, classes].
-//!   Weights are baked in as constants, so Python can run it but not fine-tune it.
+//!   takes the model input's tensors ([`ModelInput::tensors`]): images and vectors as normalised
+//!   floats [B, ...input_shape] (see `data.scale/mean/std` in report.json), returning logits
+//!   [B, classes]; text as `(input_ids, attention_mask)`, both int64 [B, S] for any B and S up
+//!   to `input_shape[0]` (the transformer's forward reads no size, so the trace is not tied to
+//!   the traced sample's), returning the embedding [B, classes]. Weights are baked in as
+//!   constants, so Python can run it but not fine-tune it.
 //!
 //! Both are written from a CPU copy of the student ([`cpu_copy`]), so they load on a CPU-only
 //! machine (`torch.jit.load` without `map_location`) whatever device trained it.
@@ -24,7 +27,7 @@ use estimator_wasm::schema::arch;
 use estimator_wasm::schema::{Config, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
-use crate::data::ModelInput;
+use crate::data::{Dataset, ModelInput};
 use crate::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
 use crate::error::{DistillError, Result};
 use crate::latency::{measure, Latency};
@@ -118,7 +121,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
     let (dense_st, dense_ts) = (dense_dir.join("student.safetensors"), dense_dir.join("student.pt"));
     save_student(spec, &vs, &student, &example, &dense_st, &dense_ts)?;
     let named = crate::student::trainable(&vs);
-    let dense_latency = cpu_latency(spec, &dense_st)?;
+    let dense_latency = cpu_latency(spec, &dense_st, inputs.test)?;
 
     let prune = match &pruner {
         Some(p) => {
@@ -132,7 +135,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
     };
     let (st, ts) = (dir.join("student.safetensors"), dir.join("student.pt"));
     let (params, latency) = match prune.as_ref().and_then(|p| p.shrunk.as_ref()) {
-        Some(s) => (s.params, cpu_latency(&shrunk_spec(spec, s), &st)?),
+        Some(s) => (s.params, cpu_latency(&shrunk_spec(spec, s), &st, inputs.test)?),
         None => (student.params(), dense_latency),
     };
     Ok(StudentReport {
@@ -269,11 +272,15 @@ fn gzip_bytes(path: &Path) -> u64 {
 }
 
 /// Latency of the student of `spec` loaded from `file` onto the CPU.
-fn cpu_latency(spec: &Config, file: &Path) -> Result<Latency> {
+fn cpu_latency(spec: &Config, file: &Path, test: &Dataset) -> Result<Latency> {
     let mut vs = VarStore::new(Device::Cpu);
     let student = Student::new(&vs.root(), spec)?;
     vs.load(file).map_err(|e| DistillError::Torch(format!("{}: {e}", file.display())))?;
-    Ok(measure(&student))
+    let input = |batch: i64| match test.text_stats() {
+        Some(_) => test.chunks(batch as usize).next().expect("a test set holds a sample").input.to_device(Device::Cpu),
+        None => student.example_input(batch),
+    };
+    Ok(measure(&student, &input))
 }
 
 fn shrunk_spec(spec: &Config, s: &ShrunkReport) -> Config {

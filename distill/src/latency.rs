@@ -1,6 +1,7 @@
 //! Measured CPU inference latency of a student (eval mode, no autograd, fp32).
 use std::time::Instant;
 
+use crate::data::ModelInput;
 use crate::student::Student;
 use serde::{Deserialize, Serialize};
 
@@ -8,7 +9,8 @@ use serde::{Deserialize, Serialize};
 /// seconds per call).
 pub const BUDGET_S: f64 = 5.0;
 
-/// Median forward latency in milliseconds for one sample and for a batch of 256.
+/// Median forward latency in milliseconds for one sample and for a batch of 256 (text: the
+/// first test sentence, and the first 256 padded to their longest).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Latency {
     pub batch_1_ms: f64,
@@ -17,12 +19,14 @@ pub struct Latency {
     pub threads: i32,
 }
 
-/// Times `student` (on the CPU) on random inputs of the kind it takes
-/// ([`Student::example_input`]): 5 warm-up calls, then the median of 100 calls at batch 1 and 20
-/// calls at batch 256, fewer (at least 3) where the calls would take more than [`BUDGET_S`].
-pub fn measure(student: &Student) -> Latency {
+/// Times `student` (on the CPU) on the model inputs `input(batch)` gives (images and vectors:
+/// random ones, [`Student::example_input`]; text: the first test sentences, padded to their
+/// longest, since a random full-length sequence is not what a sentence encoder sees): 5 warm-up
+/// calls, then the median of 100 calls at batch 1 and 20 calls at batch 256, fewer (at least 3)
+/// where the calls would take more than [`BUDGET_S`].
+pub fn measure(student: &Student, input: &dyn Fn(i64) -> ModelInput) -> Latency {
     let time = |batch: i64, runs: usize| {
-        let x = student.example_input(batch);
+        let x = input(batch);
         tch::no_grad(|| {
             let first = Instant::now();
             let _ = student.forward(&x, false);

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use estimator_wasm::memory::render::human as bytes;
 use estimator_wasm::schema::DataSpec;
 
+use crate::data::{Dataset, TextStats};
 use crate::latency::Latency;
 use crate::memory_plan::MemoryPlan;
 use crate::objective::{Agreement, LossValues};
@@ -185,19 +186,27 @@ pub struct DataReport {
     pub scale: f64,
     pub mean: Vec<f64>,
     pub std: Vec<f64>,
+    /// Text: the tokenised train and test files (sentences, blank lines skipped, sentences
+    /// truncated to `input_shape[0]` tokens, tokens per sentence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_text: Option<TextStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_text: Option<TextStats>,
 }
 
 impl DataReport {
-    /// The data section of `train_samples` and `test_samples` samples described by `spec`.
-    pub fn new(train_samples: u64, test_samples: u64, spec: &DataSpec) -> DataReport {
+    /// The data section of the `train` and `test` sets described by `spec`.
+    pub fn new(train: &Dataset, test: &Dataset, spec: &DataSpec) -> DataReport {
         DataReport {
-            train_samples,
-            test_samples,
+            train_samples: train.len() as u64,
+            test_samples: test.len() as u64,
             input_shape: spec.input_shape.clone(),
             classes: spec.classes,
             scale: spec.scale,
             mean: spec.mean.clone(),
             std: spec.std.clone(),
+            train_text: train.text_stats().cloned(),
+            test_text: test.text_stats().cloned(),
         }
     }
 }

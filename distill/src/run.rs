@@ -125,6 +125,11 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         baseline: opts.baseline,
         progress: &progress,
     };
+    for (role, set) in [("train", &loaded.train), ("test", &loaded.test)] {
+        if let Some(stats) = set.text_stats() {
+            progress.line(format!("data: {role} {}: {}", set.path().display(), crate::data::text_summary(stats)));
+        }
+    }
     if let Some(init) = &loaded.teacher_init {
         progress.line(init.summary());
     }
@@ -135,7 +140,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
             let run = RunFacts {
                 config: settings.cfg_path().display().to_string(),
                 device,
-                data: DataReport::new(loaded.train.len() as u64, loaded.test.len() as u64, &settings.spec().data),
+                data: DataReport::new(&loaded.train, &loaded.test, &settings.spec().data),
                 memory,
                 wall_seconds: start.elapsed().as_secs_f64(),
                 output_dir: rundir.out.display().to_string(),

@@ -222,7 +222,12 @@ impl<'a> Trainer<'a> {
         while self.state.step() < total {
             let (epoch, i) = (self.state.step() / steps_per_epoch, self.state.step() % steps_per_epoch);
             if order.as_ref().map(|(e, _)| *e) != Some(epoch) {
-                order = Some((epoch, permutation(n, spec.train.seed, epoch)));
+                let (seed, batch) = (spec.train.seed, self.batches.size);
+                let epoch_order = match spec.data.bucket_by_length {
+                    true => self.inputs.train.epoch_order(seed, epoch, batch),
+                    false => permutation(n, seed, epoch),
+                };
+                order = Some((epoch, epoch_order));
             }
             let chunk = {
                 let all = &order.as_ref().expect("set above").1;

@@ -34,6 +34,7 @@ pub use images_npz::npz_summary;
 pub use input::{Batch, ModelInput};
 pub use normalize::{ChannelStats, Normalizer};
 pub use text::{Text, TextStats};
+pub use text_file::summary as text_summary;
 pub use tokenizer::TextTokenizer;
 
 impl Dataset {

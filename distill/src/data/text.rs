@@ -2,14 +2,14 @@
 //! sentences of ~20 tokens take ~14 MB), batched with dynamic padding. A batch is built in one
 //! host pass (ids padded to the longest sentence of the batch, and the attention mask) and
 //! reaches the device in one copy.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use super::input::ModelInput;
 
 /// What reading a text file found, for the run's report and progress output. The counts are
 /// the file's: a held-out split of it keeps them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextStats {
     /// Sentences kept (non-blank lines).
     pub lines: u64,

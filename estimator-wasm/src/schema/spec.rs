@@ -82,6 +82,11 @@ pub struct DataSpec {
     /// cfg.toml's folder. Its padding setting is ignored: batches are padded to their longest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
+    /// Text only: batch sentences of similar length together (pools of 50 batches sorted by
+    /// length, the batches shuffled; Hugging Face's `group_by_length`), so less padding is
+    /// computed. Off: plain shuffled batches.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bucket_by_length: bool,
     /// Shape of one sample as the student sees it: `[C, H, W]` or `[D]`, each 1 to 2^24; for
     /// token ids `[S]`, the most tokens per sequence (longer ones are truncated and counted).
     pub input_shape: Vec<u64>,

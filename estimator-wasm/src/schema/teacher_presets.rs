@@ -272,6 +272,7 @@ mod tests {
             train: None,
             test: None,
             tokenizer: None,
+            bucket_by_length: false,
             holdout: None,
             input_shape: shape,
             classes,

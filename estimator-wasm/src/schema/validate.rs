@@ -104,6 +104,9 @@ impl DataSpec {
                 return invalid("data.holdout", "must be a fraction between 0 and 1");
             }
         }
+        if self.bucket_by_length && self.tokenizer.is_none() {
+            return invalid("data.bucket_by_length", "is for text (data.tokenizer); remove it");
+        }
         if self.tokenizer.is_some() {
             if shape.len() != 1 {
                 return invalid("data.input_shape", "text needs [max_tokens], e.g. [128]");

@@ -12,6 +12,7 @@ const KEYS: &[(&str, Option<FormField>)] = &[
     ("data.std", None),
     ("data.holdout", None),
     ("data.tokenizer", None),
+    ("data.bucket_by_length", None),
     ("student.channels", Some(Depth)),
     ("student.hidden", Some(Width)),
     ("student.kernel", None),
