@@ -80,7 +80,7 @@ impl<'a> Compile<'a> {
             runtime: setup.runtime,
             cuda,
             recipe,
-            ctx: Ctx { recipe, cuda, tp: config.estimate.tensor_parallel },
+            ctx: Ctx { recipe, cuda, tp: config.estimate.tensor_parallel, text: config.data.tokenizer.is_some() },
             notes: precision_notes(config, setup.gpu, cuda),
         }
     }
