@@ -3,7 +3,11 @@
 For every cfg.toml under fidelity/configs/ this builds the student exactly as
 `estimator_wasm::schema::arch::layers` expands it (same layer ids, parameter names and shapes), runs one
 training step on CPU the way `distill` does (forward, fp32 KD + CE loss, backward, optimiser
-step), and records PyTorch's own accounting:
+step), and records PyTorch's own accounting. Sentence encoders (`data.tokenizer`, `head =
+"embedding"`) follow the forward `distill` builds for them: an attention mask with padding
+(an additive fp32 bias on the scores), post- or pre-norm blocks, masked mean or CLS pooling,
+the projection `head`, L2 normalize, and the embedding MSE or cosine loss (no CE on text).
+The records:
 
 * parameters, buffers, gradients and optimiser states: `nbytes` of the tensors PyTorch holds
   (the optimiser's 0-dim `step` tensors are reported apart: distill keeps the step on the host);
