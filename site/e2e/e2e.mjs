@@ -307,7 +307,9 @@ await check('every scenario says whether distill trains its cfg.toml; MiniLM\'s 
   const trained = [];
   for (const key of keys) {
     await page.selectOption('#f-teacher', key);
-    await waitForState(page, (s) => s.teacher === key, `${key} teacher`);
+    // (waitForState's predicate runs in the page and cannot capture `key`)
+    await page.waitForFunction((k) => new URLSearchParams(document.getElementById('explorer')?.dataset.query ?? '')
+      .get('teacher') === k, key, { timeout: 5000 }).catch(() => { throw new Error(`timed out waiting for ${key}`); });
     const native = nativeSweep(await stateOf(page));
     const want = native.untrainable == null ? 'yes' : 'no';
     await page.waitForFunction((w) => document.getElementById('trainable')?.dataset.trainable === w, want, { timeout: 5000 })
