@@ -440,4 +440,8 @@ fn minilm_example_encoder_by_hand() {
     assert_eq!(saved("loss"), 2 * b * h * 4, "MSE saves the fp32 embedding and the teacher's");
     assert!(plan.notes.iter().any(|n| n.contains("S = 128 tokens")), "{:?}", plan.notes);
     assert!(!plan.notes.iter().any(|n| n.contains("cannot train")), "{:?}", plan.notes);
+    // the teacher's cached embeddings: N x E fp32 (and 8 B per test sample), like the logit cache
+    let dataset = DatasetSize { train_samples: 10_000, test_samples: 100, sample_bytes: s * 8 };
+    let plan = estimate(&config(&text), &Inputs { dataset: Some(dataset), ..Inputs::default() }).unwrap();
+    assert_eq!(plan.peak.get(Cat::TeacherLogitCache), 10_000 * h * 4 + 100 * 8);
 }
