@@ -3,7 +3,11 @@
 For every cfg.toml under fidelity/configs/ this builds the student exactly as
 `estimator_wasm::schema::arch::layers` expands it (same layer ids, parameter names and shapes), runs one
 training step on CPU the way `distill` does (forward, fp32 KD + CE loss, backward, optimiser
-step), and records PyTorch's own accounting:
+step), and records PyTorch's own accounting. Sentence encoders (`data.tokenizer`, `head =
+"embedding"`) follow the forward `distill` builds for them: an attention mask with padding
+(an additive fp32 bias on the scores), post- or pre-norm blocks, masked mean or CLS pooling,
+the projection `head`, L2 normalize, and the embedding MSE or cosine loss (no CE on text).
+The records:
 
 * parameters, buffers, gradients and optimiser states: `nbytes` of the tensors PyTorch holds
   (the optimiser's 0-dim `step` tensors are reported apart: distill keeps the step on the host);
@@ -58,17 +62,38 @@ class Fn(nn.Module):
         return self.fn(x)
 
 
+# The batch's attention mask (text inputs): int64 [B, S], 1 = token, 0 = padding; set per step.
+TEXT = {"mask": None}
+
+
 class Embedding(nn.Module):
-    def __init__(self, vocab, dim, positions):
+    """tokens[ids] + positions[arange(S)] + token_types[0] (each when configured)."""
+
+    def __init__(self, vocab, dim, positions, token_types):
         super().__init__()
         self.tokens = nn.Embedding(vocab, dim)
         self.positions = nn.Embedding(positions, dim) if positions else None
+        self.token_types = nn.Embedding(token_types, dim) if token_types else None
 
     def forward(self, ids):
         x = self.tokens(ids)
         if self.positions is not None:
             x = x + self.positions(torch.arange(ids.shape[1]))
+        if self.token_types is not None:
+            x = x + self.token_types.weight[0]
         return x
+
+
+def mean_pool(x):
+    """Mean over the tokens whose mask is 1 (text), else over all tokens."""
+    if TEXT["mask"] is None:
+        return x.mean(1)
+    m = TEXT["mask"].to(x.dtype)
+    return (x * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp_min(1e-9)
+
+
+def l2_normalize(x):
+    return x / x.norm(2, -1, keepdim=True).clamp_min(1e-12)
 
 
 def norm(kind, dim):
@@ -78,8 +103,9 @@ def norm(kind, dim):
 class SelfAttention(nn.Module):
     """x + dropout(proj(attention(norm(x)))), fused qkv, optional grouped-query heads."""
 
-    def __init__(self, dim, heads, kv_heads, kernel, norm_kind, attention_dropout, dropout, bias, causal, seq):
+    def __init__(self, dim, heads, kv_heads, kernel, norm_kind, attention_dropout, dropout, bias, causal, seq, post):
         super().__init__()
+        self.post = post
         self.heads, self.kv_heads, self.hd = heads, kv_heads, dim // heads
         self.kernel, self.pa, self.p, self.causal = kernel, attention_dropout, dropout, causal
         self.norm = norm(norm_kind, dim)
@@ -91,7 +117,7 @@ class SelfAttention(nn.Module):
     def forward(self, x):
         b, s, d = x.shape
         h, kv, hd = self.heads, self.kv_heads, self.hd
-        qkv = self.qkv(self.norm(x)).view(b, s, h + 2 * kv, hd)
+        qkv = self.qkv(x if self.post else self.norm(x)).view(b, s, h + 2 * kv, hd)
         q, k, v = qkv.split([h, kv, kv], dim=2)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         if self.kernel == "math":
@@ -101,34 +127,42 @@ class SelfAttention(nn.Module):
             scores = (q @ k.transpose(-2, -1)) * hd**-0.5
             if self.causal:
                 scores = scores.masked_fill(self.mask[:s, :s], float("-inf"))
+            if TEXT["mask"] is not None:
+                # the additive padding bias, [B, 1, 1, S], in the scores' dtype
+                bias = (1 - TEXT["mask"])[:, None, None, :] * torch.finfo(scores.dtype).min
+                scores = scores + bias
             probs = F.dropout(torch.softmax(scores, -1), self.pa, True)
             out = probs @ v
         else:
+            keys = None if TEXT["mask"] is None else TEXT["mask"].bool()[:, None, None, :]
             out = F.scaled_dot_product_attention(
-                q, k, v, dropout_p=self.pa, is_causal=self.causal, enable_gqa=kv < h
+                q, k, v, attn_mask=keys, dropout_p=self.pa, is_causal=self.causal, enable_gqa=kv < h
             )
         out = out.transpose(1, 2).reshape(b, s, d)
-        return x + F.dropout(self.proj(out), self.p, True)
+        r = x + F.dropout(self.proj(out), self.p, True)
+        return self.norm(r) if self.post else r
 
 
 class FeedForward(nn.Module):
     """x + dropout(fc2(act(fc1(norm(x))))); SwiGLU: fc1 gives gate and up."""
 
-    def __init__(self, dim, width, kind, activation, norm_kind, dropout, bias):
+    def __init__(self, dim, width, kind, activation, norm_kind, dropout, bias, post):
         super().__init__()
+        self.post = post
         self.kind, self.act, self.p = kind, ACT[activation], dropout
         self.norm = norm(norm_kind, dim)
         self.fc1 = nn.Linear(dim, 2 * width if kind == "swiglu" else width, bias=bias)
         self.fc2 = nn.Linear(width, dim, bias=bias)
 
     def forward(self, x):
-        h = self.fc1(self.norm(x))
+        h = self.fc1(x if self.post else self.norm(x))
         if self.kind == "swiglu":
             gate, up = h.chunk(2, -1)
             h = F.silu(gate) * up
         else:
             h = self.act(h)
-        return x + F.dropout(self.fc2(h), self.p, True)
+        r = x + F.dropout(self.fc2(h), self.p, True)
+        return self.norm(r) if self.post else r
 
 
 class Head(nn.Module):
@@ -161,24 +195,35 @@ def layers_of(cfg):
         nk = t.get("norm", "layer")
         head = t.get("head", "lm")
         bias = t.get("bias", True)
-        emb = Embedding(t["vocab"], d, t.get("max_positions", 0))
+        post = t.get("norm_position", "pre") == "post"
+        emb = Embedding(t["vocab"], d, t.get("max_positions", 0), t.get("token_types", 0))
         out.append(("embed", emb))
+        if post:
+            out.append(("embed_norm", norm(nk, d)))
         if p > 0:
             out.append(("embed_drop", Fn(lambda x: F.dropout(x, p, True))))
         for i in range(1, t["layers"] + 1):
             attn = SelfAttention(
                 d, heads, kv, t.get("attention", "math"), nk, t.get("attention_dropout", 0.0), p, bias,
-                head == "lm", s,
+                head == "lm", s, post,
             )
             out.append((f"blk{i}_attn", attn))
-            out.append((f"blk{i}_mlp", FeedForward(d, width, t.get("mlp", "standard"), act, nk, p, bias)))
-        out.append(("final_norm", norm(nk, d)))
+            out.append((f"blk{i}_mlp", FeedForward(d, width, t.get("mlp", "standard"), act, nk, p, bias, post)))
+        if not post:
+            out.append(("final_norm", norm(nk, d)))
+        pool = Fn(mean_pool) if t.get("pooling", "mean") == "mean" else Fn(lambda x: x[:, 0])
         if head == "lm":
             tied = t.get("tie_embeddings", False)
             out.append(("head", Head(d, classes, bias and not tied, emb.tokens if tied else None)))
-        else:
-            out.append(("pool", Fn(lambda x: x.mean(1))))
+        elif head == "classifier":
+            out.append(("pool", pool))
             out.append(("head", Head(d, classes, True, None)))
+        else:
+            out.append(("pool", pool))
+            if classes != d:
+                out.append(("head", nn.Linear(d, classes)))
+            if t.get("normalize", False):
+                out.append(("normalize", Fn(l2_normalize)))
         return out, shape
     cur = list(shape)
     if st["family"] == "cnn":
@@ -234,6 +279,18 @@ def checkpoint_segments(n, ckpt):
     return split(n, int(ckpt))
 
 
+def logit_loss(z, y, teacher_logits, temperature, alpha):
+    """distill/src/objective/logit_kd.rs: CE always, KD when alpha > 0, both in fp32."""
+    ce = F.nll_loss(F.log_softmax(z, -1), y.reshape(-1))
+    loss = (1 - alpha) * ce
+    if alpha > 0:
+        s_logp = F.log_softmax(z / temperature, -1)
+        t_logp = F.log_softmax(teacher_logits / temperature, -1)
+        kl = F.kl_div(s_logp, t_logp, reduction="sum", log_target=True) * (temperature**2 / z.shape[0])
+        loss = loss + alpha * kl
+    return loss
+
+
 # --- one measured step ---------------------------------------------------------------------
 
 
@@ -254,11 +311,17 @@ def measure(path):
         net = net.to(torch.bfloat16)
     net.train()
 
+    TEXT["mask"] = None
+    objective = kd.get("objective", "logits")
     if transformer:
         t = cfg["student"]["transformer"]
         x = torch.randint(0, t["vocab"], [b] + shape)
         rows = shape[0] if t.get("head", "lm") == "lm" else 1
         y = torch.randint(0, classes, (b, rows))
+        if "tokenizer" in cfg["data"]:
+            # text: sample i has S - i tokens, the rest padding (S is the batch's longest)
+            lengths = torch.tensor([max(1, shape[0] - i) for i in range(b)])
+            TEXT["mask"] = (torch.arange(shape[0])[None, :] < lengths[:, None]).long()
     else:
         x = torch.randn([b] + shape)
         if precision == "pure_bf16":
@@ -312,16 +375,18 @@ def measure(path):
                 logits = forward()
         else:
             logits = forward()
-        # distill/src/objective/logit_kd.rs: CE always, KD when alpha > 0, both in fp32
         current[0] = "loss"
         z = logits.reshape(b * rows, classes).to(torch.float32)
-        ce = F.nll_loss(F.log_softmax(z, -1), y.reshape(-1))
-        loss = (1 - alpha) * ce
-        if alpha > 0:
-            s_logp = F.log_softmax(z / temperature, -1)
-            t_logp = F.log_softmax(teacher_logits / temperature, -1)
-            kl = F.kl_div(s_logp, t_logp, reduction="sum", log_target=True) * (temperature**2 / z.shape[0])
-            loss = loss + alpha * kl
+        if objective != "logits":
+            # embedding distillation on the teacher's (cached, fp32) unit vectors; no CE on text
+            target = F.normalize(teacher_logits, dim=-1)
+            if objective == "embedding_mse":
+                kd_term = F.mse_loss(z, target)
+            else:
+                kd_term = (1 - F.cosine_similarity(z, target, dim=-1)).mean()
+            loss = alpha * kd_term
+        else:
+            loss = logit_loss(z, y, teacher_logits, temperature, alpha)
 
     saved_by_layer = {}
     for layer, nbytes in seen.values():

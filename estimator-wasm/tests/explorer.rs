@@ -55,3 +55,99 @@ mod form {
         );
     }
 }
+
+/// Issue 11: the "MiniLM to a small encoder" scenario writes the example's cfg.toml, and every
+/// scenario says whether `distill` trains what it writes.
+#[cfg(feature = "explorer")]
+mod trainable {
+    use std::collections::BTreeMap;
+
+    use estimator_wasm::explorer::sweep::sweep;
+    use estimator_wasm::explorer::{scenario, ExplorerForm, SCENARIOS};
+    use estimator_wasm::schema::untrainable;
+    use estimator_wasm::Config;
+    use serde_json::Value;
+
+    /// Every leaf of a TOML document as `dotted.key -> value`.
+    fn leaves(text: &str) -> BTreeMap<String, Value> {
+        fn walk(prefix: &str, v: &Value, out: &mut BTreeMap<String, Value>) {
+            match v {
+                Value::Object(m) => {
+                    for (k, v) in m {
+                        walk(&if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") }, v, out);
+                    }
+                }
+                _ => {
+                    out.insert(prefix.to_string(), v.clone());
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk("", &basic_toml::from_str::<Value>(text).unwrap(), &mut out);
+        out
+    }
+
+    #[test]
+    fn the_minilm_scenario_writes_the_example_cfg() {
+        let form = ExplorerForm::for_scenario(scenario("all-minilm-l6-v2").unwrap(), "H200");
+        let text = form.cfg_toml().unwrap();
+        let config = Config::from_toml_str(&text).unwrap();
+        assert_eq!(untrainable(&config), None);
+        let exported = leaves(&text);
+        let example =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/minilm/student.toml")).unwrap();
+        let example = leaves(&example);
+        assert!(example.len() >= 30, "{} keys", example.len());
+        for (key, want) in &example {
+            let got = exported.get(key).unwrap_or_else(|| panic!("{key} is missing from the scenario's cfg.toml"));
+            match key.as_str() {
+                // the example sits in examples/minilm/, the downloaded file at the repository root
+                "data.train" | "data.test" | "data.tokenizer" => {
+                    let want = want.as_str().unwrap().strip_prefix("../../").unwrap();
+                    assert_eq!(got.as_str(), Some(want), "{key}");
+                }
+                _ => assert_eq!(got, want, "{key}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_scaled_encoder_starts_from_random_weights() {
+        let base = ExplorerForm::for_scenario(scenario("all-minilm-l6-v2").unwrap(), "H200");
+        for (width, depth) in [(1.0, 2.0), (0.5, 1.0)] {
+            let c = ExplorerForm { width, depth, ..base.clone() }.config().unwrap();
+            assert!(c.student.init_from_teacher.is_empty(), "width {width}, depth {depth}");
+        }
+        assert_eq!(base.config().unwrap().student.init_from_teacher, vec![0, 2, 4]);
+    }
+
+    #[test]
+    fn every_scenario_says_whether_distill_trains_it() {
+        let lm = Some("distill cannot train this yet: causal language-model distillation (head = \"lm\")");
+        let classifier = Some(
+            "distill cannot train this yet: transformer classifiers (head = \"classifier\"); it trains sentence \
+             encoders (head = \"embedding\")",
+        );
+        let want = [
+            ("fashion-mnist-cnn", None),
+            ("resnet50", None),
+            ("vit-b16", None),
+            ("all-minilm-l6-v2", None),
+            ("bert-base", classifier),
+            ("gpt2", lm),
+            ("llama-2-7b", lm),
+            ("llama-3-8b", lm),
+        ];
+        let keys: Vec<&str> = SCENARIOS.iter().map(|s| s.key).collect();
+        assert_eq!(keys, want.map(|(k, _)| k), "a new scenario needs its line here");
+        for (key, note) in want {
+            let s = sweep(&ExplorerForm::for_scenario(scenario(key).unwrap(), "H200")).unwrap();
+            assert_eq!(s.untrainable.as_deref(), note, "{key}");
+        }
+        // a recipe the trainer lacks is named on any scenario
+        let mut form = ExplorerForm::for_scenario(scenario("fashion-mnist-cnn").unwrap(), "H200");
+        form.precision = estimator_wasm::schema::Precision::PureBf16;
+        let note = sweep(&form).unwrap().untrainable.unwrap();
+        assert!(note.ends_with("train.precision = \"pure_bf16\" (it trains fp32, fp16 and bf16)"), "{note}");
+    }
+}

@@ -415,3 +415,33 @@ fn tensor_parallel_splits_weights_not_mlp_activations() {
     // CE log-probs b*s*V*4 halve; labels (b*s*8) and total_weight do not
     assert_eq!(lm(1) - lm(2), 2 * 16 * 64 * 4 / 2);
 }
+
+/// The example sentence encoder (examples/minilm/student.toml) at its batch of 64 on CPU,
+/// counted by hand (docs/memory-model.md, section 3, "Sentence encoders").
+#[test]
+fn minilm_example_encoder_by_hand() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/minilm/student.toml");
+    let text = std::fs::read_to_string(path).unwrap() + "\n[estimate]\ntarget = \"cpu\"\n";
+    let plan = estimate(&config(&text), &Inputs::default()).unwrap();
+    assert_eq!(plan.batch, 64);
+    let (b, s, h, i) = (64u64, 128u64, 384u64, 1536u64);
+    // embeddings (vocab + positions + 2 token types) and their norm; per layer: qkv + proj and a
+    // norm, fc1 + fc2 and a norm; no head (classes = d_model)
+    let per_layer = (4 * h * h + 4 * h + 2 * h) + (2 * h * i + i + h + 2 * h);
+    assert_eq!(plan.params.student, (30522 + 512 + 2) * h + 2 * h + 3 * per_layer);
+    let saved = |id: &str| plan.layers.iter().find(|l| l.id == id).unwrap_or_else(|| panic!("{id}")).saved_bytes;
+    let sh = s * h * 4; // one fp32 [s, h] tensor
+                        // post-norm attention: x, q, k, v, softmax (12 heads x s^2), out-projection input, residual sum, statistics
+    assert_eq!(saved("blk2_attn"), b * (sh * 6 + 12 * s * s * 4 + s * 8));
+    // post-norm MLP: x, GELU input and output (s x i), residual sum, statistics
+    assert_eq!(saved("blk2_mlp"), b * (sh * 2 + 2 * s * i * 4 + s * 8));
+    assert_eq!(saved("pool"), b * (s * 4 + 4), "the float mask and the token count");
+    assert_eq!(saved("normalize"), b * (h * 4 + 8), "x, its norm and the clamped norm");
+    assert_eq!(saved("loss"), 2 * b * h * 4, "MSE saves the fp32 embedding and the teacher's");
+    assert!(plan.notes.iter().any(|n| n.contains("S = 128 tokens")), "{:?}", plan.notes);
+    assert!(!plan.notes.iter().any(|n| n.contains("cannot train")), "{:?}", plan.notes);
+    // the teacher's cached embeddings: N x E fp32 (and 8 B per test sample), like the logit cache
+    let dataset = DatasetSize { train_samples: 10_000, test_samples: 100, sample_bytes: s * 8 };
+    let plan = estimate(&config(&text), &Inputs { dataset: Some(dataset), ..Inputs::default() }).unwrap();
+    assert_eq!(plan.peak.get(Cat::TeacherLogitCache), 10_000 * h * 4 + 100 * 8);
+}

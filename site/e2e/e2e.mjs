@@ -301,6 +301,43 @@ await check('Copy cfg.toml puts the file on the clipboard', async () => {
   eq(clip.trim(), (await page.textContent('#cfg-toml')).trim(), 'clipboard');
 });
 
+await check('every scenario says whether distill trains its cfg.toml; MiniLM\'s trains and distill plan accepts it', async () => {
+  const keys = await page.$$eval('#f-teacher option', (os) => os.map((o) => o.value).filter((v) => v !== 'custom'));
+  assert(keys.includes('all-minilm-l6-v2'), `no MiniLM scenario among ${keys.join(', ')}`);
+  const trained = [];
+  for (const key of keys) {
+    await page.selectOption('#f-teacher', key);
+    // (waitForState's predicate runs in the page and cannot capture `key`)
+    await page.waitForFunction((k) => new URLSearchParams(document.getElementById('explorer')?.dataset.query ?? '')
+      .get('teacher') === k, key, { timeout: 5000 }).catch(() => { throw new Error(`timed out waiting for ${key}`); });
+    const native = nativeSweep(await stateOf(page));
+    const want = native.untrainable == null ? 'yes' : 'no';
+    await page.waitForFunction((w) => document.getElementById('trainable')?.dataset.trainable === w, want, { timeout: 5000 })
+      .catch(() => { throw new Error(`${key}: #trainable is not "${want}"`); });
+    const said = (await page.textContent('#trainable')).trim();
+    if (native.untrainable != null) {
+      assert(said.startsWith(native.untrainable), `${key}: the page says "${said}", the estimator "${native.untrainable}"`);
+    } else {
+      trained.push(key);
+    }
+  }
+  for (const key of ['fashion-mnist-cnn', 'all-minilm-l6-v2']) assert(trained.includes(key), `${key} trains: ${trained}`);
+  for (const key of ['gpt2', 'bert-base']) assert(!trained.includes(key), `${key} is not trained by distill yet`);
+  await page.selectOption('#f-teacher', 'all-minilm-l6-v2');
+  await waitForState(page, (s) => s.teacher === 'all-minilm-l6-v2', 'MiniLM teacher');
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-cfg')]);
+  const file = join(ART, 'minilm-cfg.toml');
+  await download.saveAs(file);
+  const text = readFileSync(file, 'utf8');
+  for (const line of ['tokenizer = "data/minilm/tokenizer.json"', 'head = "embedding"', 'objective = "embedding_mse"',
+    'init_from_teacher = [0, 2, 4]']) {
+    assert(text.includes(line), `the MiniLM cfg.toml lacks ${line}`);
+  }
+  const r = spawnSync(DISTILL_BIN, ['plan', '--student', file], { encoding: 'utf8' });
+  const said = (r.stderr || String(r.error || '')).split('\n').map((l) => l.trim()).filter(Boolean);
+  assert(r.status === 0, `${DISTILL_BIN} plan --student ${file} exited ${r.status}: ${said.slice(0, 2).join(' / ')}`);
+});
+
 await check('pasting a cfg.toml fills the form and prices the same file', async () => {
   const cfg = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../../examples/fashion-mnist/student.toml'), 'utf8')
     + '\n[estimate]\ngpu = "RTX-3090"\n';

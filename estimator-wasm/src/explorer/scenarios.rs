@@ -62,8 +62,21 @@ pub(crate) const CNN_IMAGENET: &str =
     "family = \"cnn\"\nchannels = [32, 64, 128, 256, 512]\nkernel = 3\npool = \"max\"\nhidden = [512]\nnorm = \"batch\"\n";
 pub(crate) const MLP_IMAGENET: &str = "family = \"mlp\"\nhidden = [2048, 1024]\n";
 
+/// The example of `examples/minilm/student.toml` as the explorer writes it: its data (paths
+/// relative to the repository root, where the setup builds them), its `[kd]` and `[train]`
+/// (but the micro-batch, precision and optimiser, which the form sets), and its student.
+pub(crate) const MINILM_TABLES: &str = "[data]\ntrain = \"data/minilm/train.txt\"\ntest = \"data/minilm/test.txt\"\n\
+     tokenizer = \"data/minilm/tokenizer.json\"\ninput_shape = [128]\nclasses = 384\n\
+     [teacher]\npreset = \"all-minilm-l6-v2\"\n[kd]\nobjective = \"embedding_mse\"\nalpha = 1.0\n\
+     [train]\nepochs = 1\nlr = 0.0002\nmin_lr = 0.0\nwarmup_steps = 100\nweight_decay = 0.01\nseed = 0\n";
+pub(crate) const MINILM_STUDENT: &str =
+    "family = \"transformer\"\nactivation = \"gelu\"\ninit_from_teacher = [0, 2, 4]\n\
+     [student.transformer]\nvocab = 30522\nlayers = 3\nd_model = 384\nheads = 12\nmlp_width = 1536\n\
+     max_positions = 512\ntoken_types = 2\nnorm_position = \"post\"\nnorm_eps = 1e-12\nhead = \"embedding\"\n\
+     pooling = \"mean\"\nnormalize = true\n";
+
 /// The teachers the explorer offers, each with its task.
-pub static SCENARIOS: [Scenario; 7] = [
+pub static SCENARIOS: [Scenario; 8] = [
     Scenario {
         key: "fashion-mnist-cnn",
         name: "Fashion-MNIST CNN (0.42M)",
@@ -100,6 +113,20 @@ pub static SCENARIOS: [Scenario; 7] = [
         precision: Precision::Bf16,
         tables: "[teacher]\nparams = 86567656\n[train]\neval_batch_size = 256\n",
         students: &[CNN_IMAGENET, MLP_IMAGENET],
+    },
+    Scenario {
+        key: "all-minilm-l6-v2",
+        name: "MiniLM to a small encoder (22.6M)",
+        description: "sentence-transformers all-MiniLM-L6-v2 (preset all-minilm-l6-v2: BERT, 6 layers, d 384, \
+                      mean-pooled, L2-normalised 384-d embeddings) on English text, one sentence per line; the \
+                      student is the 3-layer encoder of examples/minilm, initialised from teacher layers 0, 2 \
+                      and 4, trained on the embedding MSE",
+        input: InputKind::Tokens,
+        families: &[Family::Transformer],
+        batch: 64,
+        precision: Precision::Fp32,
+        tables: MINILM_TABLES,
+        students: &[MINILM_STUDENT],
     },
     Scenario {
         key: "bert-base",

@@ -45,7 +45,9 @@ fn resize(list: &mut Vec<u64>, depth: f64, grow: impl Fn(u64) -> u64) {
 }
 
 /// Scales a student: widths by `width`, block or layer counts by `depth`. A transformer keeps
-/// its head size and its query-to-key/value head ratio; its MLP width follows the width.
+/// its head size and its query-to-key/value head ratio; its MLP width follows the width. Teacher
+/// layers initialise a student only at its own width and depth: a transformer scaled to another
+/// `d_model` or layer count drops `init_from_teacher` (it starts from random weights).
 pub fn scale_student(s: &mut StudentSpec, width: f64, depth: f64) {
     match s.family {
         Family::Cnn => resize(&mut s.channels, depth, |c| c.saturating_mul(2).min(1 << 16)),
@@ -56,6 +58,7 @@ pub fn scale_student(s: &mut StudentSpec, width: f64, depth: f64) {
         *w = scaled(*w, width);
     }
     if let Some(t) = &mut s.transformer {
+        let before = (t.d_model, t.layers);
         let head_dim = (t.d_model / t.heads.max(1)).max(1);
         let ratio = (t.heads / t.kv_heads().max(1)).max(1);
         let heads = scaled(t.heads, width);
@@ -67,6 +70,11 @@ pub fn scale_student(s: &mut StudentSpec, width: f64, depth: f64) {
         }
         t.heads = heads;
         t.mlp_width = t.mlp_width.map(|m| scaled(m, width));
-        t.layers = scaled(t.layers, depth);
+        let layers = scaled(t.layers, depth);
+        let resized = (t.d_model, layers) != before;
+        t.layers = layers;
+        if resized {
+            s.init_from_teacher.clear();
+        }
     }
 }

@@ -172,6 +172,9 @@ pub struct Sweep {
     pub curve: Vec<CurvePoint>,
     pub gpus: Vec<GpuRow>,
     pub levers: Vec<Lever>,
+    /// Why `distill` cannot train the chosen student's cfg.toml yet (one line naming the keys,
+    /// [`crate::schema::untrainable`]); `None` when it trains it, given its data and teacher.
+    pub untrainable: Option<String>,
 }
 
 /// Prices the form: every view of the explorer.
@@ -209,6 +212,7 @@ pub fn sweep(form: &ExplorerForm) -> Result<Sweep, FormError> {
         max_batch: search.batch,
         gpus: gpu_rows(&config, &model, margin)?,
         levers: levers(form, &base, gpu, plan.totals.total),
+        untrainable: crate::schema::untrainable(&config),
         plan,
     })
 }

@@ -33,6 +33,9 @@ use crate::schema::{Activation, NormKind, Pool};
 pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Result<Priced, EstimateError> {
     let n_in = x.elems;
     let n_out = numel(&layer.output).ok_or_else(|| EstimateError::overflow(format!("layer {} output", layer.id)))?;
+    // elements of the input as this layer reads it: `n_in` but for a view of a larger storage
+    // (CLS pooling), whose chain keeps the storage's elements
+    let n_view = numel(&layer.input).ok_or_else(|| EstimateError::overflow(format!("layer {} input", layer.id)))?;
     let empty = Priced {
         output: x,
         saves: Vec::new(),
@@ -62,7 +65,7 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
                 parallel: Parallel::Column,
                 weight_saved: x.requires_grad,
             };
-            linear(&mut b, &x, n_out, &w)?;
+            linear(&mut b, &x, n_view, n_out, &w)?;
         }
         Op::LmHead { in_features, out_features, bias, tied } => {
             // vocab-parallel head: each GPU holds out_features / t logits
@@ -73,7 +76,7 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
                 parallel: Parallel::Column,
                 weight_saved: x.requires_grad,
             };
-            linear(&mut b, &x, n_out.div_ceil(ctx.tp), &w)?;
+            linear(&mut b, &x, n_view, n_out.div_ceil(ctx.tp), &w)?;
         }
         Op::Conv2d { in_channels, out_channels, kernel, bias } => {
             let to = b.mm_dtype(x.dtype);
@@ -149,7 +152,32 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
             // a view: same storage, same bytes
             b.p.output = Chain { elems: n_out, ..x };
         }
-        Op::MeanPool | Op::ClsPool | Op::L2Normalize => {
+        Op::MeanPool => {
+            if ctx.text && x.requires_grad {
+                // (x * m[..., None]).sum(1) / m.sum(1).clamp_min(1e-9), m = the mask in x's dtype:
+                // the product saves m [s], the division its denominator [1]
+                let seq = n_in / n_out.max(1);
+                b.save(per(seq, x.dtype)?);
+                b.save(per(1, x.dtype)?);
+            }
+            // without a mask, x.mean(1) saves nothing
+            let out = b.fresh(n_out, x.dtype, x.requires_grad);
+            grad_io(&mut b, &out)?;
+            b.p.output = out;
+        }
+        Op::ClsPool => {
+            // x[:, 0] is a view: the chain keeps the whole storage's elements, which is what a
+            // later op saving the view holds (the view's own size is the next layer's input shape)
+            b.p.output = x;
+        }
+        Op::L2Normalize => {
+            // x / x.norm(2, -1, keepdim).clamp_min(1e-12): the norm saves x and its result, the
+            // division its denominator (both [1], in x's dtype, autocast or not)
+            if x.requires_grad {
+                b.save_chain(&x)?;
+                b.save(per(1, x.dtype)?);
+                b.save(per(1, x.dtype)?);
+            }
             let out = b.fresh(n_out, x.dtype, x.requires_grad);
             grad_io(&mut b, &out)?;
             b.p.output = out;
@@ -178,11 +206,16 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
 }
 
 /// `nn.Linear` (and a transformer head) with output `n_out` per sample on one rank: saves its
-/// input (cast copy under autocast) and the parameters `w` (the weight copy saved where the input
-/// requires grad: `addmm` saves `mat2` only then).
-fn linear(b: &mut Builder, x: &Chain, n_out: u64, w: &Weights) -> Result<(), EstimateError> {
+/// input (cast copy of its `n_view` elements under autocast, else the input's whole storage, a
+/// view included) and the parameters `w` (the weight copy saved where the input requires grad:
+/// `addmm` saves `mat2` only then).
+fn linear(b: &mut Builder, x: &Chain, n_view: u64, n_out: u64, w: &Weights) -> Result<(), EstimateError> {
     let to = b.mm_dtype(x.dtype);
-    b.save_as(x, to)?;
+    if x.dtype == to {
+        b.save_chain(x)?;
+    } else {
+        b.save(per(n_view, to)?);
+    }
     b.weights(w)?;
     let out = b.fresh(n_out, to, true);
     b.scratch(Scratch::Backward, out.size()?);
@@ -201,7 +234,7 @@ mod tests {
     use crate::schema::Precision;
 
     fn ctx(p: Precision, cuda: bool) -> Ctx {
-        Ctx { recipe: Recipe::student(p), cuda, tp: 1 }
+        Ctx { recipe: Recipe::student(p), cuda, tp: 1, text: false }
     }
 
     fn layer(op: Op, input: Vec<u64>, output: Vec<u64>) -> Layer {
@@ -262,5 +295,98 @@ mod tests {
         let cpu = price(&l, x(8, DType::Bf16, true), &mut id, &ctx(Precision::Bf16, false)).unwrap();
         assert_eq!(cpu.saves, vec![Save::Chain(0, Size::per(16)), Save::Own(Size::per(8))]);
         assert_eq!(cpu.output.dtype, DType::Bf16);
+    }
+
+    fn text_ctx(p: Precision) -> Ctx {
+        Ctx { text: true, ..ctx(p, false) }
+    }
+
+    #[test]
+    fn masked_mean_pool_saves_the_float_mask_and_denominator() {
+        // [s = 4, d = 8] -> [8]: m [4] and m.sum(1) [1], fp32
+        let l = layer(Op::MeanPool, vec![4, 8], vec![8]);
+        let mut id = 0;
+        let text = price(&l, x(32, DType::F32, true), &mut id, &text_ctx(Precision::Fp32)).unwrap();
+        assert_eq!(text.saves, vec![Save::Own(Size::per(16)), Save::Own(Size::per(4))]);
+        // no mask (token ids without a tokenizer): x.mean(1) saves nothing
+        let plain = price(&l, x(32, DType::F32, true), &mut id, &ctx(Precision::Fp32, false)).unwrap();
+        assert!(plain.saves.is_empty());
+    }
+
+    #[test]
+    fn cls_pool_is_a_view_whose_whole_storage_the_head_saves() {
+        let pool = layer(Op::ClsPool, vec![4, 8], vec![8]);
+        let head = layer(Op::Linear { in_features: 8, out_features: 3 }, vec![8], vec![3]);
+        let mut id = 0;
+        let c = ctx(Precision::Fp32, false);
+        let v = price(&pool, x(32, DType::F32, true), &mut id, &c).unwrap();
+        assert_eq!((v.output.id, v.output.elems), (0, 32), "no storage of its own");
+        let h = price(&head, v.output, &mut id, &c).unwrap();
+        assert_eq!(h.saves, vec![Save::Chain(0, Size::per(128))], "x[:, 0] holds all 4 x 8 floats");
+        // under autocast the head saves a bf16 copy of the view only: 8 x 2 B (and its weight copy)
+        let bf16 = price(&head, v.output, &mut id, &ctx(Precision::Bf16, false)).unwrap();
+        assert_eq!(bf16.saves, vec![Save::Own(Size::per(16)), Save::Own(Size::fixed(48))]);
+    }
+
+    #[test]
+    fn l2_normalize_saves_its_input_the_norm_and_the_clamped_norm() {
+        let l = layer(Op::L2Normalize, vec![6], vec![6]);
+        let mut id = 0;
+        let p = price(&l, x(6, DType::Bf16, true), &mut id, &ctx(Precision::Bf16, false)).unwrap();
+        assert_eq!(p.saves, vec![Save::Chain(0, Size::per(12)), Save::Own(Size::per(2)), Save::Own(Size::per(2))]);
+        assert_eq!(p.output.dtype, DType::Bf16);
+    }
+
+    fn attention(post_norm: bool) -> Layer {
+        let a = crate::schema::arch::Attention {
+            dim: 8,
+            post_norm,
+            heads: 2,
+            kv_heads: 2,
+            kernel: crate::schema::AttentionKernel::Math,
+            norm: NormKind::Layer,
+            attention_dropout: 0.0,
+            dropout: 0.0,
+            bias: true,
+        };
+        layer(Op::SelfAttention(a), vec![4, 8], vec![4, 8])
+    }
+
+    #[test]
+    fn post_norm_attention_saves_its_input_and_the_residual_sum() {
+        // s = 4, d = 8, 2 heads, fp32 on CPU: [s, d] = 128 B, scores 2 x 4 x 4 x 4 B = 128 B,
+        // norm statistics 2 x 4 rows x 4 B = 32 B
+        let mut id = 0;
+        let c = ctx(Precision::Fp32, false);
+        let post = price(&attention(true), x(32, DType::F32, true), &mut id, &c).unwrap();
+        let own = |n| Save::Own(Size::per(n));
+        // qkv input x; q, k, v copies; softmax; out-projection input; the sum (storage 1) and statistics
+        assert_eq!(
+            post.saves,
+            vec![
+                Save::Chain(0, Size::per(128)),
+                own(128),
+                own(128),
+                own(128),
+                own(128),
+                own(128),
+                Save::Chain(1, Size::per(128)),
+                own(32)
+            ]
+        );
+        assert_eq!(post.output.id, 2, "the block returns the norm's output, not the sum");
+        // pre-norm: the norm saves x and statistics, qkv the norm's output: the same bytes
+        let pre = price(&attention(false), x(32, DType::F32, true), &mut id, &c).unwrap();
+        assert_eq!(own_bytes(&pre), own_bytes(&post));
+        assert_eq!(own_bytes(&post), (128 * 7 + 32, 0));
+    }
+
+    #[test]
+    fn padding_bias_promotes_16_bit_scores_to_fp32_on_cpu() {
+        // bf16 autocast with a mask: fp32 probabilities (128 B) and their bf16 copy for probs @ v (64 B)
+        let mut id = 0;
+        let text = price(&attention(true), x(32, DType::F32, true), &mut id, &text_ctx(Precision::Bf16)).unwrap();
+        let plain = price(&attention(true), x(32, DType::F32, true), &mut id, &ctx(Precision::Bf16, false)).unwrap();
+        assert_eq!(own_bytes(&text).0 - own_bytes(&plain).0, (128 - 64) + 64);
     }
 }

@@ -7,7 +7,7 @@ use crate::memory::runtime::{self, Runtime, MIB};
 use crate::memory::sizes::Ctx;
 use crate::schema::catalogue::{self, Gpu};
 use crate::schema::dtype::Recipe;
-use crate::schema::{BatchSize, Config, Family, Precision, Target};
+use crate::schema::{BatchSize, Config, Precision, Target};
 
 impl Setup {
     /// The runtime costs of `config`'s device (`estimate.target`, `gpu`, reserves) and the
@@ -80,7 +80,7 @@ impl<'a> Compile<'a> {
             runtime: setup.runtime,
             cuda,
             recipe,
-            ctx: Ctx { recipe, cuda, tp: config.estimate.tensor_parallel },
+            ctx: Ctx { recipe, cuda, tp: config.estimate.tensor_parallel, text: config.data.tokenizer.is_some() },
             notes: precision_notes(config, setup.gpu, cuda),
         }
     }
@@ -91,11 +91,14 @@ impl<'a> Compile<'a> {
 pub(crate) fn precision_notes(config: &Config, gpu: Option<&'static Gpu>, cuda: bool) -> Vec<String> {
     let mut notes = Vec::new();
     let p = config.train.precision;
-    if matches!(p, Precision::PureBf16 | Precision::Bf16Master) {
-        notes.push(format!("precision {p:?} is priced for planning; distill trains fp32, fp16 and bf16"));
+    if let Some(why) = crate::schema::untrainable(config) {
+        notes.push(format!("{why} (priced for planning)"));
     }
-    if config.student.family == Family::Transformer {
-        notes.push("transformer students are priced for planning; distill trains mlp and cnn".into());
+    if let (Some(_), Some(s)) = (&config.data.tokenizer, config.data.input_shape.first()) {
+        notes.push(format!(
+            "text is priced at S = {s} tokens (data.input_shape); distill pads each batch to its longest \
+             sentence, so most batches are shorter and need less"
+        ));
     }
     if let Some(g) = gpu {
         let bf16 = matches!(p, Precision::Bf16 | Precision::PureBf16 | Precision::Bf16Master)

@@ -111,6 +111,9 @@ pub struct Ctx {
     pub cuda: bool,
     /// Tensor-parallel degree t (1: no splitting).
     pub tp: u64,
+    /// Text inputs (`data.tokenizer`): each batch carries an attention mask `[B, S]`, which
+    /// masks padded keys and which mean pooling weighs tokens by.
+    pub text: bool,
 }
 
 pub(crate) fn mul(a: u64, b: u64) -> Result<u64, EstimateError> {

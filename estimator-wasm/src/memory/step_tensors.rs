@@ -1,7 +1,7 @@
-//! The per-step tensors outside the student's layers: the loss
-//! (`distill/src/objective/logit_kd.rs`: CE always, KD when alpha > 0 and a teacher exists) and the
-//! batch tensors `distill` makes each step (`distill/src/trainer.rs`: raw and normalised inputs,
-//! labels, indices).
+//! The per-step tensors outside the student's layers: the loss (logits: CE always, KD when
+//! alpha > 0 and a teacher exists; an embedding objective: MSE or cosine distance to the
+//! teacher's embedding, no CE) and the batch tensors `distill` makes each step (raw and
+//! normalised inputs or token ids and attention mask, labels, indices).
 use crate::memory::compiled::LossPlan;
 use crate::memory::errors::EstimateError;
 use crate::memory::runtime::mul;
@@ -10,6 +10,7 @@ use crate::memory::sizes::Size;
 use crate::memory::student_chain::Forward;
 use crate::schema::arch::Op;
 use crate::schema::dtype::DType;
+use crate::schema::KdObjective;
 
 impl Compile<'_> {
     /// The loss on the student's logits; `kd` adds the soft-target term's tensors.
@@ -27,6 +28,9 @@ impl Compile<'_> {
         };
         let rows = logits.elems / classes.max(1);
         let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
+        if config.kd.objective != KdObjective::Logits {
+            return Ok(embedding_loss(fp32_logits, logits.size()?, logits.dtype, config.kd.objective, rows, kd));
+        }
         let mut saved: Vec<Size> = vec![fp32_logits, Size::per(mul(rows, 8, "labels")?), Size::fixed(4)];
         let mut transient = vec![fp32_logits];
         if logits.dtype != DType::F32 {
@@ -65,6 +69,13 @@ impl Compile<'_> {
             if !x0_saved {
                 batch.push(x0.size()?); // token ids
             }
+            if self.ctx.text {
+                let seq = x0.elems;
+                batch.push(Size::per(mul(seq, 8, "attention mask")?)); // the attention mask, int64 [B, S]
+                                                                       // the additive attention bias (1 - mask)[:, None, None, :] * min, [B, 1, 1, S]: an
+                                                                       // int64 tensor times a float scalar is fp32; made once, alive through the forward
+                batch.push(Size::per(mul(seq, 4, "attention bias")?));
+            }
         } else {
             batch.push(Size::per(sample_bytes)); // index_select of the stored inputs
             let normalised = Size::per(mul(input_elems, 4, "input")?);
@@ -76,5 +87,28 @@ impl Compile<'_> {
             }
         }
         Ok(batch)
+    }
+}
+
+/// The loss of an embedding objective on the student's embedding `[rows, E]` (`fp32`: its bytes
+/// as fp32; `student`: as the student returns it, in `dtype`): `z = student.to(f32)`, then
+/// `mse_loss(z, t)` saves `z` and the teacher's rows `t`; `1 - cosine_similarity(z, t)` saves
+/// both and two `[rows]` norms (measured, torch 2.11 CPU). No labels: text is unlabelled.
+fn embedding_loss(fp32: Size, student: Size, dtype: DType, objective: KdObjective, rows: u64, kd: bool) -> LossPlan {
+    let mut saved = vec![fp32, fp32];
+    if objective == KdObjective::EmbeddingCosine {
+        saved.extend([Size::per(rows * 4), Size::per(rows * 4)]);
+    }
+    let mut transient = vec![fp32];
+    if dtype != DType::F32 {
+        transient.push(fp32);
+    }
+    LossPlan {
+        saved,
+        transient,
+        grads: vec![fp32, fp32],
+        student_logits: student,
+        teacher_logits: kd.then_some(fp32),
+        rows,
     }
 }

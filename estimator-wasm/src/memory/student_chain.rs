@@ -58,6 +58,10 @@ impl Forward {
             chain = p.output;
             priced.push(p);
         }
+        // CLS pooling's chain is a view that keeps its storage's elements; as the output, its own
+        if let Some(l) = layers.last().filter(|l| l.op == Op::ClsPool) {
+            chain.elems = numel(&l.output).ok_or_else(|| EstimateError::overflow("the output size"))?;
+        }
         Ok(Forward { layers, priced, inputs_of, x0, logits: chain, input_elems, transformer, next_id })
     }
 

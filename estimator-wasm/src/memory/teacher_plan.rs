@@ -58,6 +58,7 @@ impl Compile<'_> {
             },
             cuda: config.estimate.target == Target::Cuda,
             tp: 1,
+            text: config.data.tokenizer.is_some(),
         };
         let input_elems = numel(&config.data.input_shape).ok_or_else(|| EstimateError::overflow("the input size"))?;
         let mut live: LiveSets = Vec::new();

@@ -1,5 +1,9 @@
-//! The transformer's composite blocks: pre-norm self-attention and feed-forward, priced op by
-//! op inside one layer.
+//! The transformer's composite blocks: self-attention and feed-forward, pre-norm
+//! (`x + f(norm(x))`) or post-norm (`norm(x + f(x))`), priced op by op inside one layer.
+//!
+//! Post-norm saves as many tensors as pre-norm, different ones: the first projection saves the
+//! block input `x` itself (pre-norm: the norm's output), and the norm saves the residual sum
+//! `x + f(x)` (pre-norm: `x`) with its statistics; the block's output is the norm's output.
 use crate::memory::builder::{Builder, Parallel, Scratch, Weights};
 use crate::memory::errors::EstimateError;
 use crate::memory::sizes::{mul, per, Chain};
@@ -19,7 +23,7 @@ use crate::schema::{Activation, AttentionKernel, MlpKind, NormKind};
 /// falls back to the math kernel in fp32 (measured), which is modelled as such.
 /// Tensor parallelism splits heads: everything between the qkv and out projections is `/t`.
 pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(), EstimateError> {
-    let Attention { dim, heads, kv_heads, kernel, norm, attention_dropout, dropout, bias, .. } = *a;
+    let Attention { dim, post_norm, heads, kv_heads, kernel, norm, attention_dropout, dropout, bias } = *a;
     let (tp, cuda, ac) = (b.ctx.tp, b.ctx.cuda, b.ctx.recipe.autocast);
     let compute = b.ctx.recipe.compute;
     let seq = x.elems / dim.max(1);
@@ -32,12 +36,17 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
 
     // fused qkv projection (column-parallel)
     let qkv_proj = Projection { names: ("qkv.weight", "qkv.bias"), inputs: dim, outputs: qkv_width, bias };
-    let (y, tq) = norm_then_column(b, x, norm, &qkv_proj)?;
+    let (y, tq) = open_block(b, x, norm, post_norm, &qkv_proj)?;
     let qkv = mul(seq, qkv_width)?.div_ceil(tp);
     let fallback = kernel == AttentionKernel::Flash && !cuda && attention_dropout > 0.0;
     if kernel == AttentionKernel::Math || fallback {
         let ti = if fallback { DType::F32 } else { tq };
-        let softmax = if cuda && ac { DType::F32 } else { ti };
+        // text: 16-bit scores plus the fp32 padding bias are promoted to fp32, so the softmax
+        // runs in fp32 and `probs @ v` saves a copy cast back to the matmul dtype (as CUDA autocast does)
+        let promoted = b.ctx.text && ti != DType::F32;
+        let cast_back = (cuda && ac) || promoted;
+        let softmax = if cast_back { DType::F32 } else { ti };
+        let probs_copy = if promoted { ti } else { compute };
         b.save(per(local_sh, ti)?); // q copy in [b*a, s, d] layout
         b.save(per(local_sh, ti)?); // k^T copy
         b.save_released(per(local_sh, ti)?); // v copy (freed with probs @ v's backward)
@@ -45,9 +54,9 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
         if attention_dropout > 0.0 {
             b.save_released(per(scores, b.mask_dtype(softmax))?);
             // probs @ v saves the dropped probabilities (as the compute dtype under CUDA autocast)
-            b.save_released(per(scores, if cuda && ac { compute } else { softmax })?);
-        } else if cuda && ac {
-            b.save_released(per(scores, compute)?); // fp32 probabilities cast back for probs @ v
+            b.save_released(per(scores, if cast_back { probs_copy } else { softmax })?);
+        } else if cast_back {
+            b.save_released(per(scores, probs_copy)?); // fp32 probabilities cast back for probs @ v
         }
         b.save_released(per(local_sh, tq)?); // transpose(1, 2).reshape copy: the out-projection's input
         b.scratch(Scratch::Forward, per(scores, ti)?);
@@ -78,7 +87,7 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
     b.scratch(Scratch::Backward, per(full_sh, x.dtype)?); // the residual stream's gradient
     b.scratch(Scratch::Inference, per(full_sh, y.dtype)?);
     b.scratch(Scratch::Inference, per(full_sh, tq)?);
-    b.p.output = b.fresh(x.elems, DType::promote(x.dtype, tq), true);
+    b.p.output = close_block(b, x, norm, post_norm, dim, tq)?;
     Ok(())
 }
 
@@ -88,7 +97,7 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
 /// fc2's input. SwiGLU: fc1 output (gate and up, one storage), `silu(gate)` and the product,
 /// `2sbh + 8sbi`. fc1 is column-parallel, fc2 row-parallel.
 pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Result<(), EstimateError> {
-    let FeedForward { dim, width, mlp: kind, activation, norm, dropout, bias, .. } = *f;
+    let FeedForward { dim, post_norm, width, mlp: kind, activation, norm, dropout, bias } = *f;
     let tp = b.ctx.tp;
     let seq = x.elems / dim.max(1);
     let up = if kind == MlpKind::Swiglu { mul(width, 2)? } else { width };
@@ -97,7 +106,7 @@ pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Resul
     let hidden_up = mul(seq, up)?.div_ceil(tp);
 
     let fc1 = Projection { names: ("fc1.weight", "fc1.bias"), inputs: dim, outputs: up, bias };
-    let (y, tq) = norm_then_column(b, x, norm, &fc1)?;
+    let (y, tq) = open_block(b, x, norm, post_norm, &fc1)?;
     match kind {
         MlpKind::Standard => match activation {
             // saves its output, which fc2 saves too: one storage, needed by its own backward
@@ -126,7 +135,7 @@ pub(crate) fn feed_forward(b: &mut Builder, x: &Chain, f: &FeedForward) -> Resul
     if kind == MlpKind::Swiglu {
         b.scratch(Scratch::Inference, per(hidden, tq)?);
     }
-    b.p.output = b.fresh(x.elems, DType::promote(x.dtype, tq), true);
+    b.p.output = close_block(b, x, norm, post_norm, dim, tq)?;
     Ok(())
 }
 
@@ -150,21 +159,41 @@ impl Projection {
     }
 }
 
-/// The opening both blocks share: the pre-norm of `x` (its parameters and saved statistics),
-/// its output saved as the matmul input, and the column-parallel projection `proj`. Returns the
-/// norm's output and the matmul dtype.
-fn norm_then_column(
+/// The opening both blocks share: the norm's parameters; pre-norm: the norm of `x` (its saved
+/// input and statistics), its output saved as the matmul input; post-norm: `x` saved as the
+/// matmul input; then the column-parallel projection `proj`. Returns the matmul's input and dtype.
+fn open_block(
     b: &mut Builder,
     x: &Chain,
     norm: NormKind,
+    post_norm: bool,
     proj: &Projection,
 ) -> Result<(Chain, DType), EstimateError> {
     b.norm_params(norm, proj.inputs);
-    let y = b.norm(norm, x, proj.inputs)?;
+    let y = if post_norm { *x } else { b.norm(norm, x, proj.inputs)? };
     let tq = b.mm_dtype(y.dtype);
     b.save_as(&y, tq)?;
     b.weights(&proj.weights(Parallel::Column)?)?;
     Ok((y, tq))
+}
+
+/// The block's output after the residual add `x + f(x)` (in the promotion of `x`'s and the
+/// matmul's dtypes): that sum (pre-norm), or its norm (post-norm: the norm saves the sum and its
+/// statistics; Xiong et al. 2020, arXiv:2002.04745, figure 1, for the two placements).
+fn close_block(
+    b: &mut Builder,
+    x: &Chain,
+    norm: NormKind,
+    post_norm: bool,
+    dim: u64,
+    tq: DType,
+) -> Result<Chain, EstimateError> {
+    let sum = b.fresh(x.elems, DType::promote(x.dtype, tq), true);
+    if post_norm {
+        b.norm(norm, &sum, dim)
+    } else {
+        Ok(sum)
+    }
 }
 
 /// The closing both blocks share: the row-parallel projection `proj` back to the width of `x`

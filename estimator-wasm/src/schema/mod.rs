@@ -3,7 +3,8 @@
 //! [`limits`], the one rule for matching names ([`names`]), and the tables validation needs:
 //! the teacher presets ([`teacher_presets`]), the GPU catalogue ([`mod@catalogue`]), the layers a
 //! student expands into ([`arch`], their operations in [`layer_ops`]) and what each precision
-//! means ([`dtype`]: [`Recipe`], the one definition the trainer and the estimator share).
+//! means ([`dtype`]: [`Recipe`], the one definition the trainer and the estimator share), and
+//! what the trainer can train of a cfg ([`trainable`]).
 //! [`student_spec`] holds the `[student]` types, [`errors`] the errors.
 //!
 //! A leaf: nothing here imports the memory model or the explorer, so the trainer can depend on
@@ -20,6 +21,7 @@ pub mod spec;
 pub mod student_spec;
 pub mod teacher_presets;
 pub mod toml_text;
+pub mod trainable;
 pub mod validate;
 
 pub use catalogue::{catalogue, gpu, Gpu};
@@ -27,4 +29,5 @@ pub use dtype::{DType, Recipe};
 pub use errors::{SpecError, UnknownGpu};
 pub use spec::*;
 pub use student_spec::*;
+pub use trainable::untrainable;
 pub use validate::{check_safety_margin, check_teacher_counts};

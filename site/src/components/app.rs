@@ -77,7 +77,9 @@ pub fn App() -> Html {
                 <GpuTable sweep={sweep.clone()} onset={onset.clone()} />
                 <Levers sweep={sweep.clone()} />
                 <LayerTable sweep={sweep.clone()} open={state.show_layers} {ontoggle} />
-                if let Some(text) = &priced.cfg_toml { <CfgExport text={text.clone()} /> }
+                if let Some(text) = &priced.cfg_toml {
+                    <CfgExport text={text.clone()} untrainable={sweep.untrainable.clone().map(AttrValue::from)} />
+                }
             </>
         },
         Err(e) => html! {

@@ -1,4 +1,5 @@
-//! "Copy cfg.toml" and "Download cfg.toml": the chosen student's file, as `distill` reads it.
+//! "Copy cfg.toml" and "Download cfg.toml": the chosen student's file, as `distill` reads it,
+//! and whether `distill` trains it or what it cannot train yet.
 use yew::prelude::*;
 
 use crate::dom;
@@ -6,6 +7,8 @@ use crate::dom;
 #[derive(Properties, PartialEq)]
 pub struct CfgExportProps {
     pub text: AttrValue,
+    /// Why `distill` cannot train the file yet (`Sweep::untrainable`); `None` when it trains it.
+    pub untrainable: Option<AttrValue>,
 }
 
 #[component]
@@ -32,6 +35,11 @@ pub fn CfgExport(props: &CfgExportProps) -> Html {
             <button id="copy-cfg" type="button" onclick={copy}>{ "Copy cfg.toml" }</button>
             <button id="download-cfg" type="button" onclick={download}>{ "Download cfg.toml" }</button>
             <span class="status" aria-live="polite">{ (*status).clone() }</span>
+            if let Some(why) = &props.untrainable {
+                <p id="trainable" class="short" data-trainable="no">{ format!("{why}: plan with it, but train elsewhere.") }</p>
+            } else {
+                <p id="trainable" class="fits" data-trainable="yes">{ "distill trains this cfg.toml (with its data files and a TorchScript teacher)." }</p>
+            }
             <p class="hint">{ "Then check it with " }<code>{ "distill plan --student cfg.toml" }</code>
                 { " and train with " }<code>{ "distill --teacher t.pt --student cfg.toml" }</code>{ "." }</p>
             <details>

@@ -1,0 +1,91 @@
+//! What `distill` can train of a valid cfg.toml ([`untrainable`]): the estimator plans more than
+//! the trainer runs (causal language models, transformer classifiers, bf16-weight recipes,
+//! several GPUs), and the explorer says so next to every cfg.toml it writes.
+use crate::schema::{Config, Family, HeadKind, Precision};
+
+/// Why `distill` cannot train `config` yet, as one line naming the keys, or `None` when it
+/// trains it (given its data files and teacher). What it trains: mlp and cnn students on
+/// image or feature data; transformer students as sentence encoders (`head = "embedding"`) on
+/// text (`data.tokenizer`); precisions fp32, fp16 and bf16; one device.
+pub fn untrainable(config: &Config) -> Option<String> {
+    let mut reasons = Vec::new();
+    if let Some(t) = config.student.transformer.as_ref().filter(|_| config.student.family == Family::Transformer) {
+        match t.head {
+            HeadKind::Lm => reasons.push("causal language-model distillation (head = \"lm\")".to_string()),
+            HeadKind::Classifier => reasons.push(
+                "transformer classifiers (head = \"classifier\"); it trains sentence encoders (head = \"embedding\")"
+                    .to_string(),
+            ),
+            HeadKind::Embedding if config.data.tokenizer.is_none() => {
+                reasons.push("a sentence encoder without text (set data.tokenizer)".to_string());
+            }
+            HeadKind::Embedding => {}
+        }
+    }
+    for (key, p) in [("train.precision", config.train.precision), ("teacher.precision", config.teacher.precision)] {
+        if matches!(p, Precision::PureBf16 | Precision::Bf16Master) {
+            reasons.push(format!("{key} = \"{}\" (it trains fp32, fp16 and bf16)", p.name()));
+        }
+    }
+    let e = &config.estimate;
+    let split = [
+        ("tensor_parallel", e.tensor_parallel),
+        ("pipeline_stages", e.pipeline_stages),
+        ("data_parallel", e.data_parallel),
+    ];
+    for (key, n) in split {
+        if n > 1 {
+            reasons.push(format!("estimate.{key} = {n} (it trains on one device)"));
+        }
+    }
+    (!reasons.is_empty()).then(|| format!("distill cannot train this yet: {}", reasons.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::from_toml_str(text).unwrap()
+    }
+
+    const ENCODER: &str = "[data]\ntokenizer = \"tokenizer.json\"\ninput_shape = [128]\nclasses = 384\n\
+        [student]\nfamily = \"transformer\"\n[student.transformer]\nvocab = 30522\nlayers = 3\nd_model = 384\n\
+        heads = 12\nhead = \"embedding\"\n[kd]\nobjective = \"embedding_mse\"\n[teacher]\nparams = 1000\n";
+
+    #[test]
+    fn images_and_sentence_encoders_train() {
+        assert_eq!(
+            untrainable(&config(
+                "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\nfamily = \"cnn\"\nchannels = [8]\n[teacher]\nparams = 1\n"
+            )),
+            None
+        );
+        assert_eq!(untrainable(&config(ENCODER)), None);
+        assert_eq!(
+            untrainable(&config(&ENCODER.replace("[teacher]", "[train]\nprecision = \"bf16\"\n[teacher]"))),
+            None
+        );
+    }
+
+    #[test]
+    fn what_distill_cannot_train_is_named_by_key() {
+        let lm = "[data]\ninput_shape = [16]\nclasses = 50\n[student]\nfamily = \"transformer\"\n\
+                  [student.transformer]\nvocab = 50\nlayers = 1\nd_model = 8\nheads = 2\n[teacher]\nparams = 1\n";
+        assert_eq!(
+            untrainable(&config(lm)).as_deref(),
+            Some("distill cannot train this yet: causal language-model distillation (head = \"lm\")")
+        );
+        let pure = ENCODER
+            .replace("[teacher]", "[train]\nprecision = \"pure_bf16\"\n[estimate]\ndata_parallel = 2\n[teacher]");
+        assert_eq!(
+            untrainable(&config(&pure)).as_deref(),
+            Some(
+                "distill cannot train this yet: train.precision = \"pure_bf16\" (it trains fp32, fp16 and bf16); \
+                 estimate.data_parallel = 2 (it trains on one device)"
+            )
+        );
+        let no_text = ENCODER.replace("tokenizer = \"tokenizer.json\"\n", "");
+        assert!(untrainable(&config(&no_text)).unwrap().contains("data.tokenizer"));
+    }
+}
