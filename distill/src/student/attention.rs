@@ -72,7 +72,9 @@ impl SelfAttention {
             AttentionKernel::Math => {
                 let mut scores = q.matmul(&k.transpose(-2, -1)) / (d_head as f64).sqrt();
                 if let Some(mask) = mask {
-                    scores = &scores + additive_bias(mask, scores.kind());
+                    // an fp32 bias: under 16-bit autocast the scores are promoted, so the softmax
+                    // runs (and is saved) in fp32, as the estimator prices it and as bert.py does
+                    scores = &scores + additive_bias(mask, Kind::Float);
                 }
                 scores.softmax(-1, None).dropout(p, train).matmul(&v)
             }
