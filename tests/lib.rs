@@ -39,6 +39,23 @@ pub fn digits_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
     path
 }
 
+/// A cfg.toml in `dir` equal to the text fixture's (`text/text-student.toml`: a 1-layer sentence
+/// encoder over WordNet lines, the tiny BERT teacher `text/text-teacher.pt`) with `edits` (from,
+/// to) applied; its data and tokenizer paths point back at the fixtures.
+pub fn text_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(fixture("text/text-student.toml")).unwrap();
+    for name in ["text-train.txt", "text-test.txt", "tokenizer.json"] {
+        text = text.replace(&format!("\"{name}\""), &format!("{:?}", fixture("text").join(name)));
+    }
+    for (from, to) in edits {
+        assert!(text.contains(from), "fixture config lacks {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    let path = dir.join("student.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// Serialises the tests that use libtorch's global random generator (weight init, dropout and
 /// `randn` all draw from it, and the test harness runs tests on parallel threads).
 pub fn serial() -> MutexGuard<'static, ()> {

@@ -8,3 +8,4 @@ mod export;
 mod optimizer;
 mod stability;
 mod teachers;
+mod text;

@@ -1,0 +1,110 @@
+//! Sentence-encoder distillation on the text fixture (WordNet lines, the tiny BERT teacher of
+//! `make_text_fixtures.py`): the whole text pipeline (tokenise, cache the teacher's embeddings,
+//! train, resume, export, evaluate) checked against PyTorch's reading of the files.
+use std::path::Path;
+
+use distill::data::{Dataset, TextTokenizer};
+use distill::progress::Verbosity;
+use distill::student::Student;
+use distill::TrainOptions;
+use e2e::{fixture, metrics_lines, python, serial, text_config, train};
+use estimator_wasm::Config;
+use tch::{nn::VarStore, Device, Tensor};
+
+/// Embeddings of the first `n` test sentences by the student exported in `run`
+/// (`student.safetensors` loaded into a Rust student of `cfg`), with the token ids and mask they
+/// were computed from, written to `out` as an npz for Python.
+fn rust_embeddings(cfg: &Path, run: &Path, n: usize, out: &Path) {
+    let spec = Config::from_toml_str(&std::fs::read_to_string(cfg).unwrap()).unwrap();
+    let tokenizer = TextTokenizer::load(&fixture("text/tokenizer.json"), spec.data.input_shape[0], Some(1000)).unwrap();
+    let test = Dataset::load(&fixture("text/text-test.txt"), &spec.data, Some(&tokenizer)).unwrap();
+    let mut vs = VarStore::new(Device::Cpu);
+    let student = Student::new(&vs.root(), &spec).unwrap();
+    vs.load(run.join("student.safetensors")).unwrap();
+    let batch = test.chunks(n).next().unwrap();
+    let embedding = tch::no_grad(|| student.forward(&batch.input, false));
+    let mask = batch.input.mask.as_ref().unwrap();
+    Tensor::write_npz(&[("ids", &batch.input.x), ("mask", mask), ("embedding", &embedding)], out).unwrap();
+}
+
+#[test]
+fn a_sentence_encoder_distils_exports_and_reloads_in_pytorch() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = text_config(dir.path(), &[]);
+    let report = train(&fixture("text/text-teacher.pt"), &cfg, dir.path(), false).unwrap();
+    let (s, run) = (&report.student, dir.path().join("run"));
+    // The teacher's geometry is learnt: mean cosine with the teacher and Spearman of pair cosines.
+    assert!(s.agreement.unwrap() > 0.95, "cosine {:?}", s.agreement);
+    assert!(s.spearman.unwrap() > 0.9, "spearman {:?}", s.spearman);
+    assert_eq!((s.test_accuracy, report.teacher.test_accuracy), (None, None));
+    // The data as tokenised: 2000 train lines, 24 of them over 64 tokens (Python's count).
+    let text = report.data.train_text.as_ref().unwrap();
+    assert_eq!((text.lines, text.blank_skipped, text.truncated, text.max_tokens), (2000, 0, 24, 64));
+    assert_eq!(report.data.test_text.as_ref().unwrap().truncated, 3);
+    let epochs: Vec<_> =
+        metrics_lines(&run.join("metrics.jsonl")).into_iter().filter(|l| l["kind"] == "epoch").collect();
+    assert!(epochs[2]["loss"].as_f64() < epochs[0]["loss"].as_f64());
+
+    // student.pt, traced on one sentence, runs in PyTorch on a padded batch of 40 and returns
+    // the Rust student's embeddings; and it embeds like the teacher (cosine as in the report).
+    let npz = dir.path().join("rust.npz");
+    rust_embeddings(&cfg, &run, 40, &npz);
+    let script = "import sys, numpy as np, torch
+run, npz, teacher = sys.argv[1:4]
+d = np.load(npz)
+ids, mask = torch.from_numpy(d['ids']), torch.from_numpy(d['mask'])
+assert ids.shape[0] == 40 and bool((mask == 0).any()), 'a padded batch'
+with torch.no_grad():
+    s = torch.jit.load(run + '/student.pt')(ids, mask)
+    t = torch.jit.load(teacher)(ids, mask)
+print((s - torch.from_numpy(d['embedding'])).abs().max().item(), torch.nn.functional.cosine_similarity(s, t).mean().item())";
+    let teacher = fixture("text/text-teacher.pt");
+    let out = python(script, &[run.to_str().unwrap(), npz.to_str().unwrap(), teacher.to_str().unwrap()]);
+    let figures: Vec<f64> = out.split_whitespace().map(|v| v.parse().unwrap()).collect();
+    assert!(figures[0] < 1e-5, "student.pt differs from the Rust student by {}", figures[0]);
+    assert!(figures[1] > 0.9, "cosine of student.pt with the teacher {}", figures[1]);
+}
+
+#[test]
+fn an_interrupted_text_run_resumes_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    // length-bucketed batches and dropout: the resumed order and random state must both match
+    let edits = [
+        ("seed = 0", "seed = 0\nsave_every = 25"),
+        ("input_shape = [64]", "input_shape = [64]\nbucket_by_length = true"),
+        ("activation = \"gelu\"", "activation = \"gelu\"\ndropout = 0.1"),
+    ];
+    let cfg = text_config(dir.path(), &edits);
+    let teacher = fixture("text/text-teacher.pt");
+    let unbroken = train(&teacher, &cfg, &dir.path().join("a"), false).unwrap();
+    let out = dir.path().join("b/run");
+    let opts = TrainOptions {
+        teacher: teacher.clone(),
+        student: cfg.clone(),
+        out: Some(out.clone()),
+        overwrite: false,
+        device: "cpu".into(),
+        baseline: false,
+        sets: Vec::new(),
+        verbosity: Verbosity::Quiet,
+        stop_after: Some(90),
+    };
+    let err = {
+        let _guard = serial();
+        distill::run(&opts).unwrap_err()
+    };
+    assert!(err.is_interrupt(), "{err}");
+    let resumed = {
+        let _guard = serial();
+        distill::resume(&out, None, Verbosity::Quiet, None).unwrap()
+    };
+    let lines = |p: &Path| -> Vec<String> {
+        metrics_lines(&p.join("metrics.jsonl"))
+            .iter()
+            .map(|v| format!("{} {} {} {}", v["step"], v["loss"], v["agreement"], v["spearman"]))
+            .collect()
+    };
+    assert_eq!(lines(&dir.path().join("a/run")), lines(&out));
+    assert_eq!(unbroken.student.agreement, resumed.student.agreement);
+    assert_eq!(unbroken.student.spearman, resumed.student.spearman);
+}
