@@ -107,9 +107,9 @@ pub struct DataSpec {
     pub std: Vec<f64>,
 }
 
-/// Which entry of the teacher's output holds the logits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+/// Which entry of the teacher's output holds the logits: a TOML integer or string
+/// (serde by hand in `toml_text`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OutputSelector {
     /// Position in a tuple or list output.
     Index(u64),

@@ -4,7 +4,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::schema::errors::SpecError;
-use crate::schema::spec::{BatchSize, Config, TrainSpec};
+use crate::schema::spec::{BatchSize, Config, OutputSelector, TrainSpec};
 use crate::schema::student_spec::Checkpointing;
 
 /// Arrays and inline tables nested deeper than this are refused before parsing: basic-toml
@@ -218,6 +218,52 @@ impl<'de> Deserialize<'de> for Checkpointing {
     }
 }
 
+impl Serialize for OutputSelector {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            OutputSelector::Index(i) => s.serialize_u64(*i),
+            OutputSelector::Key(k) => s.serialize_str(k),
+        }
+    }
+}
+
+/// An integer >= 0 or a string, refused otherwise with the message serde's `untagged` gives
+/// (a derived untagged enum buffers every value first, which the browser page pays for).
+impl<'de> Deserialize<'de> for OutputSelector {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const NO_MATCH: &str = "data did not match any variant of untagged enum OutputSelector";
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = OutputSelector;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(NO_MATCH)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<OutputSelector, E> {
+                u64::try_from(v).map(OutputSelector::Index).map_err(|_| E::custom(NO_MATCH))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<OutputSelector, E> {
+                Ok(OutputSelector::Index(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<OutputSelector, E> {
+                Ok(OutputSelector::Key(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<OutputSelector, E> {
+                Err(E::custom(NO_MATCH))
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<OutputSelector, E> {
+                Err(E::custom(NO_MATCH))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _: A) -> Result<OutputSelector, A::Error> {
+                Err(serde::de::Error::custom(NO_MATCH))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, _: A) -> Result<OutputSelector, A::Error> {
+                Err(serde::de::Error::custom(NO_MATCH))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
 impl Serialize for BatchSize {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -305,6 +351,22 @@ mod tests {
         assert_eq!((at, reason.as_str()), (Some((4, 1)), "missing field `family` for key `student`"));
         assert_eq!(place(&format!("{DATA}{STUDENT}[student]\nfamily = \"mlp\"\n")).0, Some((6, 1)));
         assert_eq!(place(&format!("{DATA}[train]\nepochs = 3\n")), (None, "missing field `student`".to_string()));
+    }
+
+    #[test]
+    fn a_teachers_output_is_an_index_or_a_key() {
+        let output = |v: &str| Config::from_toml_str(&format!("{DATA}{STUDENT}[teacher]\noutput = {v}\n"));
+        assert_eq!(output("2").unwrap().teacher.output, Some(OutputSelector::Index(2)));
+        assert_eq!(output("\"logits\"").unwrap().teacher.output, Some(OutputSelector::Key("logits".into())));
+        for bad in ["-1", "1.5", "true", "[0]", "{ a = 1 }"] {
+            let reason = output(bad).unwrap_err().to_string();
+            assert!(
+                reason.contains(
+                    "data did not match any variant of untagged enum OutputSelector for key `teacher.output`"
+                ),
+                "{bad}: {reason}"
+            );
+        }
     }
 
     #[test]
