@@ -5,7 +5,8 @@
 //! student expands into ([`arch`], their operations in [`layer_ops`]) and what each precision
 //! means ([`dtype`]: [`Recipe`], the one definition the trainer and the estimator share), and
 //! what the trainer can train of a cfg ([`trainable`]).
-//! [`student_spec`] holds the `[student]` types, [`errors`] the errors.
+//! [`student_spec`] holds the `[student]` types, [`errors`] the errors; `tables` reads its
+//! structs from TOML tables only, `number_or_name` the values that are a number or a name.
 //!
 //! A leaf: nothing here imports the memory model or the explorer, so the trainer can depend on
 //! the schema alone.
@@ -17,8 +18,10 @@ pub mod errors;
 pub mod layer_ops;
 pub mod limits;
 pub mod names;
+mod number_or_name;
 pub mod spec;
 pub mod student_spec;
+mod tables;
 pub mod teacher_presets;
 pub mod toml_text;
 pub mod trainable;

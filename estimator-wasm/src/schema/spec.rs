@@ -38,6 +38,9 @@ use serde::{Deserialize, Serialize};
 use crate::schema::defaults::*;
 use crate::schema::names::names;
 use crate::schema::student_spec::StudentSpec;
+use crate::schema::tables::tables;
+
+tables!(Config, DataSpec, TeacherSpec, KdSpec, PruneSpec, EstimateSpec, TrainSpec);
 
 fn default_batch() -> BatchSize {
     BatchSize::Fixed(128)
@@ -45,7 +48,7 @@ fn default_batch() -> BatchSize {
 
 /// A whole cfg.toml.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct Config {
     pub data: DataSpec,
     #[serde(default)]
@@ -65,7 +68,7 @@ pub struct Config {
 
 /// `[data]`: the dataset files and the per-sample input the student receives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct DataSpec {
     /// `.npz` with `x` (`[N, C, H, W]` or `[N, D]`, uint8 or float) and `y` (integer labels `[N]`).
     /// Relative to the cfg.toml's folder. Needed by `distill`, not by the estimator.
@@ -104,9 +107,9 @@ pub struct DataSpec {
     pub std: Vec<f64>,
 }
 
-/// Which entry of the teacher's output holds the logits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+/// Which entry of the teacher's output holds the logits: a TOML integer or string
+/// (serde by hand in `toml_text`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OutputSelector {
     /// Position in a tuple or list output.
     Index(u64),
@@ -116,7 +119,7 @@ pub enum OutputSelector {
 
 /// `[teacher]`: how to read the frozen teacher's output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct TeacherSpec {
     /// Dict key or tuple index of the logits [N, classes]; `None` for a plain tensor output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,7 +170,7 @@ names!(KdObjective { Logits = "logits", EmbeddingMse = "embedding_mse", Embeddin
 /// labels alone (no teacher), `alpha = 1` on soft targets alone. With an embedding objective
 /// the KL is replaced by that distance; unlabelled data (text) has no CE term: `L = alpha * kd`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct KdSpec {
     #[serde(default)]
     pub objective: KdObjective,
@@ -258,7 +261,7 @@ names!(PruneScope { Global = "global", Layer = "layer" });
 /// `[prune]`: gradual pruning of the student's conv and linear weights on the cubic schedule
 /// `s_t = s_f + (s_i - s_f) * (1 - (t - t0) / (n * dt))^3` (Zhu & Gupta 2017), in optimiser steps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct PruneSpec {
     #[serde(default)]
     pub method: PruneMethod,
@@ -312,7 +315,7 @@ names!(MaskDtype { Bool = "bool", Float = "float" });
 
 /// `[estimate]`: how the memory estimate is made. Ignored by training; every key is optional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct EstimateSpec {
     /// A GPU of the catalogue (`crate::schema::catalogue`), e.g. `"A100-80GB"` or
     /// `"A100-40GB-MIG-1g.5gb"`, matched by `crate::schema::names`' rule (`"a100 80gb"` too) and stored
@@ -382,7 +385,7 @@ impl EstimateSpec {
 
 /// `[train]`: optimisation schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct TrainSpec {
     /// Passes over the train set, 1 to 1,000,000.
     #[serde(default = "ten")]

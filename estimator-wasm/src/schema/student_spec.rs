@@ -4,6 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::schema::defaults::*;
 use crate::schema::names::names;
+use crate::schema::tables::tables;
+
+tables!(StudentSpec, TransformerSpec);
 
 /// Student architecture family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +59,7 @@ names!(Pool { Max = "max", Avg = "avg", None = "none" });
 
 /// `[student]`: the network `distill` builds and trains.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct StudentSpec {
     pub family: Family,
     /// Output channels of each conv block (`cnn` only): at most 1024 blocks of 1 to 2^24.
@@ -171,7 +174,7 @@ names!(Pooling { Mean = "mean", Cls = "cls" });
 /// The sequence length is `data.input_shape = [s]` (for text, the longest tokenised sentence
 /// kept; longer ones are truncated). Attention is bidirectional and masks padding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct TransformerSpec {
     /// Rows of the token embedding (1 to 2^24).
     pub vocab: u64,

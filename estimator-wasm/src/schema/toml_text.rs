@@ -1,11 +1,9 @@
 //! Reading cfg.toml text with basic-toml: a guard against absurd nesting, and errors placed
 //! where the mistake is written (line and column, 1-based, in bytes like basic-toml's).
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
 use crate::schema::errors::SpecError;
-use crate::schema::spec::{BatchSize, Config, TrainSpec};
-use crate::schema::student_spec::Checkpointing;
+use crate::schema::spec::{Config, TrainSpec};
 
 /// Arrays and inline tables nested deeper than this are refused before parsing: basic-toml
 /// recurses once per level, and a few thousand levels overflow the stack (natively and in
@@ -175,82 +173,6 @@ impl Config {
     /// Serialises back to TOML that [`Config::from_toml_str`] accepts.
     pub fn to_toml_string(&self) -> String {
         basic_toml::to_string(self).unwrap_or_else(|e| panic!("a Config always serialises: {e}"))
-    }
-}
-
-impl Serialize for Checkpointing {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Checkpointing::None => s.serialize_str("none"),
-            Checkpointing::Sqrt => s.serialize_str("sqrt"),
-            Checkpointing::Segments(n) => s.serialize_u64(*n),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Checkpointing {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        const EXPECTED: &str = "checkpointing must be \"none\", \"sqrt\" or a number of segments >= 1";
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = Checkpointing;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str(EXPECTED)
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Checkpointing, E> {
-                match u64::try_from(v) {
-                    Ok(n) if n >= 1 => Ok(Checkpointing::Segments(n)),
-                    _ => Err(E::custom(EXPECTED)),
-                }
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Checkpointing, E> {
-                self.visit_i64(i64::try_from(v).map_err(|_| E::custom(EXPECTED))?)
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Checkpointing, E> {
-                match crate::schema::names::index(v, &["none", "sqrt"]) {
-                    Some(0) => Ok(Checkpointing::None),
-                    Some(_) => Ok(Checkpointing::Sqrt),
-                    None => Err(E::custom(EXPECTED)),
-                }
-            }
-        }
-        d.deserialize_any(Visitor)
-    }
-}
-
-impl Serialize for BatchSize {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            BatchSize::Fixed(n) => s.serialize_u64(*n),
-            BatchSize::Auto => s.serialize_str("auto"),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for BatchSize {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = BatchSize;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a positive integer or \"auto\"")
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BatchSize, E> {
-                u64::try_from(v)
-                    .map(BatchSize::Fixed)
-                    .map_err(|_| E::custom("batch_size must be a positive integer or \"auto\""))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<BatchSize, E> {
-                Ok(BatchSize::Fixed(v))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BatchSize, E> {
-                match crate::schema::names::same(v, "auto") {
-                    true => Ok(BatchSize::Auto),
-                    false => Err(E::custom("batch_size must be a positive integer or \"auto\"")),
-                }
-            }
-        }
-        d.deserialize_any(Visitor)
     }
 }
 
