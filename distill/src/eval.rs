@@ -4,20 +4,31 @@
 use indicatif::ProgressBar;
 use tch::{Kind, Tensor};
 
-use crate::data::Dataset;
+use crate::data::{Batch, Dataset};
 use crate::error::Result;
 use crate::objective::Objective;
 use crate::student::Student;
 use crate::teacher::Teacher;
 
-/// The student's predictions over `data` (top-1 classes [N] Int64 for logits) in eval mode,
-/// in batches of `batch`.
+/// The student's predictions over `data` (top-1 classes [N] Int64 for logits, embeddings
+/// [N, E]) in eval mode, in batches of `batch`, in row order.
 pub fn student_predictions(student: &Student, data: &Dataset, objective: &dyn Objective, batch: usize) -> Tensor {
-    tch::no_grad(|| {
-        let preds: Vec<Tensor> =
-            data.chunks(batch).map(|b| objective.predictions(&student.forward(&b.input, false))).collect();
-        Tensor::cat(&preds, 0)
-    })
+    tch::no_grad(|| in_row_order(data, batch, |b| Ok(objective.predictions(&student.forward(&b.input, false)))))
+        .expect("the student's forward returns no error")
+}
+
+/// `f` of every batch of [`Dataset::eval_batches`], concatenated in row order.
+fn in_row_order(data: &Dataset, batch: usize, mut f: impl FnMut(&Batch) -> Result<Tensor>) -> Result<Tensor> {
+    let (mut rows, mut outputs) = (Vec::new(), Vec::new());
+    for b in data.eval_batches(batch) {
+        outputs.push(f(&b)?);
+        rows.push(b.index.to_device(tch::Device::Cpu));
+    }
+    let (rows, outputs) = (Tensor::cat(&rows, 0), Tensor::cat(&outputs, 0));
+    if rows.size()[0] < 2 || rows.diff(1, 0, None::<Tensor>, None::<Tensor>).min().int64_value(&[]) == 1 {
+        return Ok(outputs); // consecutive already (images)
+    }
+    Ok(outputs.index_select(0, &rows.argsort(0, false).to_device(outputs.device())))
 }
 
 /// The teacher's outputs [N, ...] (fp32: logits [N, C], or embeddings) over a whole dataset, in
@@ -26,16 +37,13 @@ pub fn student_predictions(student: &Student, data: &Dataset, objective: &dyn Ob
 /// # Errors
 /// As [`Teacher::finite_output`]: a forward that fails, or a NaN/inf output (naming its row).
 pub fn teacher_outputs(teacher: &Teacher, data: &Dataset, batch: usize, bar: &ProgressBar) -> Result<Tensor> {
-    let outputs = data
-        .chunks(batch)
-        .map(|b| {
-            let out = teacher.finite_output(&b, data);
-            bar.inc(b.input.rows() as u64);
-            out
-        })
-        .collect::<Result<Vec<_>>>();
+    let outputs = in_row_order(data, batch, |b| {
+        let out = teacher.finite_output(b, data);
+        bar.inc(b.input.rows() as u64);
+        out
+    });
     bar.finish_and_clear();
-    Ok(Tensor::cat(&outputs?, 0))
+    outputs
 }
 
 /// Fraction of `preds` equal to `labels`.

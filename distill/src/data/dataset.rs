@@ -199,6 +199,28 @@ impl Dataset {
         }
     }
 
+    /// Batches of at most `size` rows covering every row once, for passes whose outputs are put
+    /// back in row order (evaluation, the teacher's cache): consecutive rows for images; for
+    /// text, rows sorted by length, so a batch pads little. Each batch's `index` says its rows.
+    pub fn eval_batches(&self, size: usize) -> Box<dyn Iterator<Item = Batch> + '_> {
+        match &self.examples {
+            Examples::Images(_) => Box::new(self.chunks(size)),
+            Examples::Text(t) => {
+                let mut order: Vec<i64> = (0..self.len() as i64).collect();
+                order.sort_by_key(|&i| t.sentence(i as usize).len());
+                let device = self.labels.as_ref().map_or(Device::Cpu, Tensor::device);
+                Box::new(
+                    order
+                        .chunks(size.max(1))
+                        .map(|rows| Tensor::from_slice(rows).to_device(device))
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .map(move |index| self.batch(&index)),
+                )
+            }
+        }
+    }
+
     /// Consecutive batches of at most `size` rows, in order (for evaluation).
     pub fn chunks(&self, size: usize) -> impl Iterator<Item = Batch> + '_ {
         let n = self.len() as i64;
