@@ -2,6 +2,7 @@
 //! bad combination fails in seconds with a message that names the file, the row and the fix
 //! (docs/kd-pitfalls.md T1, T4). A message blames a cause only after checking it (the teacher's
 //! outputs are checked finite wherever they are computed: `Teacher::finite_output`).
+use estimator_wasm::schema::{Config, Family, HeadKind};
 use tch::{Device, Kind, Tensor};
 
 use crate::data::{Dataset, ModelInput};
@@ -30,6 +31,26 @@ pub fn parse_device(name: &str) -> Result<Device> {
         )));
     }
     Ok(Device::Cuda(device))
+}
+
+/// Refuses a transformer student `distill` builds but cannot yet train end to end: only
+/// sentence encoders (`head = "embedding"`) on text (`data.tokenizer`) run through its data,
+/// objectives and exports; language-model and classifier heads are for `distill plan` (the
+/// explorer says the same: `estimator_wasm::schema::untrainable`).
+///
+/// # Errors
+/// [`DistillError::Config`] naming `path` and the key.
+pub fn check_transformer_head(spec: &Config, path: &std::path::Path) -> Result<()> {
+    let Some(t) = spec.student.transformer.as_ref().filter(|_| spec.student.family == Family::Transformer) else {
+        return Ok(());
+    };
+    let problem = match t.head {
+        HeadKind::Embedding if spec.data.tokenizer.is_some() => return Ok(()),
+        HeadKind::Embedding => "a sentence encoder reads text: set data.tokenizer (and .txt train/test files)",
+        HeadKind::Lm => "head = \"lm\": causal language-model distillation is planned, not trained yet; distill trains sentence encoders (head = \"embedding\")",
+        HeadKind::Classifier => "head = \"classifier\": transformer classifiers are planned, not trained yet; distill trains sentence encoders (head = \"embedding\")",
+    };
+    Err(DistillError::config(path, format!("student.transformer.{problem}")))
 }
 
 /// The teacher's output on a probe batch must be [B, classes]: class logits, or for an

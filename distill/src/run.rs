@@ -15,7 +15,7 @@ use crate::error::{DistillError, Result};
 use crate::fingerprint::{self, Fingerprint};
 use crate::load::Loaded;
 use crate::precision::check_trainable;
-use crate::preflight::parse_device;
+use crate::preflight::{check_transformer_head, parse_device};
 use crate::progress::{Progress, Verbosity};
 use crate::report::{DataReport, Report, RunFacts};
 use crate::rundir::RunDir;
@@ -101,6 +101,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let start = Instant::now();
     let device = parse_device(&opts.device)?;
     check_trainable(&cfg.spec, &cfg.path)?;
+    check_transformer_head(&cfg.spec, &cfg.path)?;
     let progress = Progress::new(opts.verbosity);
     let files = input_files(opts, &cfg);
     let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;

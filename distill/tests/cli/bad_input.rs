@@ -189,3 +189,27 @@ fn diverging_loss_stops_with_step_and_value() {
     let case = Case::edited("lr = 0.01", "lr = 1e30");
     case.fails_with(TEACHER, CFG, &["loss became", "at step 2 (epoch 1)", "lower train.lr"]);
 }
+
+#[test]
+fn transformer_heads_other_than_a_sentence_encoder_are_refused_before_any_work() {
+    // The text fixture's student with a language-model or a classifier head: planned by the
+    // estimator, not trained by distill yet (the explorer says the same).
+    let case = Case::new();
+    let text = fixtures().join("text");
+    let cfg = std::fs::read_to_string(text.join("text-student.toml")).unwrap();
+    let cfg = ["text-train.txt", "text-test.txt", "tokenizer.json"]
+        .iter()
+        .fold(cfg, |c, f| c.replace(&format!("\"{f}\""), &format!("{:?}", text.join(f))));
+    std::fs::copy(text.join("text-teacher.pt"), case.path("text-teacher.pt")).unwrap();
+    let lm = cfg.replace("classes = 32", "classes = 1000").replace("head = \"embedding\"", "head = \"lm\"");
+    std::fs::write(case.path("lm.toml"), lm.replace("normalize = true", "")).unwrap();
+    case.fails_with(
+        "text-teacher.pt",
+        "lm.toml",
+        &["lm.toml", "student.transformer.head = \"lm\"", "sentence encoders"],
+    );
+    let classifier = cfg.replace("head = \"embedding\"", "head = \"classifier\"").replace("normalize = true", "");
+    std::fs::write(case.path("cls.toml"), classifier.replace("embedding_mse", "logits")).unwrap();
+    case.fails_with("text-teacher.pt", "cls.toml", &["cls.toml", "head = \"classifier\"", "planned, not trained yet"]);
+    assert!(!case.path("out").exists());
+}
