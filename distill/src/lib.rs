@@ -27,13 +27,16 @@
 //! Side trips, each one job: `overrides` (reading a cfg.toml with `--set`), `load` (data and
 //! teacher onto the device, checked by `preflight` before any output), `memory_plan` (the
 //! estimator on the device: its capacity, the largest batch that fits, the plan's figures),
-//! `data` (npz, normalisation, seeded order), `teacher` (TorchScript, eval, no_grad), `student`
-//! (the network interface; today's kind: layers from `estimator_wasm::schema::arch`),
-//! `objective` (the distillation loss), `precision` (what a precision means to libtorch, and
-//! which ones train), `batches`, `loop_state` (the loop's position and running sums), `metrics`
+//! `data` (images from npz with their normalisation; text from .txt tokenised by the teacher's
+//! tokenizer.json; seeded and length-bucketed orders), `teacher` (TorchScript, eval, no_grad),
+//! `student` (the network interface; its kinds: layers from `estimator_wasm::schema::arch`, and
+//! transformers, initialised from a BERT teacher on request), `objective` (the distillation loss:
+//! logits or embeddings), `precision` (what a precision means to libtorch, and which ones
+//! train), `batches`, `loop_state` (the loop's position and running sums), `metrics`
 //! (`metrics.jsonl`), `optim`, `schedule`, `prune`, `checkpoint` (the checkpoint format), `eval`,
-//! `shrink`, `latency`, `rundir` (the output folder), `durable` (atomic writes), `fingerprint` (the
-//! input files a resume checks), `progress`, `error`; `plan_command` is `distill plan`.
+//! `similarity` (Spearman of embedding cosines), `shrink`, `latency`, `rundir` (the output
+//! folder), `durable` (atomic writes), `fingerprint` (the input files a resume checks),
+//! `progress`, `error`; `plan_command` is `distill plan`.
 pub mod amp;
 pub mod batches;
 pub mod checkpoint;
