@@ -3,10 +3,11 @@
 //! run's device.)
 //!
 //! `distill` adds to the cfg.toml what only it knows: the teacher's exact parameter count (read
-//! from the TorchScript file) and the datasets it keeps on the device (from the .npz headers).
+//! from the TorchScript file) and the datasets it keeps on the device (from the .npz headers, or
+//! the lines of .txt files).
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::schema::{Config, Target};
+use estimator_wasm::schema::{Config, DataSpec, Target};
 use estimator_wasm::{
     estimate, max_batch_per_gpu, memory::render::human, DatasetSize, EstimateError, Inputs, Plan, TeacherModel,
 };
@@ -67,7 +68,7 @@ pub fn plan(opts: &PlanOptions) -> Result<String> {
     let inputs = Inputs {
         batch: opts.batch,
         teacher: opts.teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
-        dataset: files.as_ref().and_then(dataset),
+        dataset: files.as_ref().and_then(|f| dataset(f, &spec.data)),
     };
     let bad = |e: EstimateError| match &e {
         EstimateError::Invalid { key, .. } if key == "teacher" && opts.teacher.is_none() => {
@@ -109,12 +110,13 @@ pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
     Ok(counted_teacher(params, spec))
 }
 
-/// Train and test sets as `distill` would keep them, from the .npz headers when the data files
-/// are readable (a held-out split takes `round(n * holdout)` of the train file's `n` samples).
-pub fn dataset(files: &DataFiles) -> Option<DatasetSize> {
-    let (train_n, sample_bytes) = crate::data::npz_summary(&files.train)?;
+/// Train and test sets as `distill` would keep them, from the .npz headers or the .txt lines
+/// when the data files are readable ([`crate::data::file_summary`]; a held-out split takes
+/// `round(n * holdout)` of the train file's `n` samples).
+pub fn dataset(files: &DataFiles, spec: &DataSpec) -> Option<DatasetSize> {
+    let (train_n, sample_bytes) = crate::data::file_summary(&files.train, spec)?;
     let (train_samples, test_samples) = match &files.held_out {
-        HeldOut::File(test) => (train_n, crate::data::npz_summary(test)?.0),
+        HeldOut::File(test) => (train_n, crate::data::file_summary(test, spec)?.0),
         HeldOut::Split(fraction) => {
             let test = (train_n as f64 * fraction).round() as u64;
             (train_n - test, test)

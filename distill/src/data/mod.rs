@@ -37,6 +37,20 @@ pub use text::{Text, TextStats};
 pub use text_file::summary as text_summary;
 pub use tokenizer::TextTokenizer;
 
+/// Samples and bytes per sample as `distill` keeps them, read cheaply for `distill plan`: the
+/// `.npz` header's `x`, or a `.txt` file's non-blank lines (ids and mask at `input_shape[0]`
+/// tokens, 8 bytes each); `None` when the file cannot be read.
+pub fn file_summary(path: &Path, spec: &DataSpec) -> Option<(u64, u64)> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(ext) if ext.eq_ignore_ascii_case("txt") => {
+            let bytes = std::fs::read(path).ok()?;
+            let lines = bytes.split(|&b| b == b'\n').filter(|l| l.iter().any(|b| !b.is_ascii_whitespace())).count();
+            Some((lines as u64, 2 * 8 * spec.input_shape.first().copied().unwrap_or(1)))
+        }
+        _ => npz_summary(path),
+    }
+}
+
 impl Dataset {
     /// Reads `path` as the kind of data its extension names and checks it: `.npz`, images or
     /// vectors as `spec` describes; `.txt`, sentences tokenised by `tokenizer`
