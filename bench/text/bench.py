@@ -17,9 +17,9 @@ tokenizer.json, padding off, truncation at 128, each batch right-padded to its l
 - retrieval (retrieval.tsv): each example sentence ranks all the distinct held-out definitions
   by cosine; recall@1 and MRR of its own synset's definition;
 - CPU throughput: sentences/s over test.txt in file order at --batch per call, the same batches
-  for every model, on --threads torch threads, after warm-up calls; --reps passes per model,
-  models interleaved (each repetition starts with the next model), median and min-max; the rate
-  the process's CPU time implies (what it would be with the cores to itself) beside it;
+  for every model, on --threads torch threads, after warm-up calls; --reps passes, the models
+  interleaved batch by batch (a load change on a shared machine hits all alike), median and
+  min-max; the rate the process's CPU time implies (with the cores to itself) beside it;
 - parameters (embedding tables and the rest, from student.safetensors, else the TorchScript
   module) and file sizes; the run's own figures from report.json.
 Bad input: one line naming the file and the fix, exit 2.
@@ -88,17 +88,38 @@ def batches_of(tok, sentences: list, batch: int) -> list:
     return out
 
 
-def embed(module, batches: list) -> tuple:
-    """(embeddings float32 [n, d], wall seconds, process CPU seconds) of one pass."""
+def embed(module, batches: list):
+    """Embeddings float32 [n, d] of the batches' sentences, in order."""
     import torch
 
-    outputs = []
-    wall, cpu = time.perf_counter(), time.process_time()
     with torch.inference_mode():
-        for ids, mask in batches:
-            outputs.append(module(ids, mask))
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return torch.cat(outputs).float().numpy(), wall, cpu
+        return torch.cat([module(ids, mask) for ids, mask in batches]).float().numpy()
+
+
+def interleaved_passes(modules: list, batches: list, reps: int, names: list) -> tuple:
+    """`reps` timed passes of every module over `batches`, interleaved batch by batch (each batch
+    runs through every module, starting with the next module at each batch), so a change in the
+    machine's load hits all of them alike. Returns (embeddings [n, d] of each module's first
+    pass, wall seconds [module][rep], process CPU seconds [module][rep])."""
+    import torch
+
+    m = len(modules)
+    walls, cpus = [[0.0] * reps for _ in modules], [[0.0] * reps for _ in modules]
+    outputs = [[] for _ in modules]
+    with torch.inference_mode():
+        for rep in range(reps):
+            for b, (ids, mask) in enumerate(batches):
+                for k in [(rep + b + i) % m for i in range(m)]:
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    out = modules[k](ids, mask)
+                    walls[k][rep] += time.perf_counter() - wall
+                    cpus[k][rep] += time.process_time() - cpu
+                    if rep == 0:
+                        outputs[k].append(out)
+            n = sum(len(ids) for ids, _ in batches)
+            rates = ", ".join(f"{name} {n / walls[k][rep]:.0f}" for k, name in enumerate(names))
+            print(f"  pass {rep + 1}/{reps}, sentences/s: {rates}", file=sys.stderr, flush=True)
+    return [torch.cat(o).float().numpy() for o in outputs], walls, cpus
 
 
 def parameter_shapes(pt_path: str, module) -> tuple:
@@ -215,23 +236,13 @@ def measure(a) -> dict:
         if out.dim() != 2 or (width is not None and out.shape[1] != width):
             fail(f"{entry['name']}: {entry['path']} returns shape {list(out.shape)}, want [batch, {width or 'width'}] like the teacher")
         width = out.shape[1]
-    walls = [[] for _ in entries]
-    cpus = [[] for _ in entries]
-    test_embeddings = [None] * len(entries)
-    for rep in range(a.reps):
-        for k in [(rep + i) % len(entries) for i in range(len(entries))]:
-            e, wall, cpu = embed(modules[k], test_batches)
-            walls[k].append(wall)
-            cpus[k].append(cpu)
-            if test_embeddings[k] is None:
-                test_embeddings[k] = e
-            print(f"  rep {rep + 1}/{a.reps} {entries[k]['name']}: {len(test) / wall:.0f} sentences/s", file=sys.stderr, flush=True)
+    test_embeddings, walls, cpus = interleaved_passes(modules, test_batches, a.reps, [e["name"] for e in entries])
     load_after = os.getloadavg()[0]
 
     teacher_cos = metrics.pair_cosines(test_embeddings[0], pairs)
     for k, entry in enumerate(entries):
-        ex = embed(modules[k], batches_of(tok, examples, a.batch))[0]
-        de = embed(modules[k], batches_of(tok, definitions, a.batch))[0]
+        ex = embed(modules[k], batches_of(tok, examples, a.batch))
+        de = embed(modules[k], batches_of(tok, definitions, a.batch))
         ranks = metrics.retrieval_ranks(ex, de, gold)
         s, t = test_embeddings[k].astype(np.float64), test_embeddings[0].astype(np.float64)
         cos_with_teacher = (s * t).sum(1) / np.maximum(np.linalg.norm(s, axis=1) * np.linalg.norm(t, axis=1), 1e-12)
@@ -248,6 +259,8 @@ def measure(a) -> dict:
             "sentences_per_s_min": len(test) / max(walls[k]),
             "sentences_per_s_max": len(test) / min(walls[k]),
             "sentences_per_s_cpu_time": len(test) / statistics.median(cpus[k]) * a.threads,
+            # per pass (the passes are interleaved, so each ratio compares like with like)
+            "speedup_vs_teacher": statistics.median(t / w for t, w in zip(walls[0], walls[k])),
         }
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -292,7 +305,7 @@ def main():
     p.add_argument("--student", dest="students", type=student_arg, action="append", default=[], metavar="NAME=RUN_DIR")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--reps", type=int, default=5, help="timed passes over test.txt per model")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls per model before timing")
     p.add_argument("--pairs", type=int, default=10000, help="random held-out sentence pairs for Spearman")
     p.add_argument("--seed", type=int, default=0)

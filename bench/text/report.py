@@ -29,7 +29,7 @@ def _verdict(ok: bool) -> str:
 
 def model_rows(result: dict) -> str:
     teacher = result["models"][0]
-    t_speed, t_recall = teacher["throughput"]["sentences_per_s"], teacher["quality"]["recall_at_1"]
+    t_recall = teacher["quality"]["recall_at_1"]
     rows = []
     for m in result["models"]:
         q, t = m["quality"], m["throughput"]
@@ -41,7 +41,7 @@ def model_rows(result: dict) -> str:
             f"| {'-' if is_teacher else format(q['mean_cosine_with_teacher'], '.4f')} "
             f"| {100 * q['recall_at_1']:.1f}%{'' if is_teacher else share} | {q['mrr']:.4f} "
             f"| {t['sentences_per_s']:,.0f} ({t['sentences_per_s_min']:,.0f}-{t['sentences_per_s_max']:,.0f}) "
-            f"| {t['sentences_per_s'] / t_speed:.2f}x | {t['sentences_per_s_cpu_time']:,.0f} |"
+            f"| {t['speedup_vs_teacher']:.2f}x | {t['sentences_per_s_cpu_time']:,.0f} |"
         )
     return "\n".join(rows)
 
@@ -53,8 +53,7 @@ def run_rows(result: dict) -> str:
         if not r:
             rows.append(f"| {m['name']} | no report.json (not a distill run) | | | | | | | |")
             continue
-        cache = r.get("teacher_cache_seconds")
-        cache = f"{cache:,.0f} ({r['teacher_cache_sentences']:,} sentences)" if cache is not None else "-"
+        cache = _num(r.get("teacher_cache_seconds"), ",.0f")
         rows.append(
             f"| {m['name']} | `{r.get('config') or '-'}` | {_num(r.get('train_samples'), ',')} | {cache} "
             f"| {_num(r.get('train_seconds'), ',.0f')} | {_num(r.get('samples_per_s'), ',.0f')} "
@@ -69,7 +68,7 @@ def target_rows(result: dict) -> str:
     for m in result["models"][1:]:
         q = m["quality"]
         share = q["recall_at_1"] / teacher["quality"]["recall_at_1"] if teacher["quality"]["recall_at_1"] else 0.0
-        speed = m["throughput"]["sentences_per_s"] / teacher["throughput"]["sentences_per_s"]
+        speed = m["throughput"]["speedup_vs_teacher"]
         rows.append(
             f"| {m['name']} | {_verdict(q['spearman'] >= MIN_SPEARMAN)} | {_verdict(share >= MIN_RECALL_SHARE)} "
             f"| {_verdict(speed >= MIN_SPEEDUP)} |"
@@ -101,7 +100,9 @@ cosine similarities over {s['pairs']:,} random distinct test-sentence pairs (see
 held-out definitions by cosine; recall@1 (share of the teacher's in brackets) and MRR of its own
 synset's definition. **Throughput**: the test sentences in file order at batch {s['batch']}, the
 same batches for every model, tokenisation excluded, {s['warmup_calls']} warm-up calls, then
-{s['reps']} timed passes per model, interleaved; sentences/s of the median pass (min-max).
+{s['reps']} timed passes, interleaved batch by batch (each batch runs through every model in
+turn, a different model first each time); sentences/s of the median pass (min-max), and the
+median over the passes of the teacher's time / the model's.
 **Parameters**: embedding tables (token, position, token type) + the rest, from
 `student.safetensors` (the teacher: its TorchScript parameters).
 
