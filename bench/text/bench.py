@@ -260,7 +260,7 @@ def measure(a) -> dict:
             "sentences_per_s_max": len(test) / min(walls[k]),
             "sentences_per_s_cpu_time": len(test) / statistics.median(cpus[k]) * a.threads,
             # per pass (the passes are interleaved, so each ratio compares like with like)
-            "speedup_vs_teacher": statistics.median(t / w for t, w in zip(walls[0], walls[k])),
+            "speedup_vs_teacher": statistics.median(tw / mw for tw, mw in zip(walls[0], walls[k])),
         }
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
