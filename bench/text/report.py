@@ -80,13 +80,20 @@ def section(result: dict) -> str:
     """The whole section, markers included."""
     s, d, mc = result["settings"], result["data"], result["machine"]
     note = f" {result['note']}" if result.get("note") else ""
+    if max(mc["load_average"]) > mc["cores"]:
+        note += (
+            f" **The load average exceeded the {mc['cores']} cores**: with {s['threads']} threads per operator the"
+            " timings then follow the number of operators more than their size (on this machine under load 7,"
+            " a 4 x 256 encoder measured as fast as a 3 x 384 one with 2 threads, 1.9x the teacher, but 2.9x"
+            " against 1.9x with 1 thread); compare speeds from an idle machine or `--threads 1`."
+        )
     return f"""{START}
 ## Sentence encoder distilled from all-MiniLM-L6-v2 (`scripts/bench-text`)
 
 Measured {result['date']} with `{result['command']}` on {mc['cores']} cores ({mc['cpu']}), no GPU,
 torch {mc['torch']}; one-minute load average {mc['load_average'][0]:.1f} before the timing and
-{mc['load_average'][1]:.1f} after it (the machine may be shared: the CPU-time column is the rate
-the process would have had with its cores to itself).{note}
+{mc['load_average'][1]:.1f} after it (the machine may be shared; the last column is the rate the
+process's CPU time implies, sentences / (CPU seconds / threads)).{note}
 
 Every model is measured in this one run, on the CPU with {s['threads']} threads, on data no
 student trained on: `test.txt` ({d['test_sentences']:,} sentences of held-out
