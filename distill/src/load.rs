@@ -12,8 +12,8 @@ use crate::data::{Dataset, TextTokenizer};
 use crate::error::Result;
 use crate::memory_plan::LoadedSizes;
 use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape};
-use crate::student::TeacherInit;
-use crate::students::{build_student_from, teacher_weights, StudentInit};
+use crate::student::{StudentInit, TeacherInit};
+use crate::students::{build_student_from, teacher_weights};
 use crate::teacher::Teacher;
 
 /// The datasets on the device and the teacher.

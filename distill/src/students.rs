@@ -24,7 +24,7 @@ use crate::metrics::MetricsLog;
 use crate::preflight::chance_warning;
 use crate::progress::Progress;
 use crate::report::{Distilled, StudentReport, TeacherReport};
-use crate::student::{init_from_teacher, Student, TeacherInit};
+use crate::student::{init_from_teacher, Student, StudentInit, TeacherInit};
 use crate::teacher::Teacher;
 use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 
@@ -271,17 +271,6 @@ fn check_stop_after(stop_after: Option<u64>, step: u64, name: &str) -> Result<()
         ))),
         _ => Ok(()),
     }
-}
-
-/// Where a fresh student's weights come from besides its seeded random initialisation, applied
-/// in this order: the teacher's parameters (`student.init_from_teacher`), then a safetensors
-/// file (`student.init`, resolved).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct StudentInit<'a> {
-    /// The teacher's parameters by their TorchScript names, fp32 on the CPU
-    /// ([`teacher_weights`]); `None` without `student.init_from_teacher`.
-    pub teacher: Option<&'a [(String, Tensor)]>,
-    pub file: Option<&'a Path>,
 }
 
 /// The teacher's parameters for `student.init_from_teacher` (fp32 on the CPU, whatever

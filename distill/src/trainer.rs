@@ -74,8 +74,8 @@ pub struct TrainInputs<'a> {
 
 impl TrainInputs<'_> {
     /// Where a fresh student's weights come from: the teacher's, then `student.init`.
-    pub fn init(&self) -> crate::students::StudentInit<'_> {
-        crate::students::StudentInit { teacher: self.teacher_weights, file: self.settings.init() }
+    pub fn init(&self) -> crate::student::StudentInit<'_> {
+        crate::student::StudentInit { teacher: self.teacher_weights, file: self.settings.init() }
     }
 }
 

@@ -12,7 +12,8 @@
 //! similarity between the student's and the teacher's vectors.
 use tch::{Kind, Reduction, Tensor};
 
-use super::loss::{Agreement, LossParts, Objective};
+use super::agreement::{cosine, Agreement};
+use super::loss::{LossParts, Objective};
 
 /// The distance `[kd] objective` names for embeddings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,16 +59,6 @@ impl EmbeddingKd {
             Distance::Cosine => (cosine(&s, &t).neg() + 1.0).mean(Kind::Float),
         }
     }
-}
-
-/// Row-wise cosine similarity of `a` and `b` [B, E] -> [B] (fp32), each norm clamped at 1e-8
-/// as `torch.nn.functional.cosine_similarity` does.
-pub fn cosine(a: &Tensor, b: &Tensor) -> Tensor {
-    let (a, b) = (a.to_kind(Kind::Float), b.to_kind(Kind::Float));
-    let dot = (&a * &b).sum_dim_intlist(-1, false, Kind::Float);
-    let norms =
-        a.norm_scalaropt_dim(2, [-1], false).clamp_min(1e-8) * b.norm_scalaropt_dim(2, [-1], false).clamp_min(1e-8);
-    dot / norms
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
+pub use super::agreement::Agreement;
+
 /// The parts of a batch's loss: `loss` (what is back-propagated: the distillation and label
 /// terms mixed by the objective), `kd` (the distillation term, student against teacher, before
 /// its weight; zero without a teacher) and `ce` (the label term, cross-entropy against the
@@ -45,42 +47,6 @@ impl std::ops::AddAssign for LossValues {
         self.loss += other.loss;
         self.kd += other.kd;
         self.ce += other.ce;
-    }
-}
-
-/// How the student's held-out outputs are compared with the teacher's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Agreement {
-    /// Class logits: the fraction of samples whose top-1 classes are equal; predictions are
-    /// also scored against labels (accuracy).
-    #[default]
-    Top1,
-    /// Embeddings: the mean cosine similarity of the two vectors; no accuracy.
-    Cosine,
-}
-
-impl Agreement {
-    /// The agreement of student predictions `student` with the teacher's `teacher` (both as
-    /// [`Objective::predictions`] returns them, [N] or [N, E]), in [0, 1] (cosine: [-1, 1]).
-    pub fn between(self, student: &Tensor, teacher: &Tensor) -> f64 {
-        match self {
-            Agreement::Top1 => crate::eval::accuracy(student, teacher),
-            Agreement::Cosine => super::embedding_kd::cosine(student, teacher).mean(tch::Kind::Float).double_value(&[]),
-        }
-    }
-
-    /// Whether predictions are classes that labels can score (accuracy).
-    pub fn classifies(self) -> bool {
-        self == Agreement::Top1
-    }
-
-    /// How the printed summary names it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Agreement::Top1 => "top-1 agreement w/ teacher",
-            Agreement::Cosine => "cosine w/ teacher (mean)",
-        }
     }
 }
 

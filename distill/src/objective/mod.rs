@@ -9,6 +9,7 @@
 //! embeddings [B, E] alike; it is computed in fp32 whatever the training precision.
 use estimator_wasm::schema::{KdObjective, KdSpec};
 
+pub mod agreement;
 pub mod embedding_kd;
 pub mod logit_kd;
 pub mod loss;

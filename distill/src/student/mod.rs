@@ -15,6 +15,7 @@
 //! A new kind of student is one more file implementing [`Network`], one more variant of
 //! [`Student`] and one more arm in [`Student::new`] and [`Student::net`].
 use std::ops::Range;
+use std::path::Path;
 
 use estimator_wasm::schema::{Config, Family};
 use tch::{nn, nn::VarStore, Tensor};
@@ -50,6 +51,17 @@ pub fn trainable(vs: &VarStore) -> Vec<(String, Tensor)> {
     let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     named
+}
+
+/// Where a fresh student's weights come from besides its seeded random initialisation, applied
+/// in this order: the teacher's parameters (`student.init_from_teacher`), then a safetensors
+/// file (`student.init`, resolved).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StudentInit<'a> {
+    /// The teacher's parameters by their TorchScript names, fp32 on the CPU
+    /// (`crate::students::teacher_weights`); `None` without `student.init_from_teacher`.
+    pub teacher: Option<&'a [(String, Tensor)]>,
+    pub file: Option<&'a Path>,
 }
 
 /// The student of a run, of the kind its `student.family` names.
