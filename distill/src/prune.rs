@@ -202,6 +202,17 @@ impl Pruner {
                 PruneMethod::Structured => {}
             }
         }
+        if student.layered().is_none() && spec.method == PruneMethod::Magnitude {
+            // a transformer: its projection matrices (attention qkv and proj, feed-forward fc1
+            // and fc2, the output head), not the embeddings, as `Op::prunable` counts them
+            for (name, weight) in params {
+                let embedding = name.starts_with("embed.");
+                if name.ends_with(".weight") && weight.dim() == 2 && !embedding {
+                    let mask = weight.ones_like().to_kind(Kind::Bool);
+                    masked.push(Masked { name: name.clone(), weight: weight.shallow_clone(), mask });
+                }
+            }
+        }
         if masked.is_empty() && units.is_empty() {
             return Err(DistillError::Usage("prune: the student has no conv or hidden linear layer to prune".into()));
         }

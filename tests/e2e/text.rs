@@ -108,3 +108,27 @@ fn an_interrupted_text_run_resumes_bit_for_bit() {
     assert_eq!(unbroken.student.agreement, resumed.student.agreement);
     assert_eq!(unbroken.student.spearman, resumed.student.spearman);
 }
+
+#[test]
+fn magnitude_pruning_masks_a_transformers_projections_not_its_embeddings() {
+    let dir = tempfile::tempdir().unwrap();
+    let edits = [("log_every = 20", "log_every = 20\n[prune]\nsparsity = 0.5\nevery_steps = 20")];
+    let report = train(&fixture("text/text-teacher.pt"), &text_config(dir.path(), &edits), dir.path(), false).unwrap();
+    let prune = report.student.prune.as_ref().unwrap();
+    assert_eq!(prune.target_sparsity, 0.5);
+    // The exported weights: half of the projection matrices' values (pooled, global ranking) are
+    // zero, the embeddings are dense.
+    let (mut zeros, mut total) = (0i64, 0i64);
+    for (name, t) in Tensor::read_safetensors(dir.path().join("run/student.safetensors")).unwrap() {
+        let z = t.eq(0.0).sum(tch::Kind::Int64).int64_value(&[]);
+        if name.starts_with("embed.") {
+            assert_eq!(z, 0, "{name} is pruned");
+        } else if name.ends_with(".weight") && t.dim() == 2 {
+            (zeros, total) = (zeros + z, total + t.numel() as i64);
+        }
+    }
+    // blk1_attn qkv 32x96 and proj 32x32, blk1_mlp fc1 32x64 and fc2 64x32: 8192 values
+    assert_eq!(total, 8192);
+    assert_eq!(zeros, 4096, "half of the projections pruned");
+    assert!(report.student.agreement.unwrap() > 0.9, "{:?}", report.student.agreement);
+}
