@@ -350,11 +350,8 @@ mod tests {
         assert!(err(ENCODER.replace("input_shape = [128]", "input_shape = [128]\nscale = 0.5")).contains("data.scale"));
         assert!(err(ENCODER.replace("norm_eps = 1e-12", "norm_eps = 0.0")).contains("norm_eps"));
         assert!(err(ENCODER.replace("head = \"embedding\"", "head = \"classifier\"")).contains("normalize"));
-        let structured = format!("{ENCODER}[prune]\nmethod = \"structured\"\nsparsity = 0.5\n");
-        assert!(
-            err(structured.clone()).contains("prune.method")
-                && err(structured).contains("\"magnitude\" for a transformer")
-        );
-        assert!(Config::from_toml_str(&format!("{ENCODER}[prune]\nsparsity = 0.5\n")).is_ok());
+        // structured pruning of a transformer is a valid plan (the estimator prices it unshrunk); distill
+        // refuses it (`schema::untrainable`)
+        assert!(Config::from_toml_str(&format!("{ENCODER}[prune]\nmethod = \"structured\"\nsparsity = 0.5\n")).is_ok());
     }
 }

@@ -331,12 +331,6 @@ impl TrainSpec {
 impl PruneSpec {
     fn validate(&self, train: &TrainSpec, student: &StudentSpec) -> Result<(), SpecError> {
         if self.method == PruneMethod::Structured {
-            if student.family == Family::Transformer {
-                return invalid(
-                    "prune.method",
-                    "\"structured\" removes conv channels or hidden neurons of mlp and cnn students; use \"magnitude\" for a transformer",
-                );
-            }
             if self.scope == Some(PruneScope::Global) {
                 return invalid(
                     "prune.scope",
