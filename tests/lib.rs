@@ -30,13 +30,7 @@ pub fn digits_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
     text = text
         .replace("\"digits-train.npz\"", &format!("{:?}", fixture("digits-train.npz")))
         .replace("\"digits-test.npz\"", &format!("{:?}", fixture("digits-test.npz")));
-    for (from, to) in edits {
-        assert!(text.contains(from), "fixture config lacks {from:?}");
-        text = text.replacen(from, to, 1);
-    }
-    let path = dir.join("student.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    write_edited(dir, text, edits)
 }
 
 /// A cfg.toml in `dir` equal to the text fixture's (`text/text-student.toml`: a 1-layer sentence
@@ -47,6 +41,11 @@ pub fn text_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
     for name in ["text-train.txt", "text-test.txt", "tokenizer.json"] {
         text = text.replace(&format!("\"{name}\""), &format!("{:?}", fixture("text").join(name)));
     }
+    write_edited(dir, text, edits)
+}
+
+/// `text` with `edits` (from, to) applied, each once and each required, as `dir/student.toml`.
+fn write_edited(dir: &Path, mut text: String, edits: &[(&str, &str)]) -> PathBuf {
     for (from, to) in edits {
         assert!(text.contains(from), "fixture config lacks {from:?}");
         text = text.replacen(from, to, 1);
@@ -77,6 +76,24 @@ pub fn train(teacher: &Path, config: &Path, dir: &Path, baseline: bool) -> disti
         verbosity: Verbosity::Quiet,
         stop_after: None,
     })
+}
+
+/// Starts a quiet CPU run into `out` that checkpoints and stops after `steps` optimiser steps,
+/// and returns its error (an interrupt, to resume with `distill::resume`).
+pub fn run_stopped(teacher: &Path, config: &Path, out: &Path, steps: u64) -> distill::DistillError {
+    let _guard = serial();
+    distill::run(&TrainOptions {
+        teacher: teacher.to_path_buf(),
+        student: config.to_path_buf(),
+        out: Some(out.to_path_buf()),
+        overwrite: false,
+        device: "cpu".into(),
+        baseline: false,
+        sets: Vec::new(),
+        verbosity: Verbosity::Quiet,
+        stop_after: Some(steps),
+    })
+    .unwrap_err()
 }
 
 /// Runs `script` with the project's Python and returns its stdout; panics with its stderr.

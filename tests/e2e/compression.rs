@@ -3,8 +3,7 @@
 use std::path::Path;
 
 use distill::progress::Verbosity;
-use distill::TrainOptions;
-use e2e::{digits_config, fixture, metrics_lines, python, serial, train};
+use e2e::{digits_config, fixture, metrics_lines, python, run_stopped, serial, train};
 use tch::Tensor;
 
 /// The figures of each metrics line of the run in `dir` that an exact resume must reproduce.
@@ -33,21 +32,7 @@ fn interrupted_and_resumed_run_equals_an_unbroken_one() {
     let unbroken = train(&fixture("teacher-scripted.pt"), &cfg, &dir.path().join("a"), false).unwrap();
 
     let out = dir.path().join("b/run");
-    let opts = TrainOptions {
-        teacher: fixture("teacher-scripted.pt"),
-        student: cfg.clone(),
-        out: Some(out.clone()),
-        overwrite: false,
-        device: "cpu".into(),
-        baseline: false,
-        sets: Vec::new(),
-        verbosity: Verbosity::Quiet,
-        stop_after: Some(57),
-    };
-    let err = {
-        let _guard = serial();
-        distill::run(&opts).unwrap_err()
-    };
+    let err = run_stopped(&fixture("teacher-scripted.pt"), &cfg, &out, 57);
     assert!(err.is_interrupt(), "{err}");
     assert!(err.to_string().contains("continue with `distill --resume"), "{err}");
     assert!(!out.exists() && out.with_file_name("run.partial").join("checkpoints").is_dir());

@@ -6,8 +6,7 @@ use std::path::Path;
 use distill::data::{Dataset, TextTokenizer};
 use distill::progress::Verbosity;
 use distill::student::Student;
-use distill::TrainOptions;
-use e2e::{fixture, metrics_lines, python, serial, text_config, train};
+use e2e::{fixture, metrics_lines, python, run_stopped, serial, text_config, train};
 use estimator_wasm::Config;
 use tch::{nn::VarStore, Device, Tensor};
 
@@ -78,21 +77,7 @@ fn an_interrupted_text_run_resumes_bit_for_bit() {
     let teacher = fixture("text/text-teacher.pt");
     let unbroken = train(&teacher, &cfg, &dir.path().join("a"), false).unwrap();
     let out = dir.path().join("b/run");
-    let opts = TrainOptions {
-        teacher: teacher.clone(),
-        student: cfg.clone(),
-        out: Some(out.clone()),
-        overwrite: false,
-        device: "cpu".into(),
-        baseline: false,
-        sets: Vec::new(),
-        verbosity: Verbosity::Quiet,
-        stop_after: Some(90),
-    };
-    let err = {
-        let _guard = serial();
-        distill::run(&opts).unwrap_err()
-    };
+    let err = run_stopped(&teacher, &cfg, &out, 90);
     assert!(err.is_interrupt(), "{err}");
     let resumed = {
         let _guard = serial();
