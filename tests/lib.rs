@@ -7,7 +7,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use distill::progress::Verbosity;
 use distill::report::Report;
+use distill::student::Student;
 use distill::TrainOptions;
+use estimator_wasm::Config;
+use tch::{nn::VarStore, Device};
 
 mod metrics_jsonl;
 
@@ -60,6 +63,17 @@ fn write_edited(dir: &Path, mut text: String, edits: &[(&str, &str)]) -> PathBuf
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The student of `spec` with the weights of a `student.safetensors` export, built the way a
+/// user who loads the file builds it (the random initialisation it overwrites is drawn under
+/// [`serial`], so that it cannot shift a concurrent run's draws).
+pub fn load_student(spec: &Config, file: &Path) -> Student {
+    let _guard = serial();
+    let mut vs = VarStore::new(Device::Cpu);
+    let student = Student::new(&vs.root(), spec).unwrap();
+    vs.load(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    student
 }
 
 /// Trains quietly on CPU into `dir/run` and returns the report.

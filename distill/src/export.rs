@@ -298,6 +298,7 @@ mod tests {
 
     #[test]
     fn cpu_copy_is_a_separate_cpu_student_computing_the_same_function() {
+        let _rng = crate::test_rng::lock();
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/digits-student.toml");
         let text = std::fs::read_to_string(path)
             .unwrap()

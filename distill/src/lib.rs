@@ -71,15 +71,9 @@ pub mod step;
 pub mod student;
 pub mod students;
 pub mod teacher;
+#[cfg(test)]
+mod test_rng;
 pub mod trainer;
 
 pub use error::{DistillError, Result};
 pub use run::{resume, run, TrainOptions};
-
-/// Serialises unit tests that draw from libtorch's global random generator (the test harness
-/// runs tests on parallel threads, and `manual_seed` in one would steer another's dropout).
-#[cfg(test)]
-pub(crate) fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}

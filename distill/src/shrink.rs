@@ -134,6 +134,7 @@ mod tests {
 
     #[test]
     fn the_shrunk_spec_is_the_narrower_student_without_the_pruning_request() {
+        let _rng = crate::test_rng::lock();
         let text = "[data]\ninput_shape = [1, 8, 8]\nclasses = 5\n[student]\nfamily = \"cnn\"\nchannels = [4, 6]\n\
                     hidden = [8]\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\n";
         let spec = Config::from_toml_str(text).unwrap();

@@ -253,13 +253,13 @@ mod tests {
     /// Blocks of the test student; under the RNG lock, since building it reseeds the global
     /// generator that a concurrent test may be drawing from.
     fn block_count(case: Case) -> usize {
-        let _guard = crate::rng_lock();
+        let _guard = crate::test_rng::lock();
         setup(case).1.block_count()
     }
 
     /// Gradients (and BN running statistics after the step) of one batch.
     fn grads(case: Case, segments: &[Range<usize>], recompute: bool) -> (Vec<Tensor>, Vec<Tensor>) {
-        let _guard = crate::rng_lock();
+        let _guard = crate::test_rng::lock();
         let (vs, student, names) = setup(case);
         let vars = vs.variables();
         let params: Vec<Tensor> = names.iter().map(|n| vars[n].shallow_clone()).collect();
@@ -362,7 +362,7 @@ mod tests {
         let (with, _) = grads(case, &segments, true);
         let (without, _) = grads(Case { l1: 0.0, ..case }, &segments, true);
         let (vs, _, names) = {
-            let _guard = crate::rng_lock();
+            let _guard = crate::test_rng::lock();
             setup(case)
         };
         let i = names.iter().position(|n| n == "fc1.weight").unwrap();

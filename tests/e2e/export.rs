@@ -1,9 +1,9 @@
 //! The exported student: PyTorch's `torch.jit.load` reads `student.pt` and gives the outputs
 //! that the Rust student computes from `student.safetensors`.
 use distill::data::ModelInput;
-use e2e::{digits_config, fixture, python, train};
+use e2e::{digits_config, fixture, load_student, python, train};
 use estimator_wasm::Config;
-use tch::{nn::VarStore, Device, Tensor};
+use tch::{Device, Tensor};
 
 #[test]
 fn torchscript_in_python_equals_the_rust_student() {
@@ -20,9 +20,7 @@ fn torchscript_in_python_equals_the_rust_student() {
 
     // Rebuild the student in Rust from the safetensors export and run it in eval mode.
     let spec = Config::from_toml_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
-    let mut vs = VarStore::new(Device::Cpu);
-    let student = distill::student::Student::new(&vs.root(), &spec).unwrap();
-    vs.load(run.join("student.safetensors")).unwrap();
+    let student = load_student(&spec, &run.join("student.safetensors"));
     let x = Tensor::linspace(-2.0, 2.0, 16 * 64, (tch::Kind::Float, Device::Cpu)).reshape([16, 1, 8, 8]);
     let rust = tch::no_grad(|| student.forward(&ModelInput::new(x.shallow_clone()), false));
     let inputs = dir.path().join("inputs.npy");
@@ -86,9 +84,7 @@ fn test_set(spec: &Config) -> (Tensor, Tensor) {
 /// Logits of `x` through the student of `spec` rebuilt in Rust from a safetensors file (no
 /// unit masks: what a user who loads the file gets).
 fn from_safetensors(spec: &Config, file: &std::path::Path, x: &Tensor) -> Tensor {
-    let mut vs = VarStore::new(Device::Cpu);
-    let student = distill::student::Student::new(&vs.root(), spec).unwrap();
-    vs.load(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let student = load_student(spec, file);
     tch::no_grad(|| student.forward(&ModelInput::new(x.shallow_clone()), false))
 }
 

@@ -5,10 +5,9 @@ use std::path::Path;
 
 use distill::data::{Dataset, TextTokenizer};
 use distill::progress::Verbosity;
-use distill::student::Student;
-use e2e::{fixture, metrics_lines, python, run_stopped, serial, text_config, train};
+use e2e::{fixture, load_student, metrics_lines, python, run_stopped, serial, text_config, train};
 use estimator_wasm::Config;
-use tch::{nn::VarStore, Device, Tensor};
+use tch::Tensor;
 
 /// Embeddings of the first `n` test sentences by the student exported in `run`
 /// (`student.safetensors` loaded into a Rust student of `cfg`), with the token ids and mask they
@@ -17,9 +16,7 @@ fn rust_embeddings(cfg: &Path, run: &Path, n: usize, out: &Path) {
     let spec = Config::from_toml_str(&std::fs::read_to_string(cfg).unwrap()).unwrap();
     let tokenizer = TextTokenizer::load(&fixture("text/tokenizer.json"), spec.data.input_shape[0], Some(1000)).unwrap();
     let test = Dataset::load(&fixture("text/text-test.txt"), &spec.data, Some(&tokenizer)).unwrap();
-    let mut vs = VarStore::new(Device::Cpu);
-    let student = Student::new(&vs.root(), &spec).unwrap();
-    vs.load(run.join("student.safetensors")).unwrap();
+    let student = load_student(&spec, &run.join("student.safetensors"));
     let batch = test.chunks(n).next().unwrap();
     let embedding = tch::no_grad(|| student.forward(&batch.input, false));
     let mask = batch.input.mask.as_ref().unwrap();

@@ -139,6 +139,7 @@ mod tests {
 
     #[test]
     fn attention_by_hand() {
+        let _rng = crate::test_rng::lock();
         let rows = [[1.0f64, 2.0], [3.0, -1.0], [0.5, 0.5]];
         let y = Tensor::from_slice(&rows.concat()).reshape([1, 3, 2]).to_kind(Kind::Float);
         for kernel in [AttentionKernel::Math, AttentionKernel::Flash] {

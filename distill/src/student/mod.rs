@@ -77,6 +77,8 @@ impl Student {
     /// # Errors
     /// [`crate::DistillError::Usage`] for a layer the trainer cannot build.
     pub fn new(root: &nn::Path, spec: &Config) -> Result<Student> {
+        #[cfg(test)]
+        crate::test_rng::assert_held("building a student (random initialisation)");
         match spec.student.family {
             Family::Mlp | Family::Cnn => Ok(Student::Layered(Layered::new(root, spec)?)),
             Family::Transformer => Ok(Student::Transformer(Transformer::new(root, spec)?)),
@@ -110,16 +112,26 @@ impl Student {
 
     /// See [`Network::forward`].
     pub fn forward(&self, input: &ModelInput, train: bool) -> Tensor {
+        #[cfg(test)]
+        if train {
+            crate::test_rng::assert_held("a training-mode forward (dropout)");
+        }
         self.net().forward(input, train)
     }
 
     /// See [`Network::example_input`].
     pub fn example_input(&self, batch: i64) -> ModelInput {
+        #[cfg(test)]
+        crate::test_rng::assert_held("an example input");
         self.net().example_input(batch)
     }
 
     /// See [`Network::forward_blocks`].
     pub fn forward_blocks(&self, h: &Tensor, blocks: Range<usize>, mask: Option<&Tensor>, train: bool) -> Tensor {
+        #[cfg(test)]
+        if train {
+            crate::test_rng::assert_held("a training-mode forward (dropout)");
+        }
         self.net().forward_blocks(h, blocks, mask, train)
     }
 

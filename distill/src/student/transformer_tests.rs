@@ -30,7 +30,7 @@ pub fn spec(edits: &[(&str, &str)]) -> Config {
 
 /// The student of `spec` built from seed 5 (under the RNG lock, as other tests reseed).
 pub fn build(spec: &Config) -> (VarStore, Student) {
-    let _guard = crate::rng_lock();
+    let _guard = crate::test_rng::lock();
     tch::manual_seed(5);
     let vs = VarStore::new(Device::Cpu);
     let student = Student::new(&vs.root(), spec).unwrap();
@@ -223,7 +223,7 @@ fn checkpointed_gradients_equal_full_backprop() {
     let soft = Tensor::linspace(-1.0, 1.0, 24, (Kind::Float, Device::Cpu)).reshape([3, 8]);
     let grads = |k: usize| {
         let (vs, student) = build(&spec);
-        let _guard = crate::rng_lock();
+        let _guard = crate::test_rng::lock();
         let named = super::trainable(&vs);
         let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
         let params: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
@@ -253,6 +253,7 @@ fn checkpointed_gradients_equal_full_backprop() {
 /// does; and in PyTorch (`torch.jit.load`) too.
 #[test]
 fn traced_student_runs_other_shapes() {
+    let _rng = crate::test_rng::lock();
     for edits in [
         &[][..],
         &[
@@ -327,7 +328,7 @@ fn every_head_trains() {
     ];
     for (edits, shape) in heads {
         let (vs, student) = build(&spec(edits));
-        let _guard = crate::rng_lock();
+        let _guard = crate::test_rng::lock();
         let input = batch(&[6, 3, 1], 6);
         let dims: Vec<i64> = shape.iter().copied().filter(|&d| d > 0).collect();
         // rows of mixed signs, near zero mean: within reach of a post-norm student
