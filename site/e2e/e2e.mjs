@@ -85,9 +85,13 @@ async function compareWithNative(page, what) {
   return { native, compared, form };
 }
 
-/** The page's form: its `data-query` (what the URL gets), read as the native tools read it. */
+/** The page's form: its `data-query` and `data-fragment` (what the URL gets: a pasted cfg.toml
+ * travels in the fragment), read as the native tools read it. */
 async function stateOf(page) {
-  return formOf(await page.getAttribute('#explorer', 'data-query'));
+  const form = formOf(await page.getAttribute('#explorer', 'data-query'));
+  const cfg = new URLSearchParams((await page.getAttribute('#explorer', 'data-fragment')) ?? '').get('cfg');
+  if (cfg !== null) form.cfg = cfg;
+  return form;
 }
 async function waitForState(page, pred, what) {
   await page.waitForFunction(
@@ -103,10 +107,14 @@ async function waitForState(page, pred, what) {
 /** Waits until the URL holds the form (it is written once the form stops changing). */
 async function urlSynced(page) {
   await page.waitForFunction(() => {
-    const q = document.getElementById('explorer')?.dataset.query;
-    return q !== undefined && location.search === `?${q}`;
-  }, null, { timeout: 5000 }).catch(() => { throw new Error(`the URL never took the form: ${page.url()}`); });
+    const main = document.getElementById('explorer');
+    const q = main?.dataset.query;
+    const f = main?.dataset.fragment ?? '';
+    return q !== undefined && location.search === `?${q}` && location.hash === (f ? `#${f}` : '');
+  }, null, { timeout: 5000 }).catch(() => { throw new Error(`the URL never took the form: ${page.url().slice(0, 300)}`); });
 }
+/** The widest the document scrolls, in CSS pixels. */
+const pageWidth = (p) => p.evaluate(() => document.documentElement.scrollWidth);
 async function barTotals(page) {
   return page.$$eval('#size-bars text.total', (els) => els.map((e) => e.dataset.bytes));
 }
@@ -225,16 +233,25 @@ await check('bad input shows an inline message, never a panic', async () => {
     ['batch', '99999999999999999999999', 'not a whole number'],
     ['batch', '0', 'between 1 and'],
     ['width', 'abc', 'not a number'],
-    ['width', '0', 'must be > 0'],
-    ['width', '1e9', 'at most 64'],
+    ['width', '0', 'between 0.01 and 64'],
+    ['width', '1e9', 'between 0.01 and 64'],
+    ['width', '1e-300', 'between 0.01 and 64'],
+    ['width', '9'.repeat(20000) + 'x', `"${'9'.repeat(24)}..." is not a number`],
+    ['batch', '2.5', 'not a whole number from 1 to 1,099,511,627,776'],
+    ['input', '1e3', 'not a whole number from 1 to 1,048,576'],
     ['sparsity', '1.5', 'fraction'],
     ['data_parallel', '-1', 'must be positive'],
   ]) {
     await page.fill(`#f-${field}`, text);
     const shown = await page.waitForSelector(`#e-${field}`, { timeout: 3000 }).then((e) => e.innerText());
-    assert(shown.includes(message), `${field}="${text}": "${shown}" lacks "${message}"`);
+    assert(shown.includes(message), `${field}="${text.slice(0, 30)}": "${shown.slice(0, 300)}" lacks "${message}"`);
+    assert(shown.length < 300, `${field}: a message of ${shown.length} characters`);
     assert(await page.$('#explorer [data-k="plan.totals.total"]'), `${field}="${text}": the figures vanished`);
   }
+  // -0 is 0, in the form and in the link
+  await page.fill('#f-sparsity', '-0');
+  await page.waitForTimeout(300);
+  assert(!(await page.getAttribute('#explorer', 'data-query')).includes('sparsity=-0'), 'sparsity=-0 in the link');
   await page.fill('#f-batch', '8'); await page.fill('#f-width', '1'); await page.fill('#f-sparsity', '0');
   await page.fill('#f-data_parallel', '1');
   await page.waitForSelector('#e-batch', { state: 'detached' });
@@ -245,6 +262,12 @@ await check('bad input shows an inline message, never a panic', async () => {
   assert(await page.$('#estimate-error'), 'the views give way to the message');
   await page.fill('#f-input', '1024');
   await page.waitForSelector('#e-input', { state: 'detached' });
+  // a micro-batch within its bound whose bytes overflow: said at the micro-batch
+  await page.fill('#f-batch', '1099511627776');
+  const over = await page.waitForSelector('#e-batch').then((e) => e.innerText());
+  assert(over.includes('micro-batch 1099511627776 overflows 64-bit bytes'), over);
+  await page.fill('#f-batch', '8');
+  await page.waitForSelector('#e-batch', { state: 'detached' });
   await noPanic(page, 'bad input');
 });
 
@@ -269,6 +292,94 @@ await check('a link with a bad value keeps the rest and marks that input; names 
   const msg = await other.waitForSelector('#e-cfg').then((e) => e.innerText());
   assert(msg.includes('nested more than'), msg);
   await noPanic(other, 'bad link');
+  await other.close();
+});
+
+await check('a link never freezes or kills the page, and nothing it holds is dropped silently', async () => {
+  const other = await context.newPage();
+  watch(other, 'hostile link');
+  const cfg = (student) => `[data]\ninput_shape = [64]\nclasses = 100\n[student]\n${student}\n[train]\nbatch_size = 4\n`;
+  const giant = cfg('family = "transformer"\n[student.transformer]\nlayers = 1000000000\nd_model = 64\nheads = 4\nvocab = 100\nhead = "lm"');
+  const hidden = cfg(`family = "mlp"\nhidden = [${Array(5000).fill(8).join(', ')}]`);
+  for (const [url, want] of [
+    [`index.html?teacher=custom#cfg=${encodeURIComponent(giant)}`, 'student.transformer.layers (line 7): is 1000000000; must be between 1 and 4096'],
+    [`index.html?teacher=custom&cfg=${encodeURIComponent(giant)}`, 'student.transformer.layers (line 7)'],
+    [`index.html?teacher=custom#cfg=${encodeURIComponent(hidden)}`, 'student.hidden (line 6): has 5000 entries; at most 1024'],
+  ]) {
+    const t0 = Date.now();
+    await other.goto(`${BASE}${url}`);
+    const msg = await other.waitForSelector('#e-cfg', { timeout: 5000 }).then((e) => e.innerText());
+    assert(msg.includes(want), `"${msg}" lacks "${want}"`);
+    assert(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms`);
+  }
+  // values no option has are marked at their selects; a huge value is echoed as a short prefix
+  await other.goto(`${BASE}index.html?optimizer=lion&prune=random&gpu=${'G'.repeat(20000)}`);
+  await other.waitForSelector('#explorer');
+  for (const [field, want] of [['optimizer', 'unknown variant `lion`'], ['prune', 'unknown variant `random`'],
+    ['gpu', `unknown GPU "${'G'.repeat(24)}..."`]]) {
+    const msg = await other.waitForSelector(`#e-${field}`, { timeout: 5000 }).then((e) => e.innerText());
+    assert(msg.includes(want) && msg.length < 600, `${field}: "${msg.slice(0, 300)}" (${msg.length} characters)`);
+  }
+  const wide = await pageWidth(other);
+  assert(wide <= 1280, `a long GPU value makes the page ${wide} px wide`);
+  await noPanic(other, 'hostile link');
+  await other.close();
+});
+
+await check('a 1 MB pasted cfg.toml: the link keeps it out of the query, says so, and opens', async () => {
+  const other = await context.newPage();
+  watch(other, 'big paste');
+  await other.goto(`${BASE}index.html`);
+  await other.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  const cfg = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../../examples/fashion-mnist/student.toml'), 'utf8')
+    + `\n# ${'padding '.repeat(131072)}\n`;
+  await other.click('.paste summary');
+  await other.fill('#paste', cfg);
+  await other.click('#paste-load');
+  await waitForState(other, (s) => s.teacher === 'custom', 'custom form');
+  await urlSynced(other);
+  const search = await other.evaluate(() => location.search);
+  assert(search.length < 2000 && !search.includes('cfg='), `the query has ${search.length} characters`);
+  const note = await other.waitForSelector('#cfg-link-note').then((e) => e.innerText());
+  assert(/\(1,\d{3} KB; no server sees it\)/.test(note), note);
+  const reopened = await context.newPage();
+  watch(reopened, 'big link');
+  await reopened.goto(other.url());
+  await reopened.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  eq(JSON.stringify(await stateOf(reopened)), JSON.stringify(await stateOf(other)), 'form from the 1 MB link');
+  eq((await stateOf(reopened)).cfg, cfg, 'the file from the link');
+  await reopened.close();
+  await other.close();
+});
+
+await check('the page and the docs page fit a 375 x 812 phone; tables scroll in their own boxes', async () => {
+  const phone = await context.newPage();
+  watch(phone, 'phone');
+  await phone.setViewportSize({ width: 375, height: 812 });
+  for (const url of ['index.html?data_parallel=8&zero_stage=3', 'docs/memory-model.html']) {
+    await phone.goto(`${BASE}${url}`);
+    await phone.waitForSelector(url.startsWith('docs') ? '#live .total-bytes' : '#explorer [data-k="plan.totals.total"]');
+    const wide = await pageWidth(phone);
+    assert(wide <= 375, `${url}: ${wide} px wide at a 375 px viewport`);
+  }
+  await phone.goto(`${BASE}index.html`);
+  await phone.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  await phone.screenshot({ path: join(ART, 'explorer-phone.png'), fullPage: true });
+  await phone.close();
+});
+
+await check('huge figures in TiB/PiB and T, never thousands of GiB', async () => {
+  const other = await context.newPage();
+  watch(other, 'huge');
+  await other.goto(`${BASE}index.html?width=16&batch=65536`);
+  await other.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  const figures = await other.$$eval('#explorer [data-bytes]', (els) => els.map((e) => e.textContent.trim()));
+  assert(figures.some((f) => /^\d+\.\d+ (TiB|PiB)$/.test(f)), 'no TiB or PiB figure');
+  const bad = figures.find((f) => /^\d{4,}(\.\d+)? GiB$/.test(f));
+  assert(bad === undefined, `"${bad}" on the page`);
+  const summary = await other.innerText('#explorer .summary');
+  assert(!/\d{4,}\.\d+B\b/.test(summary), summary);
+  await noPanic(other, 'huge');
   await other.close();
 });
 
@@ -299,6 +410,29 @@ await check('Copy cfg.toml puts the file on the clipboard', async () => {
   await page.waitForFunction(() => document.querySelector('.export .status')?.textContent === 'copied');
   const clip = await page.evaluate(() => navigator.clipboard.readText());
   eq(clip.trim(), (await page.textContent('#cfg-toml')).trim(), 'clipboard');
+});
+
+await check('Copy cfg.toml says so when the clipboard refuses or is missing', async () => {
+  const other = await context.newPage();
+  watch(other, 'no clipboard');
+  await other.goto(`${BASE}index.html`);
+  await other.waitForSelector('#copy-cfg');
+  await other.evaluate(() => {
+    navigator.clipboard.writeText = () => Promise.reject(new DOMException('denied', 'NotAllowedError'));
+  });
+  await other.click('#copy-cfg');
+  await other.waitForFunction(() => document.querySelector('.export .status')?.textContent.includes('refused'), null,
+    { timeout: 3000 }).catch(() => { throw new Error('a refused copy was not reported'); });
+  await other.reload();
+  await other.waitForSelector('#copy-cfg');
+  await other.evaluate(() => Object.defineProperty(navigator, 'clipboard', { value: undefined, configurable: true }));
+  await other.click('#copy-cfg');
+  await other.waitForFunction(() => document.querySelector('.export .status')?.textContent.includes('refused'), null,
+    { timeout: 3000 }).catch(() => { throw new Error('a missing clipboard was not reported'); });
+  const toml = await other.textContent('#cfg-toml');
+  assert(!/^(kernel|pool) =/m.test(toml), `the transformer cfg.toml carries conv keys:\n${toml}`);
+  await noPanic(other, 'no clipboard');
+  await other.close();
 });
 
 await check('every scenario says whether distill trains its cfg.toml; MiniLM\'s trains and distill plan accepts it', async () => {

@@ -134,11 +134,19 @@ impl FormError {
 impl From<EstimateError> for FormError {
     fn from(e: EstimateError) -> FormError {
         let field = match &e {
+            // too many blocks is the depth lever's doing (the width lever only widens them)
+            EstimateError::Spec(SpecError::Invalid { key, message })
+                if (key == "student.hidden" || key == "student.channels") && message.contains(" entries; at most ") =>
+            {
+                Some(FormField::Depth)
+            }
             EstimateError::Spec(SpecError::Invalid { key, .. }) | EstimateError::Invalid { key, .. } => {
                 FormField::of_cfg_key(key)
             }
             EstimateError::Spec(SpecError::Parse { .. }) => Some(FormField::Cfg),
             EstimateError::UnknownGpu { .. } => Some(FormField::Gpu),
+            // the step's bytes grow with the micro-batch: that is the input to lower
+            EstimateError::Overflow { what } if what.contains("micro-batch") => Some(FormField::Batch),
             EstimateError::Overflow { .. } => None,
         };
         FormError { field, message: e.to_string() }

@@ -39,7 +39,7 @@ pub fn TrainingForm(props: &FormProps) -> Html {
                          selected={word_of(&form.teacher_precision)} error={error(FormField::TeacherPrecision)}
                          onset={onset.clone()} />
             <ChoiceField field={FormField::Optimizer} label="optimizer" options={options(&[("adamw", "AdamW"), ("sgd", "SGD + momentum")])}
-                         selected={word_of(&form.optimizer)} onset={onset.clone()} />
+                         selected={word_of(&form.optimizer)} error={error(FormField::Optimizer)} onset={onset.clone()} />
             <ChoiceField field={FormField::Checkpointing} label="checkpointing" options={checkpointing}
                          selected={form.checkpointing.clone()} error={error(FormField::Checkpointing)} onset={onset.clone()} />
             <NumberField field={FormField::Sparsity} label="pruning sparsity" unit="fraction, 0 = no pruning"
@@ -47,7 +47,7 @@ pub fn TrainingForm(props: &FormProps) -> Html {
                          error={error(FormField::Sparsity)} onset={onset.clone()} />
             <ChoiceField field={FormField::Prune} label="pruning method"
                          options={options(&[("magnitude", "magnitude (masks)"), ("structured", "structured (removes units)")])}
-                         selected={word_of(&form.prune)} onset={onset.clone()} />
+                         selected={word_of(&form.prune)} error={error(FormField::Prune)} onset={onset.clone()} />
         </fieldset>
     }
 }
