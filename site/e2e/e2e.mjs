@@ -578,6 +578,27 @@ await check('the embed snippet works on the docs page', async () => {
   await docs.locator('#live input[name="batch"]').fill('-2');
   const err = await docs.locator('#live .error').innerText();
   assert(err.includes('micro-batch'), err);
+  // attributes: a GPU by any spelling is shown as priced, bad numbers are said as typed
+  await docs.evaluate(() => document.body.insertAdjacentHTML('beforeend',
+    '<kd-estimator id="odd" teacher="gpt2" gpu="h200" width="abc" batch="1e30"></kd-estimator>'));
+  const odd = docs.locator('#odd');
+  await odd.locator('.error').waitFor({ timeout: 5000 });
+  eq(await odd.locator('select[name="gpu"]').inputValue(), 'H200', 'the GPU select for gpu="h200"');
+  eq(await odd.locator('input[name="width"]').inputValue(), 'abc', 'the width input for width="abc"');
+  const said = await odd.locator('.error').innerText();
+  assert(said.includes('from 1 to 1,099,511,627,776') && !said.includes('form JSON'), said);
+  await docs.evaluate(() => document.getElementById('odd').setAttribute('batch', '8'));
+  await docs.waitForFunction(() => document.getElementById('odd').shadowRoot.querySelector('.error')?.textContent
+    .includes('width: "abc" is not a number'));
+  await docs.evaluate(() => document.getElementById('odd').setAttribute('width', '1'));
+  await odd.locator('.total-bytes').waitFor({ timeout: 5000 });
+  const oddForm = JSON.parse(await odd.getAttribute('data-state'));
+  eq(oddForm.gpu, 'H200', 'the GPU priced');
+  eq(await odd.locator('.total-bytes').getAttribute('data-bytes'), String(nativeSweep(oddForm).plan.totals.total), 'widget on H200');
+  await docs.evaluate(() => document.getElementById('odd').setAttribute('gpu', 'TPU-v9'));
+  await odd.locator('.error').waitFor({ timeout: 5000 });
+  eq(await odd.locator('select[name="gpu"]').inputValue(), 'TPU-v9', 'an unknown GPU is shown as given');
+  assert((await odd.locator('.error').innerText()).includes('unknown GPU "TPU-v9"'), 'unknown GPU message');
   await docs.screenshot({ path: join(ART, 'docs.png'), fullPage: true });
   assert(problems.length === before, problems.slice(before).join('; '));
 });
