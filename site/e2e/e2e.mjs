@@ -383,6 +383,31 @@ await check('huge figures in TiB/PiB and T, never thousands of GiB', async () =>
   await other.close();
 });
 
+await check('figures say what they mean: ZeRO like for like, its gathered term, zero gradients, teacher casts', async () => {
+  const other = await context.newPage();
+  watch(other, 'figures');
+  await other.goto(`${BASE}index.html`);
+  await other.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  const native = nativeSweep(await stateOf(other));
+  const ddp = native.levers.find((l) => l.lever === 'data_parallel');
+  const zero = native.levers.find((l) => l.lever === 'zero_stage');
+  eq(zero.versus, '8 GPUs, DDP', 'the ZeRO lever is compared with DDP');
+  eq(zero.saves, ddp.total - zero.total, 'ZeRO-3 saves against DDP on the same 8 GPUs');
+  assert(zero.saves > 0 && ddp.costs > 0, `DDP costs ${ddp.costs}, ZeRO-3 saves ${zero.saves}`);
+  const row = await other.innerText(`#levers tbody tr:nth-child(${native.levers.indexOf(zero) + 1})`);
+  assert(row.includes('ZeRO-3 on the same 8 GPUs') && row.includes('vs 8 GPUs, DDP'), row);
+  assert((await other.innerText('#no-gradients')).includes('before the backward'), 'zero gradients explained');
+  const labels = await other.$$eval('#f-teacher_precision option', (os) => os.map((o) => o.textContent));
+  assert(labels.includes('fp16 (weights cast to 16-bit)') && !labels.some((l) => l.includes('autocast')), labels.join());
+  await other.goto(`${BASE}index.html?data_parallel=8&zero_stage=3`);
+  await other.waitForSelector('#zero-gather');
+  const z = nativeSweep(await stateOf(other));
+  eq(await other.getAttribute('#zero-gather [data-k]', 'data-bytes'), String(z.plan.peak.zero_gather), 'gathered bytes');
+  await compareWithNative(other, 'ZeRO-3 on 8 GPUs');
+  await noPanic(other, 'figures');
+  await other.close();
+});
+
 let downloaded;
 await check('Download cfg.toml gives the file the page prices; distill plan accepts it', async () => {
   await page.selectOption('#f-teacher', 'fashion-mnist-cnn');

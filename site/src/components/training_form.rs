@@ -14,6 +14,9 @@ const PRECISIONS: [(&str, &str); 5] = [
     ("pure_bf16", "pure bf16 (no fp32 copy)"),
     ("bf16_master", "bf16 + fp32 master (Megatron)"),
 ];
+/// The teacher runs without autocast: priced with its weights cast to the 16-bit type.
+const TEACHER_PRECISIONS: [(&str, &str); 3] =
+    [("fp32", "fp32"), ("fp16", "fp16 (weights cast to 16-bit)"), ("bf16", "bf16 (weights cast to 16-bit)")];
 
 #[component]
 pub fn TrainingForm(props: &FormProps) -> Html {
