@@ -54,7 +54,7 @@ function nativeSweep(form) {
 const at = (obj, path) => path.split('.').reduce((o, k) => (o == null ? undefined : o[k]), obj);
 
 /** The numeric keys of the form (`ExplorerForm`): everything else in the query is a string. */
-const NUMERIC = ['width', 'depth', 'input', 'batch', 'sparsity', 'data_parallel', 'zero_stage'];
+const NUMERIC = ['width', 'depth', 'input', 'batch', 'eval_batch', 'sparsity', 'data_parallel', 'zero_stage'];
 /** The form as the native tools read it (`ExplorerForm` JSON), from the page's query string. */
 function formOf(query, numeric = NUMERIC) {
   const form = {};
@@ -197,7 +197,11 @@ await check('every lever reaches the estimate', async () => {
   await page.selectOption('#f-gpu', 'A100-80GB');
   await page.fill('#f-input', '512');
   await page.fill('#f-depth', '2');
-  await waitForState(page, (s) => s.depth === 2 && s.gpu === 'A100-80GB' && s.input === 512, 'levers set');
+  await page.fill('#f-eval_batch', '4096');
+  await waitForState(page, (s) => s.depth === 2 && s.gpu === 'A100-80GB' && s.input === 512 && s.eval_batch === 4096,
+    'levers set');
+  // the evaluation batch is priced: this one is the peak
+  assert((await page.innerText('#summary')).includes('The peak is at the evaluation moment'), 'evaluation peak');
   const s = await stateOf(page);
   eq(s.precision, 'fp32', 'precision'); eq(s.checkpointing, 'sqrt', 'checkpointing'); eq(s.sparsity, 0.3, 'sparsity');
   eq(s.data_parallel, 4, 'data parallel'); eq(s.zero_stage, 2, 'ZeRO');

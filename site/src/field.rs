@@ -35,6 +35,7 @@ impl Input for FormField {
                 | FormField::Depth
                 | FormField::Input
                 | FormField::Batch
+                | FormField::EvalBatch
                 | FormField::Sparsity
                 | FormField::DataParallel
         )
@@ -50,6 +51,7 @@ impl Input for FormField {
             FormField::Depth => format::number(form.depth),
             FormField::Input => form.input.to_string(),
             FormField::Batch => form.batch.to_string(),
+            FormField::EvalBatch => form.eval_batch.to_string(),
             FormField::Precision => word_of(&form.precision),
             FormField::TeacherPrecision => word_of(&form.teacher_precision),
             FormField::Optimizer => word_of(&form.optimizer),
@@ -76,6 +78,7 @@ impl Input for FormField {
             FormField::Depth => form.depth = decimal(text)?,
             FormField::Input => form.input = whole(text, MAX_INPUT)?,
             FormField::Batch => form.batch = whole(text, MAX_BATCH)?,
+            FormField::EvalBatch => form.eval_batch = whole(text, MAX_BATCH)?,
             FormField::Precision => form.precision = word(text)?,
             FormField::TeacherPrecision => form.teacher_precision = word(text)?,
             FormField::Optimizer => form.optimizer = word(text)?,

@@ -49,6 +49,9 @@ pub struct ExplorerForm {
     pub input: u64,
     /// Micro-batch per GPU, in samples.
     pub batch: u64,
+    /// Evaluation batch per GPU, in samples (`train.eval_batch_size`): the per-epoch no-grad
+    /// forward, which can be the peak.
+    pub eval_batch: u64,
     /// Student precision (`train.precision`).
     pub precision: Precision,
     /// Teacher precision (`teacher.precision`).
@@ -85,6 +88,7 @@ impl ExplorerForm {
             depth: 1.0,
             input: 0,
             batch: s.batch,
+            eval_batch: 0,
             precision: s.precision,
             teacher_precision: s.precision,
             optimizer: OptimizerKind::Adamw,
@@ -108,10 +112,11 @@ impl ExplorerForm {
         Ok(e)
     }
 
-    /// Sets `input` from the base config (0 means "the base's own input size").
+    /// Sets `input` and `eval_batch` from the base config (its own input size and evaluation batch).
     fn with_base_input(mut self) -> ExplorerForm {
         if let Ok(base) = self.base() {
             self.input = base_input(&base);
+            self.eval_batch = base.train.eval_batch_size;
         }
         self
     }
@@ -146,6 +151,7 @@ impl ExplorerForm {
             depth: 1.0,
             input: base_input(&config),
             batch,
+            eval_batch: config.train.eval_batch_size,
             precision: config.train.precision,
             teacher_precision: config.teacher.precision,
             optimizer: config.train.optimizer,
@@ -210,6 +216,12 @@ impl ExplorerForm {
         if !(1..=MAX_BATCH).contains(&self.batch) {
             return Err(FormError::on(FormField::Batch, "the micro-batch must be between 1 and 1,099,511,627,776"));
         }
+        if !(1..=MAX_BATCH).contains(&self.eval_batch) {
+            return Err(FormError::on(
+                FormField::EvalBatch,
+                "the evaluation batch must be between 1 and 1,099,511,627,776",
+            ));
+        }
         if !(self.sparsity.is_finite() && (0.0..1.0).contains(&self.sparsity)) {
             return Err(FormError::on(FormField::Sparsity, "sparsity must be a fraction in [0, 1)"));
         }
@@ -270,6 +282,7 @@ impl ExplorerForm {
         scale_student(&mut c.student, self.width * scale, self.depth);
         c.student.checkpointing = self.checkpointing()?;
         c.train.batch_size = BatchSize::Fixed(self.batch);
+        c.train.eval_batch_size = self.eval_batch;
         c.train.precision = self.precision;
         c.train.optimizer = self.optimizer;
         c.teacher.precision = self.teacher_precision;

@@ -18,6 +18,7 @@ pub enum FormField {
     Depth,
     Input,
     Batch,
+    EvalBatch,
     Precision,
     TeacherPrecision,
     Optimizer,
@@ -34,13 +35,14 @@ pub enum FormField {
 impl FormField {
     /// Every field the page shows as an input, in form order (the pasted cfg.toml has its own
     /// box and is not one).
-    pub const ALL: [FormField; 15] = [
+    pub const ALL: [FormField; 16] = [
         FormField::Teacher,
         FormField::Family,
         FormField::Width,
         FormField::Depth,
         FormField::Input,
         FormField::Batch,
+        FormField::EvalBatch,
         FormField::Precision,
         FormField::TeacherPrecision,
         FormField::Optimizer,
@@ -61,6 +63,7 @@ impl FormField {
             FormField::Depth => "depth",
             FormField::Input => "input",
             FormField::Batch => "batch",
+            FormField::EvalBatch => "eval_batch",
             FormField::Precision => "precision",
             FormField::TeacherPrecision => "teacher_precision",
             FormField::Optimizer => "optimizer",
@@ -94,6 +97,7 @@ impl FormField {
         }
         Some(match key {
             "train.batch_size" => FormField::Batch,
+            "train.eval_batch_size" => FormField::EvalBatch,
             "data.input_shape" | "teacher.preset" => FormField::Input,
             "student.channels" => FormField::Depth,
             // the width lever scales these; a transformer block too large to price names its table

@@ -283,3 +283,18 @@ fn an_overflowing_micro_batch_is_marked_at_the_batch() {
     assert_eq!(e.field, Some(FormField::Batch), "{e}");
     assert!(e.message.contains("micro-batch 1099511627776 overflows"), "{e}");
 }
+
+#[test]
+fn the_evaluation_batch_is_a_field_of_the_form() {
+    let form = ExplorerForm::for_scenario(scenario("resnet50").unwrap(), "T4");
+    assert_eq!(form.eval_batch, 256, "the scenario's own");
+    assert_eq!(form.config().unwrap().train.eval_batch_size, 256);
+    let big = ExplorerForm { eval_batch: 1 << 20, ..form.clone() };
+    assert_eq!(big.config().unwrap().train.eval_batch_size, 1 << 20);
+    let plan = crate::estimate(&big.config().unwrap(), &crate::Inputs::default()).unwrap();
+    assert_eq!(plan.peak_moment, crate::Moment::Evaluation, "a large evaluation batch can be the peak");
+    let e = ExplorerForm { eval_batch: 0, ..form }.check().unwrap_err();
+    assert_eq!(e.field, Some(FormField::EvalBatch));
+    let text = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [8]\n[train]\neval_batch_size = 77\n";
+    assert_eq!(ExplorerForm::from_cfg(text, "T4").unwrap().eval_batch, 77, "a pasted cfg's own");
+}

@@ -36,9 +36,12 @@ pub fn TrainingForm(props: &FormProps) -> Html {
             <NumberField field={FormField::Batch} label="micro-batch" unit="samples per GPU"
                          value={s.text(FormField::Batch)}
                          error={error(FormField::Batch)} onset={onset.clone()} />
+            <NumberField field={FormField::EvalBatch} label="evaluation batch" unit="samples per GPU, the no-grad pass each epoch"
+                         value={s.text(FormField::EvalBatch)}
+                         error={error(FormField::EvalBatch)} onset={onset.clone()} />
             <ChoiceField field={FormField::Precision} label="student precision" options={options(&PRECISIONS)}
                          selected={word_of(&form.precision)} error={error(FormField::Precision)} onset={onset.clone()} />
-            <ChoiceField field={FormField::TeacherPrecision} label="teacher precision" options={options(&PRECISIONS[..3])}
+            <ChoiceField field={FormField::TeacherPrecision} label="teacher precision" options={options(&TEACHER_PRECISIONS)}
                          selected={word_of(&form.teacher_precision)} error={error(FormField::TeacherPrecision)}
                          onset={onset.clone()} />
             <ChoiceField field={FormField::Optimizer} label="optimizer" options={options(&[("adamw", "AdamW"), ("sgd", "SGD + momentum")])}
