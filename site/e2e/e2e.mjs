@@ -522,6 +522,33 @@ await check('pasting a cfg.toml fills the form and prices the same file', async 
   assert(msg.includes('unknown field') && msg.includes('line'), msg);
 });
 
+await check('after an internal error the page starts again from its link, without a reload', async () => {
+  const other = await context.newPage();
+  const errors = [];
+  other.on('pageerror', (e) => errors.push(e.message));
+  await other.goto(`${BASE}index.html?batch=6`);
+  await other.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  await urlSynced(other);
+  await other.evaluate(() => { window.notReloaded = true; });
+  // a browser call that throws once in the middle of a render (performance.now, read while
+  // pricing) unwinds through the app's state and leaves it borrowed: later actions did nothing
+  await other.evaluate(() => {
+    const real = performance.now;
+    performance.now = () => { performance.now = real; throw new Error('injected failure'); };
+  });
+  await other.fill('#f-batch', '7');
+  const report = await other.waitForSelector('#panic', { timeout: 5000 }).then((e) => e.innerText());
+  assert(report.includes('started again from the settings in the link'), report);
+  await other.waitForSelector('#explorer [data-k="plan.totals.total"]', { timeout: 15000 });
+  eq((await stateOf(other)).batch, 6, "the restarted form (the link's)");
+  await other.fill('#f-batch', '12');
+  await waitForState(other, (s) => s.batch === 12, 'batch 12 after the restart');
+  await compareWithNative(other, 'after the restart');
+  eq(await other.evaluate(() => window.notReloaded), true, 'the same page (no reload)');
+  assert(errors.some((e) => e.includes('injected failure')), `page errors: ${errors.join('; ')}`);
+  await other.close();
+});
+
 await check('no console error, page error or panic on the explorer', async () => {
   await noPanic(page, 'end');
   assert(problems.length === 0, problems.join('; '));

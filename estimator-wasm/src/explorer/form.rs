@@ -25,6 +25,9 @@ pub const MIN_MULTIPLIER: f64 = 0.01;
 pub const MAX_INPUT: u64 = 1 << 20;
 /// Most data-parallel GPUs (`estimate.data_parallel`'s bound).
 pub const MAX_GPUS: u64 = 1 << 20;
+/// Longest pasted cfg.toml, in bytes (4 MiB; a cfg.toml is a few KB): the page keeps the text
+/// in its state and its link, so a larger one is refused before it is read.
+pub const MAX_CFG_BYTES: usize = 4 << 20;
 
 /// The explorer's whole state: what the URL query and the widget's attributes hold.
 ///
@@ -335,6 +338,10 @@ fn unknown_teacher(key: &str) -> FormError {
 /// A pasted cfg.toml read and validated; every error is on the `cfg` field, and one that names
 /// a key says on which line of the text it is written (a parse error has its line already).
 fn parse_cfg(text: &str) -> Result<Config, FormError> {
+    if text.len() > MAX_CFG_BYTES {
+        let mb = text.len() as f64 / (1 << 20) as f64;
+        return Err(FormError::on(FormField::Cfg, format!("this cfg.toml is {mb:.1} MiB; at most 4 MiB")));
+    }
     Config::from_toml_str(text).map_err(|e| match &e {
         SpecError::Invalid { key, message } => cfg_error(text, key, message),
         SpecError::Parse { .. } => FormError::on(FormField::Cfg, e.to_string()),

@@ -298,3 +298,13 @@ fn the_evaluation_batch_is_a_field_of_the_form() {
     let text = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [8]\n[train]\neval_batch_size = 77\n";
     assert_eq!(ExplorerForm::from_cfg(text, "T4").unwrap().eval_batch, 77, "a pasted cfg's own");
 }
+
+#[test]
+fn a_pasted_cfg_is_bounded_in_size() {
+    let base = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [8]\n# ";
+    let fits = format!("{base}{}\n", "x".repeat(MAX_CFG_BYTES - base.len() - 1));
+    assert_eq!(fits.len(), MAX_CFG_BYTES);
+    assert!(ExplorerForm::from_cfg(&fits, "T4").is_ok());
+    let e = ExplorerForm::from_cfg(&format!("{fits}#"), "T4").unwrap_err();
+    assert_eq!((e.field, e.message.as_str()), (Some(FormField::Cfg), "this cfg.toml is 4.0 MiB; at most 4 MiB"));
+}
