@@ -403,6 +403,10 @@ await check('figures say what they mean: ZeRO like for like, its gathered term, 
   assert((await other.innerText('#no-gradients')).includes('before the backward'), 'zero gradients explained');
   const labels = await other.$$eval('#f-teacher_precision option', (os) => os.map((o) => o.textContent));
   assert(labels.includes('fp16 (weights cast to 16-bit)') && !labels.some((l) => l.includes('autocast')), labels.join());
+  assert(!(await other.$('#same-sizes')), 'distinct sizes are not called the same');
+  await other.goto(`${BASE}index.html?width=0.01`);
+  assert((await other.waitForSelector('#same-sizes').then((e) => e.innerText())).includes('round to the same student'),
+    'equal bars at width 0.01 are explained');
   await other.goto(`${BASE}index.html?data_parallel=8&zero_stage=3`);
   await other.waitForSelector('#zero-gather');
   const z = nativeSweep(await stateOf(other));
@@ -651,6 +655,10 @@ await check('the embed snippet works on the docs page', async () => {
   const oddForm = JSON.parse(await odd.getAttribute('data-state'));
   eq(oddForm.gpu, 'H200', 'the GPU priced');
   eq(await odd.locator('.total-bytes').getAttribute('data-bytes'), String(nativeSweep(oddForm).plan.totals.total), 'widget on H200');
+  // huge figures in TiB and T, like the page
+  await docs.evaluate(() => { const e = document.getElementById('odd'); e.setAttribute('width', '16'); e.setAttribute('batch', '65536'); });
+  await docs.waitForFunction(() => /TiB$/.test(document.getElementById('odd').shadowRoot.querySelector('.total-bytes')?.textContent ?? ''),
+    null, { timeout: 5000 }).catch(() => { throw new Error('the widget shows no TiB for a huge total'); });
   await docs.evaluate(() => document.getElementById('odd').setAttribute('gpu', 'TPU-v9'));
   await odd.locator('.error').waitFor({ timeout: 5000 });
   eq(await odd.locator('select[name="gpu"]').inputValue(), 'TPU-v9', 'an unknown GPU is shown as given');
