@@ -445,3 +445,22 @@ fn minilm_example_encoder_by_hand() {
     let plan = estimate(&config(&text), &Inputs { dataset: Some(dataset), ..Inputs::default() }).unwrap();
     assert_eq!(plan.peak.get(Cat::TeacherLogitCache), 10_000 * h * 4 + 100 * 8);
 }
+
+/// From ZeRO-1 on each GPU updates only its shard of every parameter, so the update's
+/// temporaries (3 x the largest tensor for a loop over parameters) are 3 x its shard.
+#[test]
+fn zero_shards_the_updates_temporaries() {
+    let step_transient = |dp: u64, zero: u64| {
+        let text =
+            TINY.replace("hidden = [5]", "hidden = [1000]") + &format!("data_parallel = {dp}\nzero_stage = {zero}\n");
+        let plan = estimate(&config(&text), &Inputs::default()).unwrap();
+        moment(&plan, Moment::OptimizerStep).categories.get(Cat::StepTransient)
+    };
+    // fc1.weight, 4 x 1000 fp32 elements, is the largest tensor
+    assert_eq!(step_transient(1, 0), 3 * 4000 * 4);
+    assert_eq!(step_transient(8, 0), 3 * 4000 * 4, "DDP: every GPU updates every element");
+    for zero in [1, 2, 3] {
+        assert_eq!(step_transient(8, zero), 3 * 500 * 4, "ZeRO-{zero} on 8 GPUs");
+    }
+    assert_eq!(step_transient(3, 1), 3 * 1334 * 4, "a shard rounds up");
+}

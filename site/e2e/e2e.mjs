@@ -5,111 +5,20 @@
 //   EXPLORE_BIN   native estimator-wasm example `explore` (the reference sweep for a form JSON)
 //   PLAN_BIN      native estimator-wasm example `plan` (the Plan JSON of a cfg.toml)
 //   DISTILL_BIN   target/debug/distill (its `plan` subcommand must accept the downloaded cfg.toml)
-// Every check runs; failures are listed at the end and the exit code is 1 if any failed.
+// Every check runs; failures are listed at the end and the exit code is 1 if any failed. Helpers
+// in lib.mjs; the checks of hostile links, pastes, phones and failures in robust.mjs.
 import { chromium } from 'playwright-core';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set (run scripts/test-web)`);
-  return v;
-};
-const BASE = env('BASE_URL');
-const ART = env('ARTIFACTS');
-const EXPLORE_BIN = env('EXPLORE_BIN');
-const PLAN_BIN = env('PLAN_BIN');
-const DISTILL_BIN = env('DISTILL_BIN');
-const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
-mkdirSync(ART, { recursive: true });
-
-const failures = [];
-const passed = [];
-async function check(name, body) {
-  try {
-    await body();
-    passed.push(name);
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failures.push(`${name}: ${e.message}`);
-    console.log(`FAIL ${name}: ${e.message}`);
-  }
-}
-function assert(cond, message) {
-  if (!cond) throw new Error(message);
-}
-function eq(got, want, what) {
-  assert(got === want, `${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
-}
-
-/** The native sweep for a form (the reference every figure on the page must equal). */
-function nativeSweep(form) {
-  const out = execFileSync(EXPLORE_BIN, ['-'], { input: JSON.stringify(form), encoding: 'utf8' });
-  return JSON.parse(out);
-}
-const at = (obj, path) => path.split('.').reduce((o, k) => (o == null ? undefined : o[k]), obj);
-
-/** The numeric keys of the form (`ExplorerForm`): everything else in the query is a string. */
-const NUMERIC = ['width', 'depth', 'input', 'batch', 'sparsity', 'data_parallel', 'zero_stage'];
-/** The form as the native tools read it (`ExplorerForm` JSON), from the page's query string. */
-function formOf(query, numeric = NUMERIC) {
-  const form = {};
-  for (const [k, v] of new URLSearchParams(query)) form[k] = numeric.includes(k) ? Number(v) : v;
-  return form;
-}
-
-/** Every [data-k] figure in `root` (page or frame) compared with the native sweep of the page's form. */
-async function compareWithNative(page, what) {
-  const form = await stateOf(page);
-  const native = nativeSweep(form);
-  const figures = await page.$$eval('#explorer [data-k]', (els) =>
-    els.map((e) => ({ k: e.dataset.k, bytes: e.dataset.bytes, batch: e.dataset.batch })));
-  let compared = 0;
-  for (const f of figures) {
-    if (f.bytes !== undefined) {
-      const want = at(native, f.k);
-      assert(want !== undefined, `${what}: ${f.k} is not in the native sweep`);
-      eq(f.bytes, String(want), `${what}: ${f.k} (bytes)`);
-      compared++;
-    } else if (f.batch !== undefined && f.k.endsWith('max_batch')) {
-      const want = at(native, f.k);
-      eq(f.batch, want == null ? '' : String(want), `${what}: ${f.k} (largest micro-batch)`);
-      compared++;
-    }
-  }
-  assert(compared >= 60, `${what}: only ${compared} figures compared`);
-  return { native, compared, form };
-}
-
-/** The page's form: its `data-query` (what the URL gets), read as the native tools read it. */
-async function stateOf(page) {
-  return formOf(await page.getAttribute('#explorer', 'data-query'));
-}
-async function waitForState(page, pred, what) {
-  await page.waitForFunction(
-    ([src, formSrc, numeric]) => {
-      const q = document.getElementById('explorer')?.dataset.query;
-      const form = new Function('q', 'numeric', `return (${formSrc})(q, numeric)`)(q, numeric);
-      return q !== undefined && new Function('s', `return (${src})(s)`)(form);
-    },
-    [pred.toString(), formOf.toString(), NUMERIC],
-    { timeout: 5000 },
-  ).catch(() => { throw new Error(`timed out waiting for ${what}`); });
-}
-/** Waits until the URL holds the form (it is written once the form stops changing). */
-async function urlSynced(page) {
-  await page.waitForFunction(() => {
-    const q = document.getElementById('explorer')?.dataset.query;
-    return q !== undefined && location.search === `?${q}`;
-  }, null, { timeout: 5000 }).catch(() => { throw new Error(`the URL never took the form: ${page.url()}`); });
-}
-async function barTotals(page) {
-  return page.$$eval('#size-bars text.total', (els) => els.map((e) => e.dataset.bytes));
-}
+import {
+  ART, BASE, DIST, DISTILL_BIN, EXPLORE_BIN, PLAN_BIN, assert, barTotals, check, compareWithNative, eq, failures,
+  nativeSweep, noPanic, passed, problems, stateOf, urlSynced, waitForState, watch,
+} from './lib.mjs';
+import { robustnessChecks } from './robust.mjs';
 
 const profile = mkdtempSync(join(tmpdir(), 'explorer-e2e-'));
 const context = await chromium.launchPersistentContext(profile, {
@@ -120,23 +29,6 @@ const context = await chromium.launchPersistentContext(profile, {
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
-const problems = [];
-const ORIGIN = new URL(BASE).origin;
-function watch(page, label) {
-  // static files only: every request stays on the test server (or is a data:/blob: URL)
-  page.on('request', (r) => {
-    const url = r.url();
-    if (!url.startsWith(`${ORIGIN}/`) && !/^(data|blob):/.test(url)) problems.push(`${label}: network call to ${url}`);
-  });
-  page.on('pageerror', (e) => problems.push(`${label}: pageerror ${e.message}`));
-  page.on('console', (m) => { if (m.type() === 'error') problems.push(`${label}: console error ${m.text()}`); });
-  page.on('requestfailed', (r) => problems.push(`${label}: request failed ${r.url()}`));
-  page.on('response', (r) => { if (r.status() >= 400) problems.push(`${label}: HTTP ${r.status()} ${r.url()}`); });
-}
-async function noPanic(page, label) {
-  const panic = await page.$('#panic');
-  assert(panic === null, `${label}: the panic report fired: ${panic && (await panic.innerText())}`);
-}
 const budgets = {};
 const page = await context.newPage();
 watch(page, 'explorer');
@@ -189,7 +81,11 @@ await check('every lever reaches the estimate', async () => {
   await page.selectOption('#f-gpu', 'A100-80GB');
   await page.fill('#f-input', '512');
   await page.fill('#f-depth', '2');
-  await waitForState(page, (s) => s.depth === 2 && s.gpu === 'A100-80GB' && s.input === 512, 'levers set');
+  await page.fill('#f-eval_batch', '4096');
+  await waitForState(page, (s) => s.depth === 2 && s.gpu === 'A100-80GB' && s.input === 512 && s.eval_batch === 4096,
+    'levers set');
+  // the evaluation batch is priced: this one is the peak
+  assert((await page.innerText('#summary')).includes('The peak is at the evaluation moment'), 'evaluation peak');
   const s = await stateOf(page);
   eq(s.precision, 'fp32', 'precision'); eq(s.checkpointing, 'sqrt', 'checkpointing'); eq(s.sparsity, 0.3, 'sparsity');
   eq(s.data_parallel, 4, 'data parallel'); eq(s.zero_stage, 2, 'ZeRO');
@@ -225,16 +121,25 @@ await check('bad input shows an inline message, never a panic', async () => {
     ['batch', '99999999999999999999999', 'not a whole number'],
     ['batch', '0', 'between 1 and'],
     ['width', 'abc', 'not a number'],
-    ['width', '0', 'must be > 0'],
-    ['width', '1e9', 'at most 64'],
+    ['width', '0', 'between 0.01 and 64'],
+    ['width', '1e9', 'between 0.01 and 64'],
+    ['width', '1e-300', 'between 0.01 and 64'],
+    ['width', '9'.repeat(20000) + 'x', `"${'9'.repeat(24)}..." is not a number`],
+    ['batch', '2.5', 'not a whole number from 1 to 1,099,511,627,776'],
+    ['input', '1e3', 'not a whole number from 1 to 1,048,576'],
     ['sparsity', '1.5', 'fraction'],
     ['data_parallel', '-1', 'must be positive'],
   ]) {
     await page.fill(`#f-${field}`, text);
     const shown = await page.waitForSelector(`#e-${field}`, { timeout: 3000 }).then((e) => e.innerText());
-    assert(shown.includes(message), `${field}="${text}": "${shown}" lacks "${message}"`);
+    assert(shown.includes(message), `${field}="${text.slice(0, 30)}": "${shown.slice(0, 300)}" lacks "${message}"`);
+    assert(shown.length < 300, `${field}: a message of ${shown.length} characters`);
     assert(await page.$('#explorer [data-k="plan.totals.total"]'), `${field}="${text}": the figures vanished`);
   }
+  // -0 is 0, in the form and in the link
+  await page.fill('#f-sparsity', '-0');
+  await page.waitForTimeout(300);
+  assert(!(await page.getAttribute('#explorer', 'data-query')).includes('sparsity=-0'), 'sparsity=-0 in the link');
   await page.fill('#f-batch', '8'); await page.fill('#f-width', '1'); await page.fill('#f-sparsity', '0');
   await page.fill('#f-data_parallel', '1');
   await page.waitForSelector('#e-batch', { state: 'detached' });
@@ -245,6 +150,12 @@ await check('bad input shows an inline message, never a panic', async () => {
   assert(await page.$('#estimate-error'), 'the views give way to the message');
   await page.fill('#f-input', '1024');
   await page.waitForSelector('#e-input', { state: 'detached' });
+  // a micro-batch within its bound whose bytes overflow: said at the micro-batch
+  await page.fill('#f-batch', '1099511627776');
+  const over = await page.waitForSelector('#e-batch').then((e) => e.innerText());
+  assert(over.includes('micro-batch 1099511627776 overflows 64-bit bytes'), over);
+  await page.fill('#f-batch', '8');
+  await page.waitForSelector('#e-batch', { state: 'detached' });
   await noPanic(page, 'bad input');
 });
 
@@ -271,6 +182,8 @@ await check('a link with a bad value keeps the rest and marks that input; names 
   await noPanic(other, 'bad link');
   await other.close();
 });
+
+await robustnessChecks(context);
 
 let downloaded;
 await check('Download cfg.toml gives the file the page prices; distill plan accepts it', async () => {
@@ -444,6 +357,31 @@ await check('the embed snippet works on the docs page', async () => {
   await docs.locator('#live input[name="batch"]').fill('-2');
   const err = await docs.locator('#live .error').innerText();
   assert(err.includes('micro-batch'), err);
+  // attributes: a GPU by any spelling is shown as priced, bad numbers are said as typed
+  await docs.evaluate(() => document.body.insertAdjacentHTML('beforeend',
+    '<kd-estimator id="odd" teacher="gpt2" gpu="h200" width="abc" batch="1e30"></kd-estimator>'));
+  const odd = docs.locator('#odd');
+  await odd.locator('.error').waitFor({ timeout: 5000 });
+  eq(await odd.locator('select[name="gpu"]').inputValue(), 'H200', 'the GPU select for gpu="h200"');
+  eq(await odd.locator('input[name="width"]').inputValue(), 'abc', 'the width input for width="abc"');
+  const said = await odd.locator('.error').innerText();
+  assert(said.includes('from 1 to 1,099,511,627,776') && !said.includes('form JSON'), said);
+  await docs.evaluate(() => document.getElementById('odd').setAttribute('batch', '8'));
+  await docs.waitForFunction(() => document.getElementById('odd').shadowRoot.querySelector('.error')?.textContent
+    .includes('width: "abc" is not a number'));
+  await docs.evaluate(() => document.getElementById('odd').setAttribute('width', '1'));
+  await odd.locator('.total-bytes').waitFor({ timeout: 5000 });
+  const oddForm = JSON.parse(await odd.getAttribute('data-state'));
+  eq(oddForm.gpu, 'H200', 'the GPU priced');
+  eq(await odd.locator('.total-bytes').getAttribute('data-bytes'), String(nativeSweep(oddForm).plan.totals.total), 'widget on H200');
+  // huge figures in TiB and T, like the page
+  await docs.evaluate(() => { const e = document.getElementById('odd'); e.setAttribute('width', '16'); e.setAttribute('batch', '65536'); });
+  await docs.waitForFunction(() => /TiB$/.test(document.getElementById('odd').shadowRoot.querySelector('.total-bytes')?.textContent ?? ''),
+    null, { timeout: 5000 }).catch(() => { throw new Error('the widget shows no TiB for a huge total'); });
+  await docs.evaluate(() => document.getElementById('odd').setAttribute('gpu', 'TPU-v9'));
+  await odd.locator('.error').waitFor({ timeout: 5000 });
+  eq(await odd.locator('select[name="gpu"]').inputValue(), 'TPU-v9', 'an unknown GPU is shown as given');
+  assert((await odd.locator('.error').innerText()).includes('unknown GPU "TPU-v9"'), 'unknown GPU message');
   await docs.screenshot({ path: join(ART, 'docs.png'), fullPage: true });
   assert(problems.length === before, problems.slice(before).join('; '));
 });

@@ -22,17 +22,28 @@ const GROUPS = [
 ];
 const PRECISIONS = ['fp32', 'fp16', 'bf16', 'pure_bf16', 'bf16_master'];
 const GIB = 2 ** 30;
+/** The largest micro-batch the estimator takes (2^40, `train.batch_size`'s bound). */
+const MAX_BATCH = 2 ** 40;
+/** A user's text as a message repeats it: at most 24 characters. */
+const shorten = (s) => ([...String(s)].length > 24 ? `${[...String(s)].slice(0, 24).join('')}...` : String(s));
 
-/** Bytes as GiB with three significant digits (display only). */
+/** Bytes as GiB with three significant digits, from 1024 GiB in TiB, PiB or EiB (display only). */
 function gib(bytes) {
-  const g = bytes / GIB;
+  let g = bytes / GIB;
+  if (g >= 1024) {
+    let unit = 'TiB';
+    g /= 1024;
+    for (const next of ['PiB', 'EiB']) if (g >= 1024) { g /= 1024; unit = next; }
+    return `${g >= 100 ? g.toFixed(1) : g.toFixed(2)} ${unit}`;
+  }
   if (bytes === 0) return '0 GiB';
   if (g >= 100) return `${g.toFixed(1)} GiB`;
   if (g >= 0.1) return `${g.toFixed(2)} GiB`;
   return `${g.toPrecision(3)} GiB`;
 }
-/** A parameter count as 26.8k, 81.9M or 1.10B (display only). */
+/** A parameter count as 26.8k, 81.9M, 1.10B or 35.18T (display only). */
 function params(n) {
+  if (n >= 1e12) return `${(n / 1e12).toFixed(2)}T`;
   if (n >= 1e9) return `${(n / 1e9).toFixed(2)}B`;
   if (n >= 1e6) return `${(n / 1e6).toFixed(1)}M`;
   if (n >= 1e3) return `${(n / 1e3).toFixed(1)}k`;
@@ -43,7 +54,8 @@ const escape = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': 
 
 const STYLE = `
   :host { display: block; font: 14px/1.4 system-ui, sans-serif; border: 1px solid #d7dce2; border-radius: 6px;
-          padding: 10px 12px; max-width: 640px; background: #fff; color: #1d232b; }
+          padding: 10px 12px; max-width: 640px; box-sizing: border-box; background: #fff; color: #1d232b; }
+  select { max-width: 100%; } .out { overflow-wrap: anywhere; }
   .controls { display: flex; flex-wrap: wrap; gap: 6px 12px; align-items: end; }
   label { display: flex; flex-direction: column; font-size: 12px; color: #5b6572; }
   input, select { font: inherit; padding: 2px 4px; }
@@ -78,20 +90,22 @@ class KdEstimator extends HTMLElement {
     this.update();
   }
 
-  /** The estimator's default form for the teacher, with the attributes applied. */
+  /** The estimator's default form for the teacher, with the attributes applied; the texts of
+   * `width` and `batch` are kept as given (`this.texts`), and set the form only when valid. */
   formFromAttributes() {
     const teacher = this.getAttribute('teacher') || 'gpt2';
     const gpu = this.getAttribute('gpu') || 'A100-80GB';
     let form;
     try {
-      form = JSON.parse(defaultForm(teacher, gpu));
+      form = JSON.parse(defaultForm(teacher, gpu)); // a catalogue GPU by its exact name (h200 -> H200)
     } catch (e) {
       // an unknown teacher: the default one, and the estimator's message (shown by update)
       form = JSON.parse(defaultForm('gpt2', gpu));
       form.teacher = teacher;
     }
+    this.texts = {};
     for (const key of ['batch', 'width']) {
-      if (this.hasAttribute(key)) form[key] = Number(this.getAttribute(key));
+      if (this.hasAttribute(key)) this.texts[key] = this.getAttribute(key);
     }
     if (this.hasAttribute('precision')) form.precision = this.getAttribute('precision');
     return form;
@@ -101,14 +115,23 @@ class KdEstimator extends HTMLElement {
     const f = this.form;
     const option = (value, label, selected) =>
       `<option value="${escape(value)}"${value === selected ? ' selected' : ''}>${escape(label)}</option>`;
-    const teachers = JSON.parse(scenarios()).map((s) => option(s.key, s.name, f.teacher)).join('');
-    const cards = JSON.parse(gpus()).map((g) => option(g.name, g.name, f.gpu)).join('');
-    const precisions = PRECISIONS.map((p) => option(p, p, f.precision)).join('');
+    // a value that is not among the options (an unknown teacher or GPU) is shown as given (a
+    // short prefix of a long one), never as another; update() says why it cannot be priced
+    const choices = (values, selected) => {
+      const list = values.includes(selected) ? values : [...values, [selected, shorten(selected)]];
+      return list.map((v) => (Array.isArray(v) ? option(v[0], v[1], selected) : option(v, v, selected))).join('');
+    };
+    const teachers = JSON.parse(scenarios()).map((s) => [s.key, s.name]);
+    const known = teachers.some(([k]) => k === f.teacher) ? teachers : [...teachers, [f.teacher, shorten(f.teacher)]];
+    const teacherOptions = known.map(([k, name]) => option(k, name, f.teacher)).join('');
+    const cards = choices(JSON.parse(gpus()).map((g) => g.name), f.gpu);
+    const precisions = choices(PRECISIONS, f.precision);
+    const text = (key) => escape(this.texts[key] ?? f[key]);
     this.shadowRoot.innerHTML = `<style>${STYLE}</style>
       <div class="controls">
-        <label>teacher<select name="teacher">${teachers}</select></label>
-        <label>student width<input name="width" inputmode="decimal" value="${escape(f.width)}"></label>
-        <label>micro-batch<input name="batch" inputmode="numeric" value="${escape(f.batch)}"></label>
+        <label>teacher<select name="teacher">${teacherOptions}</select></label>
+        <label>student width<input name="width" inputmode="decimal" value="${text('width')}"></label>
+        <label>micro-batch<input name="batch" inputmode="numeric" value="${text('batch')}"></label>
         <label>precision<select name="precision">${precisions}</select></label>
         <label>GPU<select name="gpu">${cards}</select></label>
       </div>
@@ -122,26 +145,41 @@ class KdEstimator extends HTMLElement {
     if (name === 'teacher') {
       if (e.type !== 'change') return;
       this.form = { ...JSON.parse(defaultForm(value, this.form.gpu)) };
+      this.texts = {};
       this.build();
     } else if (name === 'width' || name === 'batch') {
-      this.form[name] = value.trim() === '' ? NaN : Number(value);
+      this.texts[name] = value;
     } else {
       this.form[name] = value;
     }
     this.update();
   }
 
+  /** The message for a typed width or micro-batch that is not a valid value, or null; a valid
+   * one is set in the form. The estimator checks the rest of the ranges. */
+  readTexts() {
+    const { width, batch } = this.texts;
+    if (batch !== undefined) {
+      const b = Number(batch.trim());
+      if (batch.trim() === '' || !Number.isInteger(b) || b < 1 || b > MAX_BATCH) {
+        return `micro-batch: "${shorten(batch)}" is not a whole number of samples from 1 to 1,099,511,627,776`;
+      }
+      this.form.batch = b;
+    }
+    if (width !== undefined) {
+      const w = Number(width.trim());
+      if (width.trim() === '' || !Number.isFinite(w)) return `width: "${shorten(width)}" is not a number`;
+      this.form.width = w;
+    }
+    return null;
+  }
+
   update() {
     const out = this.shadowRoot.querySelector('.out');
+    const bad = this.readTexts();
     this.dataset.state = JSON.stringify(this.form);
-    // the form's JSON needs a whole micro-batch and a number for the width; the estimator
-    // checks their ranges
-    if (!Number.isInteger(this.form.batch) || this.form.batch < 1) {
-      out.innerHTML = '<p class="error" role="alert">micro-batch: enter a whole number of samples, at least 1</p>';
-      return;
-    }
-    if (!Number.isFinite(this.form.width)) {
-      out.innerHTML = '<p class="error" role="alert">width: enter a number</p>';
+    if (bad) {
+      out.innerHTML = `<p class="error" role="alert">${escape(bad)}</p>`;
       return;
     }
     let s;

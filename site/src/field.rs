@@ -3,8 +3,11 @@
 //! URL query share these, so a link holds exactly what the inputs show.
 use std::fmt::Debug;
 
+use estimator_wasm::explorer::form::{MAX_GPUS, MAX_INPUT};
 use estimator_wasm::explorer::{ExplorerForm, FormField};
 use estimator_wasm::schema::catalogue;
+use estimator_wasm::schema::limits::MAX_BATCH;
+use estimator_wasm::schema::names::short;
 use serde::de::value::{Error as ValueError, StrDeserializer};
 use serde::de::DeserializeOwned;
 
@@ -32,6 +35,7 @@ impl Input for FormField {
                 | FormField::Depth
                 | FormField::Input
                 | FormField::Batch
+                | FormField::EvalBatch
                 | FormField::Sparsity
                 | FormField::DataParallel
         )
@@ -47,6 +51,7 @@ impl Input for FormField {
             FormField::Depth => format::number(form.depth),
             FormField::Input => form.input.to_string(),
             FormField::Batch => form.batch.to_string(),
+            FormField::EvalBatch => form.eval_batch.to_string(),
             FormField::Precision => word_of(&form.precision),
             FormField::TeacherPrecision => word_of(&form.teacher_precision),
             FormField::Optimizer => word_of(&form.optimizer),
@@ -71,16 +76,17 @@ impl Input for FormField {
             FormField::Family => form.family = word(text)?,
             FormField::Width => form.width = decimal(text)?,
             FormField::Depth => form.depth = decimal(text)?,
-            FormField::Input => form.input = whole(text)?,
-            FormField::Batch => form.batch = whole(text)?,
+            FormField::Input => form.input = whole(text, MAX_INPUT)?,
+            FormField::Batch => form.batch = whole(text, MAX_BATCH)?,
+            FormField::EvalBatch => form.eval_batch = whole(text, MAX_BATCH)?,
             FormField::Precision => form.precision = word(text)?,
             FormField::TeacherPrecision => form.teacher_precision = word(text)?,
             FormField::Optimizer => form.optimizer = word(text)?,
             FormField::Checkpointing => form.checkpointing = text.to_string(),
             FormField::Sparsity => form.sparsity = decimal(text)?,
             FormField::Prune => form.prune = word(text)?,
-            FormField::DataParallel => form.data_parallel = whole(text)?,
-            FormField::ZeroStage => form.zero_stage = whole(text)?,
+            FormField::DataParallel => form.data_parallel = whole(text, MAX_GPUS)?,
+            FormField::ZeroStage => form.zero_stage = whole(text, 3)?,
             // a known GPU by its catalogue name (`h200` -> `H200`), so its option is the one shown
             FormField::Gpu => form.gpu = catalogue::gpu(text).map_or_else(|_| text.to_string(), |g| g.name.to_string()),
             FormField::Cfg => form.cfg = Some(text.to_string()),
@@ -108,20 +114,28 @@ fn word<T: DeserializeOwned>(text: &str) -> Result<T, String> {
     T::deserialize(StrDeserializer::<ValueError>::new(text)).map_err(|e| e.to_string())
 }
 
+/// A decimal number (`-0` read as 0); a message echoes at most a short prefix of the text.
 fn decimal(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok(v),
+        Ok(v) if v.is_finite() => Ok(v + 0.0),
         _ if text.is_empty() => Err("enter a number".into()),
-        _ => Err(format!("\"{text}\" is not a number")),
+        _ => Err(format!("\"{}\" is not a number", short(text))),
     }
 }
 
-fn whole(text: &str) -> Result<u64, String> {
+/// A whole number; a message gives the field's real range, 1 (0 for the ZeRO stage) to `max`,
+/// and echoes at most a short prefix of the text. Values above `max` are `ExplorerForm::check`'s.
+fn whole(text: &str, max: u64) -> Result<u64, String> {
     match text.parse::<u64>() {
         Ok(v) => Ok(v),
         _ if text.is_empty() => Err("enter a whole number".into()),
         _ if text.starts_with('-') => Err("must be positive".into()),
-        _ => Err(format!("\"{text}\" is not a whole number (at most {})", u64::MAX)),
+        _ => Err(format!(
+            "\"{}\" is not a whole number from {} to {}",
+            short(text),
+            u64::from(max != 3),
+            format::grouped(max)
+        )),
     }
 }
 
@@ -185,7 +199,11 @@ mod tests {
         for (field, text, message) in [
             (FormField::Batch, "", "enter a whole number"),
             (FormField::Batch, "-4", "must be positive"),
-            (FormField::Batch, "99999999999999999999999", "not a whole number (at most 18446744073709551615)"),
+            (FormField::Batch, "99999999999999999999999", "not a whole number from 1 to 1,099,511,627,776"),
+            (FormField::Batch, "2.5", "\"2.5\" is not a whole number from 1 to 1,099,511,627,776"),
+            (FormField::Input, "1e3", "\"1e3\" is not a whole number from 1 to 1,048,576"),
+            (FormField::DataParallel, "x", "\"x\" is not a whole number from 1 to 1,048,576"),
+            (FormField::ZeroStage, "x", "\"x\" is not a whole number from 0 to 3"),
             (FormField::Width, "abc", "\"abc\" is not a number"),
             (FormField::Width, "inf", "\"inf\" is not a number"),
             (FormField::Width, "", "enter a number"),
@@ -195,6 +213,13 @@ mod tests {
             assert!(e.contains(message), "{field:?} {text}: {e}");
         }
         assert_eq!(form, ExplorerForm::default(), "a bad text leaves the form as it was");
+        // a long text is echoed as a short prefix, never whole
+        for field in [FormField::Width, FormField::Batch, FormField::Precision] {
+            let e = field.set(&mut form, &"9x".repeat(10_000)).unwrap_err();
+            assert!(e.contains(&format!("{}...", "9x".repeat(12))) && e.len() < 200, "{field:?}: {} chars", e.len());
+        }
+        FormField::Sparsity.set(&mut form, "-0").unwrap();
+        assert_eq!(FormField::Sparsity.text(&form), "0", "-0 reads as 0");
         FormField::Gpu.set(&mut form, "nvidia h200").unwrap();
         assert_eq!(form.gpu, "H200", "a known GPU takes its catalogue name");
         FormField::Gpu.set(&mut form, "TPU").unwrap();

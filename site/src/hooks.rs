@@ -5,4 +5,4 @@ pub mod use_url_sync;
 
 pub use use_first_numbers::use_first_numbers;
 pub use use_sweep::{use_sweep, FormPricing};
-pub use use_url_sync::use_url_sync;
+pub use use_url_sync::{linked_fragment, use_url_sync};

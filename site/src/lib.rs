@@ -10,6 +10,7 @@ pub mod format;
 pub mod hooks;
 pub mod panic;
 pub mod query;
+pub mod restart;
 pub mod state;
 
 /// Installs the in-page panic report and mounts the app.

@@ -1,20 +1,56 @@
-//! The form as a URL query (`?teacher=gpt2&batch=8&...`), so that a link reproduces a view.
-//! Each key holds what its input shows ([`FormField::text`]); `cfg` holds a pasted cfg.toml.
+//! The form as a URL (`?teacher=gpt2&batch=8&...#cfg=...`), so that a link reproduces a view.
+//! Each query key holds what its input shows ([`FormField::text`]); a pasted cfg.toml goes in
+//! the fragment (`#cfg=`), which the browser never sends to a server: a large file can then
+//! never make the request line too long (HTTP 414). Links from before still carry `?cfg=`.
 use estimator_wasm::explorer::{ExplorerForm, FormField, CUSTOM};
 
 use crate::field::Input;
+use crate::format;
 
-/// The query string of `form`, without the leading `?`: every field, then `cfg` for a
-/// pasted cfg.toml.
+/// Longest fragment a link carries, in characters: Chromium refuses URLs over 2 MiB
+/// (2,097,152 characters), and the query needs a few hundred. A longer pasted cfg.toml is priced
+/// but left out of the link, and the page says so ([`link_note`]).
+pub const MAX_FRAGMENT: usize = 2_000_000;
+/// A fragment longer than this gets a warning: chat apps, mail and some browsers cut links
+/// this long.
+pub const LONG_FRAGMENT: usize = 8_000;
+
+/// The query string of `form`, without the leading `?`: every field (the pasted cfg.toml is
+/// [`to_fragment`]'s).
 pub fn to_query(form: &ExplorerForm) -> String {
     let mut query = form_urlencoded::Serializer::new(String::new());
     for field in FormField::ALL {
         query.append_pair(field.key(), &field.text(form));
     }
-    if let Some(cfg) = form.cfg.as_ref().filter(|_| form.teacher == CUSTOM) {
-        query.append_pair("cfg", cfg);
-    }
     query.finish()
+}
+
+/// The fragment of `form`'s link, without the leading `#`: `cfg=<the pasted cfg.toml>` for a
+/// pasted teacher, else empty.
+pub fn to_fragment(form: &ExplorerForm) -> String {
+    match form.cfg.as_ref().filter(|_| form.teacher == CUSTOM) {
+        Some(cfg) => form_urlencoded::Serializer::new(String::new()).append_pair("cfg", cfg).finish(),
+        None => String::new(),
+    }
+}
+
+/// What the page says about a link whose fragment is `fragment` (characters): nothing for a
+/// short one, a warning for a long one, and that the file is left out of a link it cannot fit.
+pub fn link_note(fragment: usize) -> Option<String> {
+    let kb = format::grouped(fragment.div_ceil(1000) as u64);
+    if fragment > MAX_FRAGMENT {
+        Some(format!(
+            "This cfg.toml needs {kb} KB in a link, more than browsers open (2 MB): the page's link keeps the \
+             other settings but not the file; share the file itself."
+        ))
+    } else if fragment > LONG_FRAGMENT {
+        Some(format!(
+            "The page's link carries this cfg.toml after its '#' ({kb} KB; no server sees it), but chat apps \
+             and mail may cut a link this long: share the file itself if the link does not open."
+        ))
+    } else {
+        None
+    }
 }
 
 /// What a link holds: the form, and each value that could not be read, as the page shows a
@@ -29,8 +65,16 @@ pub struct Link {
 /// values of the link's teacher (its scenario's defaults, or the fields of its `cfg`); keys
 /// the form does not have are ignored; the last of repeated keys wins.
 pub fn from_query(query: &str) -> Link {
+    from_url(query, "")
+}
+
+/// The form in a URL's query and fragment (each with or without its `?` or `#`): as
+/// [`from_query`], with a `cfg` in the fragment taking the place of one in the query.
+pub fn from_url(query: &str, fragment: &str) -> Link {
     let query = query.strip_prefix('?').unwrap_or(query);
-    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    let fragment = fragment.strip_prefix('#').unwrap_or(fragment);
+    let mut pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    pairs.extend(form_urlencoded::parse(fragment.as_bytes()).into_owned().filter(|(k, _)| k == "cfg"));
     let last = |key: &str| pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
     let start = ExplorerForm::default();
     let mut form = match (last("teacher"), last("cfg")) {
@@ -77,9 +121,13 @@ mod tests {
         let text = "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[teacher]\npreset = \"fashion-mnist-cnn\"\n\
                     [student]\nfamily = \"mlp\"\nhidden = [64]\n";
         let form = ExplorerForm::from_cfg(text, "T4").unwrap();
-        let back = from_query(&to_query(&form)).form;
+        assert!(!to_query(&form).contains("cfg"), "the file is in the fragment, not the query");
+        let back = from_url(&to_query(&form), &format!("#{}", to_fragment(&form))).form;
         assert_eq!(back, form);
         assert_eq!(back.family, Family::Mlp);
+        // a link from before, with the file in its query, still opens
+        let old = format!("?{}&{}", to_query(&form), to_fragment(&form));
+        assert_eq!(from_url(&old, "").form, form);
         // the cfg alone: the missing keys are the file's, not the default scenario's
         let alone = form_urlencoded::Serializer::new(String::new())
             .append_pair("teacher", CUSTOM)
@@ -88,7 +136,14 @@ mod tests {
         assert_eq!(from_query(&alone).form, ExplorerForm::from_cfg(text, &ExplorerForm::default().gpu).unwrap());
         // a cfg is written only for a pasted teacher
         let stale = ExplorerForm { cfg: Some(text.into()), ..ExplorerForm::default() };
-        assert!(!to_query(&stale).contains("cfg="));
+        assert_eq!(to_fragment(&stale), "");
+    }
+
+    #[test]
+    fn a_long_link_is_announced_and_a_too_long_one_left_out() {
+        assert_eq!(link_note(LONG_FRAGMENT), None);
+        assert!(link_note(1_100_000).unwrap().contains("(1,100 KB; no server sees it)"));
+        assert!(link_note(MAX_FRAGMENT + 1).unwrap().contains("needs 2,001 KB in a link"));
     }
 
     #[test]

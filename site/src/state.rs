@@ -42,7 +42,12 @@ impl State {
     /// The state a URL query describes: its form, its pasted cfg.toml in the paste box, and
     /// each value it holds that could not be read shown at its input, as if typed.
     pub fn from_query(search: &str) -> State {
-        let link = query::from_query(search);
+        State::from_url(search, "")
+    }
+
+    /// [`State::from_query`] for a URL's query and fragment (`query::from_url`).
+    pub fn from_url(search: &str, fragment: &str) -> State {
+        let link = query::from_url(search, fragment);
         let mut s = State { paste: link.form.cfg.clone().unwrap_or_default(), form: link.form, ..State::default() };
         for (field, text, message) in link.bad {
             if field.is_number() {
@@ -145,8 +150,9 @@ mod tests {
             (FormField::Batch, "0", "micro-batch must be between 1"),
             (FormField::Batch, "99999999999999999999999", "not a whole number"),
             (FormField::Width, "abc", "not a number"),
-            (FormField::Width, "0", "width multiplier must be > 0"),
-            (FormField::Width, "1e9", "at most 64"),
+            (FormField::Width, "0", "width multiplier must be between 0.01 and 64"),
+            (FormField::Width, "1e-300", "width multiplier must be between 0.01 and 64"),
+            (FormField::Width, "1e9", "and 64"),
             (FormField::Sparsity, "1.5", "sparsity must be a fraction"),
             (FormField::Input, "0", "input size must be between"),
             (FormField::ZeroStage, "7", "ZeRO stage"),
@@ -199,10 +205,19 @@ mod tests {
         assert_eq!(s.text(FormField::Batch), "lots");
         assert_eq!(
             s.errors.get(&FormField::Batch).map(String::as_str),
-            Some("\"lots\" is not a whole number (at most 18446744073709551615)")
+            Some("\"lots\" is not a whole number from 1 to 1,099,511,627,776")
         );
         assert_eq!(State::from_query("?batch=5").form.batch, 5);
         let s = State::from_query("?teacher=custom&cfg=%5Bdata%5D");
         assert_eq!(s.paste, "[data]", "a link's cfg.toml fills the paste box");
+        let s = State::from_url("?teacher=custom", "#cfg=%5Bdata%5D");
+        assert_eq!(s.paste, "[data]", "so does one in its fragment");
+        // a select's value that is not one of its names is marked, never dropped silently
+        let s = State::from_query("?optimizer=lion&prune=random");
+        assert_eq!(
+            s.errors.get(&FormField::Optimizer).map(String::as_str).unwrap_or("").get(..23),
+            Some("unknown variant `lion`,")
+        );
+        assert!(s.errors.get(&FormField::Prune).is_some_and(|e| e.contains("`random`")));
     }
 }

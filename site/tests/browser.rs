@@ -101,10 +101,15 @@ fn explore_prices_a_form_and_exports_its_cfg() {
 
 #[wasm_bindgen_test]
 fn the_panic_report_is_written_into_the_page() {
-    explorer::panic::report("test message");
+    explorer::panic::report("test message", false);
     let document = web_sys::window().unwrap().document().unwrap();
     let element = document.get_element_by_id(explorer::panic::PANIC_ID).expect("#panic exists");
     assert!(element.text_content().unwrap().contains("test message"));
+    assert!(element.text_content().unwrap().contains("reload the page"));
+    explorer::panic::report("again", true);
+    assert!(element.text_content().unwrap().contains("started again from the settings in the link"));
+    // the test page has no app module to start again: nothing is scheduled
+    assert_eq!(explorer::restart::restart(), explorer::restart::Restart::Refused);
     element.remove();
 }
 

@@ -16,8 +16,18 @@ use crate::explorer::student_scaling::{base_input, scale_student, set_input};
 use crate::memory::errors::EstimateError;
 use crate::schema::catalogue;
 use crate::schema::limits::MAX_BATCH;
+use crate::schema::{toml_text, SpecError, StudentSpec, Target};
 use crate::schema::{BatchSize, Checkpointing, Config, Family, OptimizerKind, Precision, PruneMethod, PruneSpec};
-use crate::schema::{StudentSpec, Target};
+
+/// Smallest width and depth multiplier: below it every size rounds to one unit per layer.
+pub const MIN_MULTIPLIER: f64 = 0.01;
+/// Largest input size (pixels of image height, tokens, features), as `ExplorerForm::check` bounds it.
+pub const MAX_INPUT: u64 = 1 << 20;
+/// Most data-parallel GPUs (`estimate.data_parallel`'s bound).
+pub const MAX_GPUS: u64 = 1 << 20;
+/// Longest pasted cfg.toml, in bytes (4 MiB; a cfg.toml is a few KB): the page keeps the text
+/// in its state and its link, so a larger one is refused before it is read.
+pub const MAX_CFG_BYTES: usize = 4 << 20;
 
 /// The explorer's whole state: what the URL query and the widget's attributes hold.
 ///
@@ -42,6 +52,9 @@ pub struct ExplorerForm {
     pub input: u64,
     /// Micro-batch per GPU, in samples.
     pub batch: u64,
+    /// Evaluation batch per GPU, in samples (`train.eval_batch_size`): the per-epoch no-grad
+    /// forward, which can be the peak.
+    pub eval_batch: u64,
     /// Student precision (`train.precision`).
     pub precision: Precision,
     /// Teacher precision (`teacher.precision`).
@@ -78,6 +91,7 @@ impl ExplorerForm {
             depth: 1.0,
             input: 0,
             batch: s.batch,
+            eval_batch: 0,
             precision: s.precision,
             teacher_precision: s.precision,
             optimizer: OptimizerKind::Adamw,
@@ -101,10 +115,11 @@ impl ExplorerForm {
         Ok(e)
     }
 
-    /// Sets `input` from the base config (0 means "the base's own input size").
+    /// Sets `input` and `eval_batch` from the base config (its own input size and evaluation batch).
     fn with_base_input(mut self) -> ExplorerForm {
         if let Ok(base) = self.base() {
             self.input = base_input(&base);
+            self.eval_batch = base.train.eval_batch_size;
         }
         self
     }
@@ -115,10 +130,11 @@ impl ExplorerForm {
     /// # Errors
     /// The cfg.toml's parse or validation error, on the `cfg` field.
     pub fn from_cfg(text: &str, gpu: &str) -> Result<ExplorerForm, FormError> {
-        let config = Config::from_toml_str(text)
-            .map_err(|e| FormError { field: Some(FormField::Cfg), message: e.to_string() })?;
+        let config = parse_cfg(text)?;
         let gpu = match &config.estimate.gpu {
-            Some(name) => catalogue::gpu(name).map(|g| g.name.to_string()).map_err(EstimateError::from)?,
+            Some(name) => {
+                catalogue::gpu(name).map(|g| g.name.to_string()).map_err(|e| cfg_error(text, "estimate.gpu", &e))?
+            }
             None => gpu.to_string(),
         };
         let batch = match config.train.batch_size {
@@ -138,6 +154,7 @@ impl ExplorerForm {
             depth: 1.0,
             input: base_input(&config),
             batch,
+            eval_batch: config.train.eval_batch_size,
             precision: config.train.precision,
             teacher_precision: config.teacher.precision,
             optimizer: config.train.optimizer,
@@ -167,8 +184,7 @@ impl ExplorerForm {
     pub fn base(&self) -> Result<Config, FormError> {
         if crate::schema::names::same(&self.teacher, CUSTOM) {
             let text = self.cfg.as_deref().ok_or_else(|| FormError::on(FormField::Cfg, "paste a cfg.toml first"))?;
-            let mut config = Config::from_toml_str(text)
-                .map_err(|e| FormError { field: Some(FormField::Cfg), message: e.to_string() })?;
+            let mut config = parse_cfg(text)?;
             if config.student.family != self.family {
                 config.student = generic_student(InputKind::of(&config), self.family)?;
             }
@@ -190,24 +206,33 @@ impl ExplorerForm {
     /// # Errors
     /// The first field out of range, with the accepted values.
     pub fn check(&self) -> Result<(), FormError> {
-        let within = |v: f64, lo: f64, hi: f64| v.is_finite() && v > lo && v <= hi;
-        if !within(self.width, 0.0, 64.0) {
-            return Err(FormError::on(FormField::Width, "the width multiplier must be > 0 and at most 64"));
+        let within = |v: f64, lo: f64, hi: f64| v.is_finite() && v >= lo && v <= hi;
+        if !within(self.width, MIN_MULTIPLIER, 64.0) {
+            return Err(FormError::on(FormField::Width, "the width multiplier must be between 0.01 and 64"));
         }
-        if !within(self.depth, 0.0, 16.0) {
-            return Err(FormError::on(FormField::Depth, "the depth multiplier must be > 0 and at most 16"));
+        if !within(self.depth, MIN_MULTIPLIER, 16.0) {
+            return Err(FormError::on(FormField::Depth, "the depth multiplier must be between 0.01 and 16"));
         }
-        if !(1..=1 << 20).contains(&self.input) {
-            return Err(FormError::on(FormField::Input, "the input size must be between 1 and 1048576"));
+        if !(1..=MAX_INPUT).contains(&self.input) {
+            return Err(FormError::on(FormField::Input, "the input size must be between 1 and 1,048,576"));
         }
         if !(1..=MAX_BATCH).contains(&self.batch) {
-            return Err(FormError::on(FormField::Batch, format!("the micro-batch must be between 1 and {MAX_BATCH}")));
+            return Err(FormError::on(FormField::Batch, "the micro-batch must be between 1 and 1,099,511,627,776"));
+        }
+        if !(1..=MAX_BATCH).contains(&self.eval_batch) {
+            return Err(FormError::on(
+                FormField::EvalBatch,
+                "the evaluation batch must be between 1 and 1,099,511,627,776",
+            ));
         }
         if !(self.sparsity.is_finite() && (0.0..1.0).contains(&self.sparsity)) {
             return Err(FormError::on(FormField::Sparsity, "sparsity must be a fraction in [0, 1)"));
         }
-        if !(1..=1 << 20).contains(&self.data_parallel) {
-            return Err(FormError::on(FormField::DataParallel, "data parallelism must be between 1 and 1048576 GPUs"));
+        if !(1..=MAX_GPUS).contains(&self.data_parallel) {
+            return Err(FormError::on(
+                FormField::DataParallel,
+                "data parallelism must be between 1 and 1,048,576 GPUs",
+            ));
         }
         if self.zero_stage > 3 {
             return Err(FormError::on(FormField::ZeroStage, "the ZeRO stage is 0, 1, 2 or 3"));
@@ -260,6 +285,7 @@ impl ExplorerForm {
         scale_student(&mut c.student, self.width * scale, self.depth);
         c.student.checkpointing = self.checkpointing()?;
         c.train.batch_size = BatchSize::Fixed(self.batch);
+        c.train.eval_batch_size = self.eval_batch;
         c.train.precision = self.precision;
         c.train.optimizer = self.optimizer;
         c.teacher.precision = self.teacher_precision;
@@ -305,7 +331,27 @@ impl ExplorerForm {
 
 fn unknown_teacher(key: &str) -> FormError {
     let known: Vec<&str> = SCENARIOS.iter().map(|s| s.key).collect();
+    let key = crate::schema::names::short(key);
     FormError::on(FormField::Teacher, format!("unknown teacher \"{key}\"; known: {}, custom", known.join(", ")))
+}
+
+/// A pasted cfg.toml read and validated; every error is on the `cfg` field, and one that names
+/// a key says on which line of the text it is written (a parse error has its line already).
+fn parse_cfg(text: &str) -> Result<Config, FormError> {
+    if text.len() > MAX_CFG_BYTES {
+        let mb = text.len() as f64 / (1 << 20) as f64;
+        return Err(FormError::on(FormField::Cfg, format!("this cfg.toml is {mb:.1} MiB; at most 4 MiB")));
+    }
+    Config::from_toml_str(text).map_err(|e| match &e {
+        SpecError::Invalid { key, message } => cfg_error(text, key, message),
+        SpecError::Parse { .. } => FormError::on(FormField::Cfg, e.to_string()),
+    })
+}
+
+/// `message` about `key` of the pasted `text`, on the `cfg` field: "key (line N): message".
+fn cfg_error(text: &str, key: &str, message: &impl std::fmt::Display) -> FormError {
+    let place = toml_text::line_of(text, key).map_or_else(String::new, |l| format!(" (line {l})"));
+    FormError::on(FormField::Cfg, format!("{key}{place}: {message}"))
 }
 
 fn family_list(families: &[Family]) -> String {

@@ -18,6 +18,7 @@ pub enum FormField {
     Depth,
     Input,
     Batch,
+    EvalBatch,
     Precision,
     TeacherPrecision,
     Optimizer,
@@ -34,13 +35,14 @@ pub enum FormField {
 impl FormField {
     /// Every field the page shows as an input, in form order (the pasted cfg.toml has its own
     /// box and is not one).
-    pub const ALL: [FormField; 15] = [
+    pub const ALL: [FormField; 16] = [
         FormField::Teacher,
         FormField::Family,
         FormField::Width,
         FormField::Depth,
         FormField::Input,
         FormField::Batch,
+        FormField::EvalBatch,
         FormField::Precision,
         FormField::TeacherPrecision,
         FormField::Optimizer,
@@ -61,6 +63,7 @@ impl FormField {
             FormField::Depth => "depth",
             FormField::Input => "input",
             FormField::Batch => "batch",
+            FormField::EvalBatch => "eval_batch",
             FormField::Precision => "precision",
             FormField::TeacherPrecision => "teacher_precision",
             FormField::Optimizer => "optimizer",
@@ -94,6 +97,7 @@ impl FormField {
         }
         Some(match key {
             "train.batch_size" => FormField::Batch,
+            "train.eval_batch_size" => FormField::EvalBatch,
             "data.input_shape" | "teacher.preset" => FormField::Input,
             "student.channels" => FormField::Depth,
             // the width lever scales these; a transformer block too large to price names its table
@@ -134,11 +138,19 @@ impl FormError {
 impl From<EstimateError> for FormError {
     fn from(e: EstimateError) -> FormError {
         let field = match &e {
+            // too many blocks is the depth lever's doing (the width lever only widens them)
+            EstimateError::Spec(SpecError::Invalid { key, message })
+                if (key == "student.hidden" || key == "student.channels") && message.contains(" entries; at most ") =>
+            {
+                Some(FormField::Depth)
+            }
             EstimateError::Spec(SpecError::Invalid { key, .. }) | EstimateError::Invalid { key, .. } => {
                 FormField::of_cfg_key(key)
             }
             EstimateError::Spec(SpecError::Parse { .. }) => Some(FormField::Cfg),
             EstimateError::UnknownGpu { .. } => Some(FormField::Gpu),
+            // the step's bytes grow with the micro-batch: that is the input to lower
+            EstimateError::Overflow { what } if what.contains("micro-batch") => Some(FormField::Batch),
             EstimateError::Overflow { .. } => None,
         };
         FormError { field, message: e.to_string() }

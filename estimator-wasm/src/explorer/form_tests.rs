@@ -172,7 +172,7 @@ fn absurd_sizes_are_errors_not_panics() {
         let err = e.config_at(scale).unwrap_err();
         assert_eq!((err.field, err.message.as_str()), (Some(FormField::Input), positions), "scale {scale}");
     }
-    // within them, 2^40 samples of the widest and deepest student: an overflow, on no field
+    // within them, 2^40 samples of the widest and deepest student: an overflow, at the micro-batch
     let e = ExplorerForm { input: 1024, ..e };
     let overflow = "the step at micro-batch 1099511627776 overflows 64-bit bytes (more than 16 EiB): the plan \
                     is too large to price";
@@ -182,6 +182,129 @@ fn absurd_sizes_are_errors_not_panics() {
         // 6 layers x 16; 12 heads x 64 x scale, of 64 dimensions each
         assert_eq!((t.layers, t.heads, t.d_model), (96, (768.0 * scale) as u64, (768.0 * scale) as u64 * 64));
         let err = FormError::from(crate::estimate(&c, &crate::Inputs::default()).unwrap_err());
-        assert_eq!((err.field, err.message.as_str()), (None, overflow), "scale {scale}");
+        assert_eq!((err.field, err.message.as_str()), (Some(FormField::Batch), overflow), "scale {scale}");
     }
+}
+
+#[test]
+fn an_exported_transformer_or_mlp_cfg_carries_no_conv_keys() {
+    for (key, family) in [("gpt2", Family::Transformer), ("fashion-mnist-cnn", Family::Mlp)] {
+        let mut e = ExplorerForm::for_scenario(scenario(key).unwrap(), "T4");
+        e.family = family;
+        let text = e.cfg_toml().unwrap();
+        for conv in ["\nkernel =", "\npool ="] {
+            assert!(!text.contains(conv), "{key} {family:?}: {conv:?} in\n{text}");
+        }
+        assert_eq!(Config::from_toml_str(&text).unwrap(), e.config().unwrap(), "{key}: it reads back the same");
+    }
+    // a conv student keeps a kernel or pool that is not the default
+    let text = "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\nfamily = \"cnn\"\nchannels = [8]\nkernel = 5\npool = \"avg\"\n";
+    let out = Config::from_toml_str(text).unwrap().to_toml_string();
+    assert!(out.contains("kernel = 5") && out.contains("pool = \"avg\""), "{out}");
+}
+
+#[test]
+fn multipliers_and_sizes_have_their_real_limits() {
+    let form = ExplorerForm::default();
+    for (field, edit, message) in [
+        (FormField::Width, ExplorerForm { width: 1e-300, ..form.clone() }, "between 0.01 and 64"),
+        (FormField::Width, ExplorerForm { width: 0.0099, ..form.clone() }, "between 0.01 and 64"),
+        (FormField::Depth, ExplorerForm { depth: 17.0, ..form.clone() }, "between 0.01 and 16"),
+        (FormField::Batch, ExplorerForm { batch: MAX_BATCH + 1, ..form.clone() }, "between 1 and 1,099,511,627,776"),
+        (FormField::Input, ExplorerForm { input: MAX_INPUT + 1, ..form.clone() }, "between 1 and 1,048,576"),
+        (
+            FormField::DataParallel,
+            ExplorerForm { data_parallel: MAX_GPUS + 1, ..form.clone() },
+            "between 1 and 1,048,576",
+        ),
+    ] {
+        let e = edit.check().unwrap_err();
+        assert_eq!(e.field, Some(field), "{e}");
+        assert!(e.message.contains(message), "{field:?}: {e}");
+    }
+    assert_eq!((MAX_BATCH, MAX_INPUT, MAX_GPUS), (1_099_511_627_776, 1_048_576, 1_048_576), "the messages' numbers");
+    assert!(ExplorerForm { width: 0.01, depth: 0.01, ..form }.check().is_ok());
+}
+
+#[test]
+fn a_pasted_cfgs_invalid_value_names_its_key_and_line() {
+    let cfg = |train: &str, layers: u64, gpu: &str| {
+        format!(
+            "[data]\ninput_shape = [64]\nclasses = 100\n[student]\nfamily = \"transformer\"\n\
+             [student.transformer]\nlayers = {layers}\nd_model = 64\nheads = 4\nvocab = 100\nhead = \"lm\"\n\
+             [train]\n{train}\n[estimate]\ngpu = \"{gpu}\"\n"
+        )
+    };
+    for (text, want) in [
+        (cfg("batch_size = 0", 2, "T4"), "train.batch_size (line 13): is 0; must be between 1 and"),
+        (cfg("", 0, "T4"), "student.transformer.layers (line 7): is 0; must be between 1 and 4096"),
+        (
+            cfg("", 1_000_000_000, "T4"),
+            "student.transformer.layers (line 7): is 1000000000; must be between 1 and 4096",
+        ),
+        (cfg("", 2, "TPU-v9"), "estimate.gpu (line 15): unknown GPU \"TPU-v9\""),
+        (cfg("", 2, "T4").replace("heads = 4", "heads = 3"), "student.transformer.heads (line 9): must divide d_model"),
+    ] {
+        let e = ExplorerForm::from_cfg(&text, "T4").unwrap_err();
+        assert_eq!(e.field, Some(FormField::Cfg), "{e}");
+        assert!(e.message.starts_with(want), "{e}\nwant {want}");
+    }
+    let mut hidden = String::from("[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [");
+    hidden.push_str(&vec!["8"; 5000].join(", "));
+    hidden.push_str("]\n");
+    let e = ExplorerForm::from_cfg(&hidden, "T4").unwrap_err();
+    assert_eq!(e.message, "student.hidden (line 6): has 5000 entries; at most 1024", "never cut silently");
+    // a key left to its default is placed at its table's header
+    let text = cfg("", 2, "T4");
+    assert_eq!(toml_text::line_of(&text, "student.transformer.kv_heads"), Some(6));
+    assert_eq!(toml_text::line_of(&text, "student.transformer.layers"), Some(7));
+    assert_eq!(toml_text::line_of(&text, "prune.sparsity"), None);
+}
+
+#[test]
+fn depth_never_cuts_a_block_list_short() {
+    let mut hidden = String::from("[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [");
+    hidden.push_str(&vec!["8"; 1000].join(", "));
+    hidden.push_str("]\n");
+    let mut form = ExplorerForm::from_cfg(&hidden, "T4").unwrap();
+    assert_eq!(form.config().unwrap().student.hidden.len(), 1000);
+    form.depth = 2.0;
+    let e = form.config().unwrap_err();
+    assert_eq!(
+        (e.field, e.message.as_str()),
+        (Some(FormField::Depth), "student.hidden: has 2000 entries; at most 1024")
+    );
+}
+
+#[test]
+fn an_overflowing_micro_batch_is_marked_at_the_batch() {
+    let form = ExplorerForm { batch: MAX_BATCH, ..ExplorerForm::default() };
+    let e = crate::explorer::sweep::sweep(&form).unwrap_err();
+    assert_eq!(e.field, Some(FormField::Batch), "{e}");
+    assert!(e.message.contains("micro-batch 1099511627776 overflows"), "{e}");
+}
+
+#[test]
+fn the_evaluation_batch_is_a_field_of_the_form() {
+    let form = ExplorerForm::for_scenario(scenario("resnet50").unwrap(), "T4");
+    assert_eq!(form.eval_batch, 256, "the scenario's own");
+    assert_eq!(form.config().unwrap().train.eval_batch_size, 256);
+    let big = ExplorerForm { eval_batch: 1 << 20, ..form.clone() };
+    assert_eq!(big.config().unwrap().train.eval_batch_size, 1 << 20);
+    let plan = crate::estimate(&big.config().unwrap(), &crate::Inputs::default()).unwrap();
+    assert_eq!(plan.peak_moment, crate::Moment::Evaluation, "a large evaluation batch can be the peak");
+    let e = ExplorerForm { eval_batch: 0, ..form }.check().unwrap_err();
+    assert_eq!(e.field, Some(FormField::EvalBatch));
+    let text = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [8]\n[train]\neval_batch_size = 77\n";
+    assert_eq!(ExplorerForm::from_cfg(text, "T4").unwrap().eval_batch, 77, "a pasted cfg's own");
+}
+
+#[test]
+fn a_pasted_cfg_is_bounded_in_size() {
+    let base = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [8]\n# ";
+    let fits = format!("{base}{}\n", "x".repeat(MAX_CFG_BYTES - base.len() - 1));
+    assert_eq!(fits.len(), MAX_CFG_BYTES);
+    assert!(ExplorerForm::from_cfg(&fits, "T4").is_ok());
+    let e = ExplorerForm::from_cfg(&format!("{fits}#"), "T4").unwrap_err();
+    assert_eq!((e.field, e.message.as_str()), (Some(FormField::Cfg), "this cfg.toml is 4.0 MiB; at most 4 MiB"));
 }

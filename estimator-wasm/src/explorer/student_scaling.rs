@@ -30,13 +30,15 @@ fn scaled(v: u64, f: f64) -> u64 {
     ((v as f64) * f).round().clamp(1.0, 1e15) as u64
 }
 
-/// Resizes a list of widths to `round(n * depth)` entries (at least 1 when it had any, at
-/// most [`MAX_BLOCKS`]), growing with `grow(last)`.
+/// Resizes a list of widths to `round(n * depth)` entries (at least 1 when it had any),
+/// growing with `grow(last)`. Never cut short: a list past [`MAX_BLOCKS`] is the schema's to
+/// refuse with its key and bound, not to be priced as a shorter one. At most 16 x
+/// [`MAX_BLOCKS`] entries (the depth multiplier is at most 16) plus one.
 fn resize(list: &mut Vec<u64>, depth: f64, grow: impl Fn(u64) -> u64) {
     if list.is_empty() {
         return;
     }
-    let n = scaled(list.len() as u64, depth).min(MAX_BLOCKS as u64) as usize;
+    let n = scaled(list.len() as u64, depth).min(16 * MAX_BLOCKS as u64 + 1) as usize;
     while list.len() < n {
         let next = grow(*list.last().unwrap_or(&1));
         list.push(next);

@@ -141,10 +141,13 @@ pub struct Lever {
     /// Its new value, in words.
     pub setting: String,
     pub total: Option<u64>,
-    /// Bytes less than the current total (0 when it costs).
+    /// Bytes less than the reference total (0 when it costs): the current one, or the `versus` lever's.
     pub saves: u64,
-    /// Bytes more than the current total (0 when it saves).
+    /// Bytes more than the reference total (0 when it saves).
     pub costs: u64,
+    /// The setting of the lever this one is compared with (ZeRO against DDP on the same GPUs),
+    /// or `None` when it is compared with the current form.
+    pub versus: Option<String>,
     pub max_batch: Option<u64>,
     pub error: Option<String>,
 }
@@ -295,7 +298,9 @@ fn curve(model: &MemoryModel, max_batch: Option<u64>) -> Vec<CurvePoint> {
 }
 
 /// The chosen student with each lever moved once: precision, checkpointing, micro-batch,
-/// optimizer, pruning and ZeRO.
+/// optimizer, pruning and ZeRO. On one GPU, ZeRO comes as two levers compared like with like:
+/// 8 GPUs with DDP against the current form (what 8 replicas cost: NCCL, buckets), then ZeRO-3
+/// against DDP on those 8 GPUs (what sharding saves).
 fn levers(form: &ExplorerForm, base: &Config, gpu: &Gpu, current: u64) -> Vec<Lever> {
     let mut variants: Vec<(&'static str, String, ExplorerForm)> = Vec::new();
     let mut push = |lever, setting: String, change: &dyn Fn(&mut ExplorerForm)| {
@@ -303,6 +308,7 @@ fn levers(form: &ExplorerForm, base: &Config, gpu: &Gpu, current: u64) -> Vec<Le
         change(&mut e);
         variants.push((lever, setting, e));
     };
+    const DDP: &str = "8 GPUs, DDP";
     let precision = match form.precision {
         Precision::Fp32 if gpu.bf16 => Precision::Bf16,
         Precision::Fp32 => Precision::Fp16,
@@ -325,7 +331,11 @@ fn levers(form: &ExplorerForm, base: &Config, gpu: &Gpu, current: u64) -> Vec<Le
         });
     }
     if form.data_parallel == 1 {
-        push("zero_stage", "8 GPUs, ZeRO-3".into(), &|e| {
+        push("data_parallel", DDP.into(), &|e| {
+            e.data_parallel = 8;
+            e.zero_stage = 0;
+        });
+        push("zero_stage", "ZeRO-3 on the same 8 GPUs".into(), &|e| {
             e.data_parallel = 8;
             e.zero_stage = 3;
         });
@@ -333,31 +343,53 @@ fn levers(form: &ExplorerForm, base: &Config, gpu: &Gpu, current: u64) -> Vec<Le
         let stage = (form.zero_stage + 1) % 4;
         push("zero_stage", format!("ZeRO-{stage}"), &|e| e.zero_stage = stage);
     }
-    variants
-        .into_iter()
-        .map(|(lever, setting, e)| {
-            let priced = (|| {
-                let config = e.config_from(base.clone(), 1.0)?;
-                let model = MemoryModel::new(&config, &Inputs::default())?;
-                let total = model.totals(e.batch)?.total;
-                Ok::<_, FormError>((total, batch::search(&model, gpu, config.estimate.safety_margin)?.batch))
-            })();
-            match priced {
-                Ok((total, max_batch)) => Lever {
-                    lever,
-                    setting,
-                    total: Some(total),
-                    saves: current.saturating_sub(total),
-                    costs: total.saturating_sub(current),
-                    max_batch,
-                    error: None,
-                },
-                Err(err) => {
-                    Lever { lever, setting, total: None, saves: 0, costs: 0, max_batch: None, error: Some(err.message) }
-                }
-            }
-        })
-        .collect()
+    let mut levers: Vec<Lever> = Vec::with_capacity(variants.len());
+    for (lever, setting, e) in variants {
+        let priced = (|| {
+            let config = e.config_from(base.clone(), 1.0)?;
+            let model = MemoryModel::new(&config, &Inputs::default())?;
+            let total = model.totals(e.batch)?.total;
+            Ok::<_, FormError>((total, batch::search(&model, gpu, config.estimate.safety_margin)?.batch))
+        })();
+        let ddp = levers.iter().find(|l| l.setting == DDP && lever == "zero_stage");
+        let (reference, versus) = match ddp {
+            Some(l) => (l.total, Some(DDP.to_string())),
+            None => (Some(current), None),
+        };
+        levers.push(match (priced, reference) {
+            (Ok((total, max_batch)), Some(reference)) => Lever {
+                lever,
+                setting,
+                total: Some(total),
+                saves: reference.saturating_sub(total),
+                costs: total.saturating_sub(reference),
+                versus,
+                max_batch,
+                error: None,
+            },
+            (Ok((total, max_batch)), None) => Lever {
+                lever,
+                setting,
+                total: Some(total),
+                saves: 0,
+                costs: 0,
+                versus,
+                max_batch,
+                error: Some(format!("{DDP} cannot be priced to compare with")),
+            },
+            (Err(err), _) => Lever {
+                lever,
+                setting,
+                total: None,
+                saves: 0,
+                costs: 0,
+                versus,
+                max_batch: None,
+                error: Some(err.message),
+            },
+        });
+    }
+    levers
 }
 
 #[cfg(test)]

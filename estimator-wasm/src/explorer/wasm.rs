@@ -78,11 +78,13 @@ pub fn scenarios() -> String {
     serde_json::to_string(&SCENARIOS[..]).unwrap_or_default()
 }
 
-/// The explorer form for teacher scenario `teacher` with its defaults on `gpu`, as JSON.
+/// The explorer form for teacher scenario `teacher` with its defaults on `gpu`, as JSON. A
+/// catalogue GPU takes its exact name (`h200` -> `H200`); an unknown one is kept as given, for
+/// `explore` to refuse with the catalogue's names.
 #[wasm_bindgen(js_name = defaultForm)]
 pub fn default_form(teacher: &str, gpu: &str) -> Result<String, JsError> {
     let s = scenario(teacher).ok_or_else(|| js(ExplorerForm::default().with_teacher(teacher).unwrap_err()))?;
-    json(&ExplorerForm::for_scenario(s, gpu))
+    json(&ExplorerForm::for_scenario(s, catalogue::gpu(gpu).map_or(gpu, |g| g.name)))
 }
 
 /// The form filled from a pasted cfg.toml (on `gpu` unless the file names one), as JSON.

@@ -217,7 +217,10 @@ impl Compile<'_> {
             }
             let mut pre = vec![(Cat::StudentWeights, weights)];
             pre.extend(shared.pre.iter().copied());
+            // from ZeRO-1 on, each GPU updates only its shard of every parameter (the ZeRO paper's
+            // stage 1, Rajbhandari et al. 2020), so the update's temporaries are a shard's
             let largest_tensor = params.iter().map(|t| t.elems).max().unwrap_or(0);
+            let largest_tensor = if zero >= 1 { largest_tensor.div_ceil(n_dp) } else { largest_tensor };
             let mut step_transient = AllocatorPool::default();
             for _ in 0..3 {
                 step_transient.tensor(mul(largest_tensor, per.grad, "optimizer temporaries")?, cuda);

@@ -90,7 +90,7 @@ pub fn catalogue() -> &'static [Gpu] {
 pub fn gpu(name: &str) -> Result<&'static Gpu, UnknownGpu> {
     let wanted = normalise(name);
     CATALOGUE.iter().find(|g| normalise(g.name) == wanted).ok_or_else(|| UnknownGpu {
-        name: name.to_string(),
+        name: crate::schema::names::short(name),
         known: CATALOGUE.iter().map(|g| g.name).collect::<Vec<_>>().join(", "),
     })
 }

@@ -15,6 +15,11 @@ pub(crate) fn default_fragmentation() -> f64 {
 pub(crate) fn default_safety_margin() -> f64 {
     0.05
 }
+/// Whether `v` is 3, the default conv kernel (serde's `skip_serializing_if` takes a reference).
+pub(crate) fn is_three(v: &u64) -> bool {
+    *v == 3
+}
+
 pub(crate) fn three() -> u64 {
     3
 }

@@ -28,7 +28,7 @@ impl SpecError {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("unknown GPU \"{name}\"; known: {known}")]
 pub struct UnknownGpu {
-    /// The name as given.
+    /// The name as given, at most its first [`crate::schema::names::ECHO_CHARS`] characters.
     pub name: String,
     /// The catalogue's names, comma-separated.
     pub known: String,

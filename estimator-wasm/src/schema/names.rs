@@ -12,6 +12,18 @@ pub fn fold(name: &str) -> String {
     kept.map(|c| c.to_ascii_lowercase()).collect()
 }
 
+/// Most characters of a user's text an error message repeats ([`short`]).
+pub const ECHO_CHARS: usize = 24;
+
+/// `text` as an error message repeats it: at most [`ECHO_CHARS`] characters, then `...` when
+/// it was longer, so that a pasted megabyte never ends up whole in a message (or a page).
+pub fn short(text: &str) -> String {
+    match text.char_indices().nth(ECHO_CHARS) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
 /// Whether `given` names `exact` under the rule above.
 pub fn same(given: &str, exact: &str) -> bool {
     fold(given) == fold(exact)
@@ -33,7 +45,7 @@ pub(crate) fn variant<'de, D: Deserializer<'de>>(d: D, names: &'static [&'static
             f.write_str("a name")
         }
         fn visit_str<E: Error>(self, v: &str) -> Result<usize, E> {
-            index(v, self.0).ok_or_else(|| E::unknown_variant(v, self.0))
+            index(v, self.0).ok_or_else(|| E::unknown_variant(&short(v), self.0))
         }
     }
     d.deserialize_str(Names(names))
@@ -84,6 +96,22 @@ mod tests {
         assert_eq!(index("relu6", &names), None);
         assert_eq!(index("", &names), None);
         assert_eq!(fold(" T4 "), "t4");
+    }
+
+    #[test]
+    fn messages_echo_a_short_prefix_of_long_names() {
+        assert_eq!(short("T4"), "T4");
+        assert_eq!(short(&"x".repeat(24)), "x".repeat(24));
+        assert_eq!(short(&"é".repeat(20_000)), format!("{}...", "é".repeat(24)));
+        let e = crate::schema::catalogue::gpu(&"G".repeat(20_000)).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("unknown GPU \"{}...\"; known: ", "G".repeat(24))), "{e}");
+        assert!(e.len() < 1000, "{} characters", e.len());
+        let text = format!(
+            "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nactivation = \"{}\"\n",
+            "r".repeat(20_000)
+        );
+        let e = crate::Config::from_toml_str(&text).unwrap_err().to_string();
+        assert!(e.contains(&format!("unknown variant `{}...`", "r".repeat(24))) && e.len() < 1000, "{e}");
     }
 
     #[test]

@@ -57,6 +57,13 @@ pub enum Pool {
 }
 names!(Pool { Max = "max", Avg = "avg", None = "none" });
 
+impl Pool {
+    /// Whether this is the default, `max` (serde's `skip_serializing_if` takes a reference).
+    fn is_max(&self) -> bool {
+        *self == Pool::Max
+    }
+}
+
 /// `[student]`: the network `distill` builds and trains.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, remote = "Self")]
@@ -66,9 +73,11 @@ pub struct StudentSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub channels: Vec<u64>,
     /// Square conv kernel size, odd, at most 2^24; padding keeps the spatial size ("same").
-    #[serde(default = "three")]
+    /// Written only when not the default 3, so an MLP or transformer file carries no conv key.
+    #[serde(default = "three", skip_serializing_if = "is_three")]
     pub kernel: u64,
-    #[serde(default)]
+    /// Written only when not the default `max` (as `kernel`).
+    #[serde(default, skip_serializing_if = "Pool::is_max")]
     pub pool: Pool,
     /// Widths of the fully connected hidden blocks before the classifier head: at most 1024
     /// blocks of 1 to 2^24.

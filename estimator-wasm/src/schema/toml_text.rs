@@ -101,6 +101,20 @@ fn invalid_number(text: &str, line: usize) -> String {
     format!("invalid number for key `{key}` (TOML integers are at most 9223372036854775807)")
 }
 
+/// The 1-based line where `key` (a dotted path, as validation errors name it) is written in
+/// `text`; else the line of the nearest table above it that is (`[student.transformer]` for a
+/// defaulted `student.transformer.heads`); `None` when neither is written.
+pub fn line_of(text: &str, key: &str) -> Option<usize> {
+    let found = keys(text);
+    let mut path = key;
+    loop {
+        if let Some(k) = found.iter().find(|k| k.2 == path) {
+            return Some(k.0);
+        }
+        path = path.rsplit_once('.')?.0;
+    }
+}
+
 /// The 1-based line and column where the dotted key `path` is written: `key = ...` (plain,
 /// quoted or dotted) under its table's `[header]` or at the top level, or the header `[path]`.
 /// None for keys of inline tables. Lines inside multi-line strings are skipped.

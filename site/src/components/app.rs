@@ -19,17 +19,17 @@ use super::student_form::StudentForm;
 use super::summary::Summary;
 use super::teacher_picker::TeacherPicker;
 use super::training_form::TrainingForm;
-use crate::hooks::{use_first_numbers, use_sweep, use_url_sync};
+use crate::hooks::{linked_fragment, use_first_numbers, use_sweep, use_url_sync};
 use crate::state::{Action, State};
 use crate::{dom, query};
 
-/// Id of the page's main element (it carries `data-query` (the form as the URL query it is
-/// written to), `data-sweep-ms` and `data-first-numbers-ms` for the end-to-end test).
+/// Id of the page's main element (it carries `data-query` and `data-fragment` (the form as the
+/// URL query and fragment it is written to), `data-sweep-ms` and `data-first-numbers-ms` for the end-to-end test).
 pub const MAIN_ID: &str = "explorer";
 
 #[component]
 pub fn App() -> Html {
-    let state = use_reducer(|| State::from_query(&dom::location_search()));
+    let state = use_reducer(|| State::from_url(&dom::location_search(), &dom::location_hash()));
     use_url_sync(&state.form);
     let priced = use_sweep(&state.form);
     use_first_numbers(MAIN_ID);
@@ -89,6 +89,8 @@ pub fn App() -> Html {
         },
     };
     let onsubmit = Callback::from(|e: SubmitEvent| e.prevent_default());
+    let fragment = linked_fragment(&state.form);
+    let link_note = query::link_note(query::to_fragment(&state.form).len());
     html! {
         <>
             <header>
@@ -97,11 +99,11 @@ pub fn App() -> Html {
                       memory goes, and what each lever buys. Every figure comes from the same estimator as " }
                    <code>{ "distill plan" }</code>{ ", running in this page." }</p>
             </header>
-            <main id={MAIN_ID} data-query={query::to_query(&state.form)}
+            <main id={MAIN_ID} data-query={query::to_query(&state.form)} data-fragment={fragment}
                   data-sweep-ms={format!("{:.3}", priced.millis)}>
                 <form class="inputs" {onsubmit}>
                     <TeacherPicker ..form_props.clone() />
-                    <CfgPaste text={AttrValue::from(state.paste.clone())} error={paste_error}
+                    <CfgPaste text={AttrValue::from(state.paste.clone())} error={paste_error} note={link_note}
                               onedit={dispatch(Action::EditPaste)} {onload} />
                     <StudentForm ..form_props.clone() />
                     <TrainingForm ..form_props.clone() />

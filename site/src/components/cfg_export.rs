@@ -17,7 +17,14 @@ pub fn CfgExport(props: &CfgExportProps) -> Html {
     let copy = {
         let (text, status) = (props.text.clone(), status.clone());
         Callback::from(move |_: MouseEvent| {
-            status.set(if dom::copy(&text) { "copied".into() } else { "copy failed".into() });
+            let status = status.clone();
+            dom::copy(&text, move |ok| {
+                status.set(if ok {
+                    "copied".into()
+                } else {
+                    "the browser refused the clipboard: copy the cfg.toml below by hand".into()
+                });
+            });
         })
     };
     let download = {

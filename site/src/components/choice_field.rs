@@ -1,5 +1,6 @@
 //! A labelled select with an inline message.
 use estimator_wasm::explorer::FormField;
+use estimator_wasm::schema::names::short;
 use web_sys::HtmlSelectElement;
 use yew::prelude::*;
 
@@ -22,11 +23,12 @@ pub fn ChoiceField(props: &ChoiceFieldProps) -> Html {
     let field = props.field;
     let onchange = props.onset.reform(move |e: Event| (field, e.target_unchecked_into::<HtmlSelectElement>().value()));
     let id = format!("f-{}", field.key());
-    // a value that is not among the options (from a link) is shown as it is, not as another
+    // a value that is not among the options (from a link) is shown as it is (a short prefix
+    // of a long one), not as another
     let mut options = props.options.clone();
     if !options.iter().any(|(v, _)| v.as_str() == props.selected) {
-        let value = AttrValue::from(props.selected.clone());
-        options.push((value.clone(), value));
+        let label = AttrValue::from(short(&props.selected));
+        options.push((AttrValue::from(props.selected.clone()), label));
     }
     html! {
         <div class={classes!("field", props.error.as_ref().map(|_| "invalid"))}>

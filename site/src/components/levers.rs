@@ -16,10 +16,11 @@ pub struct LeversProps {
 pub fn Levers(props: &LeversProps) -> Html {
     let s = &props.sweep;
     let rows = s.levers.iter().enumerate().map(|(i, l)| {
+        let versus = l.versus.as_ref().map(|v| format!(" vs {v}"));
         let change = if l.saves > 0 {
-            html! { <span class="saves">{ "saves " }<Bytes value={l.saves} k={format!("levers.{i}.saves")} /></span> }
+            html! { <span class="saves">{ "saves " }<Bytes value={l.saves} k={format!("levers.{i}.saves")} />{ versus }</span> }
         } else if l.costs > 0 {
-            html! { <span class="costs">{ "costs " }<Bytes value={l.costs} k={format!("levers.{i}.costs")} /></span> }
+            html! { <span class="costs">{ "costs " }<Bytes value={l.costs} k={format!("levers.{i}.costs")} />{ versus }</span> }
         } else {
             html! { { "no change" } }
         };
@@ -41,7 +42,7 @@ pub fn Levers(props: &LeversProps) -> Html {
     });
     html! {
         <table class="figures" id="levers">
-            <caption>{ "What each lever buys (the chosen student, one setting changed)" }</caption>
+            <caption>{ "What each lever buys (the chosen student, one setting changed; ZeRO against DDP on the same GPUs)" }</caption>
             <thead><tr><th>{ "lever" }</th><th>{ "changed to" }</th><th>{ "total" }</th><th>{ "change" }</th><th>{ "largest micro-batch" }</th></tr></thead>
             <tbody>{ for rows }</tbody>
         </table>

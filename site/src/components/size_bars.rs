@@ -31,6 +31,9 @@ pub fn SizeBars(props: &SizeBarsProps) -> Html {
     let y = |bytes: u64| TOP + plot_h * (1.0 - bytes as f64 / top);
     let slot = (W - LEFT - RIGHT) / s.students.len() as f64;
     let bar_w = slot * 0.56;
+    // at a small width several factors round to the same student: say why their bars are equal
+    let params: Vec<u64> = s.students.iter().filter_map(|st| st.params).collect();
+    let repeated = params.windows(2).any(|w| w[0] == w[1]);
     let bars = s.students.iter().enumerate().map(|(i, st)| {
         let x = LEFT + slot * i as f64 + (slot - bar_w) / 2.0;
         let cx = x + bar_w / 2.0;
@@ -105,6 +108,10 @@ pub fn SizeBars(props: &SizeBarsProps) -> Html {
             <ul class="legend">
                 { for GROUPS.iter().map(|(key, name)| html! { <li><i class={format!("g-{key}")}></i>{ *name }</li> }) }
             </ul>
+            if repeated {
+                <p class="hint" id="same-sizes">{ "Some widths round to the same student (every layer keeps at least one \
+                    channel, unit or head), so their bars are the same." }</p>
+            }
         </figure>
     }
 }

@@ -19,10 +19,16 @@ pub fn SizeTable(props: &SizeTableProps) -> Html {
         Some(v) => html! { <td><Bytes value={v} k={format!("students.{i}.breakdown.{key}")} /></td> },
         None => html! { <td class="na" title={s.students[i].error.clone().unwrap_or_default()}>{ "n/a" }</td> },
     };
+    // a zero gradient means the column's peak comes before the backward: say so where it shows
+    let no_gradients = s.students.iter().any(|st| st.breakdown.is_some_and(|b| b.gradients == 0 && b.total > 0));
     let row = |key: &'static str, name: &'static str| {
         html! {
             <tr>
-                <th scope="row"><i class={format!("g-{key}")}></i>{ name }</th>
+                <th scope="row"><i class={format!("g-{key}")}></i>{ name }
+                    if key == "gradients" && no_gradients {
+                        <small class="why" id="no-gradients">{ " (0: the peak comes before the backward, when none exist)" }</small>
+                    }
+                </th>
                 { for s.students.iter().enumerate().map(|(i, st)| cell(i, key, st.breakdown.map(|b| value(&b, key)))) }
             </tr>
         }

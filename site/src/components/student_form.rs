@@ -19,9 +19,9 @@ pub fn StudentForm(props: &FormProps) -> Html {
     let options: Options =
         families.iter().map(|f| (AttrValue::from(word_of(f)), AttrValue::from(word_of(f)))).collect();
     let input_unit = match form.scenario().map(|sc| sc.input) {
-        Some(estimator_wasm::explorer::InputKind::Tokens) => "tokens (sequence length)",
-        Some(estimator_wasm::explorer::InputKind::Image) => "pixels (image height)",
-        _ => "image height, sequence length or features",
+        Some(estimator_wasm::explorer::InputKind::Tokens) => "tokens (sequence length); the teacher reads it too",
+        Some(estimator_wasm::explorer::InputKind::Image) => "pixels (image height); the teacher reads it too",
+        _ => "image height, sequence length or features; the teacher reads it too",
     };
     html! {
         <fieldset class="student">

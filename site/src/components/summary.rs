@@ -18,6 +18,7 @@ pub fn Summary(props: &SummaryProps) -> Html {
     let s = &props.sweep;
     let plan = &s.plan;
     let fit = plan.fit.as_ref();
+    let gathered = plan.peak.get(estimator_wasm::Cat::ZeroGather);
     html! {
         <section class="summary" id="summary">
             <p>
@@ -39,6 +40,14 @@ pub fn Summary(props: &SummaryProps) -> Html {
                 { format!(" (keeping {} free). The peak is at the {} moment.",
                           pct(s.capacity - s.budget, s.capacity), moment(&plan.peak_moment)) }
             </p>
+            if gathered > 0 {
+                <p class="hint" id="zero-gather">
+                    { "Of the weights, " }<Bytes value={gathered} k="plan.peak.zero_gather" />
+                    { " is ZeRO-3's gathered working set: the largest layer held whole three times (its weights for the \
+                       layer being computed and again for the next one, prefetched; its gradient until the \
+                       reduce-scatter), in the weights' stored dtype. It does not shrink with more GPUs." }
+                </p>
+            }
             if !plan.notes.is_empty() {
                 <ul class="notes">{ for plan.notes.iter().map(|n| html! { <li>{ n }</li> }) }</ul>
             }

@@ -60,7 +60,7 @@ const KEYS: &[(&str, Option<FormField>)] = &[
     ("kd.alpha", None),
     ("train.epochs", None),
     ("train.batch_size", Some(Batch)),
-    ("train.eval_batch_size", None),
+    ("train.eval_batch_size", Some(EvalBatch)),
     ("train.lr", None),
     ("train.min_lr", None),
     ("train.weight_decay", None),

@@ -81,22 +81,34 @@ fn the_curve_brackets_the_largest_batch() {
 }
 
 #[test]
-fn levers_are_priced_against_the_current_total() {
+fn levers_are_priced_like_for_like() {
     let form = ExplorerForm { precision: Precision::Fp32, ..ExplorerForm::default() };
     let s = sweep(&form).unwrap();
     let now = s.plan.totals.total;
     let lever = |name: &str| s.levers.iter().find(|l| l.lever == name).unwrap();
+    let ddp = lever("data_parallel").total.unwrap();
     for l in &s.levers {
         let total = l.total.unwrap_or_else(|| panic!("{}: {:?}", l.lever, l.error));
-        assert_eq!(now - l.saves + l.costs, total, "{}", l.lever);
+        // ZeRO is compared with DDP on the same 8 GPUs, every other lever with the form
+        let reference = if l.lever == "zero_stage" { ddp } else { now };
+        assert_eq!(reference - l.saves + l.costs, total, "{}", l.lever);
+        assert_eq!(l.versus.as_deref(), (l.lever == "zero_stage").then_some("8 GPUs, DDP"), "{}", l.lever);
     }
-    assert_eq!(s.levers.len(), 6);
+    assert_eq!(s.levers.len(), 7);
     // each lever is the estimate of the form with that one field changed
     let mut zero = form.clone();
     zero.data_parallel = 8;
     zero.zero_stage = 3;
     let plan = estimate(&zero.config().unwrap(), &Inputs::default()).unwrap();
     assert_eq!(lever("zero_stage").total, Some(plan.totals.total));
+    zero.zero_stage = 0;
+    assert_eq!(ddp, estimate(&zero.config().unwrap(), &Inputs::default()).unwrap().totals.total);
+    assert!(lever("data_parallel").costs > 0, "8 replicas add NCCL buffers and DDP buckets");
+    assert!(lever("zero_stage").saves > 0, "ZeRO-3 shards what DDP replicates");
+    // on several GPUs the ZeRO lever changes the stage alone, against the form
+    let s8 = sweep(&ExplorerForm { data_parallel: 8, ..form.clone() }).unwrap();
+    let z = s8.levers.iter().find(|l| l.lever == "zero_stage").unwrap();
+    assert_eq!((z.setting.as_str(), z.versus.as_deref(), s8.levers.len()), ("ZeRO-1", None, 6));
     assert!(lever("precision").saves > 0, "bf16 activations are smaller");
     assert!(lever("checkpointing").saves > 0);
     assert!(lever("batch").saves > 0);
