@@ -118,7 +118,7 @@ mod trainable {
             let c = ExplorerForm { width, depth, ..base.clone() }.config().unwrap();
             assert!(c.student.init_from_teacher.is_empty(), "width {width}, depth {depth}");
         }
-        assert_eq!(base.config().unwrap().student.init_from_teacher, vec![0, 2, 4]);
+        assert_eq!(base.config().unwrap().student.init_from_teacher, vec![0, 4, 5]);
     }
 
     #[test]

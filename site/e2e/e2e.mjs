@@ -243,7 +243,7 @@ await check('every scenario says whether distill trains its cfg.toml; MiniLM\'s 
   await download.saveAs(file);
   const text = readFileSync(file, 'utf8');
   for (const line of ['tokenizer = "data/minilm/tokenizer.json"', 'head = "embedding"', 'objective = "embedding_mse"',
-    'init_from_teacher = [0, 2, 4]']) {
+    'init_from_teacher = [0, 4, 5]', 'epochs = 1']) {
     assert(text.includes(line), `the MiniLM cfg.toml lacks ${line}`);
   }
   const r = spawnSync(DISTILL_BIN, ['plan', '--student', file], { encoding: 'utf8' });

@@ -68,9 +68,9 @@ pub(crate) const MLP_IMAGENET: &str = "family = \"mlp\"\nhidden = [2048, 1024]\n
 pub(crate) const MINILM_TABLES: &str = "[data]\ntrain = \"data/minilm/train.txt\"\ntest = \"data/minilm/test.txt\"\n\
      tokenizer = \"data/minilm/tokenizer.json\"\ninput_shape = [128]\nbucket_by_length = true\nclasses = 384\n\
      [teacher]\npreset = \"all-minilm-l6-v2\"\n[kd]\nobjective = \"embedding_mse\"\nalpha = 1.0\n\
-     [train]\nepochs = 3\nlr = 0.0005\nmin_lr = 0.0\nwarmup_steps = 100\nweight_decay = 0.01\nseed = 0\n";
+     [train]\nepochs = 1\nlr = 0.0005\nmin_lr = 0.0\nwarmup_steps = 100\nweight_decay = 0.01\nseed = 0\n";
 pub(crate) const MINILM_STUDENT: &str =
-    "family = \"transformer\"\nactivation = \"gelu\"\ninit_from_teacher = [0, 2, 4]\n\
+    "family = \"transformer\"\nactivation = \"gelu\"\ninit_from_teacher = [0, 4, 5]\n\
      [student.transformer]\nvocab = 30522\nlayers = 3\nd_model = 384\nheads = 12\nmlp_width = 1536\n\
      max_positions = 512\ntoken_types = 2\nnorm_position = \"post\"\nnorm_eps = 1e-12\nhead = \"embedding\"\n\
      pooling = \"mean\"\nnormalize = true\n";
