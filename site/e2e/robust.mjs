@@ -9,6 +9,16 @@ import {
   waitForState, watch,
 } from './lib.mjs';
 
+/** A new page of `context` at `url` (below BASE, or absolute), watched under `label`, once the
+ * explorer shows its total. */
+async function openExplorer(context, label, url = 'index.html') {
+  const page = await context.newPage();
+  watch(page, label);
+  await page.goto(url.startsWith('http') ? url : `${BASE}${url}`);
+  await page.waitForSelector('#explorer [data-k="plan.totals.total"]');
+  return page;
+}
+
 /** Every check of this file, in pages of `context` (a playwright browser context). */
 export async function robustnessChecks(context) {
   await check('a link never freezes or kills the page, and nothing it holds is dropped silently', async () => {
@@ -43,10 +53,7 @@ export async function robustnessChecks(context) {
   });
 
   await check('a 1 MB pasted cfg.toml: the link keeps it out of the query, says so, and opens', async () => {
-    const other = await context.newPage();
-    watch(other, 'big paste');
-    await other.goto(`${BASE}index.html`);
-    await other.waitForSelector('#explorer [data-k="plan.totals.total"]');
+    const other = await openExplorer(context, 'big paste');
     const cfg = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../../examples/fashion-mnist/student.toml'), 'utf8')
       + `\n# ${'padding '.repeat(131072)}\n`;
     await other.click('.paste summary');
@@ -58,10 +65,7 @@ export async function robustnessChecks(context) {
     assert(search.length < 2000 && !search.includes('cfg='), `the query has ${search.length} characters`);
     const note = await other.waitForSelector('#cfg-link-note').then((e) => e.innerText());
     assert(/\(1,\d{3} KB; no server sees it\)/.test(note), note);
-    const reopened = await context.newPage();
-    watch(reopened, 'big link');
-    await reopened.goto(other.url());
-    await reopened.waitForSelector('#explorer [data-k="plan.totals.total"]');
+    const reopened = await openExplorer(context, 'big link', other.url());
     eq(JSON.stringify(await stateOf(reopened)), JSON.stringify(await stateOf(other)), 'form from the 1 MB link');
     eq((await stateOf(reopened)).cfg, cfg, 'the file from the link');
     await reopened.close();
@@ -85,10 +89,7 @@ export async function robustnessChecks(context) {
   });
 
   await check('huge figures in TiB/PiB and T, never thousands of GiB', async () => {
-    const other = await context.newPage();
-    watch(other, 'huge');
-    await other.goto(`${BASE}index.html?width=16&batch=65536`);
-    await other.waitForSelector('#explorer [data-k="plan.totals.total"]');
+    const other = await openExplorer(context, 'huge', 'index.html?width=16&batch=65536');
     const figures = await other.$$eval('#explorer [data-bytes]', (els) => els.map((e) => e.textContent.trim()));
     assert(figures.some((f) => /^\d+\.\d+ (TiB|PiB)$/.test(f)), 'no TiB or PiB figure');
     const bad = figures.find((f) => /^\d{4,}(\.\d+)? GiB$/.test(f));
@@ -100,10 +101,7 @@ export async function robustnessChecks(context) {
   });
 
   await check('figures say what they mean: ZeRO like for like, its gathered term, zero gradients, teacher casts', async () => {
-    const other = await context.newPage();
-    watch(other, 'figures');
-    await other.goto(`${BASE}index.html`);
-    await other.waitForSelector('#explorer [data-k="plan.totals.total"]');
+    const other = await openExplorer(context, 'figures');
     const native = nativeSweep(await stateOf(other));
     const ddp = native.levers.find((l) => l.lever === 'data_parallel');
     const zero = native.levers.find((l) => l.lever === 'zero_stage');
