@@ -11,6 +11,13 @@
 //! (query | key | value rows concatenated), `.proj`, `.norm`, `blk{i}_mlp.fc1`, `.fc2`, `.norm`.
 //! A projection `head` has no teacher counterpart and keeps its own initialisation.
 //!
+//! A student feed-forward narrower than the teacher's (`mlp_width` F' < F) takes, in each copied
+//! layer, the F' neurons with the largest `|w_in| * |w_out|` (the L2 norms of the neuron's row of
+//! `intermediate.dense.weight` [F, d] and column of `output.dense.weight` [d, F]): their `fc1`
+//! rows and biases and `fc2` columns, in the teacher's order; `fc2`'s bias is whole. This is
+//! magnitude pruning of whole neurons, done once before training (docs/kd-pitfalls.md, P7); the
+//! distillation then recovers what the dropped neurons carried.
+//!
 //! The heads count is not in the teacher's parameters: the student's `heads` must be the
 //! teacher's for a copied layer to compute what the teacher's does.
 use std::collections::{BTreeSet, HashMap};
@@ -36,6 +43,9 @@ pub struct TeacherInit {
     pub elements: u64,
     /// Student variables left as initialised (e.g. `head.weight`), in name order.
     pub kept: Vec<String>,
+    /// `(kept, of)`: feed-forward neurons per copied layer when the student's are fewer than
+    /// the teacher's (`None` when all are copied).
+    pub mlp_neurons: Option<(i64, i64)>,
 }
 
 impl TeacherInit {
@@ -44,8 +54,12 @@ impl TeacherInit {
         let layers: Vec<String> = self.layer_map.iter().map(|(s, t)| format!("{}<-{t}", s + 1)).collect();
         let kept =
             if self.kept.is_empty() { String::new() } else { format!("; kept random: {}", self.kept.join(", ")) };
+        let neurons = match self.mlp_neurons {
+            Some((kept, of)) => format!("; feed-forward neurons: the strongest {kept} of {of} per layer"),
+            None => String::new(),
+        };
         format!(
-            "student: initialised from the teacher ({} tensors, {} values): embeddings and layers {} of its {}{kept}",
+            "student: initialised from the teacher ({} tensors, {} values): embeddings and layers {} of its {}{neurons}{kept}",
             self.tensors,
             self.elements,
             layers.join(" "),
@@ -56,6 +70,16 @@ impl TeacherInit {
 
 const KEY: &str = "student.init_from_teacher";
 
+/// Which part of the teacher's tensor(s) a student variable takes.
+enum Take {
+    /// All of it (several tensors concatenated on dim 0, for `qkv`).
+    All,
+    /// The rows listed (int64 [F']): `fc1` of a narrower feed-forward.
+    Rows(Tensor),
+    /// The columns listed (int64 [F']): `fc2` of a narrower feed-forward.
+    Cols(Tensor),
+}
+
 /// Copies the teacher's weights `teacher` (name, tensor; e.g. from `Teacher::named_parameters`)
 /// into the transformer student of `spec` whose variables are `vs`, under `no_grad`.
 ///
@@ -63,13 +87,14 @@ const KEY: &str = "student.init_from_teacher";
 /// [`DistillError::Usage`], one line naming the key and the fix, when `spec` is not a post-norm
 /// LayerNorm transformer with biases and a standard MLP, the teacher is not a BERT
 /// (no `embeddings.word_embeddings.weight`), a teacher layer index is out of range, a teacher
-/// parameter the mapping needs is missing, or a shape differs from the student's.
+/// parameter the mapping needs is missing, or a shape differs from the student's (a student
+/// feed-forward wider than the teacher's included; a narrower one takes the strongest neurons).
 pub fn init_from_teacher(vs: &VarStore, spec: &Config, teacher: &[(String, Tensor)]) -> Result<TeacherInit> {
     let t = check_student(spec)?;
     let by_name: HashMap<&str, &Tensor> = teacher.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let prefix = bert_prefix(teacher)?;
     let teacher_layers = layer_count(teacher, &prefix);
-    let mut plan: Vec<(String, Vec<String>)> = Vec::new();
+    let mut plan: Vec<(String, Vec<String>, Take)> = Vec::new();
     let embeddings = |leaf: &str| vec![format!("{prefix}embeddings.{leaf}")];
     // a table the teacher adds to every token but the student lacks would change the function
     for (rows, leaf, key) in [
@@ -83,17 +108,18 @@ pub fn init_from_teacher(vs: &VarStore, spec: &Config, teacher: &[(String, Tenso
             )));
         }
     }
-    plan.push(("embed.tokens.weight".into(), embeddings("word_embeddings.weight")));
+    plan.push(("embed.tokens.weight".into(), embeddings("word_embeddings.weight"), Take::All));
     if t.max_positions > 0 {
-        plan.push(("embed.positions.weight".into(), embeddings("position_embeddings.weight")));
+        plan.push(("embed.positions.weight".into(), embeddings("position_embeddings.weight"), Take::All));
     }
     if t.token_types > 0 {
-        plan.push(("embed.token_types.weight".into(), embeddings("token_type_embeddings.weight")));
+        plan.push(("embed.token_types.weight".into(), embeddings("token_type_embeddings.weight"), Take::All));
     }
     for leaf in ["weight", "bias"] {
-        plan.push((format!("embed_norm.{leaf}"), embeddings(&format!("LayerNorm.{leaf}"))));
+        plan.push((format!("embed_norm.{leaf}"), embeddings(&format!("LayerNorm.{leaf}")), Take::All));
     }
     let mut layer_map = Vec::new();
+    let mut mlp_neurons = None;
     for (i, &j) in spec.student.init_from_teacher.iter().enumerate() {
         let j = j as usize;
         if j >= teacher_layers {
@@ -105,19 +131,36 @@ pub fn init_from_teacher(vs: &VarStore, spec: &Config, teacher: &[(String, Tenso
         layer_map.push((i, j));
         let src = |part: &str, leaf: &str| format!("{prefix}encoder.layer.{j}.{part}.{leaf}");
         let (attn, mlp) = (format!("blk{}_attn", i + 1), format!("blk{}_mlp", i + 1));
+        let width = t.mlp_width() as i64;
+        let neurons = match (
+            by_name.get(src("intermediate.dense", "weight").as_str()),
+            by_name.get(src("output.dense", "weight").as_str()),
+        ) {
+            (Some(fc1), Some(fc2)) if width < fc1.size()[0] && fc2.size().get(1) == Some(&fc1.size()[0]) => {
+                mlp_neurons = Some((width, fc1.size()[0]));
+                Some(strongest_neurons(fc1, fc2, width))
+            }
+            _ => None,
+        };
+        let select = |dim: usize| match (&neurons, dim) {
+            (Some(keep), 0) => Take::Rows(keep.shallow_clone()),
+            (Some(keep), _) => Take::Cols(keep.shallow_clone()),
+            (None, _) => Take::All,
+        };
         for leaf in ["weight", "bias"] {
             let qkv = ["query", "key", "value"].map(|p| src(&format!("attention.self.{p}"), leaf));
-            plan.push((format!("{attn}.qkv.{leaf}"), qkv.to_vec()));
-            plan.push((format!("{attn}.proj.{leaf}"), vec![src("attention.output.dense", leaf)]));
-            plan.push((format!("{attn}.norm.{leaf}"), vec![src("attention.output.LayerNorm", leaf)]));
-            plan.push((format!("{mlp}.fc1.{leaf}"), vec![src("intermediate.dense", leaf)]));
-            plan.push((format!("{mlp}.fc2.{leaf}"), vec![src("output.dense", leaf)]));
-            plan.push((format!("{mlp}.norm.{leaf}"), vec![src("output.LayerNorm", leaf)]));
+            plan.push((format!("{attn}.qkv.{leaf}"), qkv.to_vec(), Take::All));
+            plan.push((format!("{attn}.proj.{leaf}"), vec![src("attention.output.dense", leaf)], Take::All));
+            plan.push((format!("{attn}.norm.{leaf}"), vec![src("attention.output.LayerNorm", leaf)], Take::All));
+            plan.push((format!("{mlp}.fc1.{leaf}"), vec![src("intermediate.dense", leaf)], select(0)));
+            let fc2 = if leaf == "weight" { select(1) } else { Take::All };
+            plan.push((format!("{mlp}.fc2.{leaf}"), vec![src("output.dense", leaf)], fc2));
+            plan.push((format!("{mlp}.norm.{leaf}"), vec![src("output.LayerNorm", leaf)], Take::All));
         }
     }
 
     let missing: Vec<&String> =
-        plan.iter().flat_map(|(_, src)| src).filter(|n| !by_name.contains_key(n.as_str())).collect();
+        plan.iter().flat_map(|(_, src, _)| src).filter(|n| !by_name.contains_key(n.as_str())).collect();
     if let Some(first) = missing.first() {
         let more = if missing.len() > 1 { format!(" and {} more", missing.len() - 1) } else { String::new() };
         return Err(DistillError::Usage(format!(
@@ -129,12 +172,17 @@ pub fn init_from_teacher(vs: &VarStore, spec: &Config, teacher: &[(String, Tenso
     }
     let vars = vs.variables();
     let mut copies = Vec::with_capacity(plan.len());
-    for (dst, src) in &plan {
+    for (dst, src, take) in &plan {
         let target = vars.get(dst).ok_or_else(|| {
             DistillError::Usage(format!("{KEY}: the student has no variable {dst} to copy {} into", src.join(" + ")))
         })?;
         let parts: Vec<&Tensor> = src.iter().map(|n| by_name[n.as_str()]).collect();
-        let value = if parts.len() == 1 { parts[0].shallow_clone() } else { Tensor::cat(&parts, 0) };
+        let whole = if parts.len() == 1 { parts[0].shallow_clone() } else { Tensor::cat(&parts, 0) };
+        let value = match take {
+            Take::All => whole,
+            Take::Rows(keep) => whole.index_select(0, keep),
+            Take::Cols(keep) => whole.index_select(1, keep),
+        };
         if value.size() != target.size() {
             return Err(DistillError::Usage(shape_message(dst, &src.join(" + "), &value.size(), &target.size())));
         }
@@ -147,10 +195,18 @@ pub fn init_from_teacher(vs: &VarStore, spec: &Config, teacher: &[(String, Tenso
             elements += target.numel() as u64;
         }
     });
-    let copied: BTreeSet<&str> = plan.iter().map(|(dst, _)| dst.as_str()).collect();
+    let copied: BTreeSet<&str> = plan.iter().map(|(dst, _, _)| dst.as_str()).collect();
     let mut kept: Vec<String> = vars.keys().filter(|n| !copied.contains(n.as_str())).cloned().collect();
     kept.sort();
-    Ok(TeacherInit { prefix, teacher_layers, layer_map, tensors: plan.len(), elements, kept })
+    Ok(TeacherInit { prefix, teacher_layers, layer_map, tensors: plan.len(), elements, kept, mlp_neurons })
+}
+
+/// The `width` neurons of a feed-forward `fc1` [F, d], `fc2` [d, F] with the largest
+/// `|fc1[n, :]| * |fc2[:, n]|` (L2 norms), as int64 indices [width] in ascending order.
+fn strongest_neurons(fc1: &Tensor, fc2: &Tensor, width: i64) -> Tensor {
+    let score = fc1.norm_scalaropt_dim(2, [1], false) * fc2.norm_scalaropt_dim(2, [0], false);
+    let (_, keep) = score.topk(width, 0, true, true);
+    keep.sort(0, false).0
 }
 
 /// The student's transformer table, refused unless it is BERT's kind of layer.
@@ -210,7 +266,7 @@ fn shape_message(dst: &str, src: &str, teacher: &[i64], student: &[i64]) -> Stri
         "embed.positions.weight" => format!("set student.transformer.max_positions = {}", teacher[0]),
         "embed.token_types.weight" => format!("set student.transformer.token_types = {}", teacher[0]),
         d if d.ends_with("fc1.weight") || d.ends_with("fc1.bias") => {
-            format!("set student.transformer.mlp_width = {}", teacher[0])
+            format!("set student.transformer.mlp_width = {} or less (fewer keeps the strongest neurons)", teacher[0])
         }
         _ => {
             format!("set student.transformer.d_model = {} (the teacher's width)", teacher.last().copied().unwrap_or(0))

@@ -72,6 +72,7 @@ fn copies_embeddings_and_the_chosen_teacher_layers() {
         tensors: 5 + 2 * 12,
         elements: (58 * 8 + 16 + 2 * per_layer) as u64,
         kept: vec!["head.bias".into(), "head.weight".into()],
+        mlp_neurons: None,
     };
     assert_eq!(got, want);
     let vars = vs.variables();
@@ -109,10 +110,11 @@ fn refusals_name_the_key_and_the_fix() {
     let wide = fake_bert(&Bert { d: 12, ..TINY_BERT });
     let e = refusal(&[INIT], &wide);
     assert!(e.contains("embed.tokens.weight is [40, 8]") && e.contains("d_model = 12"), "{e}");
-    let e = refusal(&[INIT], &fake_bert(&Bert { width: 32, ..TINY_BERT }));
+    let e = refusal(&[INIT], &fake_bert(&Bert { width: 12, ..TINY_BERT }));
     assert!(
-        e.contains("intermediate.dense.weight is [32, 8]") && e.contains("set student.transformer.mlp_width = 32"),
-        "{e}"
+        e.contains("intermediate.dense.weight is [12, 8]")
+            && e.contains("set student.transformer.mlp_width = 12 or less"),
+        "a feed-forward wider than the teacher's has nothing to copy: {e}"
     );
     let gone = "bert.encoder.layer.0.output.LayerNorm.bias";
     let missing: Vec<(String, Tensor)> =
@@ -126,6 +128,59 @@ fn refusals_name_the_key_and_the_fix() {
     assert!(e.contains("norm_position = \"post\""), "{e}");
     let e = refusal(&[INIT, ("token_types = 2", "token_types = 0")], &bert);
     assert!(e.contains("student.transformer.token_types = 0: set token_types = 2"), "{e}");
+}
+
+/// A student feed-forward narrower than the teacher's takes the neurons with the largest
+/// |w_in| * |w_out|: teacher layer 0's input weights of neurons 1, 5, 9, 13 are scaled up
+/// tenfold (the strongest), its even neurons have zero output weights (the weakest). A student
+/// with mlp_width 4 of 16 holds exactly the teacher's rows, columns and biases of those four; one
+/// with 8 keeps the odd neurons and so computes what the full-width copy does.
+#[test]
+fn a_narrower_feed_forward_takes_the_strongest_neurons() {
+    let mut teacher = fake_bert(&TINY_BERT);
+    let stronger: Vec<i64> = (0..16).map(|n| if n % 4 == 1 { 10 } else { 1 }).collect();
+    let odd: Vec<i64> = (0..16).map(|n| n % 2).collect();
+    for (name, t) in teacher.iter_mut() {
+        if name == "bert.encoder.layer.0.intermediate.dense.weight" {
+            *t = &*t * Tensor::from_slice(&stronger).to_kind(Kind::Float).unsqueeze(1);
+        } else if name == "bert.encoder.layer.0.output.dense.weight" {
+            *t = &*t * Tensor::from_slice(&odd).to_kind(Kind::Float).unsqueeze(0);
+        }
+    }
+    let by_name: HashMap<&str, &Tensor> = teacher.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let spec = spec(&[("[student]\n", "[student]\ninit_from_teacher = [0, 2]\n"), ("mlp_width = 16", "mlp_width = 4")]);
+    let (vs, _) = build(&spec);
+    let got = init_from_teacher(&vs, &spec, &teacher).unwrap();
+    assert_eq!(got.mlp_neurons, Some((4, 16)));
+    assert!(got.summary().contains("feed-forward neurons: the strongest 4 of 16 per layer"), "{}", got.summary());
+    let vars = vs.variables();
+    let layer0 = |leaf: &str| by_name[format!("bert.encoder.layer.0.{leaf}").as_str()].shallow_clone();
+    let keep = Tensor::from_slice(&[1i64, 5, 9, 13]);
+    assert!(vars["blk1_mlp.fc1.weight"].equal(&layer0("intermediate.dense.weight").index_select(0, &keep)));
+    assert!(vars["blk1_mlp.fc1.bias"].equal(&layer0("intermediate.dense.bias").index_select(0, &keep)));
+    assert!(vars["blk1_mlp.fc2.weight"].equal(&layer0("output.dense.weight").index_select(1, &keep)));
+    assert!(vars["blk1_mlp.fc2.bias"].equal(&layer0("output.dense.bias")), "the output bias is whole");
+    assert_eq!(vars["blk2_mlp.fc1.weight"].size(), [4, 8], "teacher layer 2 chooses its own four");
+
+    // the dropped neurons wrote nothing, so the narrow student computes what the full-width one
+    // copied from the same teacher layers does
+    let full_spec = super::transformer_tests::spec(&[
+        ("[student]\n", "[student]\ninit_from_teacher = [0]\n"),
+        ("layers = 2", "layers = 1"),
+    ]);
+    let narrow_spec = super::transformer_tests::spec(&[
+        ("[student]\n", "[student]\ninit_from_teacher = [0]\n"),
+        ("layers = 2", "layers = 1"),
+        ("mlp_width = 16", "mlp_width = 8"),
+    ]);
+    let (full_vs, full) = build(&full_spec);
+    let (narrow_vs, narrow) = build(&narrow_spec);
+    init_from_teacher(&full_vs, &full_spec, &teacher).unwrap();
+    init_from_teacher(&narrow_vs, &narrow_spec, &teacher).unwrap();
+    let input = batch(&[6, 3, 5], 6);
+    let (a, b) = tch::no_grad(|| (full.forward(&input, false), narrow.forward(&input, false)));
+    let diff = (&a - &b).abs().max().double_value(&[]);
+    assert!(diff < 1e-6 && a.abs().max().double_value(&[]) > 0.1, "full vs narrow: {diff}");
 }
 
 /// A 2-layer BERT written with PyTorch modules under Hugging Face's names (random weights,
