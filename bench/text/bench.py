@@ -135,12 +135,17 @@ def parameter_shapes(pt_path: str, module) -> tuple:
 
 
 def architecture(shapes: dict) -> str:
-    """`layers x width` from parameter names: blocks `blk{i}_attn.` (student contract) or
-    `layer.{j}.` (BERT), width = the token embedding's columns."""
+    """`layers x width (FFN f)` from parameter names: blocks `blk{i}_attn.` (student contract)
+    or `layer.{j}.` (BERT), width = the token embedding's columns, f = the first feed-forward's
+    neurons (`fc1` / `intermediate.dense` rows)."""
     names = [k.replace("|", ".") for k in shapes]
     blocks = {m.group(1) or m.group(2) for k in names for m in [re.search(r"blk(\d+)_attn\.|layer\.(\d+)\.", k)] if m}
-    width = next((s[1] for k, s in zip(names, shapes.values()) if re.search(r"(tokens|word_embeddings)\.weight$", k) and len(s) == 2), None)
-    return f"{len(blocks)} x {width}" if width else f"{len(blocks)} layers"
+    def first(pattern: str, dim: int):
+        return next((s[dim] for k, s in zip(names, shapes.values()) if re.search(pattern, k) and len(s) == 2), None)
+    width = first(r"(tokens|word_embeddings)\.weight$", 1)
+    ffn = first(r"(_mlp\.fc1|intermediate\.dense)\.weight$", 0)
+    shape = f"{len(blocks)} x {width}" if width else f"{len(blocks)} layers"
+    return f"{shape} (FFN {ffn})" if ffn else shape
 
 
 def run_figures(run_dir: str) -> dict:

@@ -113,7 +113,7 @@ median over the passes of the teacher's time / the model's.
 **Parameters**: embedding tables (token, position, token type) + the rest, from
 `student.safetensors` (the teacher: its TorchScript parameters).
 
-| model | layers x width | parameters (embedding + other) | files | Spearman vs teacher | mean cosine with teacher | retrieval recall@1 | MRR | CPU sentences/s | vs teacher | sentences/s from CPU time |
+| model | layers x width (feed-forward) | parameters (embedding + other) | files | Spearman vs teacher | mean cosine with teacher | retrieval recall@1 | MRR | CPU sentences/s | vs teacher | sentences/s from CPU time |
 |---|---|---|---|---:|---:|---:|---:|---:|---:|---:|
 {model_rows(result)}
 
