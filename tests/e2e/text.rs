@@ -91,6 +91,38 @@ fn an_interrupted_text_run_resumes_bit_for_bit() {
     assert_eq!(unbroken.student.spearman, resumed.student.spearman);
 }
 
+/// An interrupted run leaves the teacher's train-set outputs in its folder, and the resumed run
+/// trains on what it reads there instead of running the teacher again: replaced by zeros, they
+/// make every later loss mean(e^2) = 1/32 for the unit-length 32-wide embeddings e. The
+/// finished run folder no longer holds them.
+#[test]
+fn a_resumed_run_reads_the_teacher_outputs_its_first_part_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = text_config(dir.path(), &[("seed = 0", "seed = 0\nsave_every = 40")]);
+    let out = dir.path().join("run");
+    assert!(run_stopped(&fixture("text/text-teacher.pt"), &cfg, &out, 40).is_interrupt());
+    let cache = dir.path().join("run.partial").join(distill::students::TEACHER_OUTPUTS);
+    let outputs = Tensor::read_safetensors(&cache).unwrap().remove(0).1;
+    let norms = outputs.norm_scalaropt_dim(2, [1], false);
+    assert_eq!(outputs.size()[1], 32);
+    assert!((norms - 1.0).abs().max().double_value(&[]) < 1e-5, "the teacher's unit-length embeddings");
+    Tensor::write_safetensors(&[("outputs", &outputs.zeros_like())], &cache).unwrap();
+    {
+        let _guard = serial();
+        distill::resume(&out, None, Verbosity::Quiet, None).unwrap();
+    }
+    let after: Vec<f64> = metrics_lines(&out.join("metrics.jsonl"))
+        .iter()
+        .filter(|v| v["kind"] == "step" && v["step"].as_u64().unwrap() > 40)
+        .map(|v| v["kd"].as_f64().unwrap())
+        .collect();
+    assert!(!after.is_empty());
+    for kd in after {
+        assert!((kd - 1.0 / 32.0).abs() < 1e-6, "kd {kd}: the resumed steps trained on the zeros it read");
+    }
+    assert!(!out.join(distill::students::TEACHER_OUTPUTS).exists(), "removed once the run finished");
+}
+
 #[test]
 fn magnitude_pruning_masks_a_transformers_projections_not_its_embeddings() {
     let dir = tempfile::tempdir().unwrap();
