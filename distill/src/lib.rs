@@ -5,7 +5,8 @@
 //! ([`config::RunSettings`]) -> trainer -> exports -> report. One training step, from the command
 //! line to `report.json`, passes through eight files, each entered once, each with one job:
 //!
-//! 1. `main.rs`: the command line; calls [`run()`] (or `plan_command` for `distill plan`).
+//! 1. `main.rs`: the command line; caps malloc's arenas (`allocator`), then calls [`run()`] (or
+//!    `plan_command` for `distill plan`).
 //! 2. `run.rs`: one run in its output folder: the cfg, the inputs loaded, the run resolved,
 //!    `run.json` and `config.toml`, the students, then `report.json` and the folder's final name
 //!    (or `--resume` from `run.json`).
@@ -37,6 +38,7 @@
 //! `similarity` (Spearman of embedding cosines), `shrink`, `latency`, `rundir` (the output
 //! folder), `durable` (atomic writes), `fingerprint` (the input files a resume checks),
 //! `progress`, `error`; `plan_command` is `distill plan`.
+pub mod allocator;
 pub mod amp;
 pub mod batches;
 pub mod checkpoint;

@@ -80,6 +80,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    distill::allocator::limit_malloc_arenas();
     let args = Args::parse();
     if let Some(Command::Plan { student, teacher, gpu, batch, json, sets }) = args.command {
         return match distill::plan_command::plan(&PlanOptions { student, teacher, gpu, batch, json, sets }) {
