@@ -4,9 +4,10 @@
 //! freed block to the arena it came from. libtorch allocates tensors on its intra-op worker
 //! threads and frees many of them on the main thread, so the freed space of one arena is not
 //! reused by the others and the resident size creeps up batch after batch. The default
-//! Fashion-MNIST job (2 epochs, 2 cores) peaked at 815 and 1,666 MiB in two identical runs, most
-//! of it while caching the teacher's outputs, and at 706 and 697 MiB with two arenas, at the same
-//! speed (BENCHMARKS.md, "Training throughput"; glibc's `mallopt(3)`, `M_ARENA_MAX`).
+//! Fashion-MNIST job (2 epochs, 2 cores, VmRSS sampled every 0.1 s; 2026-12-01) peaked at 809,
+//! 1,303 and 1,293 MiB in three identical runs, most of it while caching the teacher's outputs,
+//! and at 753, 707 and 690 MiB with two arenas, at the same training speed (5,411-6,852 against
+//! 5,659-6,934 samples/s, runs alternated). See glibc's `mallopt(3)`, `M_ARENA_MAX`.
 //!
 //! A user's own `MALLOC_ARENA_MAX` environment variable wins. Other platforms and C libraries
 //! (macOS, musl) are left as they are.

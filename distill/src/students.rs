@@ -124,13 +124,11 @@ impl Students<'_> {
         };
         Ok(Distilled { teacher, student, baseline })
     }
-}
 
-impl Students<'_> {
     /// The teacher's outputs on the train set [N, ...] in row order, on the run's device. Computed
     /// once and written to the run folder's [`TEACHER_OUTPUTS`] (atomically), so that a resumed
     /// run, whose teacher and data its fingerprint proves unchanged, reads them back instead of
-    /// running the teacher again (the same soft targets, bit for bit, and none of the time: 6-8
+    /// running the teacher again (the same soft targets, bit for bit, and none of the time: 4-8
     /// minutes for the text demo's sentences on 2 cores). Removed when the run finishes.
     ///
     /// # Errors
