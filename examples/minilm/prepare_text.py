@@ -20,7 +20,9 @@ import random
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import List, Tuple
+from typing import List, Set, Tuple
+
+import gcide
 
 WORDNET_DIR = "/usr/share/wordnet"
 PARTS = ("noun", "verb", "adj", "adv")
@@ -40,6 +42,7 @@ class Synset:
 
     definition: str
     examples: List[str] = field(default_factory=list)
+    words: List[str] = field(default_factory=list)
 
     def sentences(self) -> List[str]:
         return [s for s in [self.definition, *self.examples] if len(s.split()) >= MIN_WORDS]
@@ -52,6 +55,14 @@ def parse_gloss(gloss: str) -> Synset:
     definition = (gloss if first < 0 else gloss[:first]).strip().rstrip(";").strip()
     examples = [e.strip() for e in QUOTED.findall(gloss[max(first, 0) :]) if e.strip()]
     return Synset(definition, examples)
+
+
+def synset_words(line: str) -> List[str]:
+    """The lemmas of a data-file line `offset lex_filenum ss_type w_cnt word lex_id ...`, w_cnt in
+    hex, lower case, without an adjective's syntactic marker (`galore(ip)` -> `galore`)."""
+    fields = line.split()
+    count = int(fields[3], 16)
+    return [re.sub(r"\(.*\)$", "", w).lower() for w in fields[4 : 4 + 2 * count : 2]]
 
 
 def read_synsets(wordnet_dir: str = WORDNET_DIR) -> List[Synset]:
@@ -67,7 +78,9 @@ def read_synsets(wordnet_dir: str = WORDNET_DIR) -> List[Synset]:
             for line in f:
                 if line.startswith(" ") or " | " not in line:
                     continue
-                synsets.append(parse_gloss(line.split(" | ", 1)[1]))
+                synset = parse_gloss(line.split(" | ", 1)[1])
+                synset.words = synset_words(line)
+                synsets.append(synset)
     return synsets
 
 
@@ -99,6 +112,13 @@ def split(
     return train, test, retrieval
 
 
+def held_out_words(synsets: List[Synset], test_synsets: int, seed: int) -> Set[str]:
+    """The lemmas of the synsets `split` holds out (the same seeded order)."""
+    order = list(range(len(synsets)))
+    random.Random(seed).shuffle(order)
+    return {w for i in order[:test_synsets] for w in synsets[i].words}
+
+
 def write_lines(path: str, lines: List[str]) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in lines)
@@ -111,12 +131,25 @@ def main():
     p.add_argument("--test-synsets", type=int, default=DEFAULT_TEST_SYNSETS)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--wordnet", default=WORDNET_DIR)
+    p.add_argument("--gcide", default=gcide.GCIDE_PATH)
+    p.add_argument("--no-large", action="store_true", help="do not write train-large.txt")
     a = p.parse_args()
     synsets = read_synsets(a.wordnet)
     train, test, retrieval = split(synsets, a.test_synsets, a.seed)
     print(f"{len(synsets)} synsets, {a.test_synsets} held out; {len(train)} training sentences available")
-    train = train[: a.max_train]
     os.makedirs(a.dest, exist_ok=True)
+    if not a.no_large:
+        try:
+            extra = gcide.sentences(held_out_words(synsets, a.test_synsets, a.seed), set(test), a.gcide)
+        except FileNotFoundError as e:
+            print(f"prepare_text: {e}", file=sys.stderr)
+            sys.exit(2)
+        in_wordnet = set(train)
+        large = train + [s for s in extra if s not in in_wordnet]
+        random.Random(a.seed + 2).shuffle(large)
+        write_lines(os.path.join(a.dest, "train-large.txt"), large)
+        print(f"wrote {len(large)} sentences to train-large.txt ({len(large) - len(train)} of them from GCIDE)")
+    train = train[: a.max_train]
     write_lines(os.path.join(a.dest, "train.txt"), train)
     write_lines(os.path.join(a.dest, "test.txt"), test)
     write_lines(os.path.join(a.dest, "retrieval.tsv"), [f"{e}\t{d}" for e, d in retrieval])
