@@ -76,27 +76,9 @@ pub fn load_student(spec: &Config, file: &Path) -> Student {
     student
 }
 
-/// Trains quietly on CPU into `dir/run` and returns the report.
-pub fn train(teacher: &Path, config: &Path, dir: &Path, baseline: bool) -> distill::Result<Report> {
-    let _guard = serial();
-    distill::run(&TrainOptions {
-        teacher: teacher.to_path_buf(),
-        student: config.to_path_buf(),
-        out: Some(dir.join("run")),
-        overwrite: true,
-        device: "cpu".into(),
-        baseline,
-        sets: Vec::new(),
-        verbosity: Verbosity::Quiet,
-        stop_after: None,
-    })
-}
-
-/// Starts a quiet CPU run into `out` that checkpoints and stops after `steps` optimiser steps,
-/// and returns its error (an interrupt, to resume with `distill::resume`).
-pub fn run_stopped(teacher: &Path, config: &Path, out: &Path, steps: u64) -> distill::DistillError {
-    let _guard = serial();
-    distill::run(&TrainOptions {
+/// The options of a quiet CPU run of `config` into `out`, to adjust before `distill::run`.
+pub fn options(teacher: &Path, config: &Path, out: &Path) -> TrainOptions {
+    TrainOptions {
         teacher: teacher.to_path_buf(),
         student: config.to_path_buf(),
         out: Some(out.to_path_buf()),
@@ -105,9 +87,26 @@ pub fn run_stopped(teacher: &Path, config: &Path, out: &Path, steps: u64) -> dis
         baseline: false,
         sets: Vec::new(),
         verbosity: Verbosity::Quiet,
-        stop_after: Some(steps),
-    })
-    .unwrap_err()
+        stop_after: None,
+        teacher_cache: None,
+    }
+}
+
+/// Runs `opts` under [`serial`].
+pub fn run(opts: &TrainOptions) -> distill::Result<Report> {
+    let _guard = serial();
+    distill::run(opts)
+}
+
+/// Trains quietly on CPU into `dir/run` and returns the report.
+pub fn train(teacher: &Path, config: &Path, dir: &Path, baseline: bool) -> distill::Result<Report> {
+    run(&TrainOptions { overwrite: true, baseline, ..options(teacher, config, &dir.join("run")) })
+}
+
+/// Starts a quiet CPU run into `out` that checkpoints and stops after `steps` optimiser steps,
+/// and returns its error (an interrupt, to resume with `distill::resume`).
+pub fn run_stopped(teacher: &Path, config: &Path, out: &Path, steps: u64) -> distill::DistillError {
+    run(&TrainOptions { stop_after: Some(steps), ..options(teacher, config, out) }).unwrap_err()
 }
 
 /// Runs `script` with the project's Python and returns its stdout; panics with its stderr.

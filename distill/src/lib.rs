@@ -36,7 +36,8 @@
 //! train), `batches`, `loop_state` (the loop's position and running sums), `metrics`
 //! (`metrics.jsonl`), `optim`, `schedule`, `prune`, `checkpoint` (the checkpoint format), `eval`,
 //! `similarity` (Spearman of embedding cosines), `shrink`, `latency`, `rundir` (the output
-//! folder), `durable` (atomic writes), `fingerprint` (the input files a resume checks),
+//! folder), `durable` (atomic writes), `fingerprint` (the input files a resume checks), `teacher_cache`
+//! (the teacher's train-set outputs on disk, for a resume or other runs),
 //! `progress`, `error`; `plan_command` is `distill plan`.
 pub mod allocator;
 pub mod amp;
@@ -73,6 +74,7 @@ pub mod step;
 pub mod student;
 pub mod students;
 pub mod teacher;
+pub mod teacher_cache;
 #[cfg(test)]
 mod test_rng;
 pub mod trainer;

@@ -48,6 +48,10 @@ struct Args {
     /// Write a checkpoint and stop after N optimiser steps of a student (continue with --resume).
     #[arg(long, value_name = "N")]
     stop_after_steps: Option<u64>,
+    /// Keep the teacher's outputs on the train set in DIR and reuse them in later runs on the same
+    /// teacher, data and [data]/[teacher] settings (a sweep over students runs the teacher once).
+    #[arg(long, value_name = "DIR")]
+    teacher_cache: Option<PathBuf>,
     /// No progress output on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -103,7 +107,13 @@ fn main() -> ExitCode {
     });
     let verbosity = if args.quiet { Verbosity::Quiet } else { Verbosity::Normal };
     let result = match &args.resume {
-        Some(out) => distill::resume(out, args.teacher.as_deref(), verbosity, args.stop_after_steps),
+        Some(out) => distill::resume(
+            out,
+            args.teacher.as_deref(),
+            args.teacher_cache.as_deref(),
+            verbosity,
+            args.stop_after_steps,
+        ),
         None => distill::run(&TrainOptions {
             teacher: args.teacher.expect("clap requires --teacher"),
             student: args.student.expect("clap requires --student"),
@@ -114,6 +124,7 @@ fn main() -> ExitCode {
             sets: args.sets,
             verbosity,
             stop_after: args.stop_after_steps,
+            teacher_cache: args.teacher_cache,
         }),
     };
     match result {

@@ -20,6 +20,7 @@ use crate::progress::{Progress, Verbosity};
 use crate::report::{DataReport, Report, RunFacts};
 use crate::rundir::RunDir;
 use crate::students::{check_baseline, Data, Students};
+use crate::teacher_cache::CacheKey;
 
 /// Set by the binary's Ctrl-C handler: the trainer checkpoints and stops after the current step.
 pub static STOP: AtomicBool = AtomicBool::new(false);
@@ -45,6 +46,10 @@ pub struct TrainOptions {
     /// Checkpoint and stop after this many optimiser steps of a student (resume later).
     #[serde(skip)]
     pub stop_after: Option<u64>,
+    /// `--teacher-cache DIR`: the teacher's train-set outputs shared with other runs
+    /// ([`crate::teacher_cache`]).
+    #[serde(default)]
+    pub teacher_cache: Option<PathBuf>,
 }
 
 fn quiet() -> Verbosity {
@@ -74,11 +79,18 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
 }
 
 /// Continues the interrupted run whose `--out` was `out`; `teacher`, when given, is where the
-/// run's teacher file is now (it was moved or copied elsewhere since the run started).
+/// run's teacher file is now (it was moved or copied elsewhere since the run started), and
+/// `cache` the `--teacher-cache` folder to use instead of the run's own.
 ///
 /// # Errors
 /// [`DistillError::Usage`] when `out` has no interrupted run; then as [`run`].
-pub fn resume(out: &Path, teacher: Option<&Path>, verbosity: Verbosity, stop_after: Option<u64>) -> Result<Report> {
+pub fn resume(
+    out: &Path,
+    teacher: Option<&Path>,
+    cache: Option<&Path>,
+    verbosity: Verbosity,
+    stop_after: Option<u64>,
+) -> Result<Report> {
     let rundir = RunDir::reopen(out)?;
     let out = &rundir.out.clone();
     let saved = rundir.path("run.json");
@@ -88,6 +100,9 @@ pub fn resume(out: &Path, teacher: Option<&Path>, verbosity: Verbosity, stop_aft
     let mut opts = saved.options;
     if let Some(teacher) = teacher {
         opts.teacher = teacher.to_path_buf();
+    }
+    if let Some(cache) = cache {
+        opts.teacher_cache = Some(cache.to_path_buf());
     }
     opts.verbosity = verbosity;
     opts.stop_after = stop_after;
@@ -114,6 +129,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     };
     let files: Vec<(&str, &Path)> = files.iter().map(|(role, path)| (*role, path.as_path())).collect();
     let inputs = fingerprint::all(&files)?;
+    let cache_key = CacheKey::new(&inputs, settings.spec());
     let config = settings.to_toml();
     let resumable = Resumable { options: absolute(opts, out), config, inputs };
     rundir.write("run.json", &serde_json::to_vec_pretty(&resumable).expect("run.json serialises"))?;
@@ -125,6 +141,8 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         stop_after: opts.stop_after,
         baseline: opts.baseline,
         progress: &progress,
+        cache_key,
+        teacher_cache: opts.teacher_cache.as_deref(),
     };
     for (role, set) in [("train", &loaded.train), ("test", &loaded.test)] {
         if let Some(stats) = set.text_stats() {
@@ -177,7 +195,13 @@ fn input_files(opts: &TrainOptions, cfg: &RunConfig) -> Vec<(&'static str, PathB
 /// Options with absolute paths, so `--resume` works from any folder.
 fn absolute(opts: &TrainOptions, out: &Path) -> TrainOptions {
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    TrainOptions { teacher: abs(&opts.teacher), student: abs(&opts.student), out: Some(abs(out)), ..opts.clone() }
+    TrainOptions {
+        teacher: abs(&opts.teacher),
+        student: abs(&opts.student),
+        out: Some(abs(out)),
+        teacher_cache: opts.teacher_cache.as_deref().map(abs),
+        ..opts.clone()
+    }
 }
 
 /// `runs/<cfg stem>-<UTC time>`.
@@ -205,6 +229,7 @@ mod tests {
             sets: Vec::new(),
             verbosity: Verbosity::Quiet,
             stop_after: None,
+            teacher_cache: None,
         };
         let folder = path.parent().unwrap();
         let data = |name: &str| folder.join("../../data/minilm").join(name);

@@ -6,7 +6,8 @@
 //! Files, in the student's folder (the run folder, or its `baseline/`): `metrics.jsonl`,
 //! `checkpoints/`, the exports (see [`crate::export`]), and `student-report.json`, whose
 //! presence marks the student as finished (a resumed run skips it). Until the run finishes, its
-//! folder also holds [`TEACHER_OUTPUTS`], the cached soft targets a resumed run reads back.
+//! folder also holds [`TEACHER_OUTPUTS`], the cached soft targets a resumed run reads back
+//! (and `--teacher-cache` keeps them for other runs: [`teacher_cache`]).
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -17,7 +18,7 @@ use tch::{nn::VarStore, Device, Tensor};
 use crate::checkpoint;
 use crate::config::RunSettings;
 use crate::data::Dataset;
-use crate::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
+use crate::durable::{create_dir_all, write_atomic};
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, teacher_outputs};
 use crate::export::export;
@@ -27,6 +28,7 @@ use crate::progress::Progress;
 use crate::report::{Distilled, StudentReport, TeacherReport};
 use crate::student::{init_from_teacher, Student, StudentInit, TeacherInit};
 use crate::teacher::Teacher;
+use crate::teacher_cache::{self, CacheKey, Keyless};
 use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 
 /// The datasets on the device, and the teacher's weights a student starts from.
@@ -49,6 +51,10 @@ pub struct Students<'a> {
     /// `--baseline`: also train the alpha = 0 student.
     pub baseline: bool,
     pub progress: &'a Progress,
+    /// What the teacher's cached outputs were computed from ([`teacher_cache`]).
+    pub cache_key: CacheKey,
+    /// `--teacher-cache DIR`: the folder of teacher outputs shared by runs.
+    pub teacher_cache: Option<&'a Path>,
 }
 
 impl Students<'_> {
@@ -126,19 +132,35 @@ impl Students<'_> {
     }
 
     /// The teacher's outputs on the train set [N, ...] in row order, on the run's device. Computed
-    /// once and written to the run folder's [`TEACHER_OUTPUTS`] (atomically), so that a resumed
-    /// run, whose teacher and data its fingerprint proves unchanged, reads them back instead of
-    /// running the teacher again (the same soft targets, bit for bit, and none of the time: 4-8
-    /// minutes for the text demo's sentences on 2 cores). Removed when the run finishes.
+    /// once and written to the run folder's [`TEACHER_OUTPUTS`], so that a resumed run, whose
+    /// teacher and data its fingerprint proves unchanged, reads them back instead of running the
+    /// teacher again (the same soft targets, bit for bit, and none of the time: 4-8 minutes for
+    /// the text demo's sentences on 2 cores); removed when the run finishes. With
+    /// `--teacher-cache DIR` they are also looked up in, and written to, `DIR` under the run's
+    /// [`CacheKey`], so that other runs on the same teacher and data skip the teacher's pass.
     ///
     /// # Errors
     /// The teacher's errors; [`DistillError::Io`] naming the file when it cannot be written.
     fn cached_outputs(&self, teacher: &Teacher, train: &Dataset, eval_batch: usize) -> Result<Tensor> {
-        let (progress, n) = (self.progress, train.len());
+        let (progress, n, key) = (self.progress, train.len(), &self.cache_key);
         let path = self.dir.join(TEACHER_OUTPUTS);
         let device = self.settings.device();
-        if let Some(outputs) = read_outputs(&path, n) {
-            progress.line(format!("teacher: outputs of {n} train samples read from {}", path.display()));
+        let shared = self.teacher_cache.map(|dir| key.file_in(dir));
+        let in_run = teacher_cache::read(&path, key, n, Keyless::Trusted);
+        let in_shared = || shared.as_ref().and_then(|p| teacher_cache::read(p, key, n, Keyless::Refused));
+        let found = match in_run {
+            Some(outputs) => Some((outputs, &path)),
+            None => in_shared().map(|outputs| (outputs, shared.as_ref().expect("read from it"))),
+        };
+        if let Some((outputs, from)) = found {
+            progress.line(format!("teacher: outputs of {n} train samples read from {}", from.display()));
+            // each place that should hold them and does not gets them
+            if *from != path {
+                teacher_cache::write(&path, key, &outputs)?;
+            }
+            if let Some(shared) = shared.as_ref().filter(|p| *p != from && in_shared().is_none()) {
+                teacher_cache::write(shared, key, &outputs)?;
+            }
             return Ok(outputs.to_device(device));
         }
         let start = std::time::Instant::now();
@@ -150,24 +172,17 @@ impl Students<'_> {
             n as f64 / s.max(1e-9)
         ));
         let on_cpu = outputs.to_device(Device::Cpu);
-        write_atomic_keeping_extension(&path, |tmp| {
-            Tensor::write_safetensors(&[("outputs", &on_cpu)], tmp)
-                .map_err(|e| DistillError::io(&path, std::io::Error::other(e.to_string())))
-        })?;
+        teacher_cache::write(&path, key, &on_cpu)?;
+        if let Some(shared) = &shared {
+            teacher_cache::write(shared, key, &on_cpu)?;
+            progress.line(format!("teacher: outputs kept for other runs in {}", shared.display()));
+        }
         Ok(outputs)
     }
 }
 
 /// The run folder's copy of the teacher's outputs on the train set, while the run is unfinished.
 pub const TEACHER_OUTPUTS: &str = "teacher-outputs.safetensors";
-
-/// The outputs [`Students::cached_outputs`] wrote to `path`, when they are there, readable and
-/// `rows` long (anything else is computed again).
-fn read_outputs(path: &Path, rows: usize) -> Option<Tensor> {
-    let tensors = Tensor::read_safetensors(path).ok()?;
-    let (_, outputs) = tensors.into_iter().find(|(name, _)| name == "outputs")?;
-    (outputs.size().first() == Some(&(rows as i64))).then_some(outputs)
-}
 
 /// `--baseline` trains the student on labels alone: refused (before any output) where `spec`'s
 /// objective scores no classes or the `train` set has no labels.

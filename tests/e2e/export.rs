@@ -189,6 +189,7 @@ fn exports_load_on_a_cpu_only_machine() {
             sets: Vec::new(),
             verbosity: distill::progress::Verbosity::Quiet,
             stop_after: None,
+            teacher_cache: None,
         })
         .unwrap()
     };

@@ -1,11 +1,12 @@
 //! Sentence-encoder distillation on the text fixture (WordNet lines, the tiny BERT teacher of
 //! `make_text_fixtures.py`): the whole text pipeline (tokenise, cache the teacher's embeddings,
 //! train, resume, export, evaluate) checked against PyTorch's reading of the files.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use distill::data::{Dataset, TextTokenizer};
 use distill::progress::Verbosity;
-use e2e::{fixture, load_student, metrics_lines, python, run_stopped, serial, text_config, train};
+use distill::TrainOptions;
+use e2e::{fixture, load_student, metrics_lines, options, python, run, run_stopped, serial, text_config, train};
 use estimator_wasm::Config;
 use tch::Tensor;
 
@@ -78,7 +79,7 @@ fn an_interrupted_text_run_resumes_bit_for_bit() {
     assert!(err.is_interrupt(), "{err}");
     let resumed = {
         let _guard = serial();
-        distill::resume(&out, None, Verbosity::Quiet, None).unwrap()
+        distill::resume(&out, None, None, Verbosity::Quiet, None).unwrap()
     };
     let lines = |p: &Path| -> Vec<String> {
         metrics_lines(&p.join("metrics.jsonl"))
@@ -102,14 +103,16 @@ fn a_resumed_run_reads_the_teacher_outputs_its_first_part_cached() {
     let out = dir.path().join("run");
     assert!(run_stopped(&fixture("text/text-teacher.pt"), &cfg, &out, 40).is_interrupt());
     let cache = dir.path().join("run.partial").join(distill::students::TEACHER_OUTPUTS);
-    let outputs = Tensor::read_safetensors(&cache).unwrap().remove(0).1;
+    let tensors = Tensor::read_safetensors(&cache).unwrap();
+    let outputs = tensors.iter().find(|(name, _)| name == "outputs").map(|(_, t)| t.shallow_clone()).unwrap();
+    let key = tensors.iter().find(|(name, _)| name == "key").map(|(_, t)| t.shallow_clone()).unwrap();
     let norms = outputs.norm_scalaropt_dim(2, [1], false);
     assert_eq!(outputs.size()[1], 32);
     assert!((norms - 1.0).abs().max().double_value(&[]) < 1e-5, "the teacher's unit-length embeddings");
-    Tensor::write_safetensors(&[("outputs", &outputs.zeros_like())], &cache).unwrap();
+    Tensor::write_safetensors(&[("outputs", &outputs.zeros_like()), ("key", &key)], &cache).unwrap();
     {
         let _guard = serial();
-        distill::resume(&out, None, Verbosity::Quiet, None).unwrap();
+        distill::resume(&out, None, None, Verbosity::Quiet, None).unwrap();
     }
     let after: Vec<f64> = metrics_lines(&out.join("metrics.jsonl"))
         .iter()
@@ -121,6 +124,53 @@ fn a_resumed_run_reads_the_teacher_outputs_its_first_part_cached() {
         assert!((kd - 1.0 / 32.0).abs() < 1e-6, "kd {kd}: the resumed steps trained on the zeros it read");
     }
     assert!(!out.join(distill::students::TEACHER_OUTPUTS).exists(), "removed once the run finished");
+}
+
+/// `--teacher-cache DIR`: the first run keeps the teacher's train-set outputs in DIR, under a
+/// key naming what produced them; a second run with another student but the same teacher and
+/// data trains on what it reads there (replaced by zeros: every loss is mean(e^2) = 1/32 for the
+/// unit-length 32-wide embeddings e), and a run whose truncation differs computes its own.
+#[test]
+fn runs_on_the_same_teacher_and_data_share_the_teacher_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (teacher, cache) = (fixture("text/text-teacher.pt"), dir.path().join("cache"));
+    let kd_losses = |out: &Path| -> Vec<f64> {
+        metrics_lines(&out.join("metrics.jsonl"))
+            .iter()
+            .filter(|v| v["kind"] == "step")
+            .map(|v| v["kd"].as_f64().unwrap())
+            .collect()
+    };
+    let cached_run = |name: &str, edits: &[(&str, &str)]| {
+        let sub = dir.path().join(name);
+        std::fs::create_dir_all(&sub).unwrap();
+        let out = sub.join("run");
+        let opts =
+            TrainOptions { teacher_cache: Some(cache.clone()), ..options(&teacher, &text_config(&sub, edits), &out) };
+        run(&opts).unwrap();
+        out
+    };
+    let first = cached_run("a", &[]);
+    let files: Vec<PathBuf> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let mut tensors = Tensor::read_safetensors(&files[0]).unwrap();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    let (key, outputs) = (&tensors[0].1, &tensors[1].1);
+    assert_eq!((tensors[0].0.as_str(), tensors[1].0.as_str()), ("key", "outputs"));
+    let key_text = String::from_utf8(Vec::<u8>::try_from(key).unwrap()).unwrap();
+    assert!(key_text.starts_with("v1 teacher="), "{key_text}");
+    assert!(kd_losses(&first).iter().all(|kd| (kd - 1.0 / 32.0).abs() > 1e-3), "trained on the teacher's outputs");
+    Tensor::write_safetensors(&[("outputs", &outputs.zeros_like()), ("key", key)], &files[0]).unwrap();
+
+    let wider = cached_run("b", &[("mlp_width = 64", "mlp_width = 96")]);
+    let losses = kd_losses(&wider);
+    assert!(!losses.is_empty());
+    for kd in losses {
+        assert!((kd - 1.0 / 32.0).abs() < 1e-6, "kd {kd}: the second student trained on the zeros of the cache");
+    }
+    let shorter = cached_run("c", &[("input_shape = [64]", "input_shape = [48]")]);
+    assert!(kd_losses(&shorter).iter().all(|kd| (kd - 1.0 / 32.0).abs() > 1e-3), "another truncation: its own outputs");
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 2, "a file for each key");
 }
 
 #[test]
