@@ -42,6 +42,7 @@ from report import section, write_section  # noqa: E402
 
 MAX_TOKENS = 128
 CACHE_LINE = re.compile(r"outputs of (\d+) train samples cached in ([0-9.]+) s")
+CACHE_READ_LINE = re.compile(r"outputs of (\d+) train samples read from")
 
 
 def fail(msg: str):
@@ -150,7 +151,8 @@ def architecture(shapes: dict) -> str:
 
 def run_figures(run_dir: str) -> dict:
     """The run's own figures: report.json's (absent keys: None) and, from DIR.log, how many
-    train sentences the teacher embedded and in how many seconds."""
+    train sentences the teacher embedded and in how many seconds (or that it read them from
+    another run's cache: `teacher_cache_read`)."""
     out = {}
     path = os.path.join(run_dir, "report.json")
     if os.path.isfile(path):
@@ -171,9 +173,12 @@ def run_figures(run_dir: str) -> dict:
     log = run_dir.rstrip("/") + ".log"
     if os.path.isfile(log):
         with open(log, encoding="utf-8", errors="replace") as f:
-            found = CACHE_LINE.findall(f.read())
+            text = f.read()
+        found = CACHE_LINE.findall(text)
         if found:
             out["teacher_cache_sentences"], out["teacher_cache_seconds"] = int(found[-1][0]), float(found[-1][1])
+        elif CACHE_READ_LINE.search(text):
+            out["teacher_cache_read"] = True
     return out
 
 

@@ -53,7 +53,7 @@ def run_rows(result: dict) -> str:
         if not r:
             rows.append(f"| {m['name']} | no report.json (not a distill run) | | | | | | | |")
             continue
-        cache = _num(r.get("teacher_cache_seconds"), ",.0f")
+        cache = "read from another run's" if r.get("teacher_cache_read") else _num(r.get("teacher_cache_seconds"), ",.0f")
         rows.append(
             f"| {m['name']} | `{r.get('config') or '-'}` | {_num(r.get('train_samples'), ',')} | {cache} "
             f"| {_num(r.get('train_seconds'), ',.0f')} | {_num(r.get('samples_per_s'), ',.0f')} "
