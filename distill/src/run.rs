@@ -117,6 +117,9 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let device = parse_device(&opts.device)?;
     check_trainable(&cfg.spec, &cfg.path)?;
     check_transformer_head(&cfg.spec, &cfg.path)?;
+    if let Some(cache) = &opts.teacher_cache {
+        crate::teacher_cache::check_folder(cache, out)?;
+    }
     let progress = Progress::new(opts.verbosity);
     let files = input_files(opts, &cfg);
     let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;

@@ -87,6 +87,12 @@ impl Students<'_> {
             progress.warn(w.clone());
         }
         teacher.ensure_eval()?;
+        if self.teacher_cache.is_some() && !(spec.kd.alpha > 0.0 && spec.teacher.cache_logits) {
+            progress.warn(
+                "--teacher-cache has no effect: this run caches no teacher outputs (kd.alpha = 0 or teacher.cache_logits = false)"
+                    .into(),
+            );
+        }
         let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
             (false, _) => SoftTargets::None,
             (true, true) => SoftTargets::Cached(self.cached_outputs(teacher, train_set, eval_batch)?),
@@ -159,7 +165,7 @@ impl Students<'_> {
                 teacher_cache::write(&path, key, &outputs)?;
             }
             if let Some(shared) = shared.as_ref().filter(|p| *p != from && in_shared().is_none()) {
-                teacher_cache::write(shared, key, &outputs)?;
+                self.keep_shared(shared, &outputs);
             }
             return Ok(outputs.to_device(device));
         }
@@ -174,10 +180,18 @@ impl Students<'_> {
         let on_cpu = outputs.to_device(Device::Cpu);
         teacher_cache::write(&path, key, &on_cpu)?;
         if let Some(shared) = &shared {
-            teacher_cache::write(shared, key, &on_cpu)?;
-            progress.line(format!("teacher: outputs kept for other runs in {}", shared.display()));
+            self.keep_shared(shared, &on_cpu);
         }
         Ok(outputs)
+    }
+
+    /// Writes the outputs to the `--teacher-cache` file `shared`; the cache is optional, so a
+    /// failure is a warning and the run goes on.
+    fn keep_shared(&self, shared: &Path, outputs: &Tensor) {
+        match teacher_cache::write(shared, &self.cache_key, outputs) {
+            Ok(()) => self.progress.line(format!("teacher: outputs kept for other runs in {}", shared.display())),
+            Err(e) => self.progress.warn(format!("--teacher-cache: {e}; the run goes on without keeping them")),
+        }
     }
 }
 

@@ -3,10 +3,11 @@
 //! that students distilled from the same teacher on the same data (a sweep over student sizes,
 //! the benchmark's students) compute them once.
 //!
-//! A file is a safetensors with `outputs` ([N, ...] float, the train set's rows in order) and
-//! `key` (u8 [K]): the text [`CacheKey`] that names what produced the outputs. A file is used
-//! only when its key equals the run's and its row count the train set's; anything else
-//! (another teacher, other data, a torn or foreign file) is computed again, never trusted.
+//! A file is a safetensors with `outputs` ([N, ...] float, the train set's rows in order), `key`
+//! (u8 [K]): the text [`CacheKey`] that names what produced the outputs, and `crc32` (int64 [1]):
+//! the CRC-32 of the outputs' bytes. A file is used only when its key equals the run's, its row
+//! count the train set's and its outputs their CRC; anything else (another teacher, other data, a
+//! torn, damaged or foreign file) is computed again, never trusted.
 use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::Config;
@@ -35,8 +36,10 @@ impl CacheKey {
             .collect();
         // the files count by content (above), not by path; the held-out file and the order of the
         // training batches do not change the train set's outputs
+        // (a test file given or not does: without one, `holdout` splits the train file)
         let mut data = spec.data.clone();
-        (data.train, data.test, data.tokenizer, data.bucket_by_length) = (None, None, None, false);
+        let test = data.test.as_ref().map(|_| "given".to_string());
+        (data.train, data.test, data.tokenizer, data.bucket_by_length) = (None, test, None, false);
         let mut teacher = spec.teacher.clone();
         (teacher.params, teacher.buffers, teacher.preset, teacher.arch) = (None, None, None, None);
         let seed = data.holdout.map(|_| format!(" seed={}", spec.train.seed)).unwrap_or_default();
@@ -48,6 +51,32 @@ impl CacheKey {
     pub fn file_in(&self, dir: &Path) -> PathBuf {
         dir.join(format!("teacher-{:08x}.safetensors", crc32fast::hash(self.0.as_bytes())))
     }
+}
+
+/// Refuses, before any work, a `--teacher-cache` folder that is a file, or that is the run's
+/// output folder `out` or lies inside it (`out` and `out.partial` are renamed and replaced).
+///
+/// # Errors
+/// [`DistillError::Usage`] naming the folder and what to give instead.
+pub fn check_folder(cache: &Path, out: &Path) -> Result<()> {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (cache_abs, out_abs) = (abs(cache), abs(out));
+    let mut partial = out_abs.clone().into_os_string();
+    partial.push(".partial");
+    if cache.is_file() {
+        return Err(DistillError::Usage(format!(
+            "--teacher-cache {} is a file: give a folder (it is created if missing)",
+            cache.display()
+        )));
+    }
+    if cache_abs.starts_with(&out_abs) || cache_abs.starts_with(PathBuf::from(partial)) {
+        return Err(DistillError::Usage(format!(
+            "--teacher-cache {} is inside the run's folder {}, which is renamed when the run ends: give a folder outside it (e.g. runs/teacher-cache)",
+            cache.display(),
+            out.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Whether a file without a `key` is used: in a run's own folder it is (distill before 0.x wrote
@@ -68,11 +97,25 @@ pub fn read(path: &Path, key: &CacheKey, rows: usize, keyless: Keyless) -> Optio
         None => keyless == Keyless::Trusted,
     };
     let outputs = find("outputs")?;
-    (key_matches && outputs.size().first() == Some(&(rows as i64))).then(|| outputs.shallow_clone())
+    let intact = match find("crc32") {
+        Some(stored) => stored.int64_value(&[0]) == i64::from(crc_of(outputs)),
+        None => find("key").is_none() && keyless == Keyless::Trusted,
+    };
+    (key_matches && intact && outputs.size().first() == Some(&(rows as i64))).then(|| outputs.shallow_clone())
 }
 
-/// Writes `outputs` (on the CPU) and `key` to `path` atomically, creating its folder; the temp
-/// file carries the process id, so runs sharing a cache folder never write the same temp file.
+/// The CRC-32 of a CPU tensor's bytes in row-major order.
+fn crc_of(t: &Tensor) -> u32 {
+    let t = t.contiguous();
+    let numel = t.numel();
+    let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
+    t.copy_data_u8(&mut bytes, numel);
+    crc32fast::hash(&bytes)
+}
+
+/// Writes `outputs` (on the CPU), `key` and the outputs' CRC-32 to `path` atomically, creating
+/// its folder; the temp file carries the process id, so runs sharing a cache folder never write
+/// the same temp file.
 ///
 /// # Errors
 /// [`DistillError::Io`] naming `path`.
@@ -82,10 +125,12 @@ pub fn write(path: &Path, key: &CacheKey, outputs: &Tensor) -> Result<()> {
         create_dir_all(dir).map_err(|e| DistillError::io(dir, e))?;
     }
     let key_tensor = Tensor::from_slice(key.0.as_bytes()).to_kind(Kind::Uint8);
+    let crc = Tensor::from_slice(&[i64::from(crc_of(outputs))]);
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!("{stem}.tmp-{}.safetensors", std::process::id()));
     replace_via(path, &tmp, |tmp| {
-        Tensor::write_safetensors(&[("outputs", outputs), ("key", &key_tensor)], tmp).map_err(|e| io(e.to_string()))
+        Tensor::write_safetensors(&[("outputs", outputs), ("key", &key_tensor), ("crc32", &crc)], tmp)
+            .map_err(|e| io(e.to_string()))
     })
 }
 
@@ -111,7 +156,7 @@ mod tests {
     fn the_key_follows_what_feeds_the_teacher_and_nothing_else() {
         let base = CacheKey::new(&files(1), &spec(""));
         let mut data = spec("").data;
-        (data.train, data.test, data.tokenizer) = (None, None, None);
+        (data.train, data.test, data.tokenizer) = (None, Some("given".into()), None);
         let teacher = spec("").teacher;
         assert_eq!(base.0, format!("v1 teacher=10:00000001 data.train=10:00000002 data={data:?} teacher={teacher:?}"));
         // the test file, student.init, the paths, batch order and the teacher's size description do not count
@@ -134,6 +179,28 @@ mod tests {
         assert_ne!(CacheKey::new(&files(1), &spec("[teacher]\nprecision = \"bf16\"")), base);
         let split = Config { data: DataSpec { test: None, holdout: Some(0.1), ..spec("").data }, ..spec("") };
         assert!(CacheKey::new(&files(1), &split).0.ends_with(" seed=0"), "{:?}", CacheKey::new(&files(1), &split));
+        // a holdout beside a test file is not applied: not the same train rows as the split
+        let both = Config { data: DataSpec { holdout: Some(0.1), ..spec("").data }, ..spec("") };
+        assert_ne!(CacheKey::new(&files(1), &both), CacheKey::new(&files(1), &split));
+    }
+
+    #[test]
+    fn a_cache_folder_inside_the_run_folder_or_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        check_folder(&dir.path().join("cache"), &out).unwrap();
+        check_folder(&dir.path().join("run-cache"), &out).unwrap();
+        for inside in [out.clone(), out.join("cache"), dir.path().join("run.partial/c")] {
+            let e = check_folder(&inside, &out).unwrap_err().to_string();
+            assert!(e.contains("is inside the run's folder") && e.ends_with("(e.g. runs/teacher-cache)"), "{e}");
+        }
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let e = check_folder(&file, &out).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("--teacher-cache {} is a file: give a folder (it is created if missing)", file.display())
+        );
     }
 
     #[test]
@@ -150,6 +217,14 @@ mod tests {
         let names: Vec<_> =
             std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "no temp file left: {names:?}");
+        // damaged outputs under an intact header: their CRC no longer matches
+        let mut tensors = Tensor::read_safetensors(&path).unwrap();
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        let damaged = outputs.copy();
+        let _ = damaged.get(0).fill_(9.0);
+        Tensor::write_safetensors(&[("outputs", &damaged), ("key", &tensors[1].1), ("crc32", &tensors[0].1)], &path)
+            .unwrap();
+        assert!(read(&path, &key, 3, Keyless::Trusted).is_none(), "damaged outputs");
         // a run folder's file from before the key: used there, never from a shared folder
         Tensor::write_safetensors(&[("outputs", &outputs)], &path).unwrap();
         assert!(read(&path, &key, 3, Keyless::Trusted).is_some());

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use distill::data::{Dataset, TextTokenizer};
 use distill::progress::Verbosity;
+use distill::teacher_cache::{self, CacheKey};
 use distill::TrainOptions;
 use e2e::{fixture, load_student, metrics_lines, options, python, run, run_stopped, serial, text_config, train};
 use estimator_wasm::Config;
@@ -104,12 +105,13 @@ fn a_resumed_run_reads_the_teacher_outputs_its_first_part_cached() {
     assert!(run_stopped(&fixture("text/text-teacher.pt"), &cfg, &out, 40).is_interrupt());
     let cache = dir.path().join("run.partial").join(distill::students::TEACHER_OUTPUTS);
     let tensors = Tensor::read_safetensors(&cache).unwrap();
-    let outputs = tensors.iter().find(|(name, _)| name == "outputs").map(|(_, t)| t.shallow_clone()).unwrap();
-    let key = tensors.iter().find(|(name, _)| name == "key").map(|(_, t)| t.shallow_clone()).unwrap();
+    let find = |want: &str| tensors.iter().find(|(name, _)| name == want).map(|(_, t)| t.shallow_clone()).unwrap();
+    let (outputs, key) =
+        (find("outputs"), CacheKey(String::from_utf8(Vec::<u8>::try_from(find("key")).unwrap()).unwrap()));
     let norms = outputs.norm_scalaropt_dim(2, [1], false);
     assert_eq!(outputs.size()[1], 32);
     assert!((norms - 1.0).abs().max().double_value(&[]) < 1e-5, "the teacher's unit-length embeddings");
-    Tensor::write_safetensors(&[("outputs", &outputs.zeros_like()), ("key", &key)], &cache).unwrap();
+    teacher_cache::write(&cache, &key, &outputs.zeros_like()).unwrap();
     {
         let _guard = serial();
         distill::resume(&out, None, None, Verbosity::Quiet, None).unwrap();
@@ -155,12 +157,12 @@ fn runs_on_the_same_teacher_and_data_share_the_teacher_cache() {
     assert_eq!(files.len(), 1, "{files:?}");
     let mut tensors = Tensor::read_safetensors(&files[0]).unwrap();
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    let (key, outputs) = (&tensors[0].1, &tensors[1].1);
-    assert_eq!((tensors[0].0.as_str(), tensors[1].0.as_str()), ("key", "outputs"));
-    let key_text = String::from_utf8(Vec::<u8>::try_from(key).unwrap()).unwrap();
-    assert!(key_text.starts_with("v1 teacher="), "{key_text}");
+    let names: Vec<&str> = tensors.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["crc32", "key", "outputs"]);
+    let key = CacheKey(String::from_utf8(Vec::<u8>::try_from(&tensors[1].1).unwrap()).unwrap());
+    assert!(key.0.starts_with("v1 teacher="), "{key:?}");
     assert!(kd_losses(&first).iter().all(|kd| (kd - 1.0 / 32.0).abs() > 1e-3), "trained on the teacher's outputs");
-    Tensor::write_safetensors(&[("outputs", &outputs.zeros_like()), ("key", key)], &files[0]).unwrap();
+    teacher_cache::write(&files[0], &key, &tensors[2].1.zeros_like()).unwrap();
 
     let wider = cached_run("b", &[("mlp_width = 64", "mlp_width = 96")]);
     let losses = kd_losses(&wider);
