@@ -118,13 +118,15 @@ def run_case(a, name, precision, env):
                 run_dir = os.path.join(out, f"distill-{rep}")
                 _, wall, rss = timed(distill_cmd(a, cfg, run_dir, sets), env, log)
                 with open(os.path.join(run_dir, "report.json")) as f:
-                    s = json.load(f)["student"]
+                    report = json.load(f)
+                s = report["student"]
                 first = first_metrics_line(run_dir)
                 r = {
                     "samples_per_s": s["samples_per_s"],
                     "train_seconds": s["train_seconds"],
                     "test_accuracy": s["test_accuracy"],
                     "first_window_loss": loss_of(first) if first else float("nan"),
+                    "teacher_cache_seconds": report["teacher"].get("train_outputs_seconds") or float("nan"),
                 }
             else:
                 cmd = eager + (["--compile"] if side == "compile" else [])
@@ -133,7 +135,31 @@ def run_case(a, name, precision, env):
             r.update(wall=wall, rss_mib=rss)
             runs[side].append(r)
             print(f"   {r['samples_per_s']:.0f} samples/s, wall {wall:.1f} s, {rss:.0f} MiB", file=sys.stderr, flush=True)
+    # The teacher run on every batch instead of cached (teacher.cache_logits = false): one
+    # distill run of one epoch, against the cached runs' samples/s and their one-time pass.
+    live_dir = os.path.join(out, "distill-live-teacher")
+    print(f"== {case}: distill with the teacher live (1 epoch)", file=sys.stderr, flush=True)
+    live_sets = [s for s in sets if not s.startswith("train.epochs=")] + ["train.epochs=1", "teacher.cache_logits=false"]
+    _, live_wall, _ = timed(distill_cmd(a, cfg, live_dir, live_sets), env, os.path.join(out, "distill-live-teacher.log"))
+    with open(os.path.join(live_dir, "report.json")) as f:
+        live = json.load(f)
+    cache_s = [r["teacher_cache_seconds"] for r in runs["distill"]]
+    teacher = {
+        "live_samples_per_s": live["student"]["samples_per_s"],
+        "live_wall": live_wall,
+        "distill_cache_seconds": statistics.median(cache_s),
+    }
+    # The exported student (the last distill repetition's) as users load it.
+    last = os.path.join(out, f"distill-{a.reps - 1}")
+    lat = subprocess.run(
+        [sys.executable, os.path.join(HERE, "latency.py"), "--student", cfg, "--run", last, "--threads", str(a.threads)],
+        env=env, check=True, stdout=subprocess.PIPE, text=True,
+    )
+    latency = json.loads(lat.stdout.strip().splitlines()[-1])
+    with open(os.path.join(last, "report.json")) as f:
+        latency["distill"] = json.load(f)["student"]["latency"]
     result = {"case": case, "cfg": cfg, "precision": precision, "distill_first_loss": distill_first, "runs": runs}
+    result.update(teacher=teacher, latency=latency)
     result["load_average"] = os.getloadavg()
     with open(os.path.join(out, "result.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -162,9 +188,31 @@ def row(result):
     window = f"{median(d, 'first_window_loss'):.5f} / {median(e, 'first_window_loss'):.5f}"
     return (
         f"| {result['case']} | {spread(d, 'samples_per_s')} | {spread(e, 'samples_per_s')} | **{sd / se:.2f}x** | {sc} "
-        f"| {median(d, 'wall'):.1f} / {median(e, 'wall'):.1f} | {median(e, 'teacher_cache_seconds'):.1f} "
+        f"| {median(d, 'wall'):.1f} / {median(e, 'wall'):.1f} "
+        f"| {median(d, 'teacher_cache_seconds'):.1f} / {median(e, 'teacher_cache_seconds'):.1f} "
         f"| {median(d, 'rss_mib'):.0f} / {median(e, 'rss_mib'):.0f} "
         f"| {result['distill_first_loss']:.6f} / {first_e:.6f} ({diff:.1e}) | {window} | {acc(d)} / {acc(e)} |"
+    )
+
+
+def wall_split(runs):
+    """`teacher pass + training steps + the rest` of the median repetition's wall seconds."""
+    wall, cache, train = (median(runs, k) for k in ("wall", "teacher_cache_seconds", "train_seconds"))
+    return f"{wall:.1f} = {cache:.1f} + {train:.1f} + {wall - cache - train:.1f}"
+
+
+def cost_row(result):
+    """The teacher cache's cost and gain, the wall time's parts and the exported student's latency."""
+    runs, t, lat = result["runs"], result.get("teacher"), result.get("latency")
+    if not t or not lat:
+        return f"| {result['case']} | not measured | | | | | |"
+    cached = median(runs["distill"], "samples_per_s")
+    d = lat["distill"]
+    return (
+        f"| {result['case']} | {t['distill_cache_seconds']:.1f} | {cached:,.0f} / {t['live_samples_per_s']:,.0f} "
+        f"(**{cached / t['live_samples_per_s']:.1f}x**) | {wall_split(runs['distill'])} | {wall_split(runs['eager'])} "
+        f"| {lat['jit_batch_1_ms']:.3f} / {lat['eager_batch_1_ms']:.3f} / {d['batch_1_ms']:.3f} "
+        f"| {lat['jit_batch_256_ms']:.2f} / {lat['eager_batch_256_ms']:.2f} / {d['batch_256_ms']:.2f} |"
     )
 
 
@@ -193,12 +241,20 @@ def cpu_flags():
 def section(a, results):
     head = (
         "| case | distill samples/s | eager samples/s | ratio | torch.compile samples/s "
-        "| wall s (distill / eager) | of which teacher cache (eager) s | peak RSS MiB (distill / eager) "
+        "| wall s (distill / eager) | of which teacher cache s (distill / eager) | peak RSS MiB (distill / eager) "
         f"| first-step loss (distill / eager, diff) | mean loss of the first {a.log_every} steps "
         "| test accuracy % (distill / eager, each rep) |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
     )
     rows = "\n".join(row(r) for r in results)
+    cost_head = (
+        "| case | teacher pass s (distill, once) | training samples/s, cached / teacher live (gain) "
+        "| distill wall s = teacher pass + training + rest | eager wall s = teacher pass + training + rest "
+        "| exported student, batch 1 ms: `torch.jit.load` / eager PyTorch / distill in-process "
+        "| batch 256 ms: jit / eager / distill |\n"
+        "|---|---:|---:|---|---|---:|---:|"
+    )
+    cost_rows = "\n".join(cost_row(r) for r in results)
     loads = ", ".join(f"{r['case']} {r['load_average'][0]:.2f}" for r in results if "load_average" in r)
     loads = f" One-minute load average at the end of each case: {loads}." if loads else ""
     teacher_accuracy = results[0]["runs"]["eager"][0]["teacher_accuracy"] if results else float("nan")
@@ -230,6 +286,19 @@ The first-step loss is the loss of the first batch from the same initial weights
 update (distill: a separate run with `train.log_every = 1` stopped after one step); the next
 column compares the mean of the first {a.log_every} steps (distill's first metrics line), where
 both sides have updated the weights {a.log_every - 1} times. torch.compile: {a.compile_note}
+
+What the cached teacher saves, where the wall time goes, and what the exported student costs at
+inference. The teacher-live column is one more distill run per case, of one epoch, with
+`teacher.cache_logits = false` (the teacher's forward on every batch). "The rest" of a wall time
+is everything but the teacher pass and the training steps: process start, data and teacher
+load, an evaluation per epoch, export (and for distill checkpoints and its own latency
+measurement). Latency: the last distill repetition's `student.pt` under `torch.jit.load` and its
+`student.safetensors` in `kd_eager.py`'s eager module (`bench/throughput/latency.py`: median of
+200 calls at batch 1, 20 at batch 256, {a.threads} threads, inference mode), beside distill's own
+in-process figure from its report.
+
+{cost_head}
+{cost_rows}
 {END}"""
 
 

@@ -238,7 +238,7 @@ def main():
     epochs = args.epochs or int(train.get("epochs", 10))
     batch = args.batch_size or int(train.get("batch_size", 128))
     precision = args.precision or train.get("precision", "fp32")
-    eval_batch = int(train.get("eval_batch_size", 1024))
+    eval_batch = int(train.get("eval_batch_size", 256))  # distill's default (schema/defaults.rs)
     temperature, alpha = float(kd.get("temperature", 4.0)), float(kd.get("alpha", 0.5))
     log_every = int(train.get("log_every", 50))
 

@@ -29,6 +29,16 @@ pub struct TeacherReport {
     /// Set when the teacher's test accuracy is at chance level (with what to check).
     #[serde(default)]
     pub warning: Option<String>,
+    /// Where the soft targets of the train set came from: `"computed"` (one teacher pass over
+    /// it before training), `"read"` (the run folder's copy or `--teacher-cache`), `"live"`
+    /// (the teacher runs on every batch: `teacher.cache_logits = false`) or `"none"`
+    /// (`kd.alpha = 0`).
+    #[serde(default)]
+    pub train_outputs: Option<String>,
+    /// Seconds spent getting them before training (the pass, or reading the file); `null` for
+    /// `"live"` and `"none"`.
+    #[serde(default)]
+    pub train_outputs_seconds: Option<f64>,
 }
 
 /// One trained student (the KD run or its alpha = 0 baseline).

@@ -93,10 +93,14 @@ impl Students<'_> {
                     .into(),
             );
         }
-        let targets = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
-            (false, _) => SoftTargets::None,
-            (true, true) => SoftTargets::Cached(self.cached_outputs(teacher, train_set, eval_batch)?),
-            (true, false) => SoftTargets::Live(teacher),
+        let (targets, train_outputs, train_outputs_seconds) = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
+            (false, _) => (SoftTargets::None, "none", None),
+            (true, true) => {
+                let start = std::time::Instant::now();
+                let (outputs, how) = self.cached_outputs(teacher, train_set, eval_batch)?;
+                (SoftTargets::Cached(outputs), how, Some(start.elapsed().as_secs_f64()))
+            }
+            (true, false) => (SoftTargets::Live(teacher), "live", None),
         };
         let inputs = TrainInputs {
             settings,
@@ -133,6 +137,8 @@ impl Students<'_> {
             test_accuracy: teacher_accuracy,
             chance_accuracy,
             warning,
+            train_outputs: Some(train_outputs.into()),
+            train_outputs_seconds,
         };
         Ok(Distilled { teacher, student, baseline })
     }
@@ -147,7 +153,9 @@ impl Students<'_> {
     ///
     /// # Errors
     /// The teacher's errors; [`DistillError::Io`] naming the file when it cannot be written.
-    fn cached_outputs(&self, teacher: &Teacher, train: &Dataset, eval_batch: usize) -> Result<Tensor> {
+    /// Returns the outputs and how they were had (`"read"` or `"computed"`, as
+    /// [`TeacherReport::train_outputs`] reports it).
+    fn cached_outputs(&self, teacher: &Teacher, train: &Dataset, eval_batch: usize) -> Result<(Tensor, &'static str)> {
         let (progress, n, key) = (self.progress, train.len(), &self.cache_key);
         let path = self.dir.join(TEACHER_OUTPUTS);
         let device = self.settings.device();
@@ -167,7 +175,7 @@ impl Students<'_> {
             if let Some(shared) = shared.as_ref().filter(|p| *p != from && in_shared().is_none()) {
                 self.keep_shared(shared, &outputs);
             }
-            return Ok(outputs.to_device(device));
+            return Ok((outputs.to_device(device), "read"));
         }
         let start = std::time::Instant::now();
         let bar = progress.samples("cache", n as u64);
@@ -182,7 +190,7 @@ impl Students<'_> {
         if let Some(shared) = &shared {
             self.keep_shared(shared, &on_cpu);
         }
-        Ok(outputs)
+        Ok((outputs, "computed"))
     }
 
     /// Writes the outputs to the `--teacher-cache` file `shared`; the cache is optional, so a

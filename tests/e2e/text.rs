@@ -152,7 +152,16 @@ fn runs_on_the_same_teacher_and_data_share_the_teacher_cache() {
         run(&opts).unwrap();
         out
     };
+    let teacher_outputs = |out: &Path| -> (String, f64) {
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        let t = &report["teacher"];
+        (t["train_outputs"].as_str().unwrap().to_string(), t["train_outputs_seconds"].as_f64().unwrap())
+    };
     let first = cached_run("a", &[]);
+    let (how, seconds) = teacher_outputs(&first);
+    assert_eq!(how, "computed");
+    assert!(seconds > 0.0);
     let files: Vec<PathBuf> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(files.len(), 1, "{files:?}");
     let mut tensors = Tensor::read_safetensors(&files[0]).unwrap();
@@ -165,6 +174,7 @@ fn runs_on_the_same_teacher_and_data_share_the_teacher_cache() {
     teacher_cache::write(&files[0], &key, &tensors[2].1.zeros_like()).unwrap();
 
     let wider = cached_run("b", &[("mlp_width = 64", "mlp_width = 96")]);
+    assert_eq!(teacher_outputs(&wider).0, "read", "the second student reads the first one's outputs");
     let losses = kd_losses(&wider);
     assert!(!losses.is_empty());
     for kd in losses {
