@@ -29,16 +29,28 @@ pub struct TeacherReport {
     /// Set when the teacher's test accuracy is at chance level (with what to check).
     #[serde(default)]
     pub warning: Option<String>,
-    /// Where the soft targets of the train set came from: `"computed"` (one teacher pass over
-    /// it before training), `"read"` (the run folder's copy or `--teacher-cache`), `"live"`
-    /// (the teacher runs on every batch: `teacher.cache_logits = false`) or `"none"`
-    /// (`kd.alpha = 0`).
+    /// Where the soft targets of the train set came from (`null` in reports of older runs).
     #[serde(default)]
-    pub train_outputs: Option<String>,
+    pub train_outputs: Option<TrainOutputs>,
     /// Seconds spent getting them before training (the pass, or reading the file); `null` for
     /// `"live"` and `"none"`.
     #[serde(default)]
     pub train_outputs_seconds: Option<f64>,
+}
+
+/// How a run had the teacher's outputs on the train set (its soft targets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrainOutputs {
+    /// One teacher pass over the train set before training.
+    Computed,
+    /// Read back: the run folder's copy (a resumed run) or `--teacher-cache`.
+    Read,
+    /// The teacher runs on every batch (`teacher.cache_logits = false`).
+    Live,
+    /// No teacher term (`kd.alpha = 0`).
+    #[serde(rename = "none")]
+    NoTeacher,
 }
 
 /// One trained student (the KD run or its alpha = 0 baseline).

@@ -25,7 +25,7 @@ use crate::export::export;
 use crate::metrics::MetricsLog;
 use crate::preflight::chance_warning;
 use crate::progress::Progress;
-use crate::report::{Distilled, StudentReport, TeacherReport};
+use crate::report::{Distilled, StudentReport, TeacherReport, TrainOutputs};
 use crate::student::{init_from_teacher, Student, StudentInit, TeacherInit};
 use crate::teacher::Teacher;
 use crate::teacher_cache::{self, CacheKey, Keyless};
@@ -94,13 +94,13 @@ impl Students<'_> {
             );
         }
         let (targets, train_outputs, train_outputs_seconds) = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
-            (false, _) => (SoftTargets::None, "none", None),
+            (false, _) => (SoftTargets::None, TrainOutputs::NoTeacher, None),
             (true, true) => {
                 let start = std::time::Instant::now();
                 let (outputs, how) = self.cached_outputs(teacher, train_set, eval_batch)?;
                 (SoftTargets::Cached(outputs), how, Some(start.elapsed().as_secs_f64()))
             }
-            (true, false) => (SoftTargets::Live(teacher), "live", None),
+            (true, false) => (SoftTargets::Live(teacher), TrainOutputs::Live, None),
         };
         let inputs = TrainInputs {
             settings,
@@ -137,7 +137,7 @@ impl Students<'_> {
             test_accuracy: teacher_accuracy,
             chance_accuracy,
             warning,
-            train_outputs: Some(train_outputs.into()),
+            train_outputs: Some(train_outputs),
             train_outputs_seconds,
         };
         Ok(Distilled { teacher, student, baseline })
@@ -153,9 +153,9 @@ impl Students<'_> {
     ///
     /// # Errors
     /// The teacher's errors; [`DistillError::Io`] naming the file when it cannot be written.
-    /// Returns the outputs and how they were had (`"read"` or `"computed"`, as
-    /// [`TeacherReport::train_outputs`] reports it).
-    fn cached_outputs(&self, teacher: &Teacher, train: &Dataset, eval_batch: usize) -> Result<(Tensor, &'static str)> {
+    /// Returns the outputs and how they were had ([`TrainOutputs::Read`] or
+    /// [`TrainOutputs::Computed`]).
+    fn cached_outputs(&self, teacher: &Teacher, train: &Dataset, eval_batch: usize) -> Result<(Tensor, TrainOutputs)> {
         let (progress, n, key) = (self.progress, train.len(), &self.cache_key);
         let path = self.dir.join(TEACHER_OUTPUTS);
         let device = self.settings.device();
@@ -175,7 +175,7 @@ impl Students<'_> {
             if let Some(shared) = shared.as_ref().filter(|p| *p != from && in_shared().is_none()) {
                 self.keep_shared(shared, &outputs);
             }
-            return Ok((outputs.to_device(device), "read"));
+            return Ok((outputs.to_device(device), TrainOutputs::Read));
         }
         let start = std::time::Instant::now();
         let bar = progress.samples("cache", n as u64);
@@ -190,7 +190,7 @@ impl Students<'_> {
         if let Some(shared) = &shared {
             self.keep_shared(shared, &on_cpu);
         }
-        Ok((outputs, "computed"))
+        Ok((outputs, TrainOutputs::Computed))
     }
 
     /// Writes the outputs to the `--teacher-cache` file `shared`; the cache is optional, so a
