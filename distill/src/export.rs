@@ -23,7 +23,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use estimator_wasm::schema::arch;
 use estimator_wasm::schema::{Config, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
@@ -123,20 +122,20 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
     let named = crate::student::trainable(&vs);
     let dense_latency = cpu_latency(spec, &dense_st, inputs.test)?;
 
-    let prune = match &pruner {
-        Some(p) => {
-            let shrunk = match structured {
-                Some(p) => Some(export_shrunk(inputs, &vs, &student, p, dir)?),
-                None => None,
-            };
-            Some(prune_report(p, &named, &dense_st, shrunk, dense_latency))
-        }
-        None => None,
-    };
     let (st, ts) = (dir.join("student.safetensors"), dir.join("student.pt"));
-    let (params, latency) = match prune.as_ref().and_then(|p| p.shrunk.as_ref()) {
-        Some(s) => (s.params, cpu_latency(&shrunk_spec(spec, s), &st, inputs.test)?),
-        None => (student.params(), dense_latency),
+    let (prune, params, latency) = match &pruner {
+        Some(p) => {
+            let (shrunk, params, latency) = match structured {
+                Some(p) => {
+                    let (report, narrow) = export_shrunk(inputs, &vs, &student, p, dir)?;
+                    let latency = cpu_latency(&narrow, &st, inputs.test)?;
+                    (Some(report.clone()), report.params, latency)
+                }
+                None => (None, student.params(), dense_latency),
+            };
+            (Some(prune_report(p, &named, &dense_st, shrunk, dense_latency)), params, latency)
+        }
+        None => (None, student.params(), dense_latency),
     };
     Ok(StudentReport {
         alpha: spec.kd.alpha,
@@ -183,14 +182,14 @@ pub fn check_finite(vs: &VarStore) -> Result<()> {
 }
 
 /// Shrinks a structured-pruned student, checks it against the masked one on the test set, and
-/// exports it with its cfg.
+/// exports it with its cfg; returns what the report says of it and that cfg.
 fn export_shrunk(
     inputs: &TrainInputs,
     vs: &VarStore,
     student: &Student,
     pruner: &Pruner,
     dir: &Path,
-) -> Result<ShrunkReport> {
+) -> Result<(ShrunkReport, Config)> {
     let spec = &inputs.settings.resolved_spec();
     let shrunk = shrink(spec, vs, student, &pruner.kept_indices(), inputs.settings.device())?;
     let batch = spec.train.eval_batch_size as usize;
@@ -209,14 +208,16 @@ fn export_shrunk(
     save_student(&shrunk.spec, &shrunk.vs, &shrunk.student, &example, &st, &ts)?;
     let toml = shrunk.spec.to_toml_string();
     write_atomic(&dir.join("student.toml"), |f| f.write_all(toml.as_bytes()))?;
-    Ok(ShrunkReport {
+    let report = ShrunkReport {
         channels: shrunk.spec.student.channels.clone(),
         hidden: shrunk.spec.student.hidden.clone(),
+        mlp_width: shrunk.spec.student.transformer.as_ref().and_then(|t| t.mlp_width),
         params: shrunk.student.params(),
         safetensors_bytes: file_bytes(&st),
         torchscript_bytes: file_bytes(&ts),
         max_abs_diff,
-    })
+    };
+    Ok((report, shrunk.spec))
 }
 
 fn prune_report(
@@ -281,14 +282,6 @@ fn cpu_latency(spec: &Config, file: &Path, test: &Dataset) -> Result<Latency> {
         None => student.example_input(batch),
     };
     Ok(measure(&student, &input))
-}
-
-fn shrunk_spec(spec: &Config, s: &ShrunkReport) -> Config {
-    let mut narrow = spec.clone();
-    narrow.student.channels = s.channels.clone();
-    narrow.student.hidden = s.hidden.clone();
-    debug_assert!(arch::layers(&narrow.student, &narrow.data).is_ok());
-    narrow
 }
 
 #[cfg(test)]

@@ -63,6 +63,7 @@ pub mod precision;
 pub mod preflight;
 pub mod progress;
 pub mod prune;
+pub mod prune_schedule;
 pub mod report;
 pub mod run;
 pub mod rundir;

@@ -2,7 +2,7 @@
 //! bad combination fails in seconds with a message that names the file, the row and the fix
 //! (docs/kd-pitfalls.md T1, T4). A message blames a cause only after checking it (the teacher's
 //! outputs are checked finite wherever they are computed: `Teacher::finite_output`).
-use estimator_wasm::schema::{Config, Family, HeadKind, PruneMethod};
+use estimator_wasm::schema::{Config, Family, HeadKind};
 use tch::{Device, Kind, Tensor};
 
 use crate::data::{Dataset, ModelInput};
@@ -35,9 +35,8 @@ pub fn parse_device(name: &str) -> Result<Device> {
 
 /// Refuses a transformer student `distill` builds but cannot yet train end to end: only
 /// sentence encoders (`head = "embedding"`) on text (`data.tokenizer`) run through its data,
-/// objectives and exports, and only magnitude pruning applies to them; language-model and
-/// classifier heads and structured pruning are for `distill plan` (the explorer says the same:
-/// `estimator_wasm::schema::untrainable`).
+/// objectives and exports; language-model and classifier heads are for `distill plan` (the
+/// explorer says the same: `estimator_wasm::schema::untrainable`).
 ///
 /// # Errors
 /// [`DistillError::Config`] naming `path` and the key.
@@ -45,11 +44,6 @@ pub fn check_transformer_head(spec: &Config, path: &std::path::Path) -> Result<(
     let Some(t) = spec.student.transformer.as_ref().filter(|_| spec.student.family == Family::Transformer) else {
         return Ok(());
     };
-    if spec.prune.as_ref().is_some_and(|p| p.method == PruneMethod::Structured) {
-        let why =
-            "removes conv channels or hidden neurons of mlp and cnn students; use \"magnitude\" for a transformer";
-        return Err(DistillError::config(path, format!("prune.method = \"structured\" {why}")));
-    }
     let problem = match t.head {
         HeadKind::Embedding if spec.data.tokenizer.is_some() => return Ok(()),
         HeadKind::Embedding => "a sentence encoder reads text: set data.tokenizer (and .txt train/test files)",

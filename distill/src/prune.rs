@@ -1,8 +1,5 @@
-//! Gradual pruning of the student on Zhu & Gupta's cubic schedule (arXiv:1710.01878):
-//! `s_t = s_f + (s_i - s_f) * (1 - (t - t0) / (t_end - t0))^3`, evaluated at pruning events
-//! `t0, t0 + dt, ...` and forced to `s_f` at exactly `t_end`; `t` counts completed optimiser
-//! steps, and epochs in the cfg.toml are converted with the real loader length (docs/kd-pitfalls.md P4).
-//! `t0 == t_end` is one-shot pruning: a single event at `t0` straight to `s_f`.
+//! Pruning the student at the events of its schedule (`prune_schedule.rs`, Zhu & Gupta's cubic
+//! schedule, arXiv:1710.01878).
 //!
 //! * Magnitude (unstructured): at each event exactly `round(s_t * n)` weights are zero, chosen by
 //!   |w| over all conv/linear weights (`global`) or within each tensor (`layer`); ties break by
@@ -12,87 +9,20 @@
 //!   weights within each layer (always per layer: the schema refuses `scope = "global"`, as
 //!   L1 norms of layers with different fan-in are not comparable); `floor(width * s_t)` units
 //!   are removed (`estimator_wasm::schema::arch::kept_units`). A removed unit's output is multiplied by
-//!   0, so the student shrunk at the end (`shrink.rs`) computes the same function.
+//!   0, so the student shrunk at the end (`shrink.rs`) computes the same function. In a
+//!   transformer the units are each layer's feed-forward neurons (`blk{i}_mlp`: row n of `fc1`,
+//!   rows n and F + n under SwiGLU's gate | up, column n of `fc2`), ranked by
+//!   `|fc1[n, :]| * |fc2[:, n]|` (L2 norms: what a neuron reads times what it writes, the rule
+//!   `init_from_teacher` keeps a narrower feed-forward by); a removed neuron's `fc1` rows, bias
+//!   and `fc2` column are zeroed, so it writes exactly 0 whatever the activation.
 use estimator_wasm::schema::arch::{kept_units, Op};
-use estimator_wasm::schema::{PruneMethod, PruneScope, PruneSpec};
+use estimator_wasm::schema::{MlpKind, PruneMethod, PruneScope, PruneSpec};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use crate::error::{DistillError, Result};
+pub use crate::prune_schedule::PruneSchedule;
 use crate::student::Student;
-
-/// Event times and targets of one run, in completed optimiser steps.
-///
-/// Invariants (from [`PruneSchedule::new`]): `t0 <= t_end` and `every >= 1`; `t0 == t_end` is a
-/// one-shot schedule that jumps to `target` at that step.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct PruneSchedule {
-    /// First pruning event (`start_epoch` in steps).
-    pub t0: u64,
-    /// Last pruning event, where `target` is reached exactly (`end_epoch` in steps).
-    pub t_end: u64,
-    /// Steps between events (`every_steps`).
-    pub every: u64,
-    pub initial: f64,
-    pub target: f64,
-}
-
-impl PruneSchedule {
-    /// Converts the cfg's epochs to steps with `steps_per_epoch` (rounding to the nearest step).
-    /// `end_epoch` defaults to three quarters of the run, leaving the rest to recover at the
-    /// final sparsity, or to `start_epoch` when that is later (a one-shot prune there): the
-    /// schema accepts any `start_epoch <= train.epochs` when `end_epoch` is unset.
-    ///
-    /// # Errors
-    /// [`DistillError::Usage`] when the events do not fit in `total_steps` (the schema's
-    /// `0 <= start_epoch <= end_epoch <= train.epochs` rules this out).
-    pub fn new(spec: &PruneSpec, steps_per_epoch: u64, epochs: u64) -> Result<PruneSchedule> {
-        let total = steps_per_epoch.saturating_mul(epochs);
-        let to_steps = |e: f64| (e * steps_per_epoch as f64).round() as u64;
-        let t0 = to_steps(spec.start_epoch);
-        let t_end = spec.end_epoch.map(to_steps).unwrap_or_else(|| total.saturating_mul(3).div_ceil(4).max(t0));
-        if t_end > total || t0 > t_end {
-            return Err(DistillError::Usage(format!(
-                "prune: events from step {t0} to {t_end} do not fit in the run's {total} steps; check prune.start_epoch/end_epoch"
-            )));
-        }
-        let every = spec.every_steps.max(1);
-        Ok(PruneSchedule { t0, t_end, every, initial: spec.initial_sparsity, target: spec.sparsity })
-    }
-
-    /// The cubic sparsity at step `t`: `initial` up to `t0`, `target` from `t_end` on (exactly,
-    /// also when `t0 == t_end`), the cubic in between.
-    pub fn sparsity_at(&self, t: u64) -> f64 {
-        if t >= self.t_end {
-            return self.target;
-        }
-        if t <= self.t0 {
-            return self.initial;
-        }
-        // Here t0 < t < t_end, so both differences are positive.
-        let progress = (t - self.t0) as f64 / (self.t_end - self.t0) as f64;
-        self.target + (self.initial - self.target) * (1.0 - progress).powi(3)
-    }
-
-    /// The target of the pruning event after step `t`, or `None` when `t` is not an event:
-    /// `t0, t0 + every, ...` before `t_end`, and `t_end` itself.
-    pub fn event(&self, t: u64) -> Option<f64> {
-        let on_grid = t >= self.t0 && t < self.t_end && (t - self.t0) % self.every == 0;
-        (on_grid || t == self.t_end).then(|| self.sparsity_at(t))
-    }
-
-    /// The sparsity the masks hold after step `t`: that of the latest event at or before `t`,
-    /// 0 before the first one (what ran, not what the curve says between events).
-    pub fn applied_at(&self, t: u64) -> f64 {
-        if t >= self.t_end {
-            self.target
-        } else if t < self.t0 {
-            0.0
-        } else {
-            self.sparsity_at(self.t0 + (t - self.t0) / self.every * self.every)
-        }
-    }
-}
 
 /// A conv/linear weight with its unstructured mask.
 #[derive(Debug)]
@@ -103,29 +33,65 @@ struct Masked {
     mask: Tensor,
 }
 
-/// A prunable layer of units (conv channels or hidden neurons) for structured pruning.
+/// A prunable layer of units (conv channels, hidden neurons, a transformer's feed-forward
+/// neurons) for structured pruning.
 #[derive(Debug)]
 struct Units {
-    /// The conv or linear layer whose outputs are the units (`conv2`, `fc1`).
+    /// The conv or linear layer whose outputs are the units (`conv2`, `fc1`, `blk1_mlp.fc1`).
     layer: String,
-    /// Block whose output the unit mask multiplies (the block's activation).
-    block: usize,
-    /// The layer's weight [units, ...] and its bias, and the norm layer's affine parameters.
+    /// How the removed units are silenced.
+    kind: UnitKind,
+    /// The layer's weight [units, ...] (a SwiGLU `fc1`: [2 x units, d]) and its bias, and the
+    /// norm layer's affine parameters: their rows of removed units are zeroed.
     incoming: Vec<Tensor>,
     /// Bool [units]; true = kept.
     mask: Tensor,
-    /// Rank of the student's output (4 for conv feature maps, 2 for vectors).
-    rank: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum UnitKind {
+    /// A conv or hidden block of a layered student: the student's unit mask of `block` (the
+    /// block's activation) multiplies its output of rank `rank` (4 for conv feature maps, 2 for
+    /// vectors).
+    Block { block: usize, rank: usize },
+    /// A transformer's feed-forward: `outgoing` (`fc2.weight` [d, units]) has the removed
+    /// units' columns zeroed too; `gated` for SwiGLU, whose `fc1` rows are gate | up.
+    FeedForward { gated: bool },
 }
 
 impl Units {
-    /// Sets the student's unit mask of `block` from `mask` (0/1 per unit, shaped [1, units, 1,
-    /// 1] or [1, units] to broadcast over the block's output).
+    /// Sets the student's unit mask of a layered student's block from `mask` (0/1 per unit,
+    /// shaped [1, units, 1, 1] or [1, units] to broadcast over the block's output); nothing for
+    /// a feed-forward, whose zeroed weights silence the unit.
     fn mask_outputs(&self, student: &mut Student) {
-        let mut shape = vec![1i64; self.rank];
+        let UnitKind::Block { block, rank } = self.kind else { return };
+        let mut shape = vec![1i64; rank];
         shape[1] = self.mask.size()[0];
         if let Some(s) = student.layered_mut() {
-            s.unit_masks[self.block] = Some(self.mask.to_kind(Kind::Float).reshape(shape.as_slice()));
+            s.unit_masks[block] = Some(self.mask.to_kind(Kind::Float).reshape(shape.as_slice()));
+        }
+    }
+
+    /// The 0/1 factor of each row of `incoming` tensors: the mask, twice over for SwiGLU.
+    fn row_mask(&self) -> Tensor {
+        match self.kind {
+            UnitKind::FeedForward { gated: true } => Tensor::cat(&[&self.mask, &self.mask], 0),
+            _ => self.mask.shallow_clone(),
+        }
+    }
+
+    /// Each unit's importance [units]: L1 norm of its incoming weights (layered students), or
+    /// `|fc1 rows| * |fc2 column|` (L2 norms; a feed-forward, `outgoing` its `fc2.weight`).
+    fn scores(&self, outgoing: Option<&Tensor>) -> Tensor {
+        let weight = &self.incoming[0];
+        let units = self.mask.size()[0];
+        match (self.kind, outgoing) {
+            (UnitKind::FeedForward { gated }, Some(fc2)) => {
+                let rows = weight.square().sum_dim_intlist(1, false, Kind::Float);
+                let rows = if gated { rows.reshape([2, units]).sum_dim_intlist(0, false, Kind::Float) } else { rows };
+                rows.sqrt() * fc2.square().sum_dim_intlist(0, false, Kind::Float).sqrt()
+            }
+            _ => weight.abs().reshape([units, -1]).sum_dim_intlist(1, false, Kind::Float),
         }
     }
 }
@@ -135,6 +101,8 @@ pub struct Pruner {
     pub schedule: PruneSchedule,
     masked: Vec<Masked>,
     units: Vec<Units>,
+    /// `fc2.weight` of each feed-forward in `units` (by index), `None` for layered units.
+    outgoing: Vec<Option<Tensor>>,
 }
 
 /// Per-tensor (or per-layer) counts for the report.
@@ -162,6 +130,7 @@ impl Pruner {
         let find = |name: String| params.iter().find(|(n, _)| *n == name).map(|(_, t)| t.shallow_clone());
         let mut masked = Vec::new();
         let mut units = Vec::new();
+        let mut outgoing = Vec::new();
         // Conv and linear layers exist in layered students only: other kinds have none to prune.
         let blocks = student.layered().map_or(&[][..], |s| &s.blocks);
         for (i, block) in blocks.iter().enumerate() {
@@ -191,15 +160,28 @@ impl Pruner {
                     );
                     let width = weight.size()[0];
                     let mask = Tensor::ones([width], (Kind::Bool, weight.device()));
-                    units.push(Units {
-                        layer: id.clone(),
-                        block: act,
-                        incoming,
-                        mask,
-                        rank: block.layer.output.len() + 1,
-                    });
+                    let kind = UnitKind::Block { block: act, rank: block.layer.output.len() + 1 };
+                    units.push(Units { layer: id.clone(), kind, incoming, mask });
+                    outgoing.push(None);
                 }
                 PruneMethod::Structured => {}
+            }
+        }
+        if let (Student::Transformer(t), PruneMethod::Structured) = (student, spec.method) {
+            for layer in &t.layers {
+                let Op::FeedForward(ff) = &layer.op else { continue };
+                let id = format!("{}.fc1", layer.id);
+                let (Some(weight), Some(fc2)) =
+                    (find(format!("{id}.weight")), find(format!("{}.fc2.weight", layer.id)))
+                else {
+                    continue;
+                };
+                let mut incoming = vec![weight.shallow_clone()];
+                incoming.extend(find(format!("{id}.bias")));
+                let mask = Tensor::ones([ff.width as i64], (Kind::Bool, weight.device()));
+                let kind = UnitKind::FeedForward { gated: ff.mlp == MlpKind::Swiglu };
+                units.push(Units { layer: id, kind, incoming, mask });
+                outgoing.push(Some(fc2));
             }
         }
         if student.layered().is_none() && spec.method == PruneMethod::Magnitude {
@@ -216,7 +198,7 @@ impl Pruner {
         if masked.is_empty() && units.is_empty() {
             return Err(DistillError::Usage("prune: the student has no conv or hidden linear layer to prune".into()));
         }
-        Ok(Pruner { spec: spec.clone(), schedule, masked, units })
+        Ok(Pruner { spec: spec.clone(), schedule, masked, units, outgoing })
     }
 
     /// Runs the pruning event after step `t`, if any; returns the sparsity it applied.
@@ -257,11 +239,10 @@ impl Pruner {
     }
 
     fn prune_units(&mut self, s: f64, student: &mut Student) {
-        for u in &mut self.units {
-            let weight = &u.incoming[0];
-            let width = weight.size()[0];
-            let l1 = weight.abs().reshape([width, -1]).sum_dim_intlist(1, false, Kind::Float);
-            let score = l1.where_self(&u.mask, &Tensor::from(-1.0f32));
+        for (u, fc2) in self.units.iter_mut().zip(&self.outgoing) {
+            let width = u.mask.size()[0];
+            // Already-removed units score -1, so masks only grow.
+            let score = u.scores(fc2.as_ref()).where_self(&u.mask, &Tensor::from(-1.0f32));
             let removed = width - kept_units(width as u64, s) as i64;
             u.mask = keep_mask(&score, removed);
             u.mask_outputs(student);
@@ -285,11 +266,15 @@ impl Pruner {
             for m in &mut self.masked {
                 let _ = m.weight.g_mul_(&m.mask);
             }
-            for u in &mut self.units {
+            for (u, fc2) in self.units.iter_mut().zip(&mut self.outgoing) {
+                let rows = u.row_mask();
                 for t in &mut u.incoming {
                     let mut shape = vec![1i64; t.dim()];
-                    shape[0] = u.mask.size()[0];
-                    let _ = t.g_mul_(&u.mask.reshape(shape.as_slice()));
+                    shape[0] = rows.size()[0];
+                    let _ = t.g_mul_(&rows.reshape(shape.as_slice()));
+                }
+                if let Some(fc2) = fc2 {
+                    let _ = fc2.g_mul_(&u.mask.reshape([1, -1]));
                 }
             }
         });
@@ -368,101 +353,6 @@ fn keep_mask(scores: &Tensor, k: i64) -> Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn schedule(t0: u64, t_end: u64, every: u64) -> PruneSchedule {
-        PruneSchedule { t0, t_end, every, initial: 0.1, target: 0.8 }
-    }
-
-    #[test]
-    fn cubic_schedule_endpoints_and_events() {
-        let s = schedule(10, 110, 20);
-        assert_eq!(s.sparsity_at(10), 0.1);
-        assert_eq!(s.sparsity_at(110), 0.8);
-        assert_eq!(s.sparsity_at(500), 0.8);
-        // Halfway: s_f + (s_i - s_f) * 0.5^3.
-        assert!((s.sparsity_at(60) - (0.8 - 0.7 * 0.125)).abs() < 1e-12);
-        let events: Vec<u64> = (0..200).filter(|&t| s.event(t).is_some()).collect();
-        assert_eq!(events, [10, 30, 50, 70, 90, 110]);
-        assert_eq!(s.event(110), Some(0.8));
-        assert_eq!(s.event(10), Some(0.1));
-        // Non-decreasing.
-        assert!((10..110).all(|t| s.sparsity_at(t + 1) >= s.sparsity_at(t)));
-    }
-
-    #[test]
-    fn last_event_is_forced_off_grid() {
-        // t_end - t0 is not a multiple of every: the final event still lands at t_end.
-        let s = schedule(0, 95, 20);
-        let events: Vec<u64> = (0..200).filter(|&t| s.event(t).is_some()).collect();
-        assert_eq!(events, [0, 20, 40, 60, 80, 95]);
-    }
-
-    #[test]
-    fn epochs_convert_with_the_loader_length() {
-        let spec = PruneSpec {
-            method: PruneMethod::Magnitude,
-            scope: None,
-            sparsity: 0.9,
-            initial_sparsity: 0.0,
-            start_epoch: 0.5,
-            end_epoch: Some(2.0),
-            every_steps: 7,
-            l1: 0.0,
-        };
-        let s = PruneSchedule::new(&spec, 469, 3).unwrap();
-        assert_eq!((s.t0, s.t_end), (235, 938));
-        let spec = PruneSpec { end_epoch: None, ..spec };
-        assert_eq!(PruneSchedule::new(&spec, 469, 4).unwrap().t_end, 1407);
-    }
-
-    fn spec(start_epoch: f64, end_epoch: Option<f64>) -> PruneSpec {
-        PruneSpec {
-            method: PruneMethod::Magnitude,
-            scope: None,
-            sparsity: 0.8,
-            initial_sparsity: 0.0,
-            start_epoch,
-            end_epoch,
-            every_steps: 100,
-            l1: 0.0,
-        }
-    }
-
-    #[test]
-    fn one_shot_schedule_jumps_to_the_target() {
-        // start_epoch = end_epoch = 2 of 3, 45 steps per epoch: one event at step 90. The epoch
-        // line after step 45 used to compute (45 - 90) in u64.
-        let s = PruneSchedule::new(&spec(2.0, Some(2.0)), 45, 3).unwrap();
-        assert_eq!((s.t0, s.t_end), (90, 90));
-        assert_eq!([s.sparsity_at(0), s.sparsity_at(45), s.sparsity_at(90), s.sparsity_at(135)], [0.0, 0.0, 0.8, 0.8]);
-        assert_eq!([s.applied_at(45), s.applied_at(89), s.applied_at(90), s.applied_at(135)], [0.0, 0.0, 0.8, 0.8]);
-        let events: Vec<(u64, f64)> = (0..=135).filter_map(|t| s.event(t).map(|v| (t, v))).collect();
-        assert_eq!(events, [(90, 0.8)]);
-        // At step 0: pruned before the first step.
-        let s = PruneSchedule::new(&spec(0.0, Some(0.0)), 45, 3).unwrap();
-        assert_eq!(((0..=135).filter(|&t| s.event(t).is_some()).collect::<Vec<_>>(), s.applied_at(0)), (vec![0], 0.8));
-    }
-
-    #[test]
-    fn a_start_after_the_default_end_is_a_one_shot_there() {
-        // The schema accepts start_epoch <= epochs without end_epoch; the default end (3/4 of
-        // 135 = step 102) moves to the start (step round(2.7 * 45) = 122).
-        let s = PruneSchedule::new(&spec(2.7, None), 45, 3).unwrap();
-        assert_eq!((s.t0, s.t_end), (122, 122));
-        assert_eq!(PruneSchedule::new(&spec(1.0, None), 45, 3).unwrap().t_end, 102);
-    }
-
-    #[test]
-    fn applied_sparsity_is_the_latest_event() {
-        // Events at 10, 30, 50, 70, 90, 110; between them the masks hold the last event's target.
-        let s = schedule(10, 110, 20);
-        assert_eq!(s.applied_at(9), 0.0);
-        assert_eq!(s.applied_at(10), 0.1);
-        assert_eq!(s.applied_at(29), 0.1);
-        // Step 30: progress 0.2, 0.8 - 0.7 * 0.8^3 = 0.4416.
-        assert!((s.applied_at(49) - 0.4416).abs() < 1e-12);
-        assert_eq!(s.applied_at(110), 0.8);
-    }
 
     #[test]
     fn keep_mask_prunes_exactly_k_with_stable_ties() {

@@ -190,6 +190,9 @@ pub struct PruneReport {
 pub struct ShrunkReport {
     pub channels: Vec<u64>,
     pub hidden: Vec<u64>,
+    /// A transformer's feed-forward width after pruning (`student.transformer.mlp_width`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mlp_width: Option<u64>,
     pub params: u64,
     pub safetensors_bytes: u64,
     pub torchscript_bytes: u64,

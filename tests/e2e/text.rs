@@ -208,3 +208,44 @@ fn magnitude_pruning_masks_a_transformers_projections_not_its_embeddings() {
     assert_eq!(zeros, 4096, "half of the projections pruned");
     assert!(report.student.agreement.unwrap() > 0.9, "{:?}", report.student.agreement);
 }
+
+#[test]
+fn structured_pruning_narrows_a_transformers_feed_forward_to_the_same_function() {
+    let dir = tempfile::tempdir().unwrap();
+    let edits =
+        [("log_every = 20", "log_every = 20\n[prune]\nmethod = \"structured\"\nsparsity = 0.25\nevery_steps = 20")];
+    let cfg = text_config(dir.path(), &edits);
+    let report = train(&fixture("text/text-teacher.pt"), &cfg, dir.path(), false).unwrap();
+    let shrunk = report.student.prune.as_ref().unwrap().shrunk.as_ref().unwrap();
+    // floor(64 * 0.25) = 16 of the 64 feed-forward neurons removed: fc1 32x48 + 48, fc2 48x32 + 32
+    // instead of 32x64 + 64 and 64x32 + 32 (4,192 - 3,152 = 1,040 parameters fewer).
+    assert_eq!(shrunk.mlp_width, Some(48));
+    assert!(shrunk.max_abs_diff < 1e-5, "shrunk vs masked embeddings differ by {}", shrunk.max_abs_diff);
+    assert!(report.student.spearman.unwrap() > 0.85, "spearman {:?}", report.student.spearman);
+    let run = dir.path().join("run");
+    let count = |f: PathBuf| Tensor::read_safetensors(f).unwrap().iter().map(|(_, t)| t.numel()).sum::<usize>();
+    let (dense, small) = (count(run.join("dense/student.safetensors")), count(run.join("student.safetensors")));
+    assert_eq!((dense - small, small as u64), (1040, shrunk.params));
+    assert_eq!(report.student.params, shrunk.params, "the report counts the exported student");
+    let saved = Tensor::read_safetensors(run.join("student.safetensors")).unwrap();
+    let fc2 = &saved.iter().find(|(n, _)| n == "blk1_mlp.fc2.weight").unwrap().1;
+    assert_eq!(fc2.size(), [32, 48]);
+    let small = Config::from_toml_str(&std::fs::read_to_string(run.join("student.toml")).unwrap()).unwrap();
+    assert_eq!(small.student.transformer.as_ref().unwrap().mlp_width, Some(48));
+    assert!(small.prune.is_none(), "the shrunk cfg must not prune again");
+
+    // PyTorch runs both TorchScript files on a padded batch and gets the same embeddings.
+    let npz = dir.path().join("rust.npz");
+    rust_embeddings(&cfg, &run.join("dense"), 40, &npz);
+    let script = "import sys, numpy as np, torch
+run, npz = sys.argv[1:3]
+d = np.load(npz)
+ids, mask = torch.from_numpy(d['ids']), torch.from_numpy(d['mask'])
+with torch.no_grad():
+    small = torch.jit.load(run + '/student.pt')(ids, mask)
+    dense = torch.jit.load(run + '/dense/student.pt')(ids, mask)
+print((small - dense).abs().max().item(), (dense - torch.from_numpy(d['embedding'])).abs().max().item())";
+    let out = python(script, &[run.to_str().unwrap(), npz.to_str().unwrap()]);
+    let figures: Vec<f64> = out.split_whitespace().map(|v| v.parse().unwrap()).collect();
+    assert!(figures.iter().all(|&d| d < 1e-5), "python: {out}");
+}

@@ -35,7 +35,7 @@ pub mod teacher_init;
 mod teacher_init_tests;
 pub mod transformer;
 #[cfg(test)]
-mod transformer_tests;
+pub(crate) mod transformer_tests;
 
 pub use layered::{activate, Block, Layered};
 pub use network::Network;

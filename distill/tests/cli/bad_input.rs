@@ -211,11 +211,5 @@ fn transformer_heads_other_than_a_sentence_encoder_are_refused_before_any_work()
     let classifier = cfg.replace("head = \"embedding\"", "head = \"classifier\"").replace("normalize = true", "");
     std::fs::write(case.path("cls.toml"), classifier.replace("embedding_mse", "logits")).unwrap();
     case.fails_with("text-teacher.pt", "cls.toml", &["cls.toml", "head = \"classifier\"", "planned, not trained yet"]);
-    std::fs::write(case.path("sp.toml"), format!("{cfg}\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\n")).unwrap();
-    case.fails_with(
-        "text-teacher.pt",
-        "sp.toml",
-        &["sp.toml", "prune.method = \"structured\"", "\"magnitude\" for a transformer"],
-    );
     assert!(!case.path("out").exists());
 }

@@ -218,11 +218,16 @@ pub fn kept_units(width: u64, sparsity: f64) -> u64 {
 }
 
 /// The student after structured pruning at `sparsity`: every conv block's channels and every
-/// hidden width shrunk by [`kept_units`] (the head keeps its classes). Transformers are returned
-/// unchanged (structured pruning is defined for mlp and cnn students).
+/// hidden width shrunk by [`kept_units`] (the head keeps its classes); a transformer's
+/// feed-forward width (`mlp_width`, the neurons between `fc1` and `fc2` of every layer) shrunk
+/// the same way, its attention and model width untouched.
 pub fn structured(student: &StudentSpec, sparsity: f64) -> StudentSpec {
     let mut s = student.clone();
-    if s.family != Family::Transformer {
+    if s.family == Family::Transformer {
+        if let Some(t) = s.transformer.as_mut() {
+            t.mlp_width = Some(kept_units(t.mlp_width(), sparsity));
+        }
+    } else {
         s.channels = s.channels.iter().map(|&c| kept_units(c, sparsity)).collect();
         s.hidden = s.hidden.iter().map(|&w| kept_units(w, sparsity)).collect();
     }
@@ -350,8 +355,21 @@ mod tests {
         assert!(err(ENCODER.replace("input_shape = [128]", "input_shape = [128]\nscale = 0.5")).contains("data.scale"));
         assert!(err(ENCODER.replace("norm_eps = 1e-12", "norm_eps = 0.0")).contains("norm_eps"));
         assert!(err(ENCODER.replace("head = \"embedding\"", "head = \"classifier\"")).contains("normalize"));
-        // structured pruning of a transformer is a valid plan (the estimator prices it unshrunk); distill
-        // refuses it (`schema::untrainable`)
         assert!(Config::from_toml_str(&format!("{ENCODER}[prune]\nmethod = \"structured\"\nsparsity = 0.5\n")).is_ok());
+    }
+
+    #[test]
+    fn structured_pruning_narrows_a_transformers_feed_forward_only() {
+        let c = Config::from_toml_str(ENCODER).unwrap();
+        // mlp_width unset: 4 x 192 = 768 neurons; floor(768 * 0.3) = 230 removed, 538 kept
+        let t = structured(&c.student, 0.3).transformer.unwrap();
+        assert_eq!((t.mlp_width, t.d_model, t.heads, t.layers), (Some(538), 192, 6, 2));
+        let fc1 = |s: &StudentSpec| {
+            let l = layers(s, &c.data).unwrap();
+            l.iter().find(|l| l.id == "blk1_mlp").map(|l| l.op.params()).unwrap()
+        };
+        // fc1 192 x 538 + 538, fc2 538 x 192 + 192, the layer norm 2 x 192
+        assert_eq!(fc1(&structured(&c.student, 0.3)), 192 * 538 + 538 + 538 * 192 + 192 + 2 * 192);
+        assert_eq!(fc1(&c.student), 192 * 768 + 768 + 768 * 192 + 192 + 2 * 192);
     }
 }
