@@ -33,6 +33,8 @@ pub struct Batches {
     pub dropped: usize,
     /// Training samples.
     pub samples: usize,
+    /// Data-parallel ranks that share each batch (1 without data parallelism).
+    pub world: usize,
 }
 
 impl Batches {
@@ -42,11 +44,31 @@ impl Batches {
     /// [`DistillError::Usage`] naming `train.batch_size` (or the training set) and the BatchNorm
     /// layer when every batch would give that layer one value per channel.
     pub fn new(n: usize, batch_size: usize, student: &Student) -> Result<Batches> {
+        Batches::sharded(n, batch_size, 1, student)
+    }
+
+    /// The batches of a data-parallel job of `world` ranks, each rank training on
+    /// `train.batch_size = batch_size` samples of every step: a step takes `world * batch_size`
+    /// samples of the epoch's permutation (the global batch), which [`Batches::shard`] splits.
+    /// The BatchNorm rule holds for the smallest share, and a last batch with fewer samples than
+    /// ranks is dropped (a rank without samples could not join the gradients' all-reduce).
+    ///
+    /// # Errors
+    /// As [`Batches::new`]; [`DistillError::Usage`] when the training set has fewer samples
+    /// than ranks.
+    pub fn sharded(n: usize, batch_size: usize, world: usize, student: &Student) -> Result<Batches> {
+        let world = world.max(1);
+        if n < world {
+            return Err(DistillError::Usage(format!(
+                "the training set holds {n} samples, fewer than the job's {world} ranks: launch at most {n} processes"
+            )));
+        }
         let blocks = student.layered().map_or(&[][..], |s| &s.blocks);
-        let size = batch_size.min(n).max(1);
+        let size = batch_size.saturating_mul(world).min(n).max(1);
+        // The smallest rank's share of a batch of b samples is b / world.
         let trainable = |b: usize| match batch_norm_values(blocks) {
-            Some((per_sample, _)) => b as u64 * per_sample > 1,
-            None => b > 0,
+            Some((per_sample, _)) => (b / world) as u64 * per_sample > 1,
+            None => b / world > 0,
         };
         if !trainable(size) {
             let (_, layer) = batch_norm_values(blocks).expect("only BatchNorm makes a batch untrainable");
@@ -66,7 +88,14 @@ impl Batches {
         let (full, rest) = (n / size, n % size);
         let dropped = if rest > 0 && !trainable(rest) { rest } else { 0 };
         let steps_per_epoch = (full + usize::from(rest > 0 && dropped == 0)) as u64;
-        Ok(Batches { size, steps_per_epoch, dropped, samples: n })
+        Ok(Batches { size, steps_per_epoch, dropped, samples: n, world })
+    }
+
+    /// The part of a step's positions `range` (from [`Batches::range`]) that rank `rank` trains
+    /// on: contiguous, the sizes differing by at most one.
+    pub fn shard(&self, range: Range<usize>, rank: usize) -> Range<usize> {
+        let m = range.len();
+        (range.start + rank * m / self.world)..(range.start + (rank + 1) * m / self.world)
     }
 
     /// Positions in the epoch's permutation of the samples of step `i` (0-based, `i <
@@ -78,6 +107,13 @@ impl Batches {
 
     /// A line for the log when samples are dropped.
     pub fn note(&self) -> Option<String> {
+        if self.dropped > 0 && self.world > 1 {
+            return Some(format!(
+                "note: {} training samples in global batches of {} over {} ranks leave a last batch of {} that not every \
+                 rank can train on: it is dropped from every epoch ({} steps per epoch)",
+                self.samples, self.size, self.world, self.dropped, self.steps_per_epoch
+            ));
+        }
         (self.dropped > 0).then(|| {
             format!(
                 "note: {} training samples in batches of {} leave a last batch of {}, which BatchNorm cannot train on: \
@@ -133,11 +169,11 @@ mod tests {
         // A last batch of 2 trains; so does one batch larger than the data (all 1437 samples).
         assert_eq!(
             Batches::new(1438, 4, &bn).unwrap(),
-            Batches { size: 4, steps_per_epoch: 360, dropped: 0, samples: 1438 }
+            Batches { size: 4, steps_per_epoch: 360, dropped: 0, samples: 1438, world: 1 }
         );
         assert_eq!(
             Batches::new(1437, 5000, &bn).unwrap(),
-            Batches { size: 1437, steps_per_epoch: 1, dropped: 0, samples: 1437 }
+            Batches { size: 1437, steps_per_epoch: 1, dropped: 0, samples: 1437, world: 1 }
         );
         // Without BatchNorm, or with LayerNorm, nothing is dropped.
         for other in ["norm = \"none\"", "norm = \"layer\""] {
@@ -184,5 +220,32 @@ mod tests {
         let plain = blocks("[64]", "family = \"mlp\"\nhidden = [16]");
         assert_eq!(Batches::new(1, 32, &plain).unwrap().steps_per_epoch, 1);
         assert_eq!(Batches::new(100, 1, &plain).unwrap().steps_per_epoch, 100);
+    }
+
+    #[test]
+    fn data_parallel_batches_split_each_global_batch_between_the_ranks() {
+        let _rng = crate::test_rng::lock();
+        let plain = blocks("[64]", "family = \"mlp\"\nhidden = [16]");
+        // 2 ranks x 32: global batches of 64; 1000 = 15 x 64 + 40, the last split 20 + 20
+        let b = Batches::sharded(1000, 32, 2, &plain).unwrap();
+        assert_eq!((b.size, b.steps_per_epoch, b.dropped), (64, 16, 0));
+        assert_eq!((b.shard(b.range(0), 0), b.shard(b.range(0), 1)), (0..32, 32..64));
+        assert_eq!((b.shard(b.range(15), 0), b.shard(b.range(15), 1)), (960..980, 980..1000));
+        // 3 ranks: 1000 = 10 x 96 + 40, shares 13, 13, 14
+        let b = Batches::sharded(1000, 32, 3, &plain).unwrap();
+        let last: Vec<_> = (0..3).map(|r| b.shard(b.range(10), r).len()).collect();
+        assert_eq!(last, [13, 13, 14]);
+        // a last batch of 1 sample cannot go to 2 ranks: dropped, and said so
+        let b = Batches::sharded(129, 32, 2, &plain).unwrap();
+        assert_eq!((b.steps_per_epoch, b.dropped), (2, 1));
+        assert!(b.note().unwrap().contains("over 2 ranks leave a last batch of 1"), "{:?}", b.note());
+        // BatchNorm1d: each rank needs 2 samples; a last batch of 3 over 2 ranks leaves one with 1
+        let bn = blocks("[64]", "family = \"mlp\"\nhidden = [16]\nnorm = \"batch\"");
+        assert_eq!(Batches::sharded(131, 32, 2, &bn).unwrap().dropped, 3);
+        assert_eq!(Batches::sharded(132, 32, 2, &bn).unwrap().dropped, 0);
+        let e = Batches::sharded(3, 32, 4, &plain).unwrap_err().to_string();
+        assert!(e.contains("3 samples, fewer than the job's 4 ranks"), "{e}");
+        // one rank is Batches::new
+        assert_eq!(Batches::sharded(1437, 4, 1, &bn).unwrap(), Batches::new(1437, 4, &bn).unwrap());
     }
 }

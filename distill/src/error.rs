@@ -31,6 +31,10 @@ pub enum DistillError {
     /// Reading or writing an output or checkpoint failed.
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
+    /// A data-parallel job's process group failed: a peer that is gone, a rendezvous that timed
+    /// out, a port in use (the message names the rank and the call).
+    #[error("data-parallel: {0}")]
+    Distributed(String),
     /// libtorch reported an error outside the cases above.
     #[error("libtorch: {0}")]
     Torch(String),

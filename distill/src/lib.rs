@@ -45,6 +45,7 @@ pub mod batches;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+pub mod dist;
 pub mod durable;
 pub mod error;
 pub mod eval;
@@ -78,6 +79,7 @@ pub mod teacher;
 pub mod teacher_cache;
 #[cfg(test)]
 mod test_rng;
+pub mod train_io;
 pub mod trainer;
 
 pub use error::{DistillError, Result};

@@ -129,7 +129,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(report) => {
-            print!("{}", report.summary());
+            // a data-parallel job's summary comes from rank 0 alone
+            if distill::dist::DistEnv::from_process().ok().flatten().is_none_or(|e| e.rank == 0) {
+                print!("{}", report.summary());
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

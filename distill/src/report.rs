@@ -255,6 +255,20 @@ pub struct RunFacts {
     pub memory: Option<MemoryPlan>,
     pub wall_seconds: f64,
     pub output_dir: String,
+    /// The data-parallel job this run was one rank of (`None`: one process).
+    pub data_parallel: Option<DataParallelReport>,
+}
+
+/// How a data-parallel job split the work (`report.json`'s `data_parallel`).
+#[derive(Debug, Clone, Serialize)]
+pub struct DataParallelReport {
+    /// Processes (ranks) that trained together.
+    pub world_size: usize,
+    /// c10d backend of the gradients' all-reduce ("gloo").
+    pub backend: &'static str,
+    /// Samples per rank and step (`train.batch_size`), and per optimiser step in all.
+    pub micro_batch: u64,
+    pub global_batch: u64,
 }
 
 /// Everything `report.json` holds.
@@ -276,6 +290,8 @@ pub struct Report {
     pub memory: Option<MemoryReport>,
     pub wall_seconds: f64,
     pub output_dir: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_parallel: Option<DataParallelReport>,
 }
 
 impl Report {
@@ -296,6 +312,7 @@ impl Report {
             memory: run.memory.map(|m| MemoryReport::measured(m, run.device)),
             wall_seconds: run.wall_seconds,
             output_dir: run.output_dir,
+            data_parallel: run.data_parallel,
         }
     }
 

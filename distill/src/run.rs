@@ -11,13 +11,14 @@ use estimator_wasm::schema::Config;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{HeldOut, RunConfig};
+use crate::dist::join_job;
 use crate::error::{DistillError, Result};
 use crate::fingerprint::{self, Fingerprint};
 use crate::load::Loaded;
 use crate::precision::check_trainable;
 use crate::preflight::{check_transformer_head, parse_device};
 use crate::progress::{Progress, Verbosity};
-use crate::report::{DataReport, Report, RunFacts};
+use crate::report::{DataParallelReport, DataReport, Report, RunFacts};
 use crate::rundir::RunDir;
 use crate::students::{check_baseline, Data, Students};
 use crate::teacher_cache::CacheKey;
@@ -65,6 +66,14 @@ struct Resumable {
     /// The teacher and data files' contents when the run started (`--resume` refuses changes).
     #[serde(default)]
     inputs: Vec<Fingerprint>,
+    /// Processes of the data-parallel job the run was (1: alone); its steps hold that many
+    /// micro-batches, so only a job of as many can continue it.
+    #[serde(default = "one")]
+    world_size: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// Runs a whole distillation and returns its report (also written to `<out>/report.json`).
@@ -108,6 +117,14 @@ pub fn resume(
     opts.stop_after = stop_after;
     let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;
     let cfg = RunConfig::from_spec(&opts.student, spec)?;
+    if saved.world_size > 1 {
+        return Err(DistillError::Usage(format!(
+            "{}: the run was a data-parallel job of {} processes, whose checkpoints cannot be resumed yet (one \
+             process would take other steps): start it again",
+            out.display(),
+            saved.world_size
+        )));
+    }
     fingerprint::check_unchanged(out, &saved.inputs, &input_files(&opts, &cfg))?;
     execute(&opts, cfg, out, Some(rundir))
 }
@@ -115,6 +132,26 @@ pub fn resume(
 fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
     let start = Instant::now();
     let device = parse_device(&opts.device)?;
+    let group = join_job(device, reopened.is_some())?;
+    // Only rank 0 writes the run folder; the others write theirs into a folder of their own that
+    // goes when they finish. All may share a --teacher-cache (each writes through a file named by
+    // its process id and renames it: the same outputs land whoever is last).
+    let private = match &group {
+        Some(g) if g.rank > 0 => Some(
+            tempfile::Builder::new()
+                .prefix(&format!("distill-rank{}-", g.rank))
+                .tempdir()
+                .map_err(|e| DistillError::io(&std::env::temp_dir(), e))?,
+        ),
+        _ => None,
+    };
+    let private_out = private.as_ref().map(|d| d.path().join("run"));
+    let out = private_out.as_deref().unwrap_or(out);
+    let opts = &TrainOptions {
+        overwrite: opts.overwrite || private.is_some(),
+        verbosity: if private.is_some() { Verbosity::Quiet } else { opts.verbosity },
+        ..opts.clone()
+    };
     check_trainable(&cfg.spec, &cfg.path)?;
     check_transformer_head(&cfg.spec, &cfg.path)?;
     if let Some(cache) = &opts.teacher_cache {
@@ -125,6 +162,21 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;
     check_baseline(opts.baseline, &cfg.spec, &loaded.train)?;
     let (settings, memory) = cfg.resolve(device, &loaded.sizes(), &progress)?;
+    if let Some(g) = &group {
+        let planned = settings.spec().estimate.data_parallel;
+        progress.line(format!(
+            "data-parallel: {} processes (gloo), {} samples each per step, {} in all",
+            g.world,
+            settings.batch_size(),
+            settings.batch_size() * g.world
+        ));
+        if planned != 1 && planned as usize != g.world {
+            progress.line(format!(
+                "note: estimate.data_parallel = {planned} in the cfg.toml, but {} processes run: the memory plan prices {planned}",
+                g.world
+            ));
+        }
+    }
 
     let rundir = match reopened {
         Some(r) => r,
@@ -134,7 +186,8 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let inputs = fingerprint::all(&files)?;
     let cache_key = CacheKey::new(&inputs, settings.spec());
     let config = settings.to_toml();
-    let resumable = Resumable { options: absolute(opts, out), config, inputs };
+    let world_size = group.as_ref().map_or(1, |g| g.world);
+    let resumable = Resumable { options: absolute(opts, out), config, inputs, world_size };
     rundir.write("run.json", &serde_json::to_vec_pretty(&resumable).expect("run.json serialises"))?;
     rundir.write("config.toml", resumable.config.as_bytes())?;
     let students = Students {
@@ -146,6 +199,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         progress: &progress,
         cache_key,
         teacher_cache: opts.teacher_cache.as_deref(),
+        group: group.as_ref(),
     };
     for (role, set) in [("train", &loaded.train), ("test", &loaded.test)] {
         if let Some(stats) = set.text_stats() {
@@ -166,6 +220,12 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
                 memory,
                 wall_seconds: start.elapsed().as_secs_f64(),
                 output_dir: rundir.out.display().to_string(),
+                data_parallel: group.as_ref().map(|g| DataParallelReport {
+                    world_size: g.world,
+                    backend: "gloo",
+                    micro_batch: settings.batch_size() as u64,
+                    global_batch: (settings.batch_size() * g.world) as u64,
+                }),
             };
             let report = Report::new(run, distilled);
             let json = serde_json::to_string_pretty(&report).expect("report serialises");

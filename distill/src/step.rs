@@ -22,6 +22,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::amp::GradScaler;
 use crate::data::ModelInput;
+use crate::dist::Ddp;
 use crate::error::Result;
 use crate::objective::{LossParts, Objective};
 use crate::shim::autocast;
@@ -40,6 +41,9 @@ pub struct StepConfig<'a> {
     pub param_segment: &'a [usize],
     /// Recompute segments in the backward (checkpointing) instead of keeping their graphs.
     pub recompute: bool,
+    /// Data parallelism: the backward accumulates into `.grad`, where the Reducer averages the
+    /// gradients across ranks (no checkpointing: the trainer refuses both at once).
+    pub ddp: Option<&'a Ddp<'a>>,
 }
 
 /// What one training step runs on: the batch's model input (with its attention mask for text),
@@ -50,6 +54,10 @@ pub struct StepBatch<'a> {
     pub labels: Option<&'a Tensor>,
     pub soft: Option<&'a Tensor>,
     pub step: u64,
+    /// Factor on the objective's loss in the backward: 1, or under data parallelism
+    /// `world * local / global` samples, so that averaging the ranks' gradients gives the
+    /// gradient of the global batch's mean loss when the shares differ in size.
+    pub weight: f64,
 }
 
 /// A batch's loss parts, the student's output and the gradient of every optimiser parameter.
@@ -71,7 +79,7 @@ pub fn forward_backward(
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
 ) -> Result<Gradients> {
-    let StepBatch { input, labels, soft, step } = *batch;
+    let StepBatch { input, labels, soft, step, weight } = *batch;
     let (x, mask) = (&input.x, input.mask.as_ref());
     let k = cfg.segments.len();
     // Block by block, each reseeded by its index, so that dropout is the same for any split.
@@ -92,10 +100,16 @@ pub fn forward_backward(
         for segment in 0..k {
             h = run(&h, segment)?;
         }
-        let (loss, backprop) = finish(cfg, &h, labels, soft, scaler, extra_loss);
+        let (loss, backprop) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight);
+        if let Some(ddp) = cfg.ddp {
+            ddp.before_backward()?;
+            backprop.f_backward()?;
+            return Ok(Gradients { loss, output: h.detach(), grads: ddp.grads() });
+        }
         let out = Tensor::f_run_backward(&[&backprop], params, false, false)?;
         return Ok(Gradients { loss, output: h.detach(), grads: out });
     }
+    debug_assert!(cfg.ddp.is_none(), "the trainer refuses checkpointing under data parallelism");
 
     // Forward: keep only the input of each segment (and BN statistics from before it).
     let mut inputs = vec![x.shallow_clone()];
@@ -108,7 +122,7 @@ pub fn forward_backward(
     // Last segment with autograd, from a leaf that collects the gradient of its input.
     let leaf = inputs[k - 1].detach().set_requires_grad(true);
     let output = run(&leaf, k - 1)?;
-    let (loss, backprop) = finish(cfg, &output, labels, soft, scaler, extra_loss);
+    let (loss, backprop) = finish(cfg, &output, labels, soft, scaler, extra_loss, weight);
     // The loss reaches the last segment's parameters through the logits and any parameter
     // directly through the extra term (an L1 penalty): back-propagate it to all of them.
     let all: Vec<usize> = (0..params.len()).collect();
@@ -129,7 +143,9 @@ pub fn forward_backward(
     Ok(Gradients { loss, output: output.detach(), grads })
 }
 
-/// The objective's loss in fp32 plus any extra term, and the tensor to back-propagate (scaled for fp16).
+/// The objective's loss in fp32 plus any extra term, and the tensor to back-propagate: the
+/// objective's loss times `weight` plus the extra term, scaled for fp16.
+#[allow(clippy::too_many_arguments)]
 fn finish(
     cfg: &StepConfig,
     output: &Tensor,
@@ -137,14 +153,20 @@ fn finish(
     soft: Option<&Tensor>,
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
+    weight: f64,
 ) -> (LossParts, Tensor) {
     let mut loss = cfg.objective.loss(output, soft, labels);
-    if let Some(extra) = extra_loss() {
-        loss.loss = &loss.loss + extra;
-    }
+    let weighted = if weight == 1.0 { loss.loss.shallow_clone() } else { &loss.loss * weight };
+    let total = match extra_loss() {
+        Some(extra) => {
+            loss.loss = &loss.loss + &extra;
+            weighted + extra
+        }
+        None => weighted,
+    };
     let backprop = match scaler {
-        Some(s) => s.scaled(&loss.loss),
-        None => loss.loss.shallow_clone(),
+        Some(s) => s.scaled(&total),
+        None => total,
     };
     (loss, backprop)
 }
@@ -272,12 +294,13 @@ mod tests {
             segments,
             param_segment: &param_segments(&student, &names, segments),
             recompute,
+            ddp: None,
         };
         let x = Tensor::linspace(-1.0, 1.0, 6 * 64, (Kind::Float, Device::Cpu)).reshape([6, 1, 8, 8]).sin() * 3.0;
         let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);
         let soft = Tensor::linspace(-2.0, 2.0, 30, (Kind::Float, Device::Cpu)).reshape([6, 5]);
         let input = ModelInput::new(x);
-        let batch = StepBatch { input: &input, labels: Some(&y), soft: Some(&soft), step: 7 };
+        let batch = StepBatch { input: &input, labels: Some(&y), soft: Some(&soft), step: 7, weight: 1.0 };
         // L1 of every conv/linear weight, as `prune.l1` builds it: a term with a graph straight
         // to parameters of every segment, not through the logits.
         let l1 = || {

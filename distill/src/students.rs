@@ -55,6 +55,8 @@ pub struct Students<'a> {
     pub cache_key: CacheKey,
     /// `--teacher-cache DIR`: the folder of teacher outputs shared by runs.
     pub teacher_cache: Option<&'a Path>,
+    /// The data-parallel job's process group, when this process is one of several.
+    pub group: Option<&'a crate::dist::ProcessGroup>,
 }
 
 impl Students<'_> {
@@ -109,6 +111,7 @@ impl Students<'_> {
             targets,
             teacher_test_preds: Some(&teacher_test),
             teacher_weights: data.teacher_weights,
+            group: self.group,
         };
         if settings.auto_batch() {
             confirm_batch(&inputs)?;

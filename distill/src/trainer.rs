@@ -4,7 +4,10 @@
 //! schedule's rate, pruning masks), then `advance` (the step count and pruning events), then
 //! `log_step` (the books of [`crate::loop_state`], progress, metrics lines). The checkpoint
 //! format is [`crate::checkpoint`]'s. It reports through [`Progress`] and [`MetricsLog`] and never
-//! prints results itself.
+//! prints results itself. In a data-parallel job ([`crate::dist`]) each rank trains on its share
+//! of every global batch ([`Batches::shard`]), the Reducer averages the gradients, the step's
+//! figures and the decision to stop are agreed by all-reduce, and every epoch ends with rank 0's
+//! buffers sent out and a check that all ranks hold the same student.
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -15,13 +18,14 @@ use tch::{nn::VarStore, Kind, Tensor};
 use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
 use crate::checkpoint::{Restored, Snapshot};
-use crate::config::RunSettings;
-use crate::data::{permutation, Batch, Dataset};
+use crate::data::{permutation, Batch};
+use crate::dist::replicas::{any_rank, check_identical, global_figures};
+use crate::dist::Ddp;
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, correct, student_predictions};
 use crate::loop_state::{HeldOut, LoopState, StepFigures};
 use crate::metrics::MetricsLog;
-use crate::objective::{Agreement, LossValues, Objective};
+use crate::objective::{Agreement, Objective};
 use crate::optim::Optimizer;
 use crate::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
@@ -29,97 +33,7 @@ use crate::schedule::Schedule;
 use crate::similarity::spearman_of_cosines;
 use crate::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig};
 use crate::student::Student;
-use crate::teacher::Teacher;
-
-/// Where the soft targets (the teacher's outputs: whatever the objective compares, logits or
-/// embeddings) of a training batch come from.
-pub enum SoftTargets<'a> {
-    /// alpha = 0: labels only.
-    None,
-    /// Teacher outputs [N_train, ...] precomputed once (the teacher is frozen, in eval mode, and
-    /// the data is not augmented, so these are the soft targets every epoch would see).
-    Cached(Tensor),
-    /// The teacher runs on every batch.
-    Live(&'a Teacher),
-}
-
-impl SoftTargets<'_> {
-    /// Soft targets of training rows `index` of `data`, whose batch is `batch`.
-    fn get(&self, index: &Tensor, batch: &Batch, data: &Dataset) -> Result<Option<Tensor>> {
-        Ok(match self {
-            SoftTargets::None => None,
-            SoftTargets::Cached(all) => Some(all.index_select(0, index)),
-            SoftTargets::Live(teacher) => Some(teacher.finite_output(batch, data)?),
-        })
-    }
-}
-
-/// Random held-out sentence pairs whose cosines the Spearman figure compares (issue 11's
-/// benchmark asks for at least 5,000).
-pub const SPEARMAN_PAIRS: usize = 5000;
-
-/// Everything a run trains on.
-pub struct TrainInputs<'a> {
-    /// The resolved run: cfg, micro-batch, device.
-    pub settings: &'a RunSettings,
-    pub train: &'a Dataset,
-    pub test: &'a Dataset,
-    pub targets: SoftTargets<'a>,
-    /// The teacher's predictions on the test set (top-1 classes [N_test], or embeddings
-    /// [N_test, E]), for agreement.
-    pub teacher_test_preds: Option<&'a Tensor>,
-    /// The teacher's parameters a fresh student starts from (`student.init_from_teacher`).
-    pub teacher_weights: Option<&'a [(String, Tensor)]>,
-}
-
-impl TrainInputs<'_> {
-    /// Where a fresh student's weights come from: the teacher's, then `student.init`.
-    pub fn init(&self) -> crate::student::StudentInit<'_> {
-        crate::student::StudentInit { teacher: self.teacher_weights, file: self.settings.init() }
-    }
-}
-
-/// Final figures of a training run.
-#[derive(Debug, Clone)]
-pub struct TrainOutcome {
-    pub steps: u64,
-    /// The last epoch's mean loss parts.
-    pub losses: LossValues,
-    /// Top-1 test accuracy (`None` for unlabelled data or embeddings).
-    pub test_accuracy: Option<f64>,
-    /// Agreement with the teacher (top-1, or mean cosine for embeddings).
-    pub agreement: Option<f64>,
-    /// Embeddings: Spearman's rho of the student's and the teacher's test cosines.
-    pub spearman: Option<f64>,
-    /// Training throughput over the run (optimiser steps only, evaluation excluded).
-    pub samples_per_s: f64,
-    pub train_seconds: f64,
-    /// fp16 only: optimiser steps skipped for inf/NaN gradients, and the final loss scale.
-    pub skipped_steps: u64,
-    pub final_scale: Option<f64>,
-    pub segments: usize,
-    /// Training samples left out of every epoch (see [`Batches`]).
-    pub dropped_per_epoch: u64,
-}
-
-/// How a call to [`Trainer::run`] ended.
-pub enum RunEnd {
-    Finished(TrainOutcome),
-    /// Stopped early (Ctrl-C or a step limit) after writing a checkpoint at this step.
-    Stopped {
-        step: u64,
-    },
-}
-
-/// When the loop writes checkpoints and when it stops early.
-pub struct Checkpoints {
-    /// Folder of this run's checkpoints.
-    pub dir: PathBuf,
-    /// Checked after every step: true stops the loop after a checkpoint (Ctrl-C).
-    pub stop: &'static std::sync::atomic::AtomicBool,
-    /// Stop after this many completed steps (with a checkpoint).
-    pub stop_after: Option<u64>,
-}
+pub use crate::train_io::{Checkpoints, RunEnd, SoftTargets, TrainInputs, TrainOutcome, SPEARMAN_PAIRS};
 
 /// The training loop of one student over [`TrainInputs`].
 pub struct Trainer<'a> {
@@ -139,6 +53,8 @@ pub struct Trainer<'a> {
     /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).
     batches: Batches,
     state: LoopState,
+    /// Data parallelism: the Reducer of `params` in `inputs.group`.
+    ddp: Option<Ddp<'a>>,
 }
 
 /// A trained student, taken out of its [`Trainer`] for export.
@@ -156,7 +72,8 @@ impl<'a> Trainer<'a> {
     /// [`DistillError::Usage`] for a pruning schedule that does not fit the run.
     pub fn new(inputs: &'a TrainInputs<'a>, vs: VarStore, mut student: Student) -> Result<Trainer<'a>> {
         let spec = inputs.settings.spec();
-        let batches = Batches::new(inputs.train.len(), inputs.settings.batch_size(), &student)?;
+        let world = inputs.group.map_or(1, |g| g.world);
+        let batches = Batches::sharded(inputs.train.len(), inputs.settings.batch_size(), world, &student)?;
         let steps_per_epoch = batches.steps_per_epoch;
         let named = crate::student::trainable(&vs);
         let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
@@ -175,6 +92,17 @@ impl<'a> Trainer<'a> {
                 pruner.maybe_prune(0, &mut student);
                 Some(pruner)
             }
+            None => None,
+        };
+        let ddp = match inputs.group {
+            Some(_) if segments.len() > 1 => {
+                return Err(DistillError::Usage(
+                    "student.checkpointing with several processes: data-parallel training does not recompute segments yet; \
+                     remove student.checkpointing or train in one process"
+                        .into(),
+                ))
+            }
+            Some(g) => Some(Ddp::new(g, &params, &buffers(&vs))?),
             None => None,
         };
         let schedule = Schedule {
@@ -198,6 +126,7 @@ impl<'a> Trainer<'a> {
             param_segment,
             batches,
             state: LoopState::default(),
+            ddp,
         })
     }
 
@@ -229,12 +158,15 @@ impl<'a> Trainer<'a> {
                 };
                 order = Some((epoch, epoch_order));
             }
-            let chunk = {
+            let (chunk, weight) = {
                 let all = &order.as_ref().expect("set above").1;
-                all[self.batches.range(i)].to_vec()
+                let global = self.batches.range(i);
+                let local = self.inputs.group.map_or(global.clone(), |g| self.batches.shard(global.clone(), g.rank));
+                let weight = (local.len() * self.batches.world) as f64 / global.len() as f64;
+                (all[local].to_vec(), weight)
             };
             let (started, lr) = (Instant::now(), self.schedule.at(self.state.step()));
-            let update = self.update(&chunk, epoch, lr)?;
+            let update = self.update(&chunk, weight, epoch, lr)?;
             self.advance();
             let seconds = started.elapsed().as_secs_f64();
             let figures = StepFigures { seconds, ..update };
@@ -246,6 +178,11 @@ impl<'a> Trainer<'a> {
             }
             if let Some(c) = checkpoints {
                 let stop = c.stop.load(std::sync::atomic::Ordering::SeqCst) || c.stop_after == Some(step);
+                // every rank of a job stops after the same step (Ctrl-C reaches them at different times)
+                let stop = match self.inputs.group {
+                    Some(g) => any_rank(g, stop)?,
+                    None => stop,
+                };
                 let every = spec.train.save_every;
                 if epoch_end || stop || (every > 0 && step % every == 0) {
                     metrics.sync()?;
@@ -280,9 +217,11 @@ impl<'a> Trainer<'a> {
         let n = self.batches.size as i64;
         let (data, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.settings.device())))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
-        let batch = StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step: 0 };
-        forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &|| None)
-            .map(|_| ())
+        let batch =
+            StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step: 0, weight: 1.0 };
+        // outside the Reducer: a probe's gradients are neither averaged nor kept
+        let cfg = StepConfig { ddp: None, ..self.step_config() };
+        forward_backward(&cfg, &self.student, &params, &batch, self.scaler.as_ref(), &|| None).map(|_| ())
     }
 
     /// The batch (model input, labels) and soft targets of the training rows `index`.
@@ -302,24 +241,42 @@ impl<'a> Trainer<'a> {
             segments: &self.segments,
             param_segment: &self.param_segment,
             recompute: self.segments.len() > 1,
+            ddp: self.ddp.as_ref(),
         }
     }
 
     /// The parameter update of training rows `chunk` at learning rate `lr` (`epoch` 0-based,
-    /// for errors): forward and backward, then under fp16 unscaling (a non-finite step is skipped
-    /// and BatchNorm's running statistics are put back), the optimiser step and the pruning masks.
-    /// Returns the step's figures but its time (0 here), which the caller measures.
-    fn update(&mut self, chunk: &[i64], epoch: u64, lr: f64) -> Result<StepFigures> {
+    /// for errors; `weight` as [`StepBatch::weight`]): forward and backward, then under fp16
+    /// unscaling (a non-finite step is skipped and BatchNorm's running statistics are put back),
+    /// the optimiser step and the pruning masks. Returns the step's figures (of the global batch
+    /// under data parallelism) but its time (0 here), which the caller measures.
+    fn update(&mut self, chunk: &[i64], weight: f64, epoch: u64, lr: f64) -> Result<StepFigures> {
         let step = self.state.step();
         let (data, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.settings.device()))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
-        let batch = StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step };
+        let batch = StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step, weight };
+        if let Some(ddp) = &self.ddp {
+            ddp.before_forward()?;
+        }
         let stats = self.scaler.as_ref().map(|_| save_running_stats(&self.student));
         let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
-        let losses = out.loss.values();
-        let value = losses.loss;
+        let preds = self.objective.predictions(&out.output);
+        let scored = self.objective.agreement().classifies();
+        let correct = data.labels.as_ref().filter(|_| scored).map(|y| correct(&preds, y));
+        let local = StepFigures {
+            losses: out.loss.values(),
+            correct,
+            samples: chunk.len() as f64,
+            seconds: 0.0,
+            applied: true,
+        };
+        let figures = match self.inputs.group {
+            Some(g) => global_figures(g, &local)?,
+            None => local,
+        };
+        let value = figures.losses.loss;
         let mut grads = out.grads;
         // fp16: a non-finite loss or gradient skips the step and backs the scale off; only a
         // run of skips stops training. Other precisions have no scale to blame: stop at once.
@@ -345,10 +302,7 @@ impl<'a> Trainer<'a> {
             let scale = self.loss_scale().unwrap_or(0.0);
             return Err(DistillError::Overflow { skipped, step: step + 1, epoch: epoch + 1, value, scale });
         }
-        let preds = self.objective.predictions(&out.output);
-        let scored = self.objective.agreement().classifies();
-        let correct = data.labels.as_ref().filter(|_| scored).map(|y| correct(&preds, y));
-        Ok(StepFigures { losses, correct, samples: chunk.len() as f64, seconds: 0.0, applied })
+        Ok(StepFigures { applied, ..figures })
     }
 
     /// Moves the loop one step on: the step count, and a pruning event when the schedule has one.
@@ -382,6 +336,10 @@ impl<'a> Trainer<'a> {
     /// Evaluates on the test set at the end of epoch `epoch` (0-based) and logs it.
     fn end_epoch(&mut self, epoch: u64, progress: &Progress, metrics: &mut MetricsLog, name: &str) -> Result<()> {
         let inputs = self.inputs;
+        if let (Some(g), Some(ddp)) = (inputs.group, &self.ddp) {
+            ddp.sync_buffers()?;
+            check_identical(g, &ddp.tensors(), &format!("after epoch {}", epoch + 1))?;
+        }
         let spec = inputs.settings.spec();
         let batch = spec.train.eval_batch_size as usize;
         let preds = student_predictions(&self.student, inputs.test, self.objective.as_ref(), batch);
@@ -487,4 +445,12 @@ impl<'a> Trainer<'a> {
     pub fn loss_scale(&self) -> Option<f64> {
         self.scaler.as_ref().map(GradScaler::scale)
     }
+}
+
+/// The student's buffers (BatchNorm running statistics: variables without gradients), sorted by
+/// name so that every rank lists them in the same order.
+fn buffers(vs: &VarStore) -> Vec<Tensor> {
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| !t.requires_grad()).collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named.into_iter().map(|(_, t)| t).collect()
 }

@@ -236,8 +236,9 @@ fn checkpointed_gradients_equal_full_backprop() {
             segments: &segments,
             param_segment: &param_segments(&student, &names, &segments),
             recompute: true,
+            ddp: None,
         };
-        let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3 };
+        let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3, weight: 1.0 };
         forward_backward(&cfg, &student, &params, &step, None, &|| None).unwrap().grads
     };
     let full = grads(1);

@@ -1,8 +1,9 @@
 //! The `distill` binary end to end, by topic: bad input (exit code 2, exactly one error line
 //! naming the file, key or flag and the fix, never a panic, no output folder left behind),
-//! teachers that cannot teach, stopping and resuming, and `distill plan`.
+//! teachers that cannot teach, stopping and resuming, data-parallel jobs, and `distill plan`.
 mod bad_input;
 mod common;
+mod data_parallel;
 mod plan;
 mod resume;
 mod teacher;

@@ -1,12 +1,13 @@
 //! What `distill` can train of a valid cfg.toml ([`untrainable`]): the estimator plans more than
 //! the trainer runs (causal language models, transformer classifiers, bf16-weight recipes,
 //! several GPUs), and the explorer says so next to every cfg.toml it writes.
-use crate::schema::{Config, Family, HeadKind, Precision};
+use crate::schema::{Config, Family, HeadKind, Precision, Target};
 
 /// Why `distill` cannot train `config` yet, as one line naming the keys, or `None` when it
 /// trains it (given its data files and teacher). What it trains: mlp and cnn students on
 /// image or feature data; transformer students as sentence encoders (`head = "embedding"`) on
-/// text (`data.tokenizer`); precisions fp32, fp16 and bf16; one device.
+/// text (`data.tokenizer`); precisions fp32, fp16 and bf16; one device, or data-parallel
+/// replicas on CPUs (`estimate.target = "cpu"`).
 pub fn untrainable(config: &Config) -> Option<String> {
     let mut reasons = Vec::new();
     if let Some(t) = config.student.transformer.as_ref().filter(|_| config.student.family == Family::Transformer) {
@@ -28,15 +29,18 @@ pub fn untrainable(config: &Config) -> Option<String> {
         }
     }
     let e = &config.estimate;
-    let split = [
-        ("tensor_parallel", e.tensor_parallel),
-        ("pipeline_stages", e.pipeline_stages),
-        ("data_parallel", e.data_parallel),
-    ];
+    let split = [("tensor_parallel", e.tensor_parallel), ("pipeline_stages", e.pipeline_stages)];
     for (key, n) in split {
         if n > 1 {
-            reasons.push(format!("estimate.{key} = {n} (it trains on one device)"));
+            reasons.push(format!("estimate.{key} = {n} (it splits no model across devices)"));
         }
+    }
+    if e.data_parallel > 1 && (e.target == Target::Cuda || e.zero_stage > 0) {
+        reasons.push(format!(
+            "estimate.data_parallel = {} on {} (it trains data-parallel DDP replicas on CPUs, over Gloo, launched by torchrun)",
+            e.data_parallel,
+            if e.zero_stage > 0 { format!("ZeRO stage {}", e.zero_stage) } else { "GPUs".to_string() }
+        ));
     }
     (!reasons.is_empty()).then(|| format!("distill cannot train this yet: {}", reasons.join("; ")))
 }
@@ -82,9 +86,15 @@ mod tests {
             untrainable(&config(&pure)).as_deref(),
             Some(
                 "distill cannot train this yet: train.precision = \"pure_bf16\" (it trains fp32, fp16 and bf16); \
-                 estimate.data_parallel = 2 (it trains on one device)"
+                 estimate.data_parallel = 2 on GPUs (it trains data-parallel DDP replicas on CPUs, over Gloo, launched \
+                 by torchrun)"
             )
         );
+        // the same replicas on CPUs train (torchrun --nproc-per-node=2)
+        let cpu = ENCODER.replace("[teacher]", "[estimate]\ndata_parallel = 2\ntarget = \"cpu\"\n[teacher]");
+        assert_eq!(untrainable(&config(&cpu)), None);
+        let zero = cpu.replace("target = \"cpu\"", "target = \"cpu\"\nzero_stage = 1");
+        assert!(untrainable(&config(&zero)).unwrap().contains("estimate.data_parallel = 2 on ZeRO stage 1"));
         let no_text = ENCODER.replace("tokenizer = \"tokenizer.json\"\n", "");
         assert!(untrainable(&config(&no_text)).unwrap().contains("data.tokenizer"));
         // structured pruning narrows a sentence encoder's feed-forward

@@ -1,0 +1,169 @@
+// Data-parallel training on libtorch's own distributed engine, c10d (the C++ under
+// torch.nn.parallel.DistributedDataParallel), in a few C functions for distill/src/dist/: a
+// TCPStore rendezvous, a ProcessGroup with the Gloo backend, broadcast and all-reduce, and the
+// c10d::Reducer that all-reduces gradients in buckets while autograd runs the backward. Tensors
+// come in as tch's handles (at::Tensor*). Every function returns NULL on success or a malloc'd
+// error message that the caller frees with distill_free (shim.cpp).
+//
+// The Reducer is built as torch/nn/parallel/distributed.py (torch 2.11) builds it for
+// find_unused_parameters=False: one bucket of every parameter at first, re-bucketed by the
+// backward's real order after the first step (rebuild_buckets, called before each forward),
+// within the bucket cap (DDP's 25 MiB) and a 1 MiB first bucket.
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#define GUARD(...)                                    \
+  try {                                               \
+    __VA_ARGS__;                                      \
+    return nullptr;                                   \
+  } catch (const std::exception& e) {                 \
+    return strdup(first_line(e.what()).c_str());      \
+  } catch (...) {                                     \
+    return strdup("unknown C++ exception");           \
+  }
+
+namespace {
+
+// c10 errors carry a C++ backtrace after the message: keep the message.
+std::string first_line(const char* what) {
+  std::string s(what);
+  auto cut = s.find("\nException raised from");
+  if (cut != std::string::npos) s.resize(cut);
+  return s;
+}
+
+struct Group {
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+};
+
+std::vector<at::Tensor> tensors(at::Tensor** ts, int n) {
+  std::vector<at::Tensor> out;
+  out.reserve(n);
+  for (int i = 0; i < n; ++i) out.push_back(*ts[i]);
+  return out;
+}
+
+// DDP's broadcast bucket for parameters and buffers at start-up (distributed.py: 250 MiB).
+constexpr size_t kBroadcastBytes = 250u * 1024 * 1024;
+
+}  // namespace
+
+extern "C" {
+
+// Joins the group of `world` processes whose store listens at addr:port (rank 0 serves it unless
+// `agent_store`: torchrun's agent already does), keys under `prefix`, with a Gloo backend bound to
+// the interfaces in GLOO_SOCKET_IFNAME (comma-separated) or this host's address.
+char* dist_group_new(const char* addr, int port, int rank, int world, int64_t timeout_ms, int agent_store,
+                     const char* prefix, void** out) {
+  GUARD({
+    auto timeout = std::chrono::milliseconds(timeout_ms);
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<std::uint16_t>(port);
+    opts.isServer = rank == 0 && !agent_store;
+    opts.numWorkers = world;
+    opts.waitWorkers = !agent_store;
+    opts.timeout = timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(addr), opts);
+    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), tcp);
+    auto gloo_opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    if (const char* ifnames = std::getenv("GLOO_SOCKET_IFNAME"); ifnames && *ifnames) {
+      std::stringstream list(ifnames);
+      std::string name;
+      while (std::getline(list, name, ',')) {
+        gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+      }
+    } else {
+      gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, gloo_opts);
+    auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, rank, world);
+    pg->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
+    pg->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+    *out = new Group{pg};
+  })
+}
+
+void dist_group_free(void* group) { delete static_cast<Group*>(group); }
+
+// Copies rank `root`'s values of the `n` tensors into every rank's (in place, coalesced).
+char* dist_broadcast(void* group, at::Tensor** ts, int n, int root) {
+  GUARD({ c10d::broadcast_coalesced(static_cast<Group*>(group)->pg, tensors(ts, n), kBroadcastBytes, root); })
+}
+
+// In-place all-reduce of `t`: op 0 sum, 1 min, 2 max.
+char* dist_allreduce(void* group, at::Tensor* t, int op) {
+  GUARD({
+    c10d::AllreduceOptions o;
+    o.reduceOp = op == 1 ? c10d::ReduceOp::MIN : op == 2 ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+    std::vector<at::Tensor> v{*t};
+    static_cast<Group*>(group)->pg->allreduce(v, o)->wait();
+  })
+}
+
+char* dist_barrier(void* group) {
+  GUARD({ static_cast<Group*>(group)->pg->barrier()->wait(); })
+}
+
+// A Reducer over the `n` parameters (in the same order on every rank), buckets of at most
+// `bucket_cap_bytes`; `grad_as_bucket_view` makes the gradients views into the buckets (no
+// second copy of them).
+char* dist_reducer_new(void* group, at::Tensor** params, int n, int64_t bucket_cap_bytes, int grad_as_bucket_view,
+                       void** out) {
+  GUARD({
+    auto ps = tensors(params, n);
+    std::vector<bool> sparse(ps.size(), false);
+    auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
+        ps, {std::numeric_limits<size_t>::max()}, sparse);
+    std::reverse(buckets.begin(), buckets.end());
+    std::unordered_map<size_t, std::string> names;
+    auto* reducer = new c10d::Reducer(ps, buckets, static_cast<Group*>(group)->pg, sparse, bucket_cap_bytes,
+                                      /*find_unused_parameters=*/false, grad_as_bucket_view != 0, names,
+                                      /*first_bucket_bytes_cap=*/1024 * 1024,
+                                      /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
+                                      /*bucket_bytes_cap_list=*/{});
+    *out = reducer;
+  })
+}
+
+// Before a forward whose backward is to be reduced: re-buckets once, after the first backward.
+char* dist_reducer_prepare_forward(void* reducer) {
+  GUARD({
+    auto* r = static_cast<c10d::Reducer*>(reducer);
+    r->prepare_for_forward();
+    r->rebuild_buckets();
+  })
+}
+
+// Before that backward: arms the autograd hooks that all-reduce each full bucket.
+char* dist_reducer_prepare_backward(void* reducer) {
+  GUARD({ static_cast<c10d::Reducer*>(reducer)->prepare_for_backward({}); })
+}
+
+char* dist_reducer_free(void* reducer) {
+  GUARD({ delete static_cast<c10d::Reducer*>(reducer); })
+}
+
+// Python's zero_grad(set_to_none=True): drops each gradient without detaching it in place (tch's
+// zero_grad detaches, which bucket views refuse).
+char* dist_zero_grad(at::Tensor** ts, int n) {
+  GUARD({
+    for (int i = 0; i < n; ++i) ts[i]->mutable_grad().reset();
+  })
+}
+
+}  // extern "C"

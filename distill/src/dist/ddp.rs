@@ -1,0 +1,118 @@
+//! DistributedDataParallel for a tch student: parameters and buffers copied from rank 0 at the
+//! start, gradients averaged by c10d's Reducer in buckets while autograd runs the backward (so
+//! communication overlaps computation), and BatchNorm buffers re-sent from rank 0 before every
+//! step, as `torch.nn.parallel.DistributedDataParallel` does by default (`broadcast_buffers`).
+//!
+//! The Reducer hooks the parameters' gradient accumulators, so the backward must accumulate into
+//! `.grad` (`Tensor::f_backward`), not return gradients (`autograd::grad`), which runs no
+//! accumulator: the step's data-parallel path does so ([`crate::step`]).
+use std::ffi::c_void;
+
+use tch::Tensor;
+
+use super::ffi;
+use super::group::ProcessGroup;
+use crate::error::Result;
+
+/// DDP's `bucket_cap_mb` default: 25 MiB.
+pub const BUCKET_CAP_BYTES: i64 = 25 * 1024 * 1024;
+
+/// The Reducer of one student's parameters in one process group.
+pub struct Ddp<'g> {
+    group: &'g ProcessGroup,
+    reducer: *mut c_void,
+    params: Vec<Tensor>,
+    buffers: Vec<Tensor>,
+}
+
+impl<'g> Ddp<'g> {
+    /// Sends rank 0's `params` and `buffers` (in the same order on every rank: tch's trainable
+    /// variables sorted by name, and the buffers sorted by name) to every rank, then builds the
+    /// Reducer over `params` with gradients as views into its buckets.
+    ///
+    /// # Errors
+    /// [`crate::DistillError::Distributed`] from the broadcast or the Reducer.
+    pub fn new(group: &'g ProcessGroup, params: &[Tensor], buffers: &[Tensor]) -> Result<Ddp<'g>> {
+        let params: Vec<Tensor> = params.iter().map(Tensor::shallow_clone).collect();
+        let buffers: Vec<Tensor> = buffers.iter().map(Tensor::shallow_clone).collect();
+        tch::no_grad(|| {
+            let all: Vec<&Tensor> = params.iter().chain(&buffers).collect();
+            group.broadcast(&all, 0)
+        })?;
+        let handles = ffi::handles(&params.iter().collect::<Vec<_>>());
+        let mut reducer = std::ptr::null_mut();
+        // SAFETY: the handles point at live parameters; the Reducer keeps its own references.
+        let message = unsafe {
+            ffi::dist_reducer_new(
+                group.handle(),
+                handles.as_ptr(),
+                handles.len() as i32,
+                BUCKET_CAP_BYTES,
+                1,
+                &mut reducer,
+            )
+        };
+        ffi::check(message, &format!("rank {}: building the DDP Reducer", group.rank))?;
+        Ok(Ddp { group, reducer, params, buffers })
+    }
+
+    /// Before a step's forward: gradients dropped (set to none: tch's zero_grad would detach the
+    /// bucket views in place, which libtorch refuses), rank 0's buffers sent, and the Reducer
+    /// told a forward comes (it re-buckets by the backward's order after the first step).
+    ///
+    /// # Errors
+    /// [`crate::DistillError::Distributed`] when a peer is gone.
+    pub fn before_forward(&self) -> Result<()> {
+        let handles = ffi::handles(&self.params.iter().collect::<Vec<_>>());
+        // SAFETY: live parameters.
+        ffi::check(unsafe { ffi::dist_zero_grad(handles.as_ptr(), handles.len() as i32) }, "zero_grad")?;
+        self.sync_buffers()?;
+        // SAFETY: the Reducer is live until drop.
+        ffi::check(unsafe { ffi::dist_reducer_prepare_forward(self.reducer) }, &self.what("preparing the forward"))
+    }
+
+    /// Before the backward: arms the hooks that all-reduce each bucket once its gradients are in.
+    ///
+    /// # Errors
+    /// [`crate::DistillError::Distributed`] from the Reducer.
+    pub fn before_backward(&self) -> Result<()> {
+        // SAFETY: the Reducer is live until drop.
+        ffi::check(unsafe { ffi::dist_reducer_prepare_backward(self.reducer) }, &self.what("preparing the backward"))
+    }
+
+    /// Sends rank 0's buffers to every rank (before an evaluation, so every rank evaluates the
+    /// same student).
+    ///
+    /// # Errors
+    /// [`crate::DistillError::Distributed`] when a peer is gone.
+    pub fn sync_buffers(&self) -> Result<()> {
+        tch::no_grad(|| self.group.broadcast(&self.buffers.iter().collect::<Vec<_>>(), 0))
+    }
+
+    /// The parameters and then the buffers, in the order every rank holds them.
+    pub fn tensors(&self) -> Vec<Tensor> {
+        self.params.iter().chain(&self.buffers).map(Tensor::shallow_clone).collect()
+    }
+
+    /// The averaged gradients after the backward, aligned with the parameters (undefined where
+    /// a parameter got none).
+    pub fn grads(&self) -> Vec<Tensor> {
+        self.params.iter().map(Tensor::grad).collect()
+    }
+
+    pub fn group(&self) -> &ProcessGroup {
+        self.group
+    }
+
+    fn what(&self, call: &str) -> String {
+        format!("rank {} of {}: {call}", self.group.rank, self.group.world)
+    }
+}
+
+impl Drop for Ddp<'_> {
+    fn drop(&mut self) {
+        // SAFETY: made by dist_reducer_new, freed once; an error here has nowhere to go.
+        let message = unsafe { ffi::dist_reducer_free(self.reducer) };
+        let _ = ffi::check(message, "freeing the Reducer");
+    }
+}

@@ -1,0 +1,114 @@
+//! A c10d process group with the Gloo backend (tensors on the CPU), joined through a TCPStore at
+//! the job's master address; freed on drop.
+use std::ffi::{c_void, CString};
+use std::time::Duration;
+
+use tch::Tensor;
+
+use super::env::DistEnv;
+use super::ffi;
+use crate::error::{DistillError, Result};
+
+/// How long a collective, or joining the group, may wait for the other ranks. DDP's default is
+/// 30 minutes; 10 ends a job with a lost rank sooner (a dead peer's socket fails at once anyway).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What an all-reduce combines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum = 0,
+    Min = 1,
+    Max = 2,
+}
+
+/// This process's membership of the job's group.
+pub struct ProcessGroup {
+    handle: *mut c_void,
+    pub rank: usize,
+    pub world: usize,
+}
+
+impl ProcessGroup {
+    /// Joins the group `env` describes, waiting at most `timeout` for the others.
+    ///
+    /// # Errors
+    /// [`DistillError::Distributed`] naming the rank and the endpoint when the store or the
+    /// group cannot be set up (no rank 0 listening in time, a port in use, no such interface
+    /// in `GLOO_SOCKET_IFNAME`).
+    pub fn join(env: &DistEnv, timeout: Duration) -> Result<ProcessGroup> {
+        let addr = CString::new(env.master_addr.as_str())
+            .map_err(|_| DistillError::Usage("MASTER_ADDR holds a NUL byte".into()))?;
+        let prefix = CString::new(env.prefix.as_str()).expect("a prefix of digits");
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: the strings outlive the call; `handle` is written on success only.
+        let message = unsafe {
+            ffi::dist_group_new(
+                addr.as_ptr(),
+                i32::from(env.master_port),
+                env.rank as i32,
+                env.world as i32,
+                timeout.as_millis() as i64,
+                i32::from(env.agent_store),
+                prefix.as_ptr(),
+                &mut handle,
+            )
+        };
+        let what = format!(
+            "rank {} of {} joining the Gloo group at {}:{}",
+            env.rank, env.world, env.master_addr, env.master_port
+        );
+        ffi::check(message, &what)?;
+        Ok(ProcessGroup { handle, rank: env.rank, world: env.world })
+    }
+
+    /// Combines `t` (a CPU tensor) across the ranks in place.
+    ///
+    /// # Errors
+    /// [`DistillError::Distributed`] when a peer is gone (its socket closed) or the timeout passes.
+    pub fn all_reduce(&self, t: &Tensor, op: ReduceOp) -> Result<()> {
+        // SAFETY: `t` is a live tensor; the group handle is live until drop.
+        let message = unsafe { ffi::dist_allreduce(self.handle, t.as_ptr() as ffi::TensorPtr, op as i32) };
+        ffi::check(message, &self.what("all-reduce"))
+    }
+
+    /// Copies rank `root`'s values of `tensors` into every rank's, in place (coalesced in
+    /// 250 MiB buffers, as DDP's start-up broadcast). Every rank passes the same shapes in the
+    /// same order.
+    ///
+    /// # Errors
+    /// As [`ProcessGroup::all_reduce`].
+    pub fn broadcast(&self, tensors: &[&Tensor], root: usize) -> Result<()> {
+        if tensors.is_empty() {
+            return Ok(());
+        }
+        let handles = ffi::handles(tensors);
+        // SAFETY: the handles point at live tensors for the call.
+        let message = unsafe { ffi::dist_broadcast(self.handle, handles.as_ptr(), handles.len() as i32, root as i32) };
+        ffi::check(message, &self.what("broadcast"))
+    }
+
+    /// Waits until every rank has reached this call.
+    ///
+    /// # Errors
+    /// As [`ProcessGroup::all_reduce`].
+    pub fn barrier(&self) -> Result<()> {
+        // SAFETY: the group handle is live until drop.
+        ffi::check(unsafe { ffi::dist_barrier(self.handle) }, &self.what("barrier"))
+    }
+
+    /// The group's handle, for the Reducer.
+    pub(super) fn handle(&self) -> *mut c_void {
+        self.handle
+    }
+
+    fn what(&self, call: &str) -> String {
+        format!("rank {} of {}: {call} (a peer may have exited; see its log)", self.rank, self.world)
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // SAFETY: made by dist_group_new, freed once.
+        unsafe { ffi::dist_group_free(self.handle) }
+    }
+}

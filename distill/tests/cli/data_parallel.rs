@@ -1,0 +1,210 @@
+//! Data-parallel jobs of the real binary on the CPU (c10d's Gloo backend over loopback): torchrun
+//! and hand-set launch variables, the same training as one process of the global batch, the
+//! replicas kept identical, and ranks that die or never come.
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{metrics_without_timing, Case, CFG, TEACHER};
+
+/// A port nobody listens on now (the OS's choice, released at once).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `distill` as rank `rank` of `world`, its store at 127.0.0.1:`port`, one thread, `args` after
+/// the case's teacher, cfg and `--out out`.
+fn rank(case: &Case, rank: usize, world: usize, port: u16, args: &[&str]) -> Child {
+    let mut c = case.command(TEACHER, CFG, "out");
+    c.args(args)
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .env("GLOO_SOCKET_IFNAME", "lo")
+        .env("OMP_NUM_THREADS", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Loss and accuracy columns of every metrics line (the timing columns removed).
+fn losses(out: &Path) -> Vec<serde_json::Value> {
+    metrics_without_timing(&out.join("metrics.jsonl"))
+}
+
+fn report(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+}
+
+/// Every number of `a` and `b` (same keys) within `rel` of each other.
+fn assert_close(a: &serde_json::Value, b: &serde_json::Value, rel: f64) {
+    match (a, b) {
+        (serde_json::Value::Number(x), serde_json::Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= rel * x.abs().max(y.abs()).max(1e-12), "{x} vs {y}");
+        }
+        (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
+            assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>());
+            for (k, v) in x {
+                assert_close(v, &y[k], rel);
+            }
+        }
+        (x, y) => assert_eq!(x, y),
+    }
+}
+
+#[test]
+fn two_ranks_under_torchrun_train_as_one_process_of_the_global_batch() {
+    let case = Case::new();
+    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
+    assert!(single.status.success(), "{}", text(&single.stderr));
+    let torchrun = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/torchrun");
+    assert!(torchrun.exists(), "{} is missing: run scripts/setup first", torchrun.display());
+    let port = free_port().to_string();
+    let job: Output = Command::new(&torchrun)
+        .args(["--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d"])
+        .arg(format!("--rdzv-endpoint=127.0.0.1:{port}"))
+        .args(["--no-python", env!("CARGO_BIN_EXE_distill")])
+        .args(["--teacher", case.path(TEACHER).to_str().unwrap(), "--student", case.path(CFG).to_str().unwrap()])
+        .args(["--out", case.path("job").to_str().unwrap(), "--device", "cpu", "--quiet"])
+        .env("GLOO_SOCKET_IFNAME", "lo")
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    assert!(job.status.success(), "torchrun: {}", text(&job.stderr));
+    // Each rank averages the gradients of its 32 of every 64 samples: the losses, accuracies and
+    // test figures of every logged step and epoch are those of one process at batch 64, to
+    // float32 reduction order.
+    let (one, two) = (losses(&case.path("single")), losses(&case.path("job")));
+    assert_eq!(one.len(), two.len());
+    for (a, b) in one.iter().zip(&two) {
+        assert_close(a, b, 1e-5);
+    }
+    let r = report(&case.path("job"));
+    assert_eq!(
+        r["data_parallel"],
+        serde_json::json!({"world_size": 2, "backend": "gloo", "micro_batch": 32, "global_batch": 64})
+    );
+    assert_eq!(r["student"]["test_accuracy"], report(&case.path("single"))["student"]["test_accuracy"]);
+    assert!(report(&case.path("single")).get("data_parallel").is_none());
+    // one summary on stdout (rank 0's), one run folder
+    assert_eq!(text(&job.stdout).matches("test accuracy").count(), 1, "{}", text(&job.stdout));
+    let names = |d: &str| {
+        let mut v: Vec<_> = std::fs::read_dir(case.path(d)).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names("job"), names("single"));
+}
+
+#[test]
+fn batch_norm_replicas_stay_identical_with_rank_zeros_statistics() {
+    // Each rank normalises with its own 16 samples; rank 0's running statistics are sent to all
+    // before every step and evaluation, and every epoch ends with a check that both ranks hold
+    // the same parameters and buffers (a mismatch stops the job with an error).
+    let case = Case::edited("family = \"mlp\"", "family = \"cnn\"\nchannels = [8]\nnorm = \"batch\"");
+    case.edit_config("batch_size = 32", "batch_size = 16");
+    let port = free_port();
+    let workers: Vec<Child> = (0..2).map(|r| rank(&case, r, 2, port, &[])).collect();
+    let outs: Vec<Output> = workers.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for (r, o) in outs.iter().enumerate() {
+        assert!(o.status.success(), "rank {r}: {}", text(&o.stderr));
+    }
+    let r = report(&case.path("out"));
+    assert_eq!(r["data_parallel"]["global_batch"], 32);
+    assert!(r["student"]["test_accuracy"].as_f64().unwrap() > 0.85, "{}", r["student"]);
+}
+
+#[test]
+fn a_stop_on_one_rank_stops_every_rank_after_the_same_step() {
+    // --stop-after-steps (or Ctrl-C, which reaches ranks at different times) on rank 1 alone:
+    // the ranks agree on it after every step, so rank 0 checkpoints step 5 and stops too.
+    let case = Case::new();
+    let port = free_port();
+    let zero = rank(&case, 0, 2, port, &[]);
+    let one = rank(&case, 1, 2, port, &["--stop-after-steps", "5"]);
+    let (one, zero) = (one.wait_with_output().unwrap(), zero.wait_with_output().unwrap());
+    assert_eq!((zero.status.code(), one.status.code()), (Some(130), Some(130)), "{}", text(&zero.stderr));
+    assert!(text(&zero.stderr).contains("stopped after step 5 with a checkpoint"), "{}", text(&zero.stderr));
+    // a checkpoint of a 2-process job cannot be resumed by one process, whose steps differ
+    let resumed = Command::new(env!("CARGO_BIN_EXE_distill"))
+        .args(["--resume", case.path("out").to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(resumed.status.code(), Some(2));
+    let err = text(&resumed.stderr);
+    assert!(err.contains("a data-parallel job of 2 processes"), "{err}");
+}
+
+#[test]
+fn a_rank_that_dies_makes_the_others_fail_within_seconds() {
+    let case = Case::new();
+    case.edit_config("epochs = 3", "epochs = 1000");
+    let port = free_port();
+    let zero = rank(&case, 0, 2, port, &[]);
+    let mut one = rank(&case, 1, 2, port, &[]);
+    std::thread::sleep(Duration::from_secs(2));
+    one.kill().unwrap();
+    let killed = Instant::now();
+    assert!(!one.wait().unwrap().success(), "rank 1 was killed");
+    let zero = zero.wait_with_output().unwrap();
+    assert!(killed.elapsed() < Duration::from_secs(30), "{:?}", killed.elapsed());
+    assert_eq!(zero.status.code(), Some(2), "{}", text(&zero.stderr));
+    let err = text(&zero.stderr);
+    let last = err.lines().last().unwrap();
+    assert!(last.starts_with("error: data-parallel: rank 0 of 2:"), "{err}");
+    assert!(last.contains("a peer may have exited"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_rank_alone_gives_up_after_the_timeout_naming_the_endpoint() {
+    let case = Case::new();
+    let port = free_port();
+    let started = Instant::now();
+    let mut c = case.command(TEACHER, CFG, "out");
+    c.env("RANK", "0").env("WORLD_SIZE", "2").env("MASTER_ADDR", "127.0.0.1").env("MASTER_PORT", port.to_string());
+    let out = c.env("DISTILL_DIST_TIMEOUT_S", "2").env("GLOO_SOCKET_IFNAME", "lo").output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("rank 0 of 2 joining the Gloo group at 127.0.0.1:{port}")), "{err}");
+    assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "nothing written");
+}
+
+#[test]
+fn launch_variables_that_cannot_work_are_refused_in_one_line() {
+    let case = Case::new();
+    let run = |vars: &[(&str, &str)], extra: &[&str]| {
+        let mut c = case.command(TEACHER, CFG, "out");
+        c.args(extra);
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        (o.status.code(), text(&o.stderr))
+    };
+    let (code, err) = run(&[("RANK", "0"), ("WORLD_SIZE", "2")], &[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.trim_end().ends_with(
+            "WORLD_SIZE=2 but MASTER_ADDR is unset: set MASTER_ADDR and MASTER_PORT to rank 0's host and a free port"
+        ),
+        "{err}"
+    );
+    let (code, err) = run(&[("RANK", "2"), ("WORLD_SIZE", "2")], &[]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("RANK=2 must be below WORLD_SIZE=2"), "{err}");
+    let (code, err) = run(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "0")], &[]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("MASTER_PORT=\"0\" is not a port number"), "{err}");
+    assert!(!case.path("out").exists(), "nothing written");
+}
