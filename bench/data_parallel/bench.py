@@ -111,7 +111,7 @@ def main():
         END,
     ]
     text = "\n".join(lines)
-    write_section(a.benchmarks, text)
+    write_section(a.benchmarks, text, START, END)
     print(text)
 
 

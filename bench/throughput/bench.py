@@ -302,10 +302,12 @@ in-process figure from its report.
 {END}"""
 
 
-def write_section(path, text):
+def write_section(path, text, start=START, end=END):
+    """Puts `text` (which begins with `start` and ends with `end`) in place of the section between
+    those markers in `path`, or at its end."""
     old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    if START in old and END in old:
-        new = old[: old.index(START)] + text + old[old.index(END) + len(END) :]
+    if start in old and end in old:
+        new = old[: old.index(start)] + text + old[old.index(end) + len(end) :]
     else:
         new = old.rstrip("\n") + "\n\n" + text + "\n"
     with open(path, "w") as f:

@@ -69,6 +69,16 @@ impl Window {
     fn samples_per_s(&self) -> f64 {
         self.samples / self.seconds.max(1e-9)
     }
+
+    /// Adds every sum of `other` (its batches and seconds too).
+    fn absorb(&mut self, other: &Window) {
+        self.sums += other.sums;
+        self.correct += other.correct;
+        self.samples += other.samples;
+        self.unscored += other.unscored;
+        self.batches += other.batches;
+        self.seconds += other.seconds;
+    }
 }
 
 /// The loop's position and running sums, changed only through its methods.
@@ -88,6 +98,13 @@ pub struct LoopState {
     #[serde(default)]
     consecutive_skips: u64,
     last_epoch: Option<EpochLine>,
+    /// A data-parallel rank's steps since the ranks last merged their figures
+    /// ([`LoopState::merge_ranks`]): empty in a checkpoint, which is written after a merge.
+    #[serde(skip)]
+    unmerged: Window,
+    /// Samples of this rank's skipped steps (fp16) since the last merge.
+    #[serde(skip)]
+    unmerged_skipped: f64,
 }
 
 impl LoopState {
@@ -139,9 +156,59 @@ impl LoopState {
         self.train_seconds += f.seconds;
     }
 
+    /// A data-parallel rank's step: kept apart until the ranks merge their figures (its loss
+    /// parts already weighted by `world * local / global` samples, as its gradient is).
+    pub fn record_unmerged(&mut self, f: &StepFigures) {
+        if f.applied {
+            self.unmerged.add(f);
+        } else {
+            // a skipped step's samples count towards the throughput, as in `record`
+            self.unmerged_skipped += f.samples;
+        }
+        self.train_seconds += f.seconds;
+    }
+
+    /// True when steps await [`LoopState::merge_ranks`] (the same steps on every rank).
+    pub fn has_unmerged(&self) -> bool {
+        self.unmerged.batches > 0.0 || self.unmerged_skipped > 0.0
+    }
+
+    /// Merges the ranks' steps since the last merge into the books: `all_reduce` sums the packed
+    /// figures over the `world` ranks in place; loss parts are then divided by `world` (each
+    /// rank's were weighted to make their mean the global batch's), samples and correct
+    /// predictions are the ranks' sums, batches and seconds this rank's.
+    ///
+    /// # Errors
+    /// The error of `all_reduce`.
+    pub fn merge_ranks<E>(
+        &mut self,
+        world: f64,
+        all_reduce: impl FnOnce(&mut [f64]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let u = std::mem::take(&mut self.unmerged);
+        let skipped = std::mem::take(&mut self.unmerged_skipped);
+        let mut packed = [u.sums.loss, u.sums.kd, u.sums.ce, u.correct, u.samples, u.unscored, skipped];
+        all_reduce(&mut packed)?;
+        let [loss, kd, ce, correct, samples, unscored, skipped] = packed;
+        let merged = Window {
+            sums: LossValues { loss: loss / world, kd: kd / world, ce: ce / world },
+            correct,
+            samples,
+            unscored,
+            batches: u.batches,
+            seconds: u.seconds,
+        };
+        self.window.absorb(&merged);
+        self.epoch.absorb(&merged);
+        self.total_samples += merged.samples + skipped;
+        Ok(())
+    }
+
     /// The progress text of the current logging window.
     pub fn window_status(&self) -> String {
-        let (w, l) = (&self.window, self.window.losses());
+        let mut w = self.window;
+        w.absorb(&self.unmerged);
+        let (w, l) = (&w, w.losses());
         match w.accuracy() {
             Some(a) => format!("{l} acc {a:.3}"),
             None => l.to_string(),
@@ -205,5 +272,49 @@ impl LoopState {
     /// Training time so far (evaluations excluded), seconds.
     pub fn train_seconds(&self) -> f64 {
         self.train_seconds
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(loss: f64, correct: f64, samples: f64) -> StepFigures {
+        let losses = LossValues { loss, kd: 2.0 * loss, ce: 0.5 * loss };
+        StepFigures { losses, correct: Some(correct), samples, seconds: 0.01, applied: true }
+    }
+
+    #[test]
+    fn merged_ranks_book_the_global_batches_means() {
+        // Two steps of a global batch of 10 over 2 ranks: 5 + 5 samples, then 4 + 6 (weights
+        // 2 * 4 / 10 and 2 * 6 / 10 on the losses, as the gradients are weighted). Rank 0's
+        // means are 1.0 and 2.0, rank 1's 3.0 and 4.0; the global ones (1 * 5 + 3 * 5) / 10 = 2.0
+        // and (2 * 4 + 4 * 6) / 10 = 3.2, so the window's mean per step is 2.6.
+        let mut zero = LoopState::default();
+        zero.record_unmerged(&step(1.0, 4.0, 5.0));
+        zero.record_unmerged(&step(2.0 * 0.8, 3.0, 4.0));
+        assert!(zero.has_unmerged());
+        let rank_one = [3.0 + 4.0 * 1.2, 2.0 * (3.0 + 4.0 * 1.2), 0.5 * (3.0 + 4.0 * 1.2), 5.0 + 6.0, 11.0, 0.0, 0.0];
+        zero.merge_ranks(2.0, |packed| {
+            packed.iter_mut().zip(rank_one).for_each(|(a, b)| *a += b);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert!(!zero.has_unmerged());
+        let line = zero.step_line(0, 0.1, None);
+        assert!((line.losses.loss - 2.6).abs() < 1e-12, "{:?}", line.losses);
+        assert!((line.losses.kd - 5.2).abs() < 1e-12 && (line.losses.ce - 1.3).abs() < 1e-12);
+        // (4 + 3 + 5 + 6) correct of 20 samples
+        assert_eq!(line.accuracy, Some(18.0 / 20.0));
+        assert!((zero.samples_per_s() - 20.0 / 0.02).abs() < 1e-6);
+        // a second merge adds only the steps after the first
+        zero.record_unmerged(&step(1.0, 1.0, 5.0));
+        zero.merge_ranks(2.0, |packed| {
+            packed.iter_mut().zip([1.0, 2.0, 0.5, 1.0, 5.0, 0.0, 0.0]).for_each(|(a, b)| *a += b);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert!((zero.step_line(0, 0.1, None).losses.loss - (2.0 + 3.2 + 1.0) / 3.0).abs() < 1e-12);
+        assert!((zero.samples_per_s() - 30.0 / 0.03).abs() < 1e-6);
     }
 }

@@ -103,7 +103,7 @@ pub fn forward_backward(
         let (loss, backprop) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight);
         if let Some(ddp) = cfg.ddp {
             ddp.before_backward()?;
-            backprop.f_backward()?;
+            backprop.f_backward().map_err(|e| ddp.backward_error(e))?;
             return Ok(Gradients { loss, output: h.detach(), grads: ddp.grads() });
         }
         let out = Tensor::f_run_backward(&[&backprop], params, false, false)?;

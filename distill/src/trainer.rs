@@ -19,7 +19,7 @@ use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
 use crate::checkpoint::{Restored, Snapshot};
 use crate::data::{permutation, Batch};
-use crate::dist::replicas::{any_rank, check_identical, global_figures};
+use crate::dist::replicas::{any_rank, check_identical, merge_figures};
 use crate::dist::Ddp;
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, correct, student_predictions};
@@ -177,14 +177,23 @@ impl<'a> Trainer<'a> {
                 self.end_epoch(epoch, progress, metrics, name)?;
             }
             if let Some(c) = checkpoints {
-                let stop = c.stop.load(std::sync::atomic::Ordering::SeqCst) || c.stop_after == Some(step);
-                // every rank of a job stops after the same step (Ctrl-C reaches them at different times)
-                let stop = match self.inputs.group {
-                    Some(g) => any_rank(g, stop)?,
-                    None => stop,
-                };
                 let every = spec.train.save_every;
+                let ctrl_c = c.stop.load(std::sync::atomic::Ordering::SeqCst);
+                // Every rank of a job stops after the same step: Ctrl-C reaches them at different
+                // times, so they agree on it at the steps that log or save (the same on all).
+                let ctrl_c = match self.inputs.group {
+                    Some(g) if step % spec.train.log_every == 0 || epoch_end || (every > 0 && step % every == 0) => {
+                        any_rank(g, ctrl_c)?
+                    }
+                    Some(_) => false,
+                    None => ctrl_c,
+                };
+                let stop = ctrl_c || c.stop_after == Some(step);
                 if epoch_end || stop || (every > 0 && step % every == 0) {
+                    self.merge_figures()?;
+                    if let Some(ddp) = &self.ddp {
+                        ddp.sync_buffers()?;
+                    }
                     metrics.sync()?;
                     self.save(&c.dir)?;
                 }
@@ -265,18 +274,14 @@ impl<'a> Trainer<'a> {
         let preds = self.objective.predictions(&out.output);
         let scored = self.objective.agreement().classifies();
         let correct = data.labels.as_ref().filter(|_| scored).map(|y| correct(&preds, y));
-        let local = StepFigures {
-            losses: out.loss.values(),
-            correct,
-            samples: chunk.len() as f64,
-            seconds: 0.0,
-            applied: true,
-        };
-        let figures = match self.inputs.group {
-            Some(g) => global_figures(g, &local)?,
-            None => local,
-        };
-        let value = figures.losses.loss;
+        let losses = out.loss.values();
+        // Under data parallelism the loss parts are weighted as the gradient is, so that the
+        // ranks' mean is the global batch's (`LoopState::merge_ranks`).
+        let booked = if self.inputs.group.is_some() && weight != 1.0 { losses.mean(1.0 / weight) } else { losses };
+        let figures = StepFigures { losses: booked, correct, samples: chunk.len() as f64, seconds: 0.0, applied: true };
+        // A rank's own loss: a non-finite one on another rank makes the averaged gradients, so
+        // every rank's next loss, non-finite too.
+        let value = losses.loss;
         let mut grads = out.grads;
         // fp16: a non-finite loss or gradient skips the step and backs the scale off; only a
         // run of skips stops training. Other precisions have no scale to blame: stop at once.
@@ -305,6 +310,15 @@ impl<'a> Trainer<'a> {
         Ok(StepFigures { applied, ..figures })
     }
 
+    /// Data parallelism: merges the ranks' figures of the steps since the last merge (every rank
+    /// calls this after the same steps); nothing in one process.
+    fn merge_figures(&mut self) -> Result<()> {
+        match self.inputs.group {
+            Some(g) if self.state.has_unmerged() => merge_figures(g, &mut self.state),
+            _ => Ok(()),
+        }
+    }
+
     /// Moves the loop one step on: the step count, and a pruning event when the schedule has one.
     fn advance(&mut self) {
         self.state.advance();
@@ -323,10 +337,14 @@ impl<'a> Trainer<'a> {
         progress: &Progress,
         metrics: &mut MetricsLog,
     ) -> Result<()> {
-        self.state.record(figures);
+        match self.inputs.group {
+            Some(_) => self.state.record_unmerged(figures),
+            None => self.state.record(figures),
+        }
         progress.step(self.state.window_status());
         let step = self.state.step();
         if step % self.inputs.settings.spec().train.log_every == 0 || step == self.schedule.total {
+            self.merge_figures()?;
             metrics.write(&self.state.step_line(epoch, lr, self.loss_scale()))?;
             self.state.step_logged();
         }
@@ -336,6 +354,7 @@ impl<'a> Trainer<'a> {
     /// Evaluates on the test set at the end of epoch `epoch` (0-based) and logs it.
     fn end_epoch(&mut self, epoch: u64, progress: &Progress, metrics: &mut MetricsLog, name: &str) -> Result<()> {
         let inputs = self.inputs;
+        self.merge_figures()?;
         if let (Some(g), Some(ddp)) = (inputs.group, &self.ddp) {
             ddp.sync_buffers()?;
             check_identical(g, &ddp.tensors(), &format!("after epoch {}", epoch + 1))?;

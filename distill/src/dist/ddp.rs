@@ -1,7 +1,13 @@
 //! DistributedDataParallel for a tch student: parameters and buffers copied from rank 0 at the
 //! start, gradients averaged by c10d's Reducer in buckets while autograd runs the backward (so
-//! communication overlaps computation), and BatchNorm buffers re-sent from rank 0 before every
-//! step, as `torch.nn.parallel.DistributedDataParallel` does by default (`broadcast_buffers`).
+//! communication overlaps computation), and BatchNorm buffers as rank 0 has them.
+//!
+//! `torch.nn.parallel.DistributedDataParallel` re-sends rank 0's buffers before every forward
+//! (`broadcast_buffers`). A training-mode BatchNorm normalises with the batch's statistics and
+//! only updates its running ones, so between evaluations the buffers change nothing: rank 0's
+//! evolve from its own batches either way. They are sent when they are read instead
+//! ([`Ddp::sync_buffers`]: before an evaluation and a checkpoint), the same values for one
+//! collective per epoch instead of one per step (each a round trip, ~1 ms on loopback Gloo).
 //!
 //! The Reducer hooks the parameters' gradient accumulators, so the backward must accumulate into
 //! `.grad` (`Tensor::f_backward`), not return gradients (`autograd::grad`), which runs no
@@ -57,8 +63,8 @@ impl<'g> Ddp<'g> {
     }
 
     /// Before a step's forward: gradients dropped (set to none: tch's zero_grad would detach the
-    /// bucket views in place, which libtorch refuses), rank 0's buffers sent, and the Reducer
-    /// told a forward comes (it re-buckets by the backward's order after the first step).
+    /// bucket views in place, which libtorch refuses), and the Reducer told a forward comes (it
+    /// re-buckets by the backward's order after the first step).
     ///
     /// # Errors
     /// [`crate::DistillError::Distributed`] when a peer is gone.
@@ -66,12 +72,12 @@ impl<'g> Ddp<'g> {
         let handles = ffi::handles(&self.params.iter().collect::<Vec<_>>());
         // SAFETY: live parameters.
         ffi::check(unsafe { ffi::dist_zero_grad(handles.as_ptr(), handles.len() as i32) }, "zero_grad")?;
-        self.sync_buffers()?;
         // SAFETY: the Reducer is live until drop.
         ffi::check(unsafe { ffi::dist_reducer_prepare_forward(self.reducer) }, &self.what("preparing the forward"))
     }
 
     /// Before the backward: arms the hooks that all-reduce each bucket once its gradients are in.
+    /// The backward's errors come from those all-reduces too: see [`Ddp::backward_error`].
     ///
     /// # Errors
     /// [`crate::DistillError::Distributed`] from the Reducer.
@@ -80,8 +86,8 @@ impl<'g> Ddp<'g> {
         ffi::check(unsafe { ffi::dist_reducer_prepare_backward(self.reducer) }, &self.what("preparing the backward"))
     }
 
-    /// Sends rank 0's buffers to every rank (before an evaluation, so every rank evaluates the
-    /// same student).
+    /// Sends rank 0's buffers to every rank (before an evaluation or a checkpoint, so every rank
+    /// evaluates the same student and rank 0 saves what all hold).
     ///
     /// # Errors
     /// [`crate::DistillError::Distributed`] when a peer is gone.
@@ -98,6 +104,17 @@ impl<'g> Ddp<'g> {
     /// a parameter got none).
     pub fn grads(&self) -> Vec<Tensor> {
         self.params.iter().map(Tensor::grad).collect()
+    }
+
+    /// A backward's error under the Reducer, as one line naming this rank (a peer that is gone
+    /// fails the bucket all-reduce).
+    pub fn backward_error(&self, e: tch::TchError) -> crate::DistillError {
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or_default().replace("Internal torch error: ", "");
+        crate::DistillError::Distributed(format!(
+            "{}: {first}",
+            self.what("gradient all-reduce (a peer may have exited; see its log)")
+        ))
     }
 
     pub fn group(&self) -> &ProcessGroup {

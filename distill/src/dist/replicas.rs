@@ -1,29 +1,24 @@
-//! What the ranks of a data-parallel job agree on besides the gradients: a step's figures summed
-//! over the global batch, whether to stop, and a check that every rank holds the same student.
+//! What the ranks of a data-parallel job agree on besides the gradients: the steps' figures over
+//! the global batches (merged when a line is logged, not every step: each collective costs a
+//! round trip), whether to stop, and a check that every rank holds the same student.
 use tch::{Kind, Tensor};
 
 use super::group::{ProcessGroup, ReduceOp};
 use crate::error::{DistillError, Result};
-use crate::loop_state::StepFigures;
-use crate::objective::LossValues;
+use crate::loop_state::LoopState;
 
-/// The step's figures over the global batch from this rank's `local` ones: losses weighted by
-/// each rank's samples, correct predictions and samples summed (one all-reduce of 5 numbers).
+/// Merges the ranks' step figures since the last merge into `state` ([`LoopState::merge_ranks`]:
+/// one all-reduce of 7 numbers). Every rank calls it after the same steps.
 ///
 /// # Errors
 /// [`DistillError::Distributed`] when a peer is gone.
-pub fn global_figures(group: &ProcessGroup, local: &StepFigures) -> Result<StepFigures> {
-    let n = local.samples;
-    let l = &local.losses;
-    let parts = [l.loss * n, l.kd * n, l.ce * n, local.correct.unwrap_or(0.0), n];
-    let t = Tensor::from_slice(&parts).to_kind(Kind::Double);
-    group.all_reduce(&t, ReduceOp::Sum)?;
-    let v = Vec::<f64>::try_from(&t).map_err(|e| DistillError::Torch(e.to_string()))?;
-    Ok(StepFigures {
-        losses: LossValues { loss: v[0] / v[4], kd: v[1] / v[4], ce: v[2] / v[4] },
-        correct: local.correct.map(|_| v[3]),
-        samples: v[4],
-        ..*local
+pub fn merge_figures(group: &ProcessGroup, state: &mut LoopState) -> Result<()> {
+    state.merge_ranks(group.world as f64, |packed| {
+        let t = Tensor::from_slice(packed).to_kind(Kind::Double);
+        group.all_reduce(&t, ReduceOp::Sum)?;
+        let v = Vec::<f64>::try_from(&t).map_err(|e| DistillError::Torch(e.to_string()))?;
+        packed.copy_from_slice(&v);
+        Ok(())
     })
 }
 
