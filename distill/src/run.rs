@@ -159,6 +159,9 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     }
     let progress = Progress::new(opts.verbosity);
     let files = input_files(opts, &cfg);
+    if let Some(g) = &group {
+        refuse_in_a_job(&cfg, g.world)?;
+    }
     let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;
     check_baseline(opts.baseline, &cfg.spec, &loaded.train)?;
     let (settings, memory) = cfg.resolve(device, &loaded.sizes(), &progress)?;
@@ -186,6 +189,11 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let inputs = fingerprint::all(&files)?;
     let cache_key = CacheKey::new(&inputs, settings.spec());
     let config = settings.to_toml();
+    if let Some(g) = &group {
+        // every rank must train the same cfg on the same teacher and data
+        let what = format!("{config}\n{inputs:?}");
+        crate::dist::replicas::check_same_job(g, what.as_bytes())?;
+    }
     let world_size = group.as_ref().map_or(1, |g| g.world);
     let resumable = Resumable { options: absolute(opts, out), config, inputs, world_size };
     rundir.write("run.json", &serde_json::to_vec_pretty(&resumable).expect("run.json serialises"))?;
@@ -237,7 +245,8 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
             let _ = std::fs::remove_file(done.join("run.json"));
             Ok(report)
         }
-        Err(e) if rundir.has_checkpoints() => Err(e.resumable(out, &rundir.partial)),
+        // a job's checkpoints cannot be resumed yet: no `--resume` hint
+        Err(e) if rundir.has_checkpoints() && group.is_none() => Err(e.resumable(out, &rundir.partial)),
         Err(e) => Err(e),
     }
 }
@@ -306,4 +315,30 @@ mod tests {
             ]
         );
     }
+}
+
+/// What a data-parallel job of `world` processes refuses before loading anything: an `"auto"`
+/// micro-batch (each rank would measure its own) and gradient checkpointing (its recompute
+/// bypasses the Reducer).
+fn refuse_in_a_job(cfg: &RunConfig, world: usize) -> Result<()> {
+    use estimator_wasm::schema::{BatchSize, Checkpointing};
+    if cfg.spec.train.batch_size == BatchSize::Auto {
+        return Err(DistillError::config(
+            &cfg.path,
+            format!(
+                "train.batch_size = \"auto\" in a data-parallel job of {world} processes: each would measure its own \
+                 size; set train.batch_size to a number (each process's micro-batch)"
+            ),
+        ));
+    }
+    if cfg.spec.student.checkpointing != Checkpointing::None {
+        return Err(DistillError::config(
+            &cfg.path,
+            format!(
+                "student.checkpointing with several processes ({world}): data-parallel training does not recompute \
+                 segments yet; remove student.checkpointing or train in one process"
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -169,10 +169,12 @@ impl Students<'_> {
             Some(outputs) => Some((outputs, &path)),
             None => in_shared().map(|outputs| (outputs, shared.as_ref().expect("read from it"))),
         };
+        // a data-parallel job's other ranks keep no run folder of use (rank 0 writes the run)
+        let in_run_folder = self.group.is_none_or(|g| g.rank == 0);
         if let Some((outputs, from)) = found {
             progress.line(format!("teacher: outputs of {n} train samples read from {}", from.display()));
             // each place that should hold them and does not gets them
-            if *from != path {
+            if *from != path && in_run_folder {
                 teacher_cache::write(&path, key, &outputs)?;
             }
             if let Some(shared) = shared.as_ref().filter(|p| *p != from && in_shared().is_none()) {
@@ -189,7 +191,9 @@ impl Students<'_> {
             n as f64 / s.max(1e-9)
         ));
         let on_cpu = outputs.to_device(Device::Cpu);
-        teacher_cache::write(&path, key, &on_cpu)?;
+        if in_run_folder {
+            teacher_cache::write(&path, key, &on_cpu)?;
+        }
         if let Some(shared) = &shared {
             self.keep_shared(shared, &on_cpu);
         }
@@ -296,7 +300,12 @@ pub fn run_student(
     if let Some(note) = trainer.batches().note() {
         progress.line(format!("{name}: {note}"));
     }
-    let checkpoints = Checkpoints { dir: out.path("checkpoints"), stop: out.stop, stop_after: out.stop_after };
+    let checkpoints = Checkpoints {
+        dir: out.path("checkpoints"),
+        stop: out.stop,
+        stop_after: out.stop_after,
+        write: inputs.group.is_none_or(|g| g.rank == 0),
+    };
     let metrics_path = out.path("metrics.jsonl");
     let mut metrics = match checkpoint::resume_newest(&checkpoints.dir, |c| trainer.restore(c))? {
         Some(resumed) => {

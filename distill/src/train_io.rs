@@ -102,4 +102,7 @@ pub struct Checkpoints {
     pub stop: &'static std::sync::atomic::AtomicBool,
     /// Stop after this many completed steps (with a checkpoint).
     pub stop_after: Option<u64>,
+    /// Write the checkpoints (false on a data-parallel job's ranks above 0: rank 0's serve all,
+    /// the ranks holding the same student).
+    pub write: bool,
 }

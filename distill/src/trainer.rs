@@ -195,7 +195,9 @@ impl<'a> Trainer<'a> {
                         ddp.sync_buffers()?;
                     }
                     metrics.sync()?;
-                    self.save(&c.dir)?;
+                    if c.write {
+                        self.save(&c.dir)?;
+                    }
                 }
                 if stop && step < total {
                     progress.finish();
@@ -246,7 +248,11 @@ impl<'a> Trainer<'a> {
             device: self.inputs.settings.device(),
             precision: spec.train.precision,
             objective: self.objective.as_ref(),
-            seed: spec.train.seed,
+            // each rank of a job draws its own dropout masks (rank 0 the masks of one process)
+            seed: spec
+                .train
+                .seed
+                .wrapping_add(self.inputs.group.map_or(0, |g| g.rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             segments: &self.segments,
             param_segment: &self.param_segment,
             recompute: self.segments.len() > 1,

@@ -41,6 +41,12 @@ impl DistEnv {
             ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
         ];
         let Some((rank_key, world_key, local_key)) = launchers.into_iter().find(|(r, _, _)| var(r).is_some()) else {
+            if let Some(world) = var("WORLD_SIZE").filter(|w| w.trim() != "1") {
+                return Err(DistillError::Usage(format!(
+                    "WORLD_SIZE={world} is set but RANK is not: set RANK (0 to WORLD_SIZE - 1) for each process, or \
+                     launch with torchrun"
+                )));
+            }
             return Ok(None);
         };
         let number = |key: &str| -> Result<Option<usize>> {
@@ -160,6 +166,8 @@ mod tests {
         assert!(err(&[("RANK", "x"), ("WORLD_SIZE", "2")]).contains("RANK=\"x\""));
         assert!(err(&[("RANK", "2"), ("WORLD_SIZE", "2")]).contains("RANK=2 must be below WORLD_SIZE=2"));
         assert!(err(&[("RANK", "0")]).contains("WORLD_SIZE is not"));
+        assert!(err(&[("WORLD_SIZE", "2")]).contains("WORLD_SIZE=2 is set but RANK is not"));
+        assert_eq!(read(&[("WORLD_SIZE", "1")]).unwrap(), None);
         assert!(err(&[("RANK", "0"), ("WORLD_SIZE", "2")]).contains("MASTER_ADDR is unset"));
         let bad_port = [("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "70000")];
         assert!(err(&bad_port).contains("MASTER_PORT=\"70000\""));

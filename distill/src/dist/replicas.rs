@@ -55,3 +55,24 @@ pub fn any_rank(group: &ProcessGroup, flag: bool) -> Result<bool> {
     group.all_reduce(&t, ReduceOp::Max)?;
     Ok(t.double_value(&[0]) > 0.0)
 }
+
+/// Fails unless every rank hashed the same `job` (the resolved cfg.toml and the fingerprints of
+/// the teacher and data files): ranks launched with other files or `--set`s would train other
+/// things, or exchange gradients of other shapes.
+///
+/// # Errors
+/// [`DistillError::Usage`] saying so; [`DistillError::Distributed`] when a peer is gone.
+pub fn check_same_job(group: &ProcessGroup, job: &[u8]) -> Result<()> {
+    let h = f64::from(crc32fast::hash(job));
+    let t = Tensor::from_slice(&[h, -h]);
+    group.all_reduce(&t, ReduceOp::Max)?;
+    let v = Vec::<f64>::try_from(&t).map_err(|e| DistillError::Torch(e.to_string()))?;
+    if v[0] != -v[1] {
+        return Err(DistillError::Usage(format!(
+            "rank {} of {}: the ranks were launched with different cfg.toml settings, teachers or data (checksums {} \
+             to {}): give every rank the same files and --set options",
+            group.rank, group.world, -v[1], v[0]
+        )));
+    }
+    Ok(())
+}

@@ -143,6 +143,9 @@ fn ctrl_c_on_one_rank_stops_every_rank_after_the_same_step() {
     };
     let step = step_of(&zero);
     assert_eq!(step, step_of(&one));
+    // no `--resume` hint: a job's checkpoints cannot be resumed yet (see below)
+    assert!(!text(&zero.stderr).contains("--resume") && !text(&one.stderr).contains("--resume"));
+    assert!(case.path("out.partial/checkpoints").is_dir(), "rank 0 keeps its checkpoint");
     // a step that logs (log_every = 10) or ends an epoch (1437 samples: 23 global batches of 64)
     assert!(step % 10 == 0 || step % 23 == 0, "{step}");
     // a checkpoint of a 2-process job cannot be resumed by one process, whose steps differ
@@ -219,4 +222,44 @@ fn launch_variables_that_cannot_work_are_refused_in_one_line() {
     assert_eq!(code, Some(2));
     assert!(err.contains("MASTER_PORT=\"0\" is not a port number"), "{err}");
     assert!(!case.path("out").exists(), "nothing written");
+}
+
+#[test]
+fn what_a_job_cannot_do_yet_is_refused_on_every_rank() {
+    let case = Case::new();
+    for (set, needle) in [
+        ("train.batch_size=\"auto\"", "train.batch_size = \"auto\" in a data-parallel job of 2 processes"),
+        ("student.checkpointing=\"sqrt\"", "student.checkpointing with several processes"),
+    ] {
+        let port = free_port();
+        let workers: Vec<Child> = (0..2).map(|r| rank(&case, r, 2, port, &["--set", set])).collect();
+        for (r, o) in workers.into_iter().map(|c| c.wait_with_output().unwrap()).enumerate() {
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "rank {r}: {err}");
+            assert!(err.lines().last().unwrap().contains(needle), "rank {r}: {err}");
+        }
+        assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "{set}: nothing written");
+    }
+}
+
+#[test]
+fn ranks_launched_with_different_settings_are_refused_before_training() {
+    // another learning rate would train other replicas; another width would exchange gradients
+    // of other sizes (Gloo aborts the process); another seed would shuffle other batches
+    let case = Case::new();
+    for set in ["train.lr=0.02", "student.hidden=[64]", "train.seed=5"] {
+        let port = free_port();
+        let zero = rank(&case, 0, 2, port, &[]);
+        let one = rank(&case, 1, 2, port, &["--set", set]);
+        for (r, o) in [zero, one].into_iter().map(|c| c.wait_with_output().unwrap()).enumerate() {
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{set}, rank {r}: {err}");
+            let last = err.lines().last().unwrap();
+            assert!(
+                last.contains("the ranks were launched with different cfg.toml settings, teachers or data"),
+                "{err}"
+            );
+        }
+        assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "{set}: nothing written");
+    }
 }
