@@ -283,6 +283,32 @@ fn default_out(cfg: &Path) -> PathBuf {
     PathBuf::from("runs").join(format!("{stem}-{now}"))
 }
 
+/// What a data-parallel job of `world` processes refuses before loading anything: an `"auto"`
+/// micro-batch (each rank would measure its own) and gradient checkpointing (its recompute
+/// bypasses the Reducer).
+fn refuse_in_a_job(cfg: &RunConfig, world: usize) -> Result<()> {
+    use estimator_wasm::schema::{BatchSize, Checkpointing};
+    if cfg.spec.train.batch_size == BatchSize::Auto {
+        return Err(DistillError::config(
+            &cfg.path,
+            format!(
+                "train.batch_size = \"auto\" in a data-parallel job of {world} processes: each would measure its own \
+                 size; set train.batch_size to a number (each process's micro-batch)"
+            ),
+        ));
+    }
+    if cfg.spec.student.checkpointing != Checkpointing::None {
+        return Err(DistillError::config(
+            &cfg.path,
+            format!(
+                "student.checkpointing with several processes ({world}): data-parallel training does not recompute \
+                 segments yet; remove student.checkpointing or train in one process"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,30 +341,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// What a data-parallel job of `world` processes refuses before loading anything: an `"auto"`
-/// micro-batch (each rank would measure its own) and gradient checkpointing (its recompute
-/// bypasses the Reducer).
-fn refuse_in_a_job(cfg: &RunConfig, world: usize) -> Result<()> {
-    use estimator_wasm::schema::{BatchSize, Checkpointing};
-    if cfg.spec.train.batch_size == BatchSize::Auto {
-        return Err(DistillError::config(
-            &cfg.path,
-            format!(
-                "train.batch_size = \"auto\" in a data-parallel job of {world} processes: each would measure its own \
-                 size; set train.batch_size to a number (each process's micro-batch)"
-            ),
-        ));
-    }
-    if cfg.spec.student.checkpointing != Checkpointing::None {
-        return Err(DistillError::config(
-            &cfg.path,
-            format!(
-                "student.checkpointing with several processes ({world}): data-parallel training does not recompute \
-                 segments yet; remove student.checkpointing or train in one process"
-            ),
-        ));
-    }
-    Ok(())
 }

@@ -133,7 +133,8 @@ impl Fp16Run {
         let progress = Progress::new(Verbosity::Quiet);
         let path = self.dir.path().join("metrics.jsonl");
         let (mut metrics, _) = MetricsLog::resume(&path, trainer.metrics_lines())?;
-        let checkpoints = Checkpoints { dir: self.dir.path().join("checkpoints"), stop: &NO_STOP, stop_after };
+        let checkpoints =
+            Checkpoints { dir: self.dir.path().join("checkpoints"), stop: &NO_STOP, stop_after, write: true };
         trainer.run(&progress, &mut metrics, "student", Some(&checkpoints))
     }
 }
