@@ -117,11 +117,15 @@ pub fn resume(
     opts.stop_after = stop_after;
     let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;
     let cfg = RunConfig::from_spec(&opts.student, spec)?;
-    if saved.world_size > 1 {
+    let world = crate::dist::DistEnv::from_process()?.map_or(1, |e| e.world);
+    if saved.world_size != world {
         return Err(DistillError::Usage(format!(
-            "{}: the run was a data-parallel job of {} processes, whose checkpoints cannot be resumed yet (one \
-             process would take other steps): start it again",
+            "{}: the run was {}, and this is {}: its steps hold {} micro-batches, so resume it with as many processes \
+             (torchrun --nproc-per-node={} ... --resume)",
             out.display(),
+            processes(saved.world_size),
+            processes(world),
+            saved.world_size,
             saved.world_size
         )));
     }
@@ -132,7 +136,7 @@ pub fn resume(
 fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
     let start = Instant::now();
     let device = parse_device(&opts.device)?;
-    let group = join_job(device, reopened.is_some())?;
+    let group = join_job(device)?;
     // Only rank 0 writes the run folder; the others write theirs into a folder of their own that
     // goes when they finish. All may share a --teacher-cache (each writes through a file named by
     // its process id and renames it: the same outputs land whoever is last).
@@ -147,6 +151,9 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     };
     let private_out = private.as_ref().map(|d| d.path().join("run"));
     let out = private_out.as_deref().unwrap_or(out);
+    // a resumed job's ranks above 0 start from rank 0's checkpoints and keep their own folder
+    let restore_from = reopened.as_ref().filter(|_| private.is_some()).map(|r| r.partial.clone());
+    let reopened = reopened.filter(|_| private.is_none());
     let opts = &TrainOptions {
         overwrite: opts.overwrite || private.is_some(),
         verbosity: if private.is_some() { Verbosity::Quiet } else { opts.verbosity },
@@ -208,6 +215,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         cache_key,
         teacher_cache: opts.teacher_cache.as_deref(),
         group: group.as_ref(),
+        restore_from: restore_from.as_deref(),
     };
     for (role, set) in [("train", &loaded.train), ("test", &loaded.test)] {
         if let Some(stats) = set.text_stats() {
@@ -245,8 +253,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
             let _ = std::fs::remove_file(done.join("run.json"));
             Ok(report)
         }
-        // a job's checkpoints cannot be resumed yet: no `--resume` hint
-        Err(e) if rundir.has_checkpoints() && group.is_none() => Err(e.resumable(out, &rundir.partial)),
+        Err(e) if rundir.has_checkpoints() => Err(e.resumable(out, &rundir.partial)),
         Err(e) => Err(e),
     }
 }
@@ -307,6 +314,15 @@ fn refuse_in_a_job(cfg: &RunConfig, world: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// "one process" or "a data-parallel job of N processes".
+fn processes(world: usize) -> String {
+    if world == 1 {
+        "one process".into()
+    } else {
+        format!("a data-parallel job of {world} processes")
+    }
 }
 
 #[cfg(test)]

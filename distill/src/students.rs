@@ -57,6 +57,8 @@ pub struct Students<'a> {
     pub teacher_cache: Option<&'a Path>,
     /// The data-parallel job's process group, when this process is one of several.
     pub group: Option<&'a crate::dist::ProcessGroup>,
+    /// A resumed job's rank above 0: rank 0's run folder, whose checkpoints it starts from.
+    pub restore_from: Option<&'a Path>,
 }
 
 impl Students<'_> {
@@ -120,8 +122,12 @@ impl Students<'_> {
                 settings.batch_size()
             ));
         }
-        let outputs =
-            |folder: &str| StudentOutputs { dir: self.dir.join(folder), stop: self.stop, stop_after: self.stop_after };
+        let outputs = |folder: &str| StudentOutputs {
+            dir: self.dir.join(folder),
+            source: self.restore_from.unwrap_or(self.dir).join(folder),
+            stop: self.stop,
+            stop_after: self.stop_after,
+        };
         let student = run_student(&inputs, &outputs(""), progress, "student")?;
 
         let baseline = if self.baseline {
@@ -264,6 +270,9 @@ fn confirm_batch(inputs: &TrainInputs) -> Result<()> {
 pub struct StudentOutputs {
     /// The student's folder: the run's `.partial` folder, or its `baseline/` folder.
     pub dir: PathBuf,
+    /// Where a resumed student reads its checkpoints and finished report: `dir`, or for a
+    /// data-parallel job's rank above 0 the same folder of rank 0's run.
+    pub source: PathBuf,
     /// Set by Ctrl-C: checkpoint after the current step and stop.
     pub stop: &'static AtomicBool,
     /// `--stop-after-steps`: checkpoint and stop when this student completes that step.
@@ -288,7 +297,7 @@ pub fn run_student(
     progress: &Progress,
     name: &str,
 ) -> Result<StudentReport> {
-    let done = out.path("student-report.json");
+    let done = out.source.join("student-report.json");
     if done.is_file() {
         let text = std::fs::read_to_string(&done).map_err(|e| DistillError::io(&done, e))?;
         return serde_json::from_str(&text).map_err(|e| DistillError::Usage(format!("{}: {e}", done.display())));
@@ -307,7 +316,10 @@ pub fn run_student(
         write: inputs.group.is_none_or(|g| g.rank == 0),
     };
     let metrics_path = out.path("metrics.jsonl");
-    let mut metrics = match checkpoint::resume_newest(&checkpoints.dir, |c| trainer.restore(c))? {
+    let restore_dir = out.source.join("checkpoints");
+    let mut metrics = match checkpoint::resume_newest(&restore_dir, |c| trainer.restore(c))? {
+        // a job's rank above 0: rank 0's checkpoint, and a log of its own
+        Some(_) if out.source != out.dir => MetricsLog::create(&metrics_path)?,
         Some(resumed) => {
             if let Some(line) = resumed.skipped_line(name) {
                 progress.warn(line);

@@ -22,16 +22,10 @@ use group::DEFAULT_TIMEOUT;
 /// [`DEFAULT_TIMEOUT`]) for the other ranks.
 ///
 /// # Errors
-/// [`DistillError::Usage`] for what a job cannot do yet (`--resume`, CUDA, which needs the NCCL
-/// backend) and a malformed timeout; the group's errors.
-pub fn join_job(device: tch::Device, resuming: bool) -> Result<Option<ProcessGroup>> {
+/// [`DistillError::Usage`] for what a job cannot do yet (CUDA, which needs the NCCL backend)
+/// and a malformed timeout; the group's errors.
+pub fn join_job(device: tch::Device) -> Result<Option<ProcessGroup>> {
     let Some(env) = DistEnv::from_process()? else { return Ok(None) };
-    if resuming {
-        return Err(DistillError::Usage(format!(
-            "--resume in a data-parallel job ({} processes) is not supported yet: start the job again",
-            env.world
-        )));
-    }
     if device.is_cuda() {
         return Err(DistillError::Usage(format!(
             "data-parallel training on CUDA needs the NCCL backend, which this build lacks: use --device cpu for the {} \

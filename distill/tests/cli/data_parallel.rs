@@ -143,19 +143,56 @@ fn ctrl_c_on_one_rank_stops_every_rank_after_the_same_step() {
     };
     let step = step_of(&zero);
     assert_eq!(step, step_of(&one));
-    // no `--resume` hint: a job's checkpoints cannot be resumed yet (see below)
-    assert!(!text(&zero.stderr).contains("--resume") && !text(&one.stderr).contains("--resume"));
+    // rank 0 keeps the checkpoint and says how to go on; rank 1 has none to keep
+    assert!(text(&zero.stderr).contains("continue with `distill --resume"), "{}", text(&zero.stderr));
+    assert!(!text(&one.stderr).contains("--resume"), "{}", text(&one.stderr));
     assert!(case.path("out.partial/checkpoints").is_dir(), "rank 0 keeps its checkpoint");
     // a step that logs (log_every = 10) or ends an epoch (1437 samples: 23 global batches of 64)
     assert!(step % 10 == 0 || step % 23 == 0, "{step}");
-    // a checkpoint of a 2-process job cannot be resumed by one process, whose steps differ
-    let resumed = Command::new(env!("CARGO_BIN_EXE_distill"))
+}
+
+#[test]
+fn a_stopped_job_resumes_with_as_many_ranks_to_the_uninterrupted_losses() {
+    let case = Case::new();
+    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
+    assert!(single.status.success(), "{}", text(&single.stderr));
+    // both ranks stop after step 30 (mid epoch 2: 23 global batches an epoch), with rank 0's checkpoint
+    let port = free_port();
+    let workers: Vec<Child> = (0..2).map(|r| rank(&case, r, 2, port, &["--stop-after-steps", "30"])).collect();
+    let stopped: Vec<Output> = workers.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    assert!(stopped.iter().all(|o| o.status.code() == Some(130)), "{}", text(&stopped[0].stderr));
+    // one process cannot continue it: its steps would hold one micro-batch, not two
+    let alone = Command::new(env!("CARGO_BIN_EXE_distill"))
         .args(["--resume", case.path("out").to_str().unwrap(), "--quiet"])
         .output()
         .unwrap();
-    assert_eq!(resumed.status.code(), Some(2));
-    let err = text(&resumed.stderr);
-    assert!(err.contains("a data-parallel job of 2 processes"), "{err}");
+    assert_eq!(alone.status.code(), Some(2));
+    let err = text(&alone.stderr);
+    assert!(err.contains("the run was a data-parallel job of 2 processes, and this is one process"), "{err}");
+    // two ranks resume from rank 0's checkpoint and finish as one process of batch 64 trains
+    let port = free_port();
+    let resume = |r: usize| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_distill"));
+        c.args(["--resume", case.path("out").to_str().unwrap(), "--quiet"])
+            .env("RANK", r.to_string())
+            .env("WORLD_SIZE", "2")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .env("GLOO_SOCKET_IFNAME", "lo")
+            .env("OMP_NUM_THREADS", "1")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let resumed: Vec<Output> = [resume(0), resume(1)].into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for (r, o) in resumed.iter().enumerate() {
+        assert!(o.status.success(), "rank {r}: {}", text(&o.stderr));
+    }
+    let (one, two) = (losses(&case.path("single")), losses(&case.path("out")));
+    assert_eq!(one.len(), two.len());
+    for (a, b) in one.iter().zip(&two) {
+        assert_close(a, b, 1e-5);
+    }
 }
 
 #[test]
