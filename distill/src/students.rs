@@ -355,7 +355,8 @@ pub fn run_student(
     };
     let report = export(inputs, trainer.into_trained(), &outcome, &out.dir)?;
     let json = serde_json::to_vec_pretty(&report).expect("report serialises");
-    write_atomic(&done, |f| f.write_all(&json))?;
+    // into this rank's own folder (`done` may be rank 0's)
+    write_atomic(&out.path("student-report.json"), |f| f.write_all(&json))?;
     Ok(report)
 }
 
