@@ -3,7 +3,7 @@
 // TCPStore rendezvous, a ProcessGroup with the Gloo backend, broadcast and all-reduce, and the
 // c10d::Reducer that all-reduces gradients in buckets while autograd runs the backward. Tensors
 // come in as tch's handles (at::Tensor*). Every function returns NULL on success or a malloc'd
-// error message that the caller frees with distill_free (shim.cpp).
+// error message that the caller frees with distill_free (shim.cpp); Rust keeps its first line.
 //
 // The Reducer is built as torch/nn/parallel/distributed.py (torch 2.11) builds it for
 // find_unused_parameters=False: one bucket of every parameter at first, re-bucketed by the
@@ -32,20 +32,12 @@
     __VA_ARGS__;                                      \
     return nullptr;                                   \
   } catch (const std::exception& e) {                 \
-    return strdup(first_line(e.what()).c_str());      \
+    return strdup(e.what());                          \
   } catch (...) {                                     \
     return strdup("unknown C++ exception");           \
   }
 
 namespace {
-
-// c10 errors carry a C++ backtrace after the message: keep the message.
-std::string first_line(const char* what) {
-  std::string s(what);
-  auto cut = s.find("\nException raised from");
-  if (cut != std::string::npos) s.resize(cut);
-  return s;
-}
 
 struct Group {
   c10::intrusive_ptr<c10d::ProcessGroup> pg;

@@ -23,15 +23,21 @@ extern "C" {
     fn distill_cuda_empty_cache() -> *mut c_char;
 }
 
-/// Turns the shim's error convention (NULL or a malloc'd message) into a `Result`.
-fn check(message: *mut c_char) -> Result<()> {
+/// The shims' error convention (`csrc/shim.cpp`, `csrc/dist_shim.cpp`): NULL on success, else a
+/// malloc'd message, taken here (and freed) as the first line of its text.
+pub(crate) fn take_message(message: *mut c_char) -> Option<String> {
     if message.is_null() {
-        return Ok(());
+        return None;
     }
     // SAFETY: the shim returns either NULL or a NUL-terminated strdup'd string we now own.
     let text = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
     unsafe { distill_free(message) };
-    Err(DistillError::Torch(crate::error::first_line(&text)))
+    Some(crate::error::first_line(&text))
+}
+
+/// Turns the shim's error convention into a `Result`.
+fn check(message: *mut c_char) -> Result<()> {
+    take_message(message).map_or(Ok(()), |text| Err(DistillError::Torch(text)))
 }
 
 /// Runs `f` under autocast to `precision` on `device` (PyTorch's `torch.autocast(device,

@@ -1,6 +1,6 @@
-//! The C functions of `csrc/dist_shim.cpp`, and their error convention: NULL on success, else a
-//! malloc'd message freed by `distill_free`.
-use std::ffi::{c_char, c_int, c_void, CStr};
+//! The C functions of `csrc/dist_shim.cpp`, which return errors as the other shim does
+//! ([`crate::shim::take_message`]).
+use std::ffi::{c_char, c_int, c_void};
 
 use crate::error::{DistillError, Result};
 
@@ -8,7 +8,6 @@ use crate::error::{DistillError, Result};
 pub type TensorPtr = *mut torch_sys::C_tensor;
 
 extern "C" {
-    fn distill_free(message: *mut c_char);
     pub fn dist_group_new(
         addr: *const c_char,
         port: c_int,
@@ -39,13 +38,7 @@ extern "C" {
 
 /// `Err` with the shim's message (prefixed by `what`) when `message` is not NULL.
 pub fn check(message: *mut c_char, what: &str) -> Result<()> {
-    if message.is_null() {
-        return Ok(());
-    }
-    // SAFETY: a non-NULL return is a NUL-terminated string from strdup, freed exactly once here.
-    let text = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
-    unsafe { distill_free(message) };
-    Err(DistillError::Distributed(format!("{what}: {text}")))
+    crate::shim::take_message(message).map_or(Ok(()), |text| Err(DistillError::Distributed(format!("{what}: {text}"))))
 }
 
 /// The handles of `tensors`, for an array argument.

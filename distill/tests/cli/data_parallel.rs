@@ -17,8 +17,14 @@ fn free_port() -> u16 {
 /// the case's teacher, cfg and `--out out`.
 fn rank(case: &Case, rank: usize, world: usize, port: u16, args: &[&str]) -> Child {
     let mut c = case.command(TEACHER, CFG, "out");
-    c.args(args)
-        .env("RANK", rank.to_string())
+    c.args(args);
+    spawn_as_rank(c, rank, world, port)
+}
+
+/// Starts `c` as rank `rank` of `world` (its store at 127.0.0.1:`port`, Gloo on loopback, one
+/// thread), its output captured.
+fn spawn_as_rank(mut c: Command, rank: usize, world: usize, port: u16) -> Child {
+    c.env("RANK", rank.to_string())
         .env("WORLD_SIZE", world.to_string())
         .env("LOCAL_RANK", rank.to_string())
         .env("MASTER_ADDR", "127.0.0.1")
@@ -41,6 +47,15 @@ fn losses(out: &Path) -> Vec<serde_json::Value> {
 
 fn report(out: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+}
+
+/// The metrics logs of runs `a` and `b` line for line, every number within 1e-5 (relative).
+fn assert_same_losses(a: &Path, b: &Path) {
+    let (a, b) = (losses(a), losses(b));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_close(x, y, 1e-5);
+    }
 }
 
 /// Every number of `a` and `b` (same keys) within `rel` of each other.
@@ -82,11 +97,7 @@ fn two_ranks_under_torchrun_train_as_one_process_of_the_global_batch() {
     // Each rank averages the gradients of its 32 of every 64 samples: the losses, accuracies and
     // test figures of every logged step and epoch are those of one process at batch 64, to
     // float32 reduction order.
-    let (one, two) = (losses(&case.path("single")), losses(&case.path("job")));
-    assert_eq!(one.len(), two.len());
-    for (a, b) in one.iter().zip(&two) {
-        assert_close(a, b, 1e-5);
-    }
+    assert_same_losses(&case.path("single"), &case.path("job"));
     let r = report(&case.path("job"));
     assert_eq!(
         r["data_parallel"],
@@ -173,26 +184,14 @@ fn a_stopped_job_resumes_with_as_many_ranks_to_the_uninterrupted_losses() {
     let port = free_port();
     let resume = |r: usize| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_distill"));
-        c.args(["--resume", case.path("out").to_str().unwrap(), "--quiet"])
-            .env("RANK", r.to_string())
-            .env("WORLD_SIZE", "2")
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string())
-            .env("GLOO_SOCKET_IFNAME", "lo")
-            .env("OMP_NUM_THREADS", "1")
-            .stderr(Stdio::piped())
-            .stdout(Stdio::piped());
-        c.spawn().unwrap()
+        c.args(["--resume", case.path("out").to_str().unwrap(), "--quiet"]);
+        spawn_as_rank(c, r, 2, port)
     };
     let resumed: Vec<Output> = [resume(0), resume(1)].into_iter().map(|c| c.wait_with_output().unwrap()).collect();
     for (r, o) in resumed.iter().enumerate() {
         assert!(o.status.success(), "rank {r}: {}", text(&o.stderr));
     }
-    let (one, two) = (losses(&case.path("single")), losses(&case.path("out")));
-    assert_eq!(one.len(), two.len());
-    for (a, b) in one.iter().zip(&two) {
-        assert_close(a, b, 1e-5);
-    }
+    assert_same_losses(&case.path("single"), &case.path("out"));
 }
 
 #[test]
