@@ -47,6 +47,17 @@ pub fn text_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
     write_edited(dir, text, edits)
 }
 
+/// A cfg.toml in `dir` equal to the language-model fixture's (`lm/lm-student.toml`: a 1-layer
+/// decoder over KJV text, the tiny Llama teacher `lm/lm-teacher.pt`) with `edits` (from, to)
+/// applied; its data and tokenizer paths point back at the fixtures.
+pub fn lm_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(fixture("lm/lm-student.toml")).unwrap();
+    for name in ["lm-train.txt", "lm-test.txt", "tokenizer.json"] {
+        text = text.replace(&format!("\"{name}\""), &format!("{:?}", fixture("lm").join(name)));
+    }
+    write_edited(dir, text, edits)
+}
+
 /// `text` with `edits` (from, to) applied, each once and each required, as `dir/student.toml`.
 fn write_edited(dir: &Path, mut text: String, edits: &[(&str, &str)]) -> PathBuf {
     for (from, to) in edits {

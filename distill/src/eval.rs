@@ -1,4 +1,5 @@
-//! Evaluation passes: predictions, accuracy and teacher-student agreement on a held-out set.
+//! Evaluation passes: predictions, accuracy, a language model's perplexity and teacher-student
+//! agreement on a held-out set.
 //! What a prediction is (the top-1 class of logits) is the objective's
 //! ([`Objective::predictions`]); here they are counted.
 use indicatif::ProgressBar;
@@ -10,11 +11,72 @@ use crate::objective::Objective;
 use crate::student::Student;
 use crate::teacher::Teacher;
 
-/// The student's predictions over `data` (top-1 classes [N] Int64 for logits, embeddings
-/// [N, E]) in eval mode, in batches of `batch`, in row order.
-pub fn student_predictions(student: &Student, data: &Dataset, objective: &dyn Objective, batch: usize) -> Tensor {
-    tch::no_grad(|| in_row_order(data, batch, |b| Ok(objective.predictions(&student.forward(&b.input, false)))))
+/// What a model's pass over a held-out set gives.
+#[derive(Debug)]
+pub struct HeldOutPass {
+    /// Its predictions in row order (top-1 classes [N] Int64 for logits, embeddings [N, E], a
+    /// language model's top-1 next tokens [N, S]).
+    pub predictions: Tensor,
+    /// A language model's perplexity: `exp` of the mean next-token cross-entropy (nats) over
+    /// the positions with a label; `None` for other outputs.
+    pub perplexity: Option<f64>,
+}
+
+/// The student's [`HeldOutPass`] over `data` in eval mode, in batches of `batch`.
+pub fn student_pass(student: &Student, data: &Dataset, objective: &dyn Objective, batch: usize) -> HeldOutPass {
+    tch::no_grad(|| held_out_pass(data, batch, objective, |b| Ok(student.forward(&b.input, false))))
         .expect("the student's forward returns no error")
+}
+
+/// The teacher's [`HeldOutPass`] over `data`, in batches of `batch`, advancing `bar` by the
+/// samples done. Only predictions are kept: a language model's logits [N, S, V] of a whole
+/// test set would not fit.
+///
+/// # Errors
+/// As [`Teacher::finite_output`].
+pub fn teacher_pass(
+    teacher: &Teacher,
+    data: &Dataset,
+    objective: &dyn Objective,
+    batch: usize,
+    bar: &ProgressBar,
+) -> Result<HeldOutPass> {
+    let pass = held_out_pass(data, batch, objective, |b| {
+        let out = teacher.finite_output(b, data);
+        bar.inc(b.input.rows() as u64);
+        out
+    });
+    bar.finish_and_clear();
+    pass
+}
+
+/// Predictions of `forward`'s outputs over `data` in row order, and for token logits
+/// [B, S, V] with labels [B, S] the perplexity (see [`HeldOutPass`]).
+fn held_out_pass(
+    data: &Dataset,
+    batch: usize,
+    objective: &dyn Objective,
+    mut forward: impl FnMut(&Batch) -> Result<Tensor>,
+) -> Result<HeldOutPass> {
+    let (mut nats, mut tokens) = (0.0, 0.0);
+    let predictions = in_row_order(data, batch, |b| {
+        let out = forward(b)?;
+        if let (3, Some(labels)) = (out.dim(), b.labels.as_ref()) {
+            let (sum, count) = next_token_nats(&out, labels);
+            (nats, tokens) = (nats + sum, tokens + count);
+        }
+        Ok(objective.predictions(&out))
+    })?;
+    let perplexity = (tokens > 0.0).then(|| (nats / tokens).exp());
+    Ok(HeldOutPass { predictions, perplexity })
+}
+
+/// The summed next-token cross-entropy (nats, fp32 log-softmax) of logits `logits` [B, S, V]
+/// against `labels` [B, S], and the count of positions with a label (>= 0).
+pub fn next_token_nats(logits: &Tensor, labels: &Tensor) -> (f64, f64) {
+    let logp = logits.to_kind(Kind::Float).log_softmax(-1, Kind::Float).flatten(0, 1);
+    let sum = logp.nll_loss_nd(&labels.reshape([-1]), None::<Tensor>, tch::Reduction::Sum, -100);
+    (sum.double_value(&[]), labels.ge(0).sum(Kind::Float).double_value(&[]))
 }
 
 /// `f` of every batch of [`Dataset::eval_batches`], concatenated in row order.
@@ -46,12 +108,10 @@ pub fn teacher_outputs(teacher: &Teacher, data: &Dataset, batch: usize, bar: &Pr
     outputs
 }
 
-/// Fraction of `preds` equal to `labels`.
+/// Fraction of `preds` equal to `labels` (same shape: classes [N], or a language model's next
+/// tokens [N, S]), over the labels that are not negative (-100: no next token).
 pub fn accuracy(preds: &Tensor, labels: &Tensor) -> f64 {
-    preds.eq_tensor(labels).to_kind(Kind::Float).mean(Kind::Float).double_value(&[])
-}
-
-/// How many of `preds` equal `labels` (summed in fp32).
-pub fn correct(preds: &Tensor, labels: &Tensor) -> f64 {
-    preds.eq_tensor(labels).to_kind(Kind::Float).sum(Kind::Float).double_value(&[])
+    let scored = labels.ge(0);
+    let hits = preds.eq_tensor(labels).logical_and(&scored).to_kind(Kind::Float).sum(Kind::Float);
+    (hits / scored.to_kind(Kind::Float).sum(Kind::Float).clamp_min(1.0)).double_value(&[])
 }

@@ -146,6 +146,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
         objective: spec.kd.objective.name().to_string(),
         agreement_metric: crate::objective::from_spec(&spec.kd).agreement(),
         spearman: outcome.spearman,
+        test_perplexity: outcome.perplexity,
         final_losses: outcome.losses,
         steps: outcome.steps,
         batch_size: inputs.settings.batch_size() as u64,

@@ -43,6 +43,7 @@ pub mod allocator;
 pub mod amp;
 pub mod batches;
 pub mod checkpoint;
+pub mod chunked_loss;
 pub mod config;
 pub mod data;
 pub mod dist;

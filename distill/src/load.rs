@@ -8,10 +8,10 @@ use estimator_wasm::DatasetSize;
 use tch::{Device, Tensor};
 
 use crate::config::{HeldOut, RunConfig};
-use crate::data::{Dataset, TextTokenizer};
+use crate::data::{Dataset, TextLayout, TextTokenizer};
 use crate::error::Result;
 use crate::memory_plan::LoadedSizes;
-use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape};
+use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
 use crate::student::{StudentInit, TeacherInit};
 use crate::students::{build_student_from, teacher_weights};
 use crate::teacher::Teacher;
@@ -38,7 +38,9 @@ impl Loaded {
         let spec = &cfg.spec;
         let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
         let tokenizer = cfg.data.tokenizer.as_deref();
-        let tokenizer = tokenizer.map(|t| TextTokenizer::load(t, spec.data.input_shape[0], vocab)).transpose()?;
+        let layout = if spec.student.is_language_model() { TextLayout::Packed } else { TextLayout::Sentences };
+        let window = spec.data.input_shape[0];
+        let tokenizer = tokenizer.map(|t| TextTokenizer::load(t, window, vocab, layout)).transpose()?;
         let train = Dataset::load(&cfg.data.train, &spec.data, tokenizer.as_ref())?;
         let (train, test) = match &cfg.data.held_out {
             HeldOut::File(path) => {
@@ -55,8 +57,12 @@ impl Loaded {
         let probe = Tensor::arange(train.len().min(8) as i64, (tch::Kind::Int64, device));
         let probe = train.batch(&probe);
         let probe_logits = teacher.output(&probe.input)?;
-        let embedding = crate::objective::from_spec(&spec.kd).agreement() == crate::objective::Agreement::Cosine;
-        check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, embedding)?;
+        let expected = match crate::objective::from_spec(&spec.kd).agreement() {
+            _ if spec.student.is_language_model() => TeacherOutput::TokenLogits { seq: probe.input.x.size()[1] },
+            crate::objective::Agreement::Cosine => TeacherOutput::Embedding,
+            crate::objective::Agreement::Top1 => TeacherOutput::Logits,
+        };
+        check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, expected)?;
         teacher.check_finite(&probe_logits, &probe, &train)?;
         check_eval_mode(&teacher, &probe.input, &probe_logits)?;
         let teacher_weights = teacher_weights(spec, &teacher)?;

@@ -27,6 +27,8 @@ pub struct HeldOut {
     pub test_accuracy: Option<f64>,
     pub agreement: Option<f64>,
     pub spearman: Option<f64>,
+    /// A language model's test perplexity.
+    pub perplexity: Option<f64>,
 }
 
 /// Running sums over a logging window or an epoch.
@@ -246,6 +248,7 @@ impl LoopState {
             test_accuracy: held_out.test_accuracy,
             agreement: held_out.agreement,
             spearman: held_out.spearman,
+            perplexity: held_out.perplexity,
             sparsity,
             samples_per_s: self.epoch.samples_per_s(),
             elapsed_s: self.train_seconds,

@@ -46,6 +46,10 @@ pub struct EpochLine {
     /// similarities over 5,000 seeded random test pairs (`crate::similarity`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spearman: Option<f64>,
+    /// Language models only: the student's test perplexity (`exp` of the mean next-token
+    /// cross-entropy over the test windows' predicting positions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perplexity: Option<f64>,
     /// Sparsity the pruning masks hold at this point: the target of the latest pruning event (0
     /// before the first), not the curve between events.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -131,6 +135,7 @@ mod tests {
             test_accuracy: Some(0.5),
             agreement: Some(0.25),
             spearman: None,
+            perplexity: None,
             sparsity: None,
             samples_per_s: 8.0,
             elapsed_s: 2.0,

@@ -33,10 +33,10 @@ pub fn parse_device(name: &str) -> Result<Device> {
     Ok(Device::Cuda(device))
 }
 
-/// Refuses a transformer student `distill` builds but cannot yet train end to end: only
-/// sentence encoders (`head = "embedding"`) on text (`data.tokenizer`) run through its data,
-/// objectives and exports; language-model and classifier heads are for `distill plan` (the
-/// explorer says the same: `estimator_wasm::schema::untrainable`).
+/// Refuses a transformer student `distill` builds but cannot yet train end to end: sentence
+/// encoders (`head = "embedding"`) and language models (`head = "lm"`) on text
+/// (`data.tokenizer`) run through its data, objectives and exports; classifier heads are for
+/// `distill plan` (the explorer says the same: `estimator_wasm::schema::untrainable`).
 ///
 /// # Errors
 /// [`DistillError::Config`] naming `path` and the key.
@@ -45,35 +45,64 @@ pub fn check_transformer_head(spec: &Config, path: &std::path::Path) -> Result<(
         return Ok(());
     };
     let problem = match t.head {
-        HeadKind::Embedding if spec.data.tokenizer.is_some() => return Ok(()),
+        HeadKind::Embedding | HeadKind::Lm if spec.data.tokenizer.is_some() => return Ok(()),
         HeadKind::Embedding => "a sentence encoder reads text: set data.tokenizer (and .txt train/test files)",
-        HeadKind::Lm => "head = \"lm\": causal language-model distillation is planned, not trained yet; distill trains sentence encoders (head = \"embedding\")",
+        HeadKind::Lm => "a language model reads text: set data.tokenizer (and .txt train/test files)",
         HeadKind::Classifier => "head = \"classifier\": transformer classifiers are planned, not trained yet; distill trains sentence encoders (head = \"embedding\")",
     };
     Err(DistillError::config(path, format!("student.transformer.{problem}")))
 }
 
-/// The teacher's output on a probe batch must be [B, classes]: class logits, or for an
-/// embedding objective (`embedding = true`) an embedding of width `data.classes`.
+/// What the teacher must output for a probe batch of B samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TeacherOutput {
+    /// Class logits [B, classes].
+    Logits,
+    /// An embedding [B, classes] (an embedding objective).
+    Embedding,
+    /// A language model's next-token logits [B, seq, vocab] (`head = "lm"`).
+    TokenLogits { seq: i64 },
+}
+
+/// The teacher's output on a probe batch must be what `expected` says, of width `classes`.
 ///
 /// # Errors
-/// [`DistillError::Teacher`] saying what [`shape_problem`] (or [`embedding_problem`]) finds.
+/// [`DistillError::Teacher`] saying what [`shape_problem`] (or [`embedding_problem`],
+/// [`token_logits_problem`]) finds.
 pub fn check_teacher_shape(
     teacher: &Teacher,
     output: &Tensor,
     batch: i64,
     classes: u64,
-    embedding: bool,
+    expected: TeacherOutput,
 ) -> Result<()> {
-    let problem = if embedding {
-        embedding_problem(&output.size(), batch, classes)
-    } else {
-        shape_problem(&output.size(), batch, classes)
+    let size = output.size();
+    let problem = match expected {
+        TeacherOutput::Logits => shape_problem(&size, batch, classes),
+        TeacherOutput::Embedding => embedding_problem(&size, batch, classes),
+        TeacherOutput::TokenLogits { seq } => token_logits_problem(&size, batch, seq, classes),
     };
     match problem {
         Some(problem) => Err(DistillError::teacher(&teacher.path, problem)),
         None => Ok(()),
     }
+}
+
+/// What is wrong with a language-model teacher's output of shape `size` for token ids
+/// [batch, seq] under `data.classes = vocab` (expected [batch, seq, vocab]); `None` when right.
+fn token_logits_problem(size: &[i64], batch: i64, seq: i64, vocab: u64) -> Option<String> {
+    let expected = format!("expected next-token logits [B, S, vocab] = [{batch}, {seq}, {vocab}]");
+    Some(match *size {
+        [b, s, v] if b == batch && s == seq && v == vocab as i64 => return None,
+        [b, s, v] if b == batch && s == seq => format!(
+            "the teacher outputs logits over {v} tokens (shape {size:?}), but data.classes = student.transformer.vocab = {vocab}: \
+             set both to {v}, the teacher's vocabulary"
+        ),
+        _ => format!(
+            "the teacher outputs shape {size:?} for token ids [{batch}, {seq}]; {expected}: return the logits of every position \
+             (forward(input_ids, attention_mask) -> [B, S, vocab])"
+        ),
+    })
 }
 
 /// What is wrong with a teacher embedding of shape `size` for a batch of `batch` under
@@ -209,7 +238,8 @@ pub fn check_same_range(train: &Dataset, test: &Dataset) -> Result<()> {
 /// class, one sample) cannot tell a good teacher from one that always answers that class.
 pub fn chance_warning(accuracy: f64, test: &Dataset, classes: u64) -> (f64, Option<String>) {
     let n = test.len().max(1) as f64;
-    let Some(labels) = test.labels() else { return (0.0, None) };
+    // a language model's labels are tokens [N, S]: no class to guess
+    let Some(labels) = test.labels().filter(|y| y.dim() == 1) else { return (0.0, None) };
     let counts = labels.bincount(None::<Tensor>, classes as i64);
     let chance = counts.max().double_value(&[]) / n;
     let cannot_tell = chance > 0.5;

@@ -36,6 +36,9 @@ pub struct TeacherReport {
     /// `"live"` and `"none"`.
     #[serde(default)]
     pub train_outputs_seconds: Option<f64>,
+    /// Language models: the teacher's test perplexity, on the same windows as the student's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_perplexity: Option<f64>,
 }
 
 /// How a run had the teacher's outputs on the train set (its soft targets).
@@ -84,6 +87,10 @@ pub struct StudentReport {
     /// over 5,000 seeded random test pairs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spearman: Option<f64>,
+    /// Language models: the test perplexity (`exp` of the mean next-token cross-entropy, nats,
+    /// over the test windows' predicting positions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_perplexity: Option<f64>,
     /// Student precision (fp32, fp16 with loss scaling, bf16) and the teacher's.
     pub precision: String,
     pub teacher_precision: String,
@@ -465,6 +472,7 @@ mod tests {
             objective: "logits".into(),
             agreement_metric: Agreement::Top1,
             spearman: None,
+            test_perplexity: None,
             final_losses: LossValues { loss: 1.5, kd: 2.5, ce: 0.5 },
             steps: 3,
             batch_size: 32,

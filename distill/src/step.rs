@@ -21,6 +21,7 @@ use estimator_wasm::schema::Precision;
 use tch::{Device, Kind, Tensor};
 
 use crate::amp::GradScaler;
+use crate::chunked_loss::chunked_loss;
 use crate::data::ModelInput;
 use crate::dist::Ddp;
 use crate::error::Result;
@@ -44,6 +45,9 @@ pub struct StepConfig<'a> {
     /// Data parallelism: the backward accumulates into `.grad`, where the Reducer averages the
     /// gradients across ranks (no checkpointing: the trainer refuses both at once).
     pub ddp: Option<&'a Ddp<'a>>,
+    /// A language model's loss in chunks of this many positions (`kd.loss_chunk`): the head,
+    /// the student's last block, runs with the loss chunk by chunk ([`crate::chunked_loss`]).
+    pub loss_chunk: Option<i64>,
 }
 
 /// What one training step runs on: the batch's model input (with its attention mask for text),
@@ -60,11 +64,12 @@ pub struct StepBatch<'a> {
     pub weight: f64,
 }
 
-/// A batch's loss parts, the student's output and the gradient of every optimiser parameter.
+/// A batch's loss parts, the student's predictions and the gradient of every optimiser parameter.
 pub struct Gradients {
     pub loss: LossParts,
-    /// The student's output [B, ...] (detached), for the running train metric.
-    pub output: Tensor,
+    /// The objective's predictions of the student's output (detached), for the running train
+    /// metric.
+    pub predictions: Tensor,
     /// Aligned with `Optimizer::params()`; undefined where a parameter got no gradient.
     pub grads: Vec<Tensor>,
 }
@@ -83,13 +88,36 @@ pub fn forward_backward(
     let (x, mask) = (&input.x, input.mask.as_ref());
     let k = cfg.segments.len();
     // Block by block, each reseeded by its index, so that dropout is the same for any split.
-    let run = |h: &Tensor, segment: usize| -> Result<Tensor> {
+    let run_blocks = |h: &Tensor, blocks: Range<usize>| -> Result<Tensor> {
         autocast(cfg.device, cfg.precision, || {
-            cfg.segments[segment].clone().fold(h.shallow_clone(), |h, block| {
+            blocks.fold(h.shallow_clone(), |h, block| {
                 tch::manual_seed(block_seed(cfg.seed, step, block as u64));
                 student.forward_blocks(&h, block..block + 1, mask, true)
             })
         })
+    };
+    // A chunked loss runs the last segment without the head, which runs with the loss.
+    let head = student.block_count() - 1;
+    let run = |h: &Tensor, segment: usize| -> Result<Tensor> {
+        let blocks = cfg.segments[segment].clone();
+        match cfg.loss_chunk {
+            Some(_) if segment == k - 1 => run_blocks(h, blocks.start..head),
+            _ => run_blocks(h, blocks),
+        }
+    };
+    let chunked = |body: &Tensor, grads: &mut [Tensor]| -> Result<(LossParts, Tensor, Tensor)> {
+        let chunk = cfg.loss_chunk.expect("called for a chunked loss");
+        let leaf = body.detach().set_requires_grad(true);
+        let run_head = |h: &Tensor| run_blocks(h, head..head + 1);
+        let labels = labels.expect("a language model's batches carry next-token labels");
+        let c = chunked_loss(cfg.objective, &run_head, &leaf, labels, soft, chunk, weight, scaler, params, grads)?;
+        let mut loss = c.loss;
+        let mut root = (body * &c.grad_hidden).sum(Kind::Float);
+        if let Some(extra) = extra_loss() {
+            loss.loss = &loss.loss + &extra;
+            root += scaler.map_or_else(|| extra.shallow_clone(), |s| s.scaled(&extra));
+        }
+        Ok((loss, root, c.predictions))
     };
     let mut grads: Vec<Tensor> = params.iter().map(|_| Tensor::new()).collect();
     let in_segment =
@@ -100,14 +128,22 @@ pub fn forward_backward(
         for segment in 0..k {
             h = run(&h, segment)?;
         }
+        if cfg.loss_chunk.is_some() {
+            debug_assert!(cfg.ddp.is_none(), "the trainer refuses a chunked loss under data parallelism");
+            let (loss, root, predictions) = chunked(&h, &mut grads)?;
+            let all: Vec<usize> = (0..params.len()).collect();
+            let _ = backward_into(&root, params, &all, None, &mut grads)?;
+            return Ok(Gradients { loss, predictions, grads });
+        }
         let (loss, backprop) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight);
+        let predictions = cfg.objective.predictions(&h.detach());
         if let Some(ddp) = cfg.ddp {
             ddp.before_backward()?;
             backprop.f_backward().map_err(|e| ddp.backward_error(e))?;
-            return Ok(Gradients { loss, output: h.detach(), grads: ddp.grads() });
+            return Ok(Gradients { loss, predictions, grads: ddp.grads() });
         }
         let out = Tensor::f_run_backward(&[&backprop], params, false, false)?;
-        return Ok(Gradients { loss, output: h.detach(), grads: out });
+        return Ok(Gradients { loss, predictions, grads: out });
     }
     debug_assert!(cfg.ddp.is_none(), "the trainer refuses checkpointing under data parallelism");
 
@@ -122,7 +158,13 @@ pub fn forward_backward(
     // Last segment with autograd, from a leaf that collects the gradient of its input.
     let leaf = inputs[k - 1].detach().set_requires_grad(true);
     let output = run(&leaf, k - 1)?;
-    let (loss, backprop) = finish(cfg, &output, labels, soft, scaler, extra_loss, weight);
+    let (loss, backprop, predictions) = match cfg.loss_chunk {
+        Some(_) => chunked(&output, &mut grads)?,
+        None => {
+            let (loss, backprop) = finish(cfg, &output, labels, soft, scaler, extra_loss, weight);
+            (loss, backprop, cfg.objective.predictions(&output.detach()))
+        }
+    };
     // The loss reaches the last segment's parameters through the logits and any parameter
     // directly through the extra term (an L1 penalty): back-propagate it to all of them.
     let all: Vec<usize> = (0..params.len()).collect();
@@ -140,7 +182,7 @@ pub fn forward_backward(
         let surrogate = (out * &grad_out).sum(Kind::Float);
         grad_out = backward_into(&surrogate, params, &in_segment(segment), input.as_ref(), &mut grads)?;
     }
-    Ok(Gradients { loss, output: output.detach(), grads })
+    Ok(Gradients { loss, predictions, grads })
 }
 
 /// The objective's loss in fp32 plus any extra term, and the tensor to back-propagate: the
@@ -295,6 +337,7 @@ mod tests {
             param_segment: &param_segments(&student, &names, segments),
             recompute,
             ddp: None,
+            loss_chunk: None,
         };
         let x = Tensor::linspace(-1.0, 1.0, 6 * 64, (Kind::Float, Device::Cpu)).reshape([6, 1, 8, 8]).sin() * 3.0;
         let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);

@@ -20,7 +20,7 @@ use crate::config::RunSettings;
 use crate::data::Dataset;
 use crate::durable::{create_dir_all, write_atomic};
 use crate::error::{DistillError, Result};
-use crate::eval::{accuracy, teacher_outputs};
+use crate::eval::{accuracy, teacher_outputs, teacher_pass};
 use crate::export::export;
 use crate::metrics::MetricsLog;
 use crate::preflight::chance_warning;
@@ -74,11 +74,13 @@ impl Students<'_> {
         let objective = crate::objective::from_spec(&spec.kd);
         let scored = objective.agreement().classifies();
         let bar = progress.samples("teacher", test_set.len() as u64);
-        let teacher_test = objective.predictions(&teacher_outputs(teacher, test_set, eval_batch, &bar)?);
+        let teacher_pass = teacher_pass(teacher, test_set, objective.as_ref(), eval_batch, &bar)?;
+        let teacher_test = teacher_pass.predictions;
         let teacher_accuracy = test_set.labels().filter(|_| scored).map(|y| accuracy(&teacher_test, y));
+        let perplexity = teacher_pass.perplexity.map(|p| format!(", test perplexity {p:.3}")).unwrap_or_default();
         let (chance_accuracy, warning) = match teacher_accuracy {
             Some(a) => {
-                progress.line(format!("teacher: {} parameters, test accuracy {a:.4}", teacher.params));
+                progress.line(format!("teacher: {} parameters, test accuracy {a:.4}{perplexity}", teacher.params));
                 let (chance, warning) = chance_warning(a, test_set, spec.data.classes);
                 (Some(chance), warning)
             }
@@ -99,6 +101,11 @@ impl Students<'_> {
         }
         let (targets, train_outputs, train_outputs_seconds) = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
             (false, _) => (SoftTargets::None, TrainOutputs::NoTeacher, None),
+            // a language model's logits [N, S, vocab] are far too large to keep
+            (true, true) if spec.student.is_language_model() => {
+                progress.line("teacher: runs on every batch (a language model's logits are not cached)".into());
+                (SoftTargets::Live(teacher), TrainOutputs::Live, None)
+            }
             (true, true) => {
                 let start = std::time::Instant::now();
                 let (outputs, how) = self.cached_outputs(teacher, train_set, eval_batch)?;
@@ -148,6 +155,7 @@ impl Students<'_> {
             warning,
             train_outputs: Some(train_outputs),
             train_outputs_seconds,
+            test_perplexity: teacher_pass.perplexity,
         };
         Ok(Distilled { teacher, student, baseline })
     }

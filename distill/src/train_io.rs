@@ -74,6 +74,8 @@ pub struct TrainOutcome {
     pub agreement: Option<f64>,
     /// Embeddings: Spearman's rho of the student's and the teacher's test cosines.
     pub spearman: Option<f64>,
+    /// A language model's test perplexity.
+    pub perplexity: Option<f64>,
     /// Training throughput over the run (optimiser steps only, evaluation excluded).
     pub samples_per_s: f64,
     pub train_seconds: f64,

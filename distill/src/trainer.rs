@@ -22,7 +22,7 @@ use crate::data::{permutation, Batch};
 use crate::dist::replicas::{any_rank, check_identical, merge_figures};
 use crate::dist::Ddp;
 use crate::error::{DistillError, Result};
-use crate::eval::{accuracy, correct, student_predictions};
+use crate::eval::{accuracy, student_pass};
 use crate::loop_state::{HeldOut, LoopState, StepFigures};
 use crate::metrics::MetricsLog;
 use crate::objective::{Agreement, Objective};
@@ -94,6 +94,12 @@ impl<'a> Trainer<'a> {
             }
             None => None,
         };
+        if inputs.group.is_some() && loss_chunk(spec).is_some() {
+            return Err(DistillError::Usage(
+                "kd.loss_chunk with several processes: data-parallel training back-propagates once per step; remove kd.loss_chunk or train in one process"
+                    .into(),
+            ));
+        }
         let ddp = match inputs.group {
             Some(_) if segments.len() > 1 => {
                 return Err(DistillError::Usage(
@@ -213,6 +219,7 @@ impl<'a> Trainer<'a> {
             test_accuracy: last.test_accuracy,
             agreement: last.agreement,
             spearman: last.spearman,
+            perplexity: last.perplexity,
             samples_per_s: self.state.samples_per_s(),
             train_seconds: self.state.train_seconds(),
             skipped_steps: self.state.skipped_steps(),
@@ -257,6 +264,7 @@ impl<'a> Trainer<'a> {
             param_segment: &self.param_segment,
             recompute: self.segments.len() > 1,
             ddp: self.ddp.as_ref(),
+            loss_chunk: loss_chunk(spec),
         }
     }
 
@@ -277,9 +285,10 @@ impl<'a> Trainer<'a> {
         }
         let stats = self.scaler.as_ref().map(|_| save_running_stats(&self.student));
         let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
-        let preds = self.objective.predictions(&out.output);
+        let preds = &out.predictions;
         let scored = self.objective.agreement().classifies();
-        let correct = data.labels.as_ref().filter(|_| scored).map(|y| correct(&preds, y));
+        // a share of the batch's samples (for tokens, of its predicting positions)
+        let correct = data.labels.as_ref().filter(|_| scored).map(|y| accuracy(preds, y) * chunk.len() as f64);
         let losses = out.loss.values();
         // Under data parallelism the loss parts are weighted as the gradient is, so that the
         // ranks' mean is the global batch's (`LoopState::merge_ranks`).
@@ -367,9 +376,11 @@ impl<'a> Trainer<'a> {
         }
         let spec = inputs.settings.spec();
         let batch = spec.train.eval_batch_size as usize;
-        let preds = student_predictions(&self.student, inputs.test, self.objective.as_ref(), batch);
+        let pass = student_pass(&self.student, inputs.test, self.objective.as_ref(), batch);
+        let preds = pass.predictions;
         let kind = self.objective.agreement();
         let held_out = HeldOut {
+            perplexity: pass.perplexity,
             test_accuracy: inputs.test.labels().filter(|_| kind.classifies()).map(|y| accuracy(&preds, y)),
             agreement: inputs.teacher_test_preds.map(|t| kind.between(&preds, t)),
             spearman: match (kind, inputs.teacher_test_preds) {
@@ -382,7 +393,7 @@ impl<'a> Trainer<'a> {
         metrics.write(&line)?;
         let figure = |label: &str, v: Option<f64>| v.map(|v| format!(" {label} {v:.4}")).unwrap_or_default();
         progress.epoch(format!(
-            "{name} epoch {}/{}: {}{}{}{}{}{} {:.0} samples/s",
+            "{name} epoch {}/{}: {}{}{}{}{}{}{} {:.0} samples/s",
             epoch + 1,
             spec.train.epochs,
             line.losses,
@@ -390,6 +401,7 @@ impl<'a> Trainer<'a> {
             figure("test acc", line.test_accuracy),
             figure(if kind.classifies() { "agreement" } else { "cosine" }, line.agreement),
             figure("spearman", line.spearman),
+            figure("perplexity", line.perplexity),
             line.sparsity.map(|s| format!(" sparsity {s:.3}")).unwrap_or_default(),
             line.samples_per_s
         ));
@@ -470,6 +482,13 @@ impl<'a> Trainer<'a> {
     pub fn loss_scale(&self) -> Option<f64> {
         self.scaler.as_ref().map(GradScaler::scale)
     }
+}
+
+/// `kd.loss_chunk` where it chunks: a language model whose windows are longer than a chunk.
+fn loss_chunk(spec: &estimator_wasm::schema::Config) -> Option<i64> {
+    let chunk = spec.kd.loss_chunk;
+    let seq = spec.data.input_shape.first().copied().unwrap_or(0);
+    (spec.student.is_language_model() && chunk > 0 && chunk < seq).then_some(chunk as i64)
 }
 
 /// The student's buffers (BatchNorm running statistics: variables without gradients), sorted by

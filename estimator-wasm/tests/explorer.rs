@@ -123,7 +123,7 @@ mod trainable {
 
     #[test]
     fn every_scenario_says_whether_distill_trains_it() {
-        let lm = Some("distill cannot train this yet: causal language-model distillation (head = \"lm\")");
+        let lm = Some("distill cannot train this yet: a language model without text (set data.tokenizer)");
         let classifier = Some(
             "distill cannot train this yet: transformer classifiers (head = \"classifier\"); it trains sentence \
              encoders (head = \"embedding\")",

@@ -464,3 +464,35 @@ fn zero_shards_the_updates_temporaries() {
     }
     assert_eq!(step_transient(3, 1), 3 * 1334 * 4, "a shard rounds up");
 }
+
+/// A language model's chunked loss (`kd.loss_chunk`) prices the loss tensors of one chunk of
+/// positions instead of the whole sequence, plus two fp32 gradients of the final hidden
+/// states; the teacher's logits stay whole. S = 64, V = 1000, d = 32, batch 2, fp32 on CPU.
+#[test]
+fn a_chunked_token_loss_prices_one_chunk() {
+    let lm =
+        "[data]\ntokenizer = \"t.json\"\ninput_shape = [64]\nclasses = 1000\n[student]\nfamily = \"transformer\"\n\
+              [student.transformer]\nvocab = 1000\nlayers = 1\nd_model = 32\nheads = 4\nrope_theta = 10000.0\n\
+              tie_embeddings = true\nhead = \"lm\"\n[kd]\nobjective = \"logits\"\n[teacher]\nparams = 1000\n\
+              cache_logits = false\n[train]\nbatch_size = 2\neval_batch_size = 2\n[estimate]\ntarget = \"cpu\"\n";
+    let whole = estimate(&config(lm), &Inputs::default()).unwrap();
+    let chunked = estimate(
+        &config(&lm.replace("objective = \"logits\"", "objective = \"logits\"\nloss_chunk = 16")),
+        &Inputs::default(),
+    )
+    .unwrap();
+    let (b, s, v, d) = (2u64, 64u64, 1000u64, 32u64);
+    let loss_saved = |p: &Plan| p.layers.iter().find(|l| l.id == "loss").unwrap().saved_bytes;
+    // CE log-probs, log_softmax(s/T), exp(log_softmax(t/T)): 3 fp32 [rows, V] over 64 or 16
+    // positions; labels and total_weight alike
+    assert_eq!(loss_saved(&whole) - loss_saved(&chunked), 3 * b * (s - 16) * v * 4);
+    let at = |p: &Plan| moment(p, Moment::Backward).clone();
+    let (w, c) = (at(&whole), at(&chunked));
+    // the student's logits for 16 of 64 positions; the teacher's whole in both
+    assert_eq!(w.categories.get(Cat::Logits) - c.categories.get(Cat::Logits), b * (s - 16) * v * 4);
+    // 4 loss gradients of [rows, V] fp32, and with chunks 2 of the hidden states [S, d]
+    let grads = |rows: u64| 4 * b * rows * v * 4;
+    assert_eq!(w.categories.get(Cat::LossTransient), grads(s));
+    assert_eq!(c.categories.get(Cat::LossTransient), grads(16) + 2 * b * s * d * 4);
+    assert!(chunked.totals.total < whole.totals.total);
+}

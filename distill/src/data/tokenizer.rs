@@ -13,12 +13,27 @@ use crate::error::{DistillError, Result};
 /// `Encoding`s (tokens, offsets...) alive at a time.
 const CHUNK: usize = 8192;
 
+/// How a text file's lines become examples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextLayout {
+    /// One sentence per example, truncated to `data.input_shape[0]` tokens (sentence encoders).
+    Sentences,
+    /// The lines' tokens back to back, each line closed by the end-of-text token, cut into
+    /// windows of `data.input_shape[0]` tokens (language models; `super::token_stream`).
+    Packed,
+}
+
+/// The end-of-text tokens a packed stream closes each line with, in order of preference
+/// (GPT-2 and SmolLM2, Llama, Gemma).
+pub const END_OF_TEXT: [&str; 3] = ["<|endoftext|>", "</s>", "<eos>"];
+
 /// A loaded, checked tokenizer.
 pub struct TextTokenizer {
     path: PathBuf,
     tokenizer: Tokenizer,
     max_tokens: usize,
     pad_id: u32,
+    layout: TextLayout,
 }
 
 /// One sentence's token ids, and whether truncation shortened it.
@@ -36,7 +51,7 @@ impl TextTokenizer {
     /// [`DistillError::Data`] naming the tokenizer file and the fix: missing, not a tokenizer
     /// (the parser's first line), more tokens than `vocab`, or `max_tokens` no larger than its
     /// special tokens.
-    pub fn load(path: &Path, max_tokens: u64, vocab: Option<u64>) -> Result<TextTokenizer> {
+    pub fn load(path: &Path, max_tokens: u64, vocab: Option<u64>, layout: TextLayout) -> Result<TextTokenizer> {
         let err = |m: String| DistillError::data(path, m);
         if !path.is_file() {
             return Err(err(
@@ -69,6 +84,18 @@ impl TextTokenizer {
         // id still fills the padding
         let pad_id = tokenizer.get_padding().map(|p| p.pad_id).or_else(|| tokenizer.token_to_id("[PAD]")).unwrap_or(0);
         tokenizer.with_padding(None);
+        if layout == TextLayout::Packed {
+            // a stream is cut into windows, never truncated
+            tokenizer.with_truncation(None).map_err(|e| err(format!("cannot switch truncation off ({e})")))?;
+            let tokenizer = TextTokenizer { path: path.to_path_buf(), tokenizer, max_tokens, pad_id, layout };
+            let eos = tokenizer.end_of_text().ok_or_else(|| {
+                err(format!(
+                    "a language model's text is packed with an end-of-text token after each line, and this tokenizer has none of {}: add one to its added_tokens",
+                    END_OF_TEXT.join(", ")
+                ))
+            })?;
+            return Ok(TextTokenizer { pad_id: eos, ..tokenizer });
+        }
         let truncation = TruncationParams {
             direction: TruncationDirection::Right,
             max_length: max_tokens,
@@ -78,7 +105,17 @@ impl TextTokenizer {
         tokenizer
             .with_truncation(Some(truncation))
             .map_err(|e| err(format!("cannot truncate to {max_tokens} tokens ({e})")))?;
-        Ok(TextTokenizer { path: path.to_path_buf(), tokenizer, max_tokens, pad_id })
+        Ok(TextTokenizer { path: path.to_path_buf(), tokenizer, max_tokens, pad_id, layout })
+    }
+
+    /// How lines become examples.
+    pub fn layout(&self) -> TextLayout {
+        self.layout
+    }
+
+    /// The id of the first of [`END_OF_TEXT`] the vocabulary holds.
+    pub fn end_of_text(&self) -> Option<u32> {
+        END_OF_TEXT.iter().find_map(|t| self.tokenizer.token_to_id(t))
     }
 
     /// The tokenizer file (for messages and the run's fingerprints).
@@ -86,18 +123,19 @@ impl TextTokenizer {
         &self.path
     }
 
-    /// The most tokens of a sentence (`data.input_shape[0]`).
+    /// The most tokens of a sentence, or a packed window's tokens (`data.input_shape[0]`).
     pub fn max_tokens(&self) -> usize {
         self.max_tokens
     }
 
-    /// The id padding positions hold: the file's padding id, else `[PAD]`'s, else 0.
+    /// The id padding positions hold: the file's padding id, else `[PAD]`'s, else 0 (packed:
+    /// the end-of-text id).
     pub fn pad_id(&self) -> u32 {
         self.pad_id
     }
 
-    /// Token ids of `sentences` with the special tokens, truncated to [`Self::max_tokens`],
-    /// encoded in parallel chunks.
+    /// Token ids of `sentences` with the special tokens, truncated to [`Self::max_tokens`]
+    /// (packed: whole), encoded in parallel chunks.
     ///
     /// # Errors
     /// [`DistillError::Data`] naming the tokenizer file when the tokenizer fails on a sentence.

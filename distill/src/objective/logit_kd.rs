@@ -10,6 +10,9 @@
 //! * Both log-softmaxes are computed in fp32 whatever the training precision (docs/kd-pitfalls.md N2),
 //!   with the fused `log_softmax` and `log_target = true`, so no `0 * log 0` and no epsilon.
 //! * CE is the usual hard-label cross-entropy at T = 1, mean over samples.
+//! * A language model's logits [B, S, V] with next-token labels [B, S] are scored per token:
+//!   the positions with a label (not -100, PyTorch's `ignore_index`) are the rows, so KL and CE
+//!   are averaged over the predicting tokens (token-level KD, as MiniLLM and GKD average it).
 use tch::{Kind, Reduction, Tensor};
 
 use super::loss::{LossParts, Objective};
@@ -26,6 +29,10 @@ impl Objective for LogitKd {
     /// per sample (the soft term before alpha), `ce` the cross-entropy against the labels (zero
     /// without labels, so that `loss = alpha * kd`).
     fn loss(&self, student: &Tensor, teacher: Option<&Tensor>, labels: Option<&Tensor>) -> LossParts {
+        if let (3, Some(labels)) = (student.dim(), labels) {
+            let (student, teacher, labels) = token_rows(student, teacher, labels);
+            return kd_loss(&student, teacher.as_ref(), &labels, self.temperature, self.alpha);
+        }
         match labels {
             Some(labels) => kd_loss(student, teacher, labels, self.temperature, self.alpha),
             None => {
@@ -39,10 +46,20 @@ impl Objective for LogitKd {
         }
     }
 
-    /// The top-1 class [B] (Int64) of logits [B, C].
+    /// The top-1 class [B] (Int64) of logits [B, C]; a language model's top-1 tokens [B, S] of
+    /// logits [B, S, V].
     fn predictions(&self, output: &Tensor) -> Tensor {
         output.argmax(-1, false)
     }
+}
+
+/// The predicting positions of token logits `student`, `teacher` [B, S, V] as rows [K, V], and
+/// their labels [K]: the positions whose label in `labels` [B, S] is not negative.
+fn token_rows(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor) -> (Tensor, Option<Tensor>, Tensor) {
+    let labels = labels.reshape([-1]);
+    let keep = labels.ge(0).nonzero().squeeze_dim(1);
+    let rows = |t: &Tensor| t.flatten(0, 1).index_select(0, &keep);
+    (rows(student), teacher.map(rows), labels.index_select(0, &keep))
 }
 
 /// KD loss of student logits `student` [B, C] against teacher logits `teacher` [B, C] and labels
@@ -107,6 +124,27 @@ mod tests {
         let s = t(&[&[1.0, -2.0, 0.5], &[3.0, 3.0, -1.0]]);
         let shifted = &s + 7.5;
         assert!(scalar(&soft_target_loss(&s, &shifted, 4.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn token_logits_are_scored_per_predicting_token() {
+        // B = 1, S = 3, V = 2; position 2 has no next token (-100). Its logits are absurd, so
+        // counting it would show. Rows kept: 0 and 1.
+        let s = Tensor::from_slice(&[0.0f32, 0.0, 1.0, 0.0, 50.0, -50.0]).reshape([1, 3, 2]);
+        let t = Tensor::from_slice(&[0.0f32, 0.0, 0.0, 1.0, -50.0, 50.0]).reshape([1, 3, 2]);
+        let y = Tensor::from_slice(&[1i64, 0, -100]).reshape([1, 3]);
+        let kd = LogitKd { temperature: 1.0, alpha: 0.5 };
+        let parts = kd.loss(&s, Some(&t), Some(&y));
+        // row 0: KL(t=(.5,.5) || s=(.5,.5)) = 0; row 1: t = softmax(0, 1), s = softmax(1, 0):
+        // KL = sum t (log t - log s) = (p - q) (log p - log q) with p = sigma(1), q = 1 - p
+        let p = 1.0 / (1.0 + (-1.0f64).exp());
+        let kl1 = (2.0 * p - 1.0) * (p.ln() - (1.0 - p).ln());
+        assert!((scalar(&parts.kd) - kl1 / 2.0).abs() < 1e-6, "{}", scalar(&parts.kd));
+        // CE: row 0 -log 0.5, row 1 -log softmax(1, 0)[0] = -log p
+        let ce = (2f64.ln() - p.ln()) / 2.0;
+        assert!((scalar(&parts.ce) - ce).abs() < 1e-6, "{}", scalar(&parts.ce));
+        assert!((scalar(&parts.loss) - (0.5 * kl1 / 2.0 + 0.5 * ce)).abs() < 1e-6);
+        assert_eq!(Vec::<Vec<i64>>::try_from(kd.predictions(&s)).unwrap(), [vec![0, 0, 0]]);
     }
 
     #[test]

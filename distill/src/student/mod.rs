@@ -26,10 +26,13 @@ use crate::error::Result;
 pub mod attention;
 pub mod embedding;
 pub mod feed_forward;
+pub mod init_plan;
 pub mod layered;
 pub mod linear;
+pub mod llama_init;
 pub mod network;
 pub mod norm;
+pub mod rotary;
 pub mod teacher_init;
 #[cfg(test)]
 mod teacher_init_tests;

@@ -62,6 +62,7 @@ const VARIANTS: [Edits; 6] = [
     &[
         ("head = \"embedding\"\nnormalize = true", "head = \"lm\"\ntie_embeddings = true"),
         ("classes = 8", "classes = 40"),
+        ("objective = \"embedding_mse\"", "objective = \"logits\""),
     ],
     &[("head = \"embedding\"\nnormalize = true", "head = \"classifier\""), ("classes = 8", "classes = 3")],
     &[("norm_position = \"post\"", "norm = \"rms\"\nmlp = \"swiglu\"\nkv_heads = 1\nbias = false")],
@@ -237,6 +238,7 @@ fn checkpointed_gradients_equal_full_backprop() {
             param_segment: &param_segments(&student, &names, &segments),
             recompute: true,
             ddp: None,
+            loss_chunk: None,
         };
         let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3, weight: 1.0 };
         forward_backward(&cfg, &student, &params, &step, None, &|| None).unwrap().grads
@@ -247,6 +249,66 @@ fn checkpointed_gradients_equal_full_backprop() {
         let g = grads(k);
         let diff = g.iter().zip(&full).map(|(a, b)| max_diff(a, b)).fold(0.0, f64::max);
         assert!(diff < 1e-6, "{k} segments: gradients differ by {diff}");
+    }
+}
+
+/// [`TINY`] as a Llama-style language model: rotary positions, grouped-query causal
+/// attention, RMSNorm, SwiGLU, a tied head over the 40-token vocabulary.
+const LANGUAGE_MODEL: [(&str, &str); 4] = [
+    ("classes = 8", "classes = 40"),
+    (
+        "max_positions = 16\ntoken_types = 2\nnorm_position = \"post\"",
+        "kv_heads = 1\nrope_theta = 100.0\nmlp = \"swiglu\"\nnorm = \"rms\"",
+    ),
+    ("head = \"embedding\"\nnormalize = true", "head = \"lm\"\ntie_embeddings = true\nattention = \"flash\""),
+    ("objective = \"embedding_mse\"", "objective = \"logits\""),
+];
+
+/// A language model's loss in chunks of positions (`kd.loss_chunk`) gives the loss and the
+/// gradients of the whole sequence at once, also with checkpointed segments, fp16 loss scaling
+/// aside (fp32 here); the last position of each row has no next token.
+#[test]
+fn a_chunked_token_loss_equals_the_whole_one() {
+    use crate::step::{forward_backward, param_segments, StepBatch, StepConfig};
+    let spec = spec(&LANGUAGE_MODEL);
+    let input = batch(&[7, 7, 7], 7);
+    let ids = &input.x;
+    let labels = Tensor::cat(&[ids.narrow(1, 1, 6), Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu))], 1);
+    let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
+    let run = |chunk: Option<i64>, k: usize| {
+        let (vs, student) = build(&spec);
+        let _guard = crate::test_rng::lock();
+        let named = super::trainable(&vs);
+        let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
+        let params: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
+        let segments = split(student.block_count(), k);
+        let cfg = StepConfig {
+            device: Device::Cpu,
+            precision: Precision::Fp32,
+            objective: &crate::objective::LogitKd { temperature: 2.0, alpha: 0.7 },
+            seed: 9,
+            segments: &segments,
+            param_segment: &param_segments(&student, &names, &segments),
+            recompute: k > 1,
+            ddp: None,
+            loss_chunk: chunk,
+        };
+        let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5 };
+        let out = forward_backward(&cfg, &student, &params, &step, None, &|| None).unwrap();
+        (out.loss.values(), out.grads, out.predictions)
+    };
+    let (loss, full, preds) = run(None, 1);
+    assert!(full.iter().all(Tensor::defined));
+    assert_eq!(preds.size(), [3, 7]);
+    for (chunk, k) in [(Some(3), 1), (Some(2), 1), (Some(4), 3)] {
+        let (l, g, p) = run(chunk, k);
+        assert!(
+            (l.loss - loss.loss).abs() < 1e-6 && (l.kd - loss.kd).abs() < 1e-6 && (l.ce - loss.ce).abs() < 1e-6,
+            "{chunk:?}: {l:?} vs {loss:?}"
+        );
+        let diff = g.iter().zip(&full).map(|(a, b)| max_diff(a, b)).fold(0.0, f64::max);
+        assert!(diff < 1e-6, "chunks of {chunk:?}, {k} segments: gradients differ by {diff}");
+        assert_eq!(Vec::<Vec<i64>>::try_from(&p).unwrap(), Vec::<Vec<i64>>::try_from(&preds).unwrap());
     }
 }
 
@@ -261,6 +323,15 @@ fn traced_student_runs_other_shapes() {
             ("norm_position = \"post\"", "norm_position = \"pre\""),
             ("head = \"embedding\"", "attention = \"flash\"\nhead = \"embedding\""),
         ][..],
+        &LANGUAGE_MODEL[..],
+        &[
+            LANGUAGE_MODEL[0],
+            LANGUAGE_MODEL[1],
+            LANGUAGE_MODEL[2],
+            LANGUAGE_MODEL[3],
+            ("attention = \"flash\"", "attention = \"math\""),
+        ][..],
+        &[("max_positions = 16\ntoken_types = 2\nnorm_position = \"post\"", "rope_theta = 100.0")][..],
     ] {
         let spec = spec(edits);
         let (vs, student) = build(&spec);
@@ -268,10 +339,12 @@ fn traced_student_runs_other_shapes() {
         let (st, pt) = (dir.path().join("student.safetensors"), dir.path().join("student.pt"));
         crate::export::save_student(&spec, &vs, &student, &batch(&[7, 4], 7), &st, &pt).unwrap();
         let module = CModule::load(&pt).unwrap();
-        let input = batch(&[11, 5, 1, 8, 3], 11);
+        // a language model's batches are full windows (causal attention reads no padding)
+        let lm = spec.student.is_language_model();
+        let input = if lm { batch(&[11; 5], 11) } else { batch(&[11, 5, 1, 8, 3], 11) };
         let traced = tch::no_grad(|| module.forward_ts(&input.tensors())).unwrap();
         let rust = tch::no_grad(|| student.forward(&input, false));
-        assert_eq!(traced.size(), [5, 8]);
+        assert_eq!(traced.size(), if lm { vec![5, 11, 40] } else { vec![5, 8] });
         assert!(max_diff(&traced, &rust) < 1e-5, "{edits:?}: {}", max_diff(&traced, &rust));
         if let Some(py) = python_forward(&pt, &input) {
             assert!(max_diff(&py, &rust) < 1e-5, "{edits:?} in PyTorch: {}", max_diff(&py, &rust));
@@ -298,15 +371,17 @@ fn python_forward(pt: &std::path::Path, input: &ModelInput) -> Option<Tensor> {
     let rows = |t: &Tensor| serde_json::to_string(&Vec::<Vec<i64>>::try_from(t).unwrap()).unwrap();
     let script = "import json, sys, torch\nm = torch.jit.load(sys.argv[1])\n\
         ids, mask = (torch.tensor(json.loads(a)) for a in sys.argv[2:4])\n\
-        print(json.dumps(m(ids, mask).tolist()))";
+        out = m(ids, mask)\n\
+        print(json.dumps({'shape': list(out.shape), 'values': out.flatten().tolist()}))";
     let out = std::process::Command::new(python)
         .args(["-c", script, pt.to_str().unwrap(), &rows(&input.x), &rows(input.mask.as_ref().unwrap())])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let values: Vec<Vec<f32>> = serde_json::from_slice(&out.stdout).unwrap();
-    let flat: Vec<f32> = values.iter().flatten().copied().collect();
-    Some(Tensor::from_slice(&flat).reshape([values.len() as i64, -1]))
+    let out: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shape: Vec<i64> = serde_json::from_value(out["shape"].clone()).unwrap();
+    let values: Vec<f32> = serde_json::from_value(out["values"].clone()).unwrap();
+    Some(Tensor::from_slice(&values).reshape(shape))
 }
 
 /// Every head trains: Adam on an MSE to a fixed target cuts the loss fourfold in 20
@@ -323,6 +398,7 @@ fn every_head_trains() {
             &[
                 ("head = \"embedding\"\nnormalize = true", "head = \"lm\"\ntie_embeddings = true"),
                 ("classes = 8", "classes = 40"),
+                ("objective = \"embedding_mse\"", "objective = \"logits\""),
             ],
             [3, 6, 40],
         ),

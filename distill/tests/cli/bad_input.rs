@@ -191,9 +191,11 @@ fn diverging_loss_stops_with_step_and_value() {
 }
 
 #[test]
-fn transformer_heads_other_than_a_sentence_encoder_are_refused_before_any_work() {
-    // The text fixture's student with a language-model or a classifier head: planned by the
-    // estimator, not trained by distill yet (the explorer says the same).
+fn transformer_heads_that_do_not_fit_the_run_are_refused_before_any_work() {
+    // The text fixture's student with a language-model head: refused with an embedding
+    // objective, then (logits) against the sentence-encoder teacher, whose output is one
+    // embedding per sentence; with a classifier head: planned by the estimator, not trained
+    // by distill yet (the explorer says the same).
     let case = Case::new();
     let text = fixtures().join("text");
     let cfg = std::fs::read_to_string(text.join("text-student.toml")).unwrap();
@@ -202,11 +204,30 @@ fn transformer_heads_other_than_a_sentence_encoder_are_refused_before_any_work()
         .fold(cfg, |c, f| c.replace(&format!("\"{f}\""), &format!("{:?}", text.join(f))));
     std::fs::copy(text.join("text-teacher.pt"), case.path("text-teacher.pt")).unwrap();
     let lm = cfg.replace("classes = 32", "classes = 1000").replace("head = \"embedding\"", "head = \"lm\"");
-    std::fs::write(case.path("lm.toml"), lm.replace("normalize = true", "")).unwrap();
+    let lm = lm
+        .replace("normalize = true", "")
+        .replace("max_positions = 64\n", "max_positions = 64\ntie_embeddings = true\n");
+    std::fs::write(case.path("lm.toml"), &lm).unwrap();
+    case.fails_with("text-teacher.pt", "lm.toml", &["lm.toml", "kd.objective", "set objective = \"logits\""]);
+    // WordPiece's tokenizer has no end-of-text token to close each packed line with
+    let lm = lm.replace("embedding_mse", "logits");
+    std::fs::write(case.path("lm.toml"), &lm).unwrap();
+    case.fails_with("text-teacher.pt", "lm.toml", &["tokenizer.json", "end-of-text token", "<|endoftext|>"]);
+    // the language-model fixture's text and tokenizer, read by the sentence encoder
+    let lm_files = fixtures().join("lm");
+    let lm = ["text-train.txt", "text-test.txt", "tokenizer.json"]
+        .iter()
+        .zip(["lm-train.txt", "lm-test.txt", "tokenizer.json"])
+        .fold(lm, |c, (from, to)| c.replace(&format!("{:?}", text.join(from)), &format!("{:?}", lm_files.join(to))));
+    std::fs::write(case.path("lm.toml"), lm).unwrap();
     case.fails_with(
         "text-teacher.pt",
         "lm.toml",
-        &["lm.toml", "student.transformer.head = \"lm\"", "sentence encoders"],
+        &[
+            "text-teacher.pt",
+            "expected next-token logits [B, S, vocab] = [8, 64, 1000]",
+            "forward(input_ids, attention_mask) -> [B, S, vocab]",
+        ],
     );
     let classifier = cfg.replace("head = \"embedding\"", "head = \"classifier\"").replace("normalize = true", "");
     std::fs::write(case.path("cls.toml"), classifier.replace("embedding_mse", "logits")).unwrap();

@@ -348,6 +348,8 @@ mod tests {
             attention_dropout: 0.0,
             dropout: 0.0,
             bias: true,
+            causal: false,
+            rope_theta: None,
         };
         layer(Op::SelfAttention(a), vec![4, 8], vec![4, 8])
     }

@@ -27,16 +27,34 @@ impl Compile<'_> {
             config.data.classes
         };
         let rows = logits.elems / classes.max(1);
-        let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
         if config.kd.objective != KdObjective::Logits {
+            let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
             return Ok(embedding_loss(fp32_logits, logits.size()?, logits.dtype, config.kd.objective, rows, kd));
         }
+        // a language model's loss in chunks of positions (kd.loss_chunk, distill's
+        // chunked_loss.rs): the loss tensors and the student's logits exist for one chunk at a
+        // time, beside the gradient of the final hidden states [S, d] (accumulated, and a chunk's)
+        let chunk = config.kd.loss_chunk;
+        let chunked = vocab_parallel && chunk > 0 && chunk < rows;
+        let loss_rows = if chunked { chunk } else { rows };
+        let fp32_logits = Size::per(mul(mul(loss_rows, classes, "loss")?, 4, "loss")?);
+        let student_logits = match chunked {
+            true => Size::per(mul(mul(loss_rows, classes, "loss")?, logits.dtype.bytes(), "loss")?),
+            false => logits.size()?,
+        };
         let mut saved: Vec<Size> = vec![fp32_logits, Size::per(mul(rows, 8, "labels")?), Size::fixed(4)];
         let mut transient = vec![fp32_logits];
         if logits.dtype != DType::F32 {
             transient.push(fp32_logits); // student.to_kind(Float)
         }
         let mut grads = vec![fp32_logits, fp32_logits];
+        if chunked {
+            let hidden = match forward.layers.last().map(|l| &l.op) {
+                Some(Op::LmHead { in_features, .. }) => mul(mul(rows, *in_features, "loss")?, 4, "loss")?,
+                _ => 0,
+            };
+            grads.extend([Size::per(hidden), Size::per(hidden)]);
+        }
         if kd {
             saved.extend([fp32_logits, fp32_logits]); // log_softmax(s/T), exp(log_softmax(t/T))
             transient.extend([fp32_logits, fp32_logits]); // s/T, t/T
@@ -46,8 +64,9 @@ impl Compile<'_> {
             saved,
             transient,
             grads,
-            student_logits: logits.size()?,
-            teacher_logits: kd.then_some(fp32_logits),
+            student_logits,
+            // the teacher's logits are whole: its module returns every position at once
+            teacher_logits: kd.then_some(Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?)),
             rows,
         })
     }

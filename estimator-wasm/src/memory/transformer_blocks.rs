@@ -19,11 +19,15 @@ use crate::schema::{Activation, AttentionKernel, MlpKind, NormKind};
 /// out-projection input and the residual dropout mask; with 16-bit activations and 1-byte masks
 /// this is `11sbh + 5as^2b` (+ 2sbh for the norm input and 8sb of norm statistics).
 /// Flash kernel (`_scaled_dot_product_flash_attention`): q, k, v as views of the qkv output, the
-/// output and an fp32 logsumexp `[a, s]`: no `s^2` term. On CPU, SDPA with attention dropout
+/// output and an fp32 logsumexp `[a, s]`: no `s^2` term; with rotary positions the rotated q
+/// and k besides. Causal attention saves the same tensors (the mask is the kernel's, or for the
+/// math kernel an `[s, s]` bias shared by the batch). On CPU, SDPA with attention dropout
 /// falls back to the math kernel in fp32 (measured), which is modelled as such.
 /// Tensor parallelism splits heads: everything between the qkv and out projections is `/t`.
 pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(), EstimateError> {
-    let Attention { dim, post_norm, heads, kv_heads, kernel, norm, attention_dropout, dropout, bias } = *a;
+    let Attention {
+        dim, post_norm, heads, kv_heads, kernel, norm, attention_dropout, dropout, bias, rope_theta, ..
+    } = *a;
     let (tp, cuda, ac) = (b.ctx.tp, b.ctx.cuda, b.ctx.recipe.autocast);
     let compute = b.ctx.recipe.compute;
     let seq = x.elems / dim.max(1);
@@ -71,6 +75,12 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
         b.scratch(Scratch::Inference, per(scores, softmax)?);
     } else {
         b.save(per(qkv, tq)?); // q, k, v: views of one storage
+        if rope_theta.is_some() {
+            // rotary: the kernel saves the rotated q and k, new tensors beside the qkv storage
+            // (v stays a view of it); the rotation's cos and sin are [s, d_head], shared by
+            // the batch, and the products save nothing else (the angles need no gradient)
+            b.save(per(mul(seq, dim + mul(kv_heads, head_dim)?)?.div_ceil(tp), tq)?);
+        }
         b.save(per(local_sh, tq)?); // output, laid out [b, s, a, d]: the out-projection reads a view
         b.save(per(mul(local_heads, seq)?, DType::F32)?); // logsumexp
 

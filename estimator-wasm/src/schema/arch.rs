@@ -110,6 +110,8 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
             attention_dropout: t.attention_dropout,
             dropout: student.dropout,
             bias: t.bias,
+            causal: t.head == HeadKind::Lm,
+            rope_theta: t.rope_theta,
         });
         b.same(&format!("blk{i}_attn"), attention);
         let mlp = Op::FeedForward(FeedForward {

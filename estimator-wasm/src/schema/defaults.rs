@@ -20,6 +20,11 @@ pub(crate) fn is_three(v: &u64) -> bool {
     *v == 3
 }
 
+/// Whether `v` is 0 (an unset count, left out of a written cfg.toml).
+pub(crate) fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 pub(crate) fn three() -> u64 {
     3
 }

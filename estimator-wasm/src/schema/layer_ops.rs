@@ -102,6 +102,10 @@ pub struct Attention {
     pub attention_dropout: f64,
     pub dropout: f64,
     pub bias: bool,
+    /// Each query attends to itself and earlier tokens only (a language model's head).
+    pub causal: bool,
+    /// Rotary positions on queries and keys with this base (`student.transformer.rope_theta`).
+    pub rope_theta: Option<f64>,
 }
 
 /// Feed-forward block over `[s, dim]`: pre-norm `x + dropout(fc2(act(fc1(norm(x)))))`, or

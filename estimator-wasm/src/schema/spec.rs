@@ -180,11 +180,18 @@ pub struct KdSpec {
     /// Weight of the soft-target term, in [0, 1].
     #[serde(default = "point_nine")]
     pub alpha: f64,
+    /// A language model's token-level loss in chunks of this many sequence positions (0: all
+    /// at once). Each chunk's logits [B, chunk, vocab], their fp32 softmaxes and gradients are
+    /// made, back-propagated into the final hidden states and freed before the next, so the
+    /// [B, S, vocab] fp32 buffers never exist whole (the teacher's logits still do). The same
+    /// loss and gradients as unchunked, up to float rounding.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub loss_chunk: u64,
 }
 
 impl Default for KdSpec {
     fn default() -> Self {
-        KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9 }
+        KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9, loss_chunk: 0 }
     }
 }
 

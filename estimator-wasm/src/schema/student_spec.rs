@@ -181,7 +181,8 @@ names!(Pooling { Mean = "mean", Cls = "cls" });
 
 /// `[student.transformer]` (or `[teacher.arch.transformer]`): a transformer over token ids.
 /// The sequence length is `data.input_shape = [s]` (for text, the longest tokenised sentence
-/// kept; longer ones are truncated). Attention is bidirectional and masks padding.
+/// kept; longer ones are truncated). Attention is bidirectional and masks padding, except under
+/// a language-model head (`head = "lm"`), where it is causal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, remote = "Self")]
 pub struct TransformerSpec {
@@ -219,6 +220,11 @@ pub struct TransformerSpec {
     /// no positions).
     #[serde(default)]
     pub max_positions: u64,
+    /// Rotary positions (Su et al. 2021, arXiv:2104.09864) with this base `theta`: each head's
+    /// query and key pairs `(i, i + d_head/2)` rotated by `pos * theta^(-2i/d_head)` (the Hugging
+    /// Face Llama layout; Llama 10000, SmolLM2 100000). Unset: no rotary positions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_theta: Option<f64>,
     /// Rows of a token-type (segment) embedding, BERT: 2; 0 for none. Every token is type 0.
     #[serde(default)]
     pub token_types: u64,
@@ -237,6 +243,14 @@ pub struct TransformerSpec {
     /// yes, Llama: no).
     #[serde(default = "yes")]
     pub bias: bool,
+}
+
+impl StudentSpec {
+    /// A transformer with a language-model head (`head = "lm"`): causal, next-token logits
+    /// [B, S, vocab], trained on packed text.
+    pub fn is_language_model(&self) -> bool {
+        self.family == Family::Transformer && self.transformer.as_ref().is_some_and(|t| t.head == HeadKind::Lm)
+    }
 }
 
 impl TransformerSpec {

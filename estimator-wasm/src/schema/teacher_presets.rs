@@ -160,6 +160,8 @@ struct Lm {
     norm: NormKind,
     /// Learned positions (0: none, rotary).
     max_positions: u64,
+    /// Rotary positions' base (`None`: learned positions).
+    rope_theta: Option<f64>,
     bias: bool,
     /// The head shares the token embedding.
     tied: bool,
@@ -179,6 +181,7 @@ impl Lm {
             mlp: MlpKind::Standard,
             norm: NormKind::Layer,
             max_positions: 1024,
+            rope_theta: None,
             bias: true,
             tied: true,
         }
@@ -198,6 +201,7 @@ impl Lm {
             mlp: MlpKind::Swiglu,
             norm: NormKind::Rms,
             max_positions: 0,
+            rope_theta: Some(10_000.0),
             bias: false,
             tied: false,
         }
@@ -206,7 +210,7 @@ impl Lm {
 
 /// The layers of language model `m` reading `data` (token ids `[s]`, `data.classes` = vocab).
 fn lm(data: &DataSpec, m: &Lm) -> Result<Vec<Layer>, SpecError> {
-    let Lm { vocab, layers, d_model, heads, kv_heads, width, mlp, norm, max_positions, bias, tied } = *m;
+    let Lm { vocab, layers, d_model, heads, kv_heads, width, mlp, norm, max_positions, rope_theta, bias, tied } = *m;
     let seq = match data.input_shape.as_slice() {
         [s] => *s,
         _ => {
@@ -248,6 +252,7 @@ fn lm(data: &DataSpec, m: &Lm) -> Result<Vec<Layer>, SpecError> {
             attention: AttentionKernel::Flash,
             attention_dropout: 0.0,
             max_positions,
+            rope_theta,
             token_types: 0,
             head: HeadKind::Lm,
             pooling: Pooling::Mean,

@@ -277,7 +277,7 @@ mod schema_tests {
     #[test]
     fn defaults_fill_every_optional_key() {
         let c = Config::from_toml_str(MINIMAL).unwrap();
-        assert_eq!(c.kd, KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9 });
+        assert_eq!(c.kd, KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9, loss_chunk: 0 });
         assert_eq!(c.train.batch_size, BatchSize::Fixed(128));
         assert_eq!(c.train.optimizer, OptimizerKind::Adamw);
         assert_eq!(c.train.lr, 1e-3);

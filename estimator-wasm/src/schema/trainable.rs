@@ -1,18 +1,19 @@
 //! What `distill` can train of a valid cfg.toml ([`untrainable`]): the estimator plans more than
-//! the trainer runs (causal language models, transformer classifiers, bf16-weight recipes,
-//! several GPUs), and the explorer says so next to every cfg.toml it writes.
+//! the trainer runs (transformer classifiers, bf16-weight recipes, several GPUs), and the explorer says so next to every cfg.toml it writes.
 use crate::schema::{Config, Family, HeadKind, Precision, Target};
 
 /// Why `distill` cannot train `config` yet, as one line naming the keys, or `None` when it
 /// trains it (given its data files and teacher). What it trains: mlp and cnn students on
-/// image or feature data; transformer students as sentence encoders (`head = "embedding"`) on
-/// text (`data.tokenizer`); precisions fp32, fp16 and bf16; one device, or data-parallel
+/// image or feature data; transformer students as sentence encoders (`head = "embedding"`) and
+/// causal language models (`head = "lm"`) on text (`data.tokenizer`); precisions fp32, fp16 and bf16; one device, or data-parallel
 /// replicas on CPUs (`estimate.target = "cpu"`).
 pub fn untrainable(config: &Config) -> Option<String> {
     let mut reasons = Vec::new();
     if let Some(t) = config.student.transformer.as_ref().filter(|_| config.student.family == Family::Transformer) {
         match t.head {
-            HeadKind::Lm => reasons.push("causal language-model distillation (head = \"lm\")".to_string()),
+            HeadKind::Lm if config.data.tokenizer.is_none() => {
+                reasons.push("a language model without text (set data.tokenizer)".to_string());
+            }
             HeadKind::Classifier => reasons.push(
                 "transformer classifiers (head = \"classifier\"); it trains sentence encoders (head = \"embedding\")"
                     .to_string(),
@@ -20,7 +21,7 @@ pub fn untrainable(config: &Config) -> Option<String> {
             HeadKind::Embedding if config.data.tokenizer.is_none() => {
                 reasons.push("a sentence encoder without text (set data.tokenizer)".to_string());
             }
-            HeadKind::Embedding => {}
+            HeadKind::Embedding | HeadKind::Lm => {}
         }
     }
     for (key, p) in [("train.precision", config.train.precision), ("teacher.precision", config.teacher.precision)] {
@@ -78,8 +79,10 @@ mod tests {
                   [student.transformer]\nvocab = 50\nlayers = 1\nd_model = 8\nheads = 2\n[teacher]\nparams = 1\n";
         assert_eq!(
             untrainable(&config(lm)).as_deref(),
-            Some("distill cannot train this yet: causal language-model distillation (head = \"lm\")")
+            Some("distill cannot train this yet: a language model without text (set data.tokenizer)")
         );
+        let with_text = lm.replace("[data]\n", "[data]\ntokenizer = \"tokenizer.json\"\n");
+        assert_eq!(untrainable(&config(&with_text)), None);
         let pure = ENCODER
             .replace("[teacher]", "[train]\nprecision = \"pure_bf16\"\n[estimate]\ndata_parallel = 2\n[teacher]");
         assert_eq!(

@@ -41,6 +41,15 @@ impl Config {
                 "the student outputs an embedding (head = \"embedding\"): set objective = \"embedding_mse\" or \"embedding_cosine\"",
             );
         }
+        if head == Some(HeadKind::Lm)
+            && self.student.family == Family::Transformer
+            && self.kd.objective != KdObjective::Logits
+        {
+            return invalid(
+                "kd.objective",
+                "the student is a language model (head = \"lm\"): set objective = \"logits\" (token-level KD over the vocabulary)",
+            );
+        }
         if self.data.tokenizer.is_some() && self.student.family != Family::Transformer {
             return invalid("data.tokenizer", "token ids need a student with family = \"transformer\"");
         }
@@ -242,6 +251,20 @@ impl TransformerSpec {
                     self.max_positions
                 ),
             );
+        }
+        if let Some(theta) = self.rope_theta {
+            if !(theta.is_finite() && theta > 1.0) {
+                return invalid(&key("rope_theta"), "must be a number above 1 (Llama: 10000, SmolLM2: 100000)");
+            }
+            if self.max_positions != 0 {
+                return invalid(
+                    &key("rope_theta"),
+                    "rotary positions replace learned ones: set max_positions = 0, or remove rope_theta",
+                );
+            }
+            if (self.d_model / self.heads) % 2 != 0 {
+                return invalid(&key("rope_theta"), "rotary positions rotate pairs: d_model / heads must be even");
+            }
         }
         match self.head {
             HeadKind::Lm if data.classes != self.vocab => invalid(

@@ -1,0 +1,124 @@
+//! A language-model student initialised from a Llama teacher (dispatched to by
+//! [`super::teacher_init::init_from_teacher`]) (SmolLM2, Llama, Mistral): the
+//! token embedding and student layer `i` from teacher layer `student.init_from_teacher[i]`.
+//!
+//! The teacher's parameters carry Hugging Face `LlamaModel` names, possibly under one prefix
+//! (`model.`): `embed_tokens.weight`, `layers.{j}.{input_layernorm, self_attn.{q,k,v,o}_proj,
+//! post_attention_layernorm, mlp.{gate,up,down}_proj}.weight`, `norm.weight`, and an untied
+//! `lm_head.weight`. They map onto the student's names (`layer_ops.rs`): `embed.tokens`, per
+//! student layer `blk{i}_attn.norm`, `.qkv` (q | k | v rows), `.proj`, `blk{i}_mlp.norm`, `.fc1`
+//! (gate | up rows), `.fc2`, then `final_norm`, and an untied student `head` from `lm_head`
+//! (or, for a tied teacher, the embedding).
+//!
+//! A narrower student feed-forward (`mlp_width` F' < F) takes, in each copied layer, the F'
+//! neurons with the largest `|[gate_n, up_n]| * |down[:, n]|` (the L2 norms of what the neuron
+//! reads and writes, the rule `crate::prune` uses for SwiGLU), in the teacher's order.
+//!
+//! Rotary positions are in the teacher's code, not its parameters: the student's `rope_theta`
+//! must be the teacher's (SmolLM2: 100000) for a copied layer to compute what the teacher's does.
+use std::collections::HashMap;
+
+use estimator_wasm::schema::{Config, MlpKind, NormKind, NormPosition, TransformerSpec};
+use tch::nn::VarStore;
+use tch::Tensor;
+
+use super::init_plan::{apply_plan, layer_count, strongest_neurons, Take, TeacherInit, Transfer, KEY};
+use crate::error::{DistillError, Result};
+
+const EMBED: &str = "embed_tokens.weight";
+
+/// The prefix before the teacher's `embed_tokens.weight`, when it is a Llama.
+pub fn llama_prefix(teacher: &[(String, Tensor)]) -> Option<String> {
+    teacher.iter().find(|(n, _)| n.ends_with(EMBED)).map(|(n, _)| n[..n.len() - EMBED.len()].to_string())
+}
+
+/// [`super::init_from_teacher`] for a Llama teacher whose names start with `prefix`.
+///
+/// # Errors
+/// [`DistillError::Usage`], one line naming the key and the fix, when the student is not a
+/// pre-norm RMSNorm SwiGLU transformer without biases, a layer index is out of range, a
+/// teacher parameter is missing or a shape differs from the student's.
+pub fn init_from_llama(
+    vs: &VarStore,
+    spec: &Config,
+    teacher: &[(String, Tensor)],
+    prefix: String,
+) -> Result<TeacherInit> {
+    let t = check_student(spec)?;
+    let by_name: HashMap<&str, &Tensor> = teacher.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let teacher_layers = layer_count(teacher, &format!("{prefix}layers."));
+    let name = |leaf: &str| format!("{prefix}{leaf}");
+    let mut plan: Vec<Transfer> = vec![("embed.tokens.weight".into(), vec![name(EMBED)], Take::All)];
+    let (mut layer_map, mut mlp_neurons) = (Vec::new(), None);
+    for (i, &j) in spec.student.init_from_teacher.iter().enumerate() {
+        let j = j as usize;
+        if j >= teacher_layers {
+            return Err(DistillError::Usage(format!(
+                "{KEY}[{i}] = {j}, but the teacher has {teacher_layers} layers: use indices below {teacher_layers}"
+            )));
+        }
+        layer_map.push((i, j));
+        let src = |leaf: &str| name(&format!("layers.{j}.{leaf}.weight"));
+        let (attn, mlp) = (format!("blk{}_attn", i + 1), format!("blk{}_mlp", i + 1));
+        let qkv = ["q", "k", "v"].map(|p| src(&format!("self_attn.{p}_proj"))).to_vec();
+        plan.push((format!("{attn}.norm.weight"), vec![src("input_layernorm")], Take::All));
+        plan.push((format!("{attn}.qkv.weight"), qkv, Take::All));
+        plan.push((format!("{attn}.proj.weight"), vec![src("self_attn.o_proj")], Take::All));
+        plan.push((format!("{mlp}.norm.weight"), vec![src("post_attention_layernorm")], Take::All));
+        let gate_up = vec![src("mlp.gate_proj"), src("mlp.up_proj")];
+        let width = t.mlp_width() as i64;
+        let (fc1, fc2) = match (
+            by_name.get(gate_up[0].as_str()),
+            by_name.get(gate_up[1].as_str()),
+            by_name.get(src("mlp.down_proj").as_str()),
+        ) {
+            (Some(gate), Some(up), Some(down)) if width < gate.size()[0] => {
+                let full = gate.size()[0];
+                mlp_neurons = Some((width, full));
+                let keep = strongest_neurons(&Tensor::cat(&[*gate, *up], 1), down, width);
+                let both = Tensor::cat(&[keep.shallow_clone(), &keep + full], 0);
+                (Take::Rows(both), Take::Cols(keep))
+            }
+            _ => (Take::All, Take::All),
+        };
+        plan.push((format!("{mlp}.fc1.weight"), gate_up, fc1));
+        plan.push((format!("{mlp}.fc2.weight"), vec![src("mlp.down_proj")], fc2));
+    }
+    plan.push(("final_norm.weight".into(), vec![name("norm.weight")], Take::All));
+    if !t.tie_embeddings {
+        let head = if by_name.contains_key(name("lm_head.weight").as_str()) { "lm_head.weight" } else { EMBED };
+        plan.push(("head.weight".into(), vec![name(head)], Take::All));
+    }
+    let names = format!(
+        "Hugging Face LlamaModel names: {prefix}{EMBED}, {prefix}layers.N.{{input_layernorm,self_attn.{{q,k,v,o}}_proj,\
+         post_attention_layernorm,mlp.{{gate,up,down}}_proj}}.weight, {prefix}norm.weight"
+    );
+    let (tensors, elements, kept) = apply_plan(vs, &by_name, &plan, &names)?;
+    Ok(TeacherInit { prefix, teacher_layers, layer_map, tensors, elements, kept, mlp_neurons })
+}
+
+/// The student's transformer table, refused unless it is Llama's kind of layer.
+fn check_student(spec: &Config) -> Result<&TransformerSpec> {
+    let usage = |m: &str| Err(DistillError::Usage(format!("{KEY} copies a Llama teacher: {m}")));
+    let Some(t) = spec.student.transformer.as_ref() else {
+        return usage("it needs student.family = \"transformer\" with a [student.transformer] table");
+    };
+    if t.norm_position != NormPosition::Pre {
+        return usage("set student.transformer.norm_position = \"pre\" (Llama's layers are pre-norm)");
+    }
+    if t.norm != NormKind::Rms {
+        return usage("set student.transformer.norm = \"rms\" (Llama uses RMSNorm)");
+    }
+    if t.mlp != MlpKind::Swiglu {
+        return usage("set student.transformer.mlp = \"swiglu\" (Llama's feed-forward is SwiGLU)");
+    }
+    if t.bias {
+        return usage("set student.transformer.bias = false (Llama's projections have no biases)");
+    }
+    if t.rope_theta.is_none() {
+        return usage(
+            "set student.transformer.rope_theta to the teacher's rotary base (SmolLM2: 100000, Llama 2: 10000)",
+        );
+    }
+    Ok(t)
+}
