@@ -87,21 +87,21 @@ mod trainable {
         out
     }
 
-    #[test]
-    fn the_minilm_scenario_writes_the_example_cfg() {
-        let form = ExplorerForm::for_scenario(scenario("all-minilm-l6-v2").unwrap(), "H200");
+    /// The scenario's cfg.toml holds every key of `examples/{example}/student.toml` with the
+    /// same value (the data paths from the repository root), and distill trains it.
+    fn writes_the_example_cfg(key: &str, example: &str, min_keys: usize) {
+        let form = ExplorerForm::for_scenario(scenario(key).unwrap(), "H200");
         let text = form.cfg_toml().unwrap();
         let config = Config::from_toml_str(&text).unwrap();
         assert_eq!(untrainable(&config), None);
         let exported = leaves(&text);
-        let example =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/minilm/student.toml")).unwrap();
-        let example = leaves(&example);
-        assert!(example.len() >= 30, "{} keys", example.len());
+        let path = format!("{}/../examples/{example}/student.toml", env!("CARGO_MANIFEST_DIR"));
+        let example = leaves(&std::fs::read_to_string(path).unwrap());
+        assert!(example.len() >= min_keys, "{} keys", example.len());
         for (key, want) in &example {
             let got = exported.get(key).unwrap_or_else(|| panic!("{key} is missing from the scenario's cfg.toml"));
             match key.as_str() {
-                // the example sits in examples/minilm/, the downloaded file at the repository root
+                // the example sits in examples/<name>/, the downloaded file at the repository root
                 "data.train" | "data.test" | "data.tokenizer" => {
                     let want = want.as_str().unwrap().strip_prefix("../../").unwrap();
                     assert_eq!(got.as_str(), Some(want), "{key}");
@@ -109,6 +109,16 @@ mod trainable {
                 _ => assert_eq!(got, want, "{key}"),
             }
         }
+    }
+
+    #[test]
+    fn the_minilm_scenario_writes_the_example_cfg() {
+        writes_the_example_cfg("all-minilm-l6-v2", "minilm", 30);
+    }
+
+    #[test]
+    fn the_smollm2_scenario_writes_the_example_cfg() {
+        writes_the_example_cfg("smollm2-135m", "smollm2", 35);
     }
 
     #[test]
@@ -135,6 +145,7 @@ mod trainable {
             ("all-minilm-l6-v2", None),
             ("bert-base", classifier),
             ("gpt2", lm),
+            ("smollm2-135m", None),
             ("llama-2-7b", lm),
             ("llama-3-8b", lm),
         ];

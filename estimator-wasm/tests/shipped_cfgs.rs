@@ -9,9 +9,15 @@ use estimator_wasm::{estimate, Config, Inputs};
 fn shipped() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut found = Vec::new();
-    for dir in
-        ["examples/fashion-mnist", "examples/minilm", "bench/throughput", "tests/fixtures", "tests/fixtures/text"]
-    {
+    for dir in [
+        "examples/fashion-mnist",
+        "examples/minilm",
+        "examples/smollm2",
+        "bench/throughput",
+        "tests/fixtures",
+        "tests/fixtures/text",
+        "tests/fixtures/lm",
+    ] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
@@ -27,7 +33,14 @@ fn shipped() -> Vec<PathBuf> {
 fn every_shipped_cfg_parses_prices_and_trains() {
     let cfgs = shipped();
     let names: Vec<String> = cfgs.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    for want in ["student.toml", "student-pruned.toml", "student-narrow.toml", "cnn-large.toml", "text-student.toml"] {
+    for want in [
+        "student.toml",
+        "student-pruned.toml",
+        "student-narrow.toml",
+        "cnn-large.toml",
+        "text-student.toml",
+        "lm-student.toml",
+    ] {
         assert!(names.iter().any(|n| n == want), "{want} not found among {names:?}");
     }
     for path in &cfgs {

@@ -214,7 +214,7 @@ await check('Copy cfg.toml puts the file on the clipboard', async () => {
   eq(clip.trim(), (await page.textContent('#cfg-toml')).trim(), 'clipboard');
 });
 
-await check('every scenario says whether distill trains its cfg.toml; MiniLM\'s trains and distill plan accepts it', async () => {
+await check('every scenario says whether distill trains its cfg.toml; MiniLM\'s and SmolLM2\'s train and distill plan accepts it', async () => {
   const keys = await page.$$eval('#f-teacher option', (os) => os.map((o) => o.value).filter((v) => v !== 'custom'));
   assert(keys.includes('all-minilm-l6-v2'), `no MiniLM scenario among ${keys.join(', ')}`);
   const trained = [];
@@ -234,7 +234,7 @@ await check('every scenario says whether distill trains its cfg.toml; MiniLM\'s 
       trained.push(key);
     }
   }
-  for (const key of ['fashion-mnist-cnn', 'all-minilm-l6-v2']) assert(trained.includes(key), `${key} trains: ${trained}`);
+  for (const key of ['fashion-mnist-cnn', 'all-minilm-l6-v2', 'smollm2-135m']) assert(trained.includes(key), `${key} trains: ${trained}`);
   for (const key of ['gpt2', 'bert-base']) assert(!trained.includes(key), `${key} is not trained by distill yet`);
   await page.selectOption('#f-teacher', 'all-minilm-l6-v2');
   await waitForState(page, (s) => s.teacher === 'all-minilm-l6-v2', 'MiniLM teacher');

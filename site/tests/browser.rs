@@ -74,7 +74,7 @@ fn catalogues_list_every_gpu_and_scenario() {
     assert_eq!(gpus[0]["name"], "T4");
     let scenarios = json(&wasm::scenarios());
     let keys: Vec<&str> = scenarios.as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
-    for key in ["fashion-mnist-cnn", "resnet50", "vit-b16", "all-minilm-l6-v2", "bert-base", "gpt2"] {
+    for key in ["fashion-mnist-cnn", "resnet50", "vit-b16", "all-minilm-l6-v2", "bert-base", "gpt2", "smollm2-135m"] {
         assert!(keys.contains(&key), "{key}");
     }
 }

@@ -75,8 +75,21 @@ pub(crate) const MINILM_STUDENT: &str =
      max_positions = 512\ntoken_types = 2\nnorm_position = \"post\"\nnorm_eps = 1e-12\nhead = \"embedding\"\n\
      pooling = \"mean\"\nnormalize = true\n";
 
+/// The example of `examples/smollm2/student.toml` as the explorer writes it (as
+/// [`MINILM_TABLES`]: the micro-batch, precision and optimiser are the form's).
+pub(crate) const SMOLLM2_TABLES: &str = "[data]\ntrain = \"data/smollm2/train.txt\"\ntest = \"data/smollm2/test.txt\"\n\
+     tokenizer = \"data/smollm2/tokenizer.json\"\ninput_shape = [128]\nclasses = 49152\n\
+     [teacher]\npreset = \"smollm2-135m\"\nprecision = \"bf16\"\n[kd]\nobjective = \"logits\"\ntemperature = 1.0\nalpha = 0.5\n\
+     loss_chunk = 32\n[train]\nepochs = 1\neval_batch_size = 8\nlr = 0.0003\nwarmup_steps = 30\nweight_decay = 0.01\nseed = 0\n\
+     log_every = 10\n";
+pub(crate) const SMOLLM2_STUDENT: &str =
+    "family = \"transformer\"\nactivation = \"silu\"\ninit_from_teacher = [0, 9, 19, 29]\n\
+     [student.transformer]\nvocab = 49152\nlayers = 4\nd_model = 576\nheads = 9\nkv_heads = 3\nmlp_width = 1536\n\
+     mlp = \"swiglu\"\nnorm = \"rms\"\nnorm_eps = 1e-5\nrope_theta = 100000.0\nattention = \"flash\"\nbias = false\n\
+     tie_embeddings = true\nhead = \"lm\"\n";
+
 /// The teachers the explorer offers, each with its task.
-pub static SCENARIOS: [Scenario; 8] = [
+pub static SCENARIOS: [Scenario; 9] = [
     Scenario {
         key: "fashion-mnist-cnn",
         name: "Fashion-MNIST CNN (0.42M)",
@@ -159,6 +172,20 @@ pub static SCENARIOS: [Scenario; 8] = [
         students: &["family = \"transformer\"\nactivation = \"gelu\"\ndropout = 0.1\n[student.transformer]\n\
                      vocab = 50257\nlayers = 6\nd_model = 768\nheads = 12\nmax_positions = 1024\nattention = \"flash\"\n\
                      tie_embeddings = true\n"],
+    },
+    Scenario {
+        key: "smollm2-135m",
+        name: "SmolLM2 to a small decoder (135M)",
+        description: "SmolLM2-135M-Instruct (preset smollm2-135m: Llama architecture, 30 layers, d 576, 49,152 \
+                      tokens) on KJV text packed into windows of 128 tokens; the student is the 4-layer decoder of \
+                      examples/smollm2, initialised from teacher layers 0, 9, 19 and 29, trained on token-level KD \
+                      with the loss in chunks of 32 positions",
+        input: InputKind::Tokens,
+        families: &[Family::Transformer],
+        batch: 8,
+        precision: Precision::Bf16,
+        tables: SMOLLM2_TABLES,
+        students: &[SMOLLM2_STUDENT],
     },
     Scenario {
         key: "llama-2-7b",

@@ -59,10 +59,13 @@ impl MemoryModel {
         let kd = config.kd.alpha > 0.0 && teacher.is_some();
         let loss = c.loss(&forward, kd)?;
         let batch = c.batch_tensors(&forward, x0_saved || checkpointing)?;
+        // a language model's teacher runs on every batch: its logits [N, S, vocab] are not
+        // cached, whatever teacher.cache_logits says (as distill trains it)
+        let cache = config.teacher.cache_logits && !config.student.is_language_model();
         let teacher_plan = teacher.as_ref().map(|(_, live)| TeacherPlan {
             layers: live.clone(),
-            live: kd && !config.teacher.cache_logits,
-            cache: kd && config.teacher.cache_logits,
+            live: kd && !cache,
+            cache: kd && cache,
         });
         let teacher = teacher.map(|(t, _)| t);
         let shared = c.shared(teacher.as_ref(), teacher_plan.as_ref(), loss.rows)?;

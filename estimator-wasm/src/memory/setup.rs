@@ -94,7 +94,13 @@ pub(crate) fn precision_notes(config: &Config, gpu: Option<&'static Gpu>, cuda: 
     if let Some(why) = crate::schema::untrainable(config) {
         notes.push(format!("{why} (priced for planning)"));
     }
-    if let (Some(_), Some(s)) = (&config.data.tokenizer, config.data.input_shape.first()) {
+    let packed = config.student.is_language_model();
+    if let (Some(_), Some(s), true) = (&config.data.tokenizer, config.data.input_shape.first(), packed) {
+        notes.push(format!(
+            "a language model's text is packed into full windows of S = {s} tokens (data.input_shape); \
+             its teacher runs on every batch (its logits are not cached)"
+        ));
+    } else if let (Some(_), Some(s)) = (&config.data.tokenizer, config.data.input_shape.first()) {
         notes.push(format!(
             "text is priced at S = {s} tokens (data.input_shape); distill pads each batch to its longest \
              sentence, so most batches are shorter and need less"

@@ -24,7 +24,7 @@ pub struct Preset {
 }
 
 /// The presets `[teacher] preset = "..."` accepts.
-pub static PRESETS: [Preset; 6] = [
+pub static PRESETS: [Preset; 7] = [
     Preset {
         name: "fashion-mnist-cnn",
         description: "the example teacher of examples/fashion-mnist/train_teacher.py: conv32-BN-ReLU-pool, conv64-BN-ReLU-pool, fc128, dropout, fc",
@@ -48,6 +48,12 @@ pub static PRESETS: [Preset; 6] = [
         description: "GPT-2 medium: 24 layers, d 1024, 16 heads, 1024 positions, tied head (vocab 50257)",
         params: 354_823_168,
         build: |d| lm(d, &Lm::gpt2(24, 1024, 16)),
+    },
+    Preset {
+        name: "smollm2-135m",
+        description: "SmolLM2-135M (Llama architecture): 30 layers, d 576, 9 heads, 3 key/value heads, SwiGLU 1536, RMSNorm, rotary (theta 100000), tied head (vocab 49152)",
+        params: 134_515_008,
+        build: |d| lm(d, &Lm::smollm2_135m()),
     },
     Preset {
         name: "llama-2-7b",
@@ -187,6 +193,26 @@ impl Lm {
         }
     }
 
+    /// SmolLM2-135M (Hugging Face 2024; the Llama architecture at a small scale): 30 layers,
+    /// d 576, 9 heads of 64 with 3 key/value heads, SwiGLU 1536, RMSNorm, rotary positions of base
+    /// 100000, no biases, the head tied to the embedding, vocabulary 49,152.
+    const fn smollm2_135m() -> Lm {
+        Lm {
+            vocab: 49_152,
+            layers: 30,
+            d_model: 576,
+            heads: 9,
+            kv_heads: 3,
+            width: 1536,
+            mlp: MlpKind::Swiglu,
+            norm: NormKind::Rms,
+            max_positions: 0,
+            rope_theta: Some(100_000.0),
+            bias: false,
+            tied: true,
+        }
+    }
+
     /// The Llama 7B/8B shape (Touvron et al. 2023; Llama 3): 32 layers, d 4096, 32 heads
     /// (`kv_heads` of them for keys and values), SwiGLU of `width`, RMSNorm, rotary positions
     /// (none learned), no biases, an untied head.
@@ -295,6 +321,7 @@ mod tests {
                 "all-minilm-l6-v2" => data(vec![128], 384),
                 "gpt2" | "gpt2-medium" => data(vec![128], 50_257),
                 "llama-2-7b" => data(vec![128], 32_000),
+                "smollm2-135m" => data(vec![128], 49_152),
                 _ => data(vec![128], 128_256),
             };
             let layers = preset_layers(p.name, &d).unwrap();
