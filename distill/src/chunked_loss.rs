@@ -77,13 +77,20 @@ pub fn chunked_loss(
         let mut out = Tensor::f_run_backward(&[&root], &targets, false, false)?;
         let g_hidden = out.pop().unwrap_or_else(Tensor::new);
         for (acc, g) in grads.iter_mut().zip(out).filter(|(_, g)| g.defined()) {
-            *acc = if acc.defined() { &*acc + g } else { g };
+            // in place: a second [vocab, d] gradient of the tied embedding would double it
+            if acc.defined() {
+                let _ = acc.g_add_(&g);
+            } else {
+                *acc = g;
+            }
         }
         if g_hidden.defined() {
-            grad_hidden = Some(match grad_hidden {
-                Some(acc) => acc + g_hidden,
-                None => g_hidden,
-            });
+            match grad_hidden.as_mut() {
+                Some(acc) => {
+                    let _ = acc.g_add_(&g_hidden);
+                }
+                None => grad_hidden = Some(g_hidden),
+            }
         }
         let weighted = |t: &Tensor| t.detach() * share;
         let piece = LossParts { loss: weighted(&piece.loss), kd: weighted(&piece.kd), ce: weighted(&piece.ce) };

@@ -76,6 +76,7 @@ pub mod similarity;
 pub mod step;
 pub mod student;
 pub mod students;
+pub mod summary;
 pub mod teacher;
 pub mod teacher_cache;
 #[cfg(test)]

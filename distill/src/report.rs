@@ -1,10 +1,7 @@
-//! `report.json`: its fields, built once when every fact is known ([`Report::new`]), and the
-//! printed summary of a run.
-use std::fmt::Write;
-
+//! `report.json`: its fields, built once when every fact is known ([`Report::new`]); the
+//! printed summary of a run is `crate::summary`'s.
 use serde::{Deserialize, Serialize};
 
-use estimator_wasm::memory::render::human as bytes;
 use estimator_wasm::schema::DataSpec;
 
 use crate::data::{Dataset, TextStats};
@@ -322,144 +319,11 @@ impl Report {
             data_parallel: run.data_parallel,
         }
     }
-
-    /// The human summary printed at the end of a run (stdout).
-    pub fn summary(&self) -> String {
-        let t = &self.teacher;
-        let s = &self.student;
-        let mut out = String::new();
-        let pct = |v: f64| format!("{:.2}%", 100.0 * v);
-        let _ = writeln!(out, "distill: {} -> {}", t.path, self.output_dir);
-        let mut header = format!("{:<26}{:>14}{:>14}", "", "teacher", "student");
-        if self.baseline.is_some() {
-            header.push_str(&format!("{:>18}", "student, alpha=0"));
-        }
-        let _ = writeln!(out, "{header}");
-        let row = |label: &str, teacher: String, student: String, baseline: Option<String>| {
-            let mut line = format!("{label:<26}{teacher:>14}{student:>14}");
-            if let Some(b) = baseline {
-                line.push_str(&format!("{b:>18}"));
-            }
-            line
-        };
-        let b = self.baseline.as_ref();
-        let maybe = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map(f).unwrap_or_else(|| "-".into());
-        let cosine = s.agreement_metric == Agreement::Cosine;
-        let agreement = |v: Option<f64>| if cosine { maybe(v, &|v| format!("{v:.4}")) } else { maybe(v, &pct) };
-        let mut lines = Vec::new();
-        if t.test_accuracy.is_some() || s.test_accuracy.is_some() {
-            lines.push(row(
-                "test accuracy",
-                maybe(t.test_accuracy, &pct),
-                maybe(s.test_accuracy, &pct),
-                b.map(|b| maybe(b.test_accuracy, &pct)),
-            ));
-        }
-        lines.push(row(
-            s.agreement_metric.label(),
-            "-".into(),
-            agreement(s.agreement),
-            b.map(|b| agreement(b.agreement)),
-        ));
-        if s.spearman.is_some() {
-            let rho = |v: Option<f64>| maybe(v, &|v| format!("{v:.4}"));
-            lines.push(row("Spearman of cosines", "-".into(), rho(s.spearman), b.map(|b| rho(b.spearman))));
-        }
-        lines.extend([
-            row("parameters", group(t.params), group(s.params), b.map(|b| group(b.params))),
-            row(
-                "file (TorchScript)",
-                bytes(t.file_bytes),
-                bytes(s.torchscript_bytes),
-                b.map(|b| bytes(b.torchscript_bytes)),
-            ),
-            row("file (safetensors)", "-".into(), bytes(s.safetensors_bytes), b.map(|b| bytes(b.safetensors_bytes))),
-            row(
-                "throughput (samples/s)",
-                "-".into(),
-                format!("{:.0}", s.samples_per_s),
-                b.map(|b| format!("{:.0}", b.samples_per_s)),
-            ),
-            row(
-                "train time",
-                "-".into(),
-                format!("{:.1} s", s.train_seconds),
-                b.map(|b| format!("{:.1} s", b.train_seconds)),
-            ),
-        ]);
-        for line in lines {
-            let _ = writeln!(out, "{line}");
-        }
-        let _ = match s.agreement_metric {
-            Agreement::Top1 => write!(
-                out,
-                "compression {} (KD: T = {}, alpha = {})",
-                compression(self.compression_ratio),
-                s.temperature,
-                s.alpha
-            ),
-            Agreement::Cosine => write!(
-                out,
-                "compression {} (KD: {}, alpha = {})",
-                compression(self.compression_ratio),
-                s.objective,
-                s.alpha
-            ),
-        };
-        if let Some(gain) = self.kd_gain_points {
-            let _ = write!(out, "; KD gain over labels alone {gain:+.2} points");
-        }
-        let _ = writeln!(out, "\nwall time {:.1} s on {}", self.wall_seconds, self.device);
-        if let Some(w) = &t.warning {
-            let _ = writeln!(out, "{w}");
-        }
-        out
-    }
-}
-
-/// The teacher's parameters over the student's, `ratio`, in words: "3.0x fewer parameters", or
-/// for a student larger than its teacher "1.4x more parameters" (1 / ratio); within 5% of the
-/// teacher's size, the student's share to two decimals ("1.03x the teacher's parameters").
-pub fn compression(ratio: f64) -> String {
-    if (0.95..1.05).contains(&ratio) {
-        // one decimal would print "1.0x more" for a student slightly larger than its teacher
-        format!("{:.2}x the teacher's parameters", 1.0 / ratio)
-    } else if ratio >= 1.0 {
-        format!("{ratio:.1}x fewer parameters")
-    } else {
-        format!("{:.1}x more parameters", 1.0 / ratio)
-    }
-}
-
-/// `1234567` as `1,234,567`.
-pub fn group(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn number_formats() {
-        assert_eq!(group(0), "0");
-        assert_eq!(group(421_642), "421,642");
-        assert_eq!(group(1_000_000), "1,000,000");
-        // a teacher of 7000 parameters, students of 1000 and of 10000
-        assert_eq!(compression(7000.0 / 1000.0), "7.0x fewer parameters");
-        assert_eq!(compression(7000.0 / 10000.0), "1.4x more parameters");
-        assert_eq!(compression(1000.0 / 1030.0), "1.03x the teacher's parameters");
-        assert_eq!(compression(1.0), "1.00x the teacher's parameters");
-        assert_eq!(compression(1.06), "1.1x fewer parameters");
-    }
 
     #[test]
     fn the_final_loss_parts_keep_their_names_and_place() {

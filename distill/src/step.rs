@@ -230,7 +230,12 @@ fn backward_into(
     let mut out = Tensor::f_run_backward(&[root], &targets, false, false)?;
     let grad_in = if input.is_some() { out.pop().unwrap_or_else(Tensor::new) } else { Tensor::new() };
     for (&i, g) in which.iter().zip(out).filter(|(_, g)| g.defined()) {
-        grads[i] = if grads[i].defined() { &grads[i] + g } else { g };
+        // in place (the gradients are autograd's fresh tensors): no second copy of a large one
+        if grads[i].defined() {
+            let _ = grads[i].g_add_(&g);
+        } else {
+            grads[i] = g;
+        }
     }
     Ok(grad_in)
 }
