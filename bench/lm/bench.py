@@ -1,0 +1,246 @@
+"""The causal-LM benchmark of issue 15, written into BENCHMARKS.md between the `lm` markers and
+into OUT/bench.json. Called by `scripts/bench-lm`, which makes the run it reads.
+
+From one `distill` run of examples/smollm2/student.toml with `--baseline` (RUN: the KD student,
+RUN/baseline: the same student on next-token CE alone, from the same initialisation and data):
+  - held-out perplexity of the teacher, the KD student and the CE-only student, from the run's
+    report.json (all three measured by distill on the same packed test windows);
+  - tokens/s of teacher.pt and of each exported student.pt (`torch.jit.load`, the CPU,
+    --threads threads, no grad) on the test windows at batch --batch, interleaved batch by batch
+    over --reps passes after a warm-up (median pass; the ratio is the median of the per-pass
+    ratios);
+  - parameters (token embedding and the rest) and file sizes; greedy continuations of a few
+    held-out prompts by each model (PROMPTS; the teacher's and both students' TorchScript);
+  - peak memory of training: two short distill runs of the same cfg on the first --memory-lines
+    training lines, stopped after --memory-steps steps, the loss whole (`kd.loss_chunk = 0`) and
+    in chunks (the cfg's), each under `/usr/bin/time -f %M` (peak resident set), beside the
+    estimator's total for the same run (`distill plan --json`, target CPU). The resident set also holds
+    the process itself (libtorch's code, the tokenizer, the teacher's fp32 file before its bf16
+    cast), which the estimator does not price: compare the two runs' difference with the
+    predicted difference.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+from safetensors import safe_open
+from tokenizers import Tokenizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "throughput"))
+from bench import write_section  # noqa: E402
+
+START, END = "<!-- lm:begin -->", "<!-- lm:end -->"
+PROMPTS = [
+    "Then Jonah prayed unto the LORD his God out of the fish's belly,",
+    "And Ruth said, Intreat me not to leave thee,",
+    "In the beginning God created",
+]
+NEW_TOKENS = 24
+
+
+def windows(tok, path, s):
+    """The packed windows of `path` as distill makes them: lines closed by <|endoftext|> (id 0),
+    back to back, cut into whole windows of `s` tokens [N, s]."""
+    eos = tok.token_to_id("<|endoftext|>")
+    stream = []
+    for line in open(path, encoding="utf-8").read().split("\n"):
+        if line.strip():
+            stream += tok.encode(line).ids + [eos]
+    n = len(stream) // s
+    return torch.tensor(stream[: n * s]).reshape(n, s)
+
+
+def speeds(models, data, batch, reps):
+    """tokens/s of each model (name -> module) over `data` in batches, interleaved per batch."""
+    batches = [data[i : i + batch] for i in range(0, data.shape[0], batch)]
+    with torch.inference_mode():
+        for m in models.values():
+            for b in batches[:2]:
+                m(b, torch.ones_like(b))
+        passes = {name: [] for name in models}
+        for rep in range(reps):
+            spent = {name: 0.0 for name in models}
+            names = list(models)
+            for i, b in enumerate(batches):
+                order = names[i % len(names) :] + names[: i % len(names)]
+                for name in order:
+                    t = time.perf_counter()
+                    models[name](b, torch.ones_like(b))
+                    spent[name] += time.perf_counter() - t
+            for name in models:
+                passes[name].append(spent[name])
+    tokens = data.numel()
+    out = {}
+    for name, times in passes.items():
+        ratio = statistics.median(passes["teacher"][r] / times[r] for r in range(reps))
+        out[name] = {"tokens_per_s": tokens / statistics.median(times), "vs_teacher": ratio,
+                     "min": tokens / max(times), "max": tokens / min(times)}
+    return out
+
+
+def greedy(model, tok, prompt, n):
+    ids = torch.tensor([tok.encode(prompt).ids])
+    with torch.inference_mode():
+        for _ in range(n):
+            logits = model(ids, torch.ones_like(ids))
+            ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], 1)
+    return tok.decode(ids[0, -n:].tolist())
+
+
+def safetensors_params(path):
+    """(token embedding elements, other elements) of a student.safetensors."""
+    emb = other = 0
+    with safe_open(path, "pt") as f:
+        for k in f.keys():
+            n = f.get_slice(k).get_shape()
+            count = 1
+            for d in n:
+                count *= d
+            if k.startswith("embed."):
+                emb += count
+            else:
+                other += count
+    return emb, other
+
+
+def memory_run(a, name, chunk, train):
+    """The training part of a distill run (load, the teacher's test pass, --memory-steps steps, a
+    checkpoint: `--stop-after-steps`, so no evaluation, export or latency run, whose logits over
+    the whole test set are another matter) and its peak RSS; beside it the estimator's total for
+    the same cfg (`distill plan --json`, target CPU) and its peak phase (bytes)."""
+    out = os.path.join(a.out, f"memory-{name}")
+    rss = out + ".rss"
+    sets = ["--set", f"data.train={train}", "--set", "train.epochs=1", "--set", f"kd.loss_chunk={chunk}"]
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", rss, a.distill, "--teacher", a.teacher, "--student", a.cfg,
+           "--device", "cpu", "--out", out, "--overwrite", "--quiet", "--stop-after-steps", str(a.memory_steps)] + sets
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 130:  # 130: stopped after the step, with a checkpoint
+        sys.exit(f"bench-lm: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
+    plan = subprocess.run([a.distill, "plan", "--student", a.cfg, "--teacher", a.teacher, "--json",
+                           "--set", "estimate.target=cpu"] + sets, capture_output=True, text=True, check=True)
+    p = json.loads(plan.stdout)["plan"]
+    return {"peak_rss_bytes": int(open(rss).read().split()[-1]) * 1024, "predicted_bytes": p["totals"]["total"],
+            "peak_phase": p["peak_phase"]}
+
+
+def mib(b):
+    return f"{b / 2**20:,.0f}"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--distill", required=True)
+    p.add_argument("--teacher", required=True)
+    p.add_argument("--cfg", required=True)
+    p.add_argument("--run", required=True)
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--test", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--window", type=int, default=128)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--memory-lines", type=int, default=200)
+    p.add_argument("--memory-steps", type=int, default=12)
+    p.add_argument("--command", required=True)
+    p.add_argument("--run-command", required=True)
+    p.add_argument("--out", default="runs/bench-lm")
+    p.add_argument("--benchmarks", default="BENCHMARKS.md")
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    torch.set_num_threads(a.threads)
+    tok = Tokenizer.from_file(a.tokenizer)
+    report = json.load(open(os.path.join(a.run, "report.json")))
+    base = os.path.join(a.run, "baseline")
+    models = {"teacher": torch.jit.load(a.teacher).eval(), "kd": torch.jit.load(os.path.join(a.run, "student.pt")).eval()}
+    if os.path.exists(os.path.join(base, "student.pt")):
+        models["ce"] = torch.jit.load(os.path.join(base, "student.pt")).eval()
+    data = windows(tok, a.test, a.window)
+    load = os.getloadavg()[0]
+    speed = speeds(models, data, a.batch, a.reps)
+    load_after = os.getloadavg()[0]
+    samples = {name: [greedy(m, tok, pr, NEW_TOKENS) for pr in PROMPTS] for name, m in models.items()}
+
+    train_lines = [l for l in open(a.train, encoding="utf-8").read().split("\n") if l.strip()][: a.memory_lines]
+    small = os.path.abspath(os.path.join(a.out, "memory-train.txt"))
+    with open(small, "w", encoding="utf-8") as f:
+        f.writelines(l + "\n" for l in train_lines)
+    chunk = int(next(l.split("=")[1].split("#")[0] for l in open(a.cfg) if l.strip().startswith("loss_chunk")))
+    memory = {"whole": memory_run(a, "whole", 0, small), "chunked": memory_run(a, "chunked", chunk, small)}
+
+    s, b, t = report["student"], report.get("baseline"), report["teacher"]
+    emb_kd, other_kd = safetensors_params(os.path.join(a.run, "student.safetensors"))
+    rows = [("teacher", t["test_perplexity"], t["test_accuracy"], None, t["params"], None, t["file_bytes"], None)]
+    rows.append(("KD student", s["test_perplexity"], s["test_accuracy"], s["agreement"], s["params"], (emb_kd, other_kd),
+                 s["torchscript_bytes"], s["safetensors_bytes"]))
+    if b:
+        rows.append(("CE-only student", b["test_perplexity"], b["test_accuracy"], b["agreement"], b["params"], (emb_kd, other_kd),
+                     b["torchscript_bytes"], b["safetensors_bytes"]))
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    cpu = platform.processor() or platform.machine()
+    test_text = report["data"]["test_text"]
+    train_text = report["data"]["train_text"]
+    lines = [START, "## Causal LM distilled from SmolLM2-135M-Instruct (`scripts/bench-lm`)", "",
+             f"Measured {date} with `{a.command}` on {os.cpu_count()} cores ({cpu}), no GPU, torch {torch.__version__}; "
+             f"one-minute load average {load:.1f} before the timing and {load_after:.1f} after it.", "",
+             f"The run: `{a.run_command}`: {train_text['packing']['tokens']:,} training tokens "
+             f"({train_text['packing']['lines']:,} KJV passages) in {train_text['lines']:,} windows of {a.window}, "
+             f"{s['steps']} steps of {s['batch_size']} windows per student, evaluated on {test_text['lines']} held-out windows "
+             f"({test_text['lines'] * a.window:,} tokens of Genesis 1, Ruth, Jonah, Titus, Philemon and Jude). "
+             f"The teacher is SmolLM2-135M-Instruct's 4-bit Q4_1 GGUF dequantized to fp32 (examples/smollm2/make_teacher.py); "
+             f"both students start from its embedding and layers 0, 9, 19, 29 and train in bf16 autocast with the teacher "
+             f"in bf16; the KD student's loss is 0.5 x forward KL (T = 1) + 0.5 x next-token CE, the other's CE alone. "
+             f"Perplexity: exp of the mean next-token cross-entropy over the test windows' predicting positions.", "",
+             "| model | test perplexity | next-token accuracy | top-1 agreement with the teacher | parameters (embedding + other) | files |",
+             "|---|---:|---:|---:|---|---|"]
+    for name, ppl, acc, agree, params, split, pt, st in rows:
+        split_s = f"{split[0] / 1e6:.2f} M + {split[1] / 1e6:.2f} M = {params / 1e6:.2f} M" if split else f"{params / 1e6:.2f} M (tied embedding 28.31 M)"
+        files = f"`student.pt` {pt / 1e6:.1f} MB, `student.safetensors` {st / 1e6:.1f} MB" if st else f"`teacher.pt` {pt / 1e6:.1f} MB"
+        agree_s = "-" if agree is None else f"{agree:.1%}"
+        lines.append(f"| {name} | **{ppl:.2f}** | {acc:.1%} | {agree_s} | {split_s} | {files} |")
+    lines += ["", f"KD against CE alone: perplexity {s['test_perplexity']:.2f} against "
+              f"{b['test_perplexity']:.2f} ({(b['test_perplexity'] - s['test_perplexity']) / b['test_perplexity']:.1%} lower); "
+              f"the teacher's is {t['test_perplexity']:.2f}." if b else "", "",
+              f"Throughput (`torch.jit.load` of each TorchScript, CPU, {a.threads} threads, batch {a.batch} x {a.window} tokens, "
+              f"the {data.shape[0]} test windows, {a.reps} interleaved passes after a warm-up; the goal is 4x with at most half "
+              "the teacher's layers, 4 of 30 here):", "",
+              "| model | tokens/s (min-max) | vs teacher |", "|---|---:|---:|"]
+    for name in models:
+        r = speed[name]
+        label = {"teacher": "teacher", "kd": "KD student", "ce": "CE-only student"}[name]
+        lines.append(f"| {label} | {r['tokens_per_s']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f}) | {r['vs_teacher']:.2f}x |")
+    lines += ["", "Greedy continuations (24 tokens) of held-out prompts:", ""]
+    for i, pr in enumerate(PROMPTS):
+        lines.append(f"- *{pr}*")
+        for name in models:
+            label = {"teacher": "teacher", "kd": "KD student", "ce": "CE-only student"}[name]
+            text = samples[name][i].replace("\n", " ").replace("|", "\\|")
+            lines.append(f"  - {label}: {text}")
+    mw, mc = memory["whole"], memory["chunked"]
+    lines += ["", f"Peak memory of training, CPU: the same cfg on the first {a.memory_lines} training lines, stopped after "
+              f"{a.memory_steps} steps with a checkpoint (`--stop-after-steps`: loading, the teacher's test pass and the steps; "
+              f"no evaluation or export), the loss whole or in chunks of {chunk} positions; the estimator's total for it "
+              "(`distill plan --json --set estimate.target=cpu`) against the peak resident set (`/usr/bin/time -f %M`), "
+              "which also holds what the estimator does not price (libtorch's code, the tokenizer, the teacher's fp32 "
+              "file read before its bf16 cast): compare the differences.", "",
+              "| loss | predicted MiB (peak phase) | peak RSS MiB |", "|---|---:|---:|",
+              f"| whole (`kd.loss_chunk = 0`) | {mib(mw['predicted_bytes'])} ({mw['peak_phase']}) | {mib(mw['peak_rss_bytes'])} |",
+              f"| chunks of {chunk} | {mib(mc['predicted_bytes'])} ({mc['peak_phase']}) | {mib(mc['peak_rss_bytes'])} |",
+              f"| difference | {mib(mw['predicted_bytes'] - mc['predicted_bytes'])} | {mib(mw['peak_rss_bytes'] - mc['peak_rss_bytes'])} |",
+              END]
+    text = "\n".join(lines)
+    write_section(a.benchmarks, text, START, END)
+    json.dump({"speed": speed, "samples": samples, "memory": memory, "report": report}, open(os.path.join(a.out, "bench.json"), "w"), indent=1)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
