@@ -48,6 +48,14 @@ impl Loaded {
                 check_same_range(&train, &test)?;
                 (train, test)
             }
+            // windows of one stream share text across their edges (a window's last label is the
+            // next one's first token): a random split would test on what training saw
+            HeldOut::Split(_) if spec.student.is_language_model() => {
+                return Err(crate::DistillError::config(
+                    &cfg.path,
+                    "data.holdout: a language model's windows are cut from one stream, so a random split leaks text into the test set: give data.test, a held-out .txt",
+                ))
+            }
             HeldOut::Split(fraction) => train.split(*fraction, spec.train.seed)?,
         };
         let (train, test) = (train.to_device(device), test.to_device(device));

@@ -46,8 +46,8 @@ pub fn check_transformer_head(spec: &Config, path: &std::path::Path) -> Result<(
     };
     let problem = match t.head {
         HeadKind::Embedding | HeadKind::Lm if spec.data.tokenizer.is_some() => return Ok(()),
-        HeadKind::Embedding => "a sentence encoder reads text: set data.tokenizer (and .txt train/test files)",
-        HeadKind::Lm => "a language model reads text: set data.tokenizer (and .txt train/test files)",
+        HeadKind::Embedding => "head = \"embedding\": a sentence encoder reads text: set data.tokenizer (and .txt train/test files)",
+        HeadKind::Lm => "head = \"lm\": a language model reads text: set data.tokenizer (and .txt train/test files)",
         HeadKind::Classifier => "head = \"classifier\": transformer classifiers are planned, not trained yet; distill trains sentence encoders (head = \"embedding\")",
     };
     Err(DistillError::config(path, format!("student.transformer.{problem}")))

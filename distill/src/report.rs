@@ -309,7 +309,12 @@ impl Report {
             device: format!("{:?}", run.device).to_lowercase(),
             data: run.data,
             compression_ratio: teacher.params as f64 / student.params.max(1) as f64,
-            kd_gain_points: baseline.as_ref().and_then(|b| Some(100.0 * (student.test_accuracy? - b.test_accuracy?))),
+            // a language model's gain is its perplexity's (the summary says it); next-token
+            // accuracy points would read as the verdict
+            kd_gain_points: baseline
+                .as_ref()
+                .filter(|_| student.test_perplexity.is_none())
+                .and_then(|b| Some(100.0 * (student.test_accuracy? - b.test_accuracy?))),
             teacher,
             student,
             baseline,

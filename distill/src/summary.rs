@@ -109,6 +109,13 @@ impl Report {
         if let Some(gain) = self.kd_gain_points {
             let _ = write!(out, "; KD gain over labels alone {gain:+.2} points");
         }
+        if let (Some(kd), Some(ce)) = (s.test_perplexity, b.and_then(|b| b.test_perplexity)) {
+            let _ = write!(
+                out,
+                "; test perplexity {kd:.2} against {ce:.2} with labels alone ({:+.1}%)",
+                100.0 * (kd / ce - 1.0)
+            );
+        }
         let _ = writeln!(out, "\nwall time {:.1} s on {}", self.wall_seconds, self.device);
         if let Some(w) = &t.warning {
             let _ = writeln!(out, "{w}");

@@ -118,6 +118,9 @@ print(len(lines), sum(len(t.encode(l).ids) + 1 for l in lines))";
         "teacher {teacher} against Python's {python_teacher}"
     );
     let (kd, ce) = (s.test_perplexity.unwrap(), b.test_perplexity.unwrap());
+    // the gain is the perplexity's: next-token accuracy points are not the verdict
+    assert_eq!(report.kd_gain_points, None);
+    assert!(report.summary().contains(&format!("test perplexity {kd:.2} against {ce:.2} with labels alone")));
     assert!(kd < ce && kd > teacher, "perplexity: KD student {kd}, CE-only student {ce}, teacher {teacher}");
     for dir in [run.clone(), run.join("baseline")] {
         let epochs: Vec<f64> = metrics_lines(&dir.join("metrics.jsonl"))
@@ -219,8 +222,21 @@ fn a_llama_teacher_initialises_narrower_students_and_refuses_others() {
         (&[("init_from_teacher = [1]", "init_from_teacher = [2]")][..], "student.init_from_teacher[0] = 2, but the teacher has 2 layers"),
         (&[("kv_heads = 2", "kv_heads = 4")][..], "is [64, 32] but student blk1_attn.qkv.weight is [96, 32]: the teacher's keys and values have 16 rows each: set student.transformer.kv_heads = 16 / (d_model / heads)"),
         (&[("mlp_width = 64", "mlp_width = 80")][..], "set student.transformer.mlp_width = 64 or less"),
+        (&[("bias = false", "bias = false\ntoken_types = 2")][..], "set student.transformer.token_types = 0"),
     ] {
         let e = build(edits).err().unwrap().to_string();
         assert!(e.contains(want), "{e}");
     }
+}
+
+/// A random split of a language model's windows is refused: neighbouring windows share text
+/// (a window's last label is the next one's first token), so the test set would not be held out.
+#[test]
+fn a_random_split_of_a_language_models_windows_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = format!("test = {:?}\n", fixture("lm").join("lm-test.txt"));
+    let cfg = lm_config(dir.path(), &[(test.as_str(), "holdout = 0.1\n")]);
+    let e = train(&fixture("lm/lm-teacher.pt"), &cfg, dir.path(), false).err().unwrap().to_string();
+    assert!(e.contains("data.holdout") && e.contains("give data.test, a held-out .txt"), "{e}");
+    assert!(!dir.path().join("run").exists() && !dir.path().join("run.partial").exists());
 }

@@ -115,6 +115,11 @@ fn check_student(spec: &Config) -> Result<&TransformerSpec> {
     if t.bias {
         return usage("set student.transformer.bias = false (Llama's projections have no biases)");
     }
+    if t.token_types > 0 || t.max_positions > 0 {
+        return usage(
+            "set student.transformer.token_types = 0 and max_positions = 0 (Llama adds nothing to its token embedding)",
+        );
+    }
     if t.rope_theta.is_none() {
         return usage(
             "set student.transformer.rope_theta to the teacher's rotary base (SmolLM2: 100000, Llama 2: 10000)",

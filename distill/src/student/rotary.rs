@@ -8,7 +8,7 @@
 //! Positions are `0..S` for every row (batches are right-padded). Trace-safe: the positions are
 //! the running count of a tensor of ones over the sequence, so no length read in Rust becomes a
 //! constant of a trace; the inverse frequencies depend on `d` and `theta` only.
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 /// Rotary positions of base `theta` for heads of width `d_head` (even).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -18,12 +18,14 @@ pub struct Rotary {
 }
 
 impl Rotary {
-    /// `1 / theta^(2i/d)` for `i < d/2`, fp32 [d/2] on `device`, computed as Hugging Face's
-    /// Llama computes it (`1.0 / base ** (arange(0, d, 2).float() / d)`). Made of tensor ops, not
-    /// of host values: a trace records a tensor built from host data as zeros.
-    fn inverse_frequencies(&self, device: Device) -> Tensor {
-        let exponents = Tensor::arange_start_step(0, self.d_head, 2, (Kind::Int64, device)).to_kind(Kind::Float)
-            / self.d_head as f64;
+    /// `1 / theta^(2i/d)` for `i < d/2`, fp32 [d/2] on the device of `row` (any [>= d/2] tensor),
+    /// computed as Hugging Face's Llama computes it (`1.0 / base ** (arange(0, d, 2).float() / d)`).
+    /// Made of tensor ops on `row`, not of host values or a device: a trace records a tensor built
+    /// from host data as zeros, and an `arange` with its tracing device, so the exported student
+    /// would not rotate, or not run on another device.
+    fn inverse_frequencies(&self, row: &Tensor) -> Tensor {
+        let i = row.narrow(0, 0, self.d_head / 2).ones_like().to_kind(Kind::Float).cumsum(0, Kind::Float) - 1.0;
+        let exponents = i * (2.0 / self.d_head as f64);
         Tensor::pow_scalar(self.theta, &exponents).reciprocal()
     }
 
@@ -33,7 +35,8 @@ impl Rotary {
         // [S] positions 0..S from a row of ones over the sequence (dim 2)
         let ones = like.select(0, 0).select(0, 0).select(-1, 0).ones_like().to_kind(Kind::Float);
         let positions = ones.cumsum(0, Kind::Float) - 1.0;
-        let freqs = positions.unsqueeze(1) * self.inverse_frequencies(like.device()).unsqueeze(0);
+        let row = like.select(0, 0).select(0, 0).select(0, 0);
+        let freqs = positions.unsqueeze(1) * self.inverse_frequencies(&row).unsqueeze(0);
         let angles = Tensor::cat(&[&freqs, &freqs], -1);
         (angles.cos().to_kind(like.kind()), angles.sin().to_kind(like.kind()))
     }
@@ -50,6 +53,7 @@ impl Rotary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tch::Device;
 
     #[test]
     fn each_pair_turns_by_its_angle() {

@@ -176,10 +176,8 @@ pub static SCENARIOS: [Scenario; 9] = [
     Scenario {
         key: "smollm2-135m",
         name: "SmolLM2 to a small decoder (135M)",
-        description: "SmolLM2-135M-Instruct (preset smollm2-135m: Llama architecture, 30 layers, d 576, 49,152 \
-                      tokens) on KJV text packed into windows of 128 tokens; the student is the 4-layer decoder of \
-                      examples/smollm2, initialised from teacher layers 0, 9, 19 and 29, trained on token-level KD \
-                      with the loss in chunks of 32 positions",
+        description: "SmolLM2-135M-Instruct (preset smollm2-135m) on KJV text in windows of 128 tokens; the \
+                      student is the 4-layer decoder of examples/smollm2 (from teacher layers 0, 9, 19, 29)",
         input: InputKind::Tokens,
         families: &[Family::Transformer],
         batch: 8,

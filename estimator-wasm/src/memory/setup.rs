@@ -97,8 +97,7 @@ pub(crate) fn precision_notes(config: &Config, gpu: Option<&'static Gpu>, cuda: 
     let packed = config.student.is_language_model();
     if let (Some(_), Some(s), true) = (&config.data.tokenizer, config.data.input_shape.first(), packed) {
         notes.push(format!(
-            "a language model's text is packed into full windows of S = {s} tokens (data.input_shape); \
-             its teacher runs on every batch (its logits are not cached)"
+            "a language model's text is packed into full windows of S = {s} tokens; its teacher runs on every batch"
         ));
     } else if let (Some(_), Some(s)) = (&config.data.tokenizer, config.data.input_shape.first()) {
         notes.push(format!(

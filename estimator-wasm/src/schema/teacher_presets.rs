@@ -51,7 +51,7 @@ pub static PRESETS: [Preset; 7] = [
     },
     Preset {
         name: "smollm2-135m",
-        description: "SmolLM2-135M (Llama architecture): 30 layers, d 576, 9 heads, 3 key/value heads, SwiGLU 1536, RMSNorm, rotary (theta 100000), tied head (vocab 49152)",
+        description: "SmolLM2-135M (Llama): 30 layers, d 576, 3 key/value heads, tied head (vocab 49152)",
         params: 134_515_008,
         build: |d| lm(d, &Lm::smollm2_135m()),
     },

@@ -45,10 +45,7 @@ impl Config {
             && self.student.family == Family::Transformer
             && self.kd.objective != KdObjective::Logits
         {
-            return invalid(
-                "kd.objective",
-                "the student is a language model (head = \"lm\"): set objective = \"logits\" (token-level KD over the vocabulary)",
-            );
+            return invalid("kd.objective", "a language model (head = \"lm\"): set objective = \"logits\"");
         }
         if self.data.tokenizer.is_some() && self.student.family != Family::Transformer {
             return invalid("data.tokenizer", "token ids need a student with family = \"transformer\"");
@@ -254,16 +251,13 @@ impl TransformerSpec {
         }
         if let Some(theta) = self.rope_theta {
             if !(theta.is_finite() && theta > 1.0) {
-                return invalid(&key("rope_theta"), "must be a number above 1 (Llama: 10000, SmolLM2: 100000)");
+                return invalid(&key("rope_theta"), "must be > 1 (Llama: 10000)");
             }
             if self.max_positions != 0 {
-                return invalid(
-                    &key("rope_theta"),
-                    "rotary positions replace learned ones: set max_positions = 0, or remove rope_theta",
-                );
+                return invalid(&key("rope_theta"), "replaces learned positions: set max_positions = 0");
             }
             if (self.d_model / self.heads) % 2 != 0 {
-                return invalid(&key("rope_theta"), "rotary positions rotate pairs: d_model / heads must be even");
+                return invalid(&key("rope_theta"), "needs an even d_model / heads");
             }
         }
         match self.head {
