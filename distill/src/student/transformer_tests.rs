@@ -212,9 +212,40 @@ fn bf16_autocast_runs_finite_and_near_fp32() {
     assert!(diff > 0.0 && diff < 0.05, "bf16 vs fp32 differ by {diff}");
 }
 
+/// One forward and backward of the student of `spec` (built from seed 5) on `step`: its blocks
+/// in `k` segments (recomputed when `k > 1`), the loss of `objective`, in chunks of `chunk`
+/// positions when set; fp32 on the CPU, dropout seed 9.
+fn one_step(
+    spec: &Config,
+    objective: &dyn crate::objective::Objective,
+    k: usize,
+    chunk: Option<i64>,
+    step: &crate::step::StepBatch,
+) -> crate::step::Gradients {
+    use crate::step::{forward_backward, param_segments, StepConfig};
+    let (vs, student) = build(spec);
+    let _guard = crate::test_rng::lock();
+    let named = super::trainable(&vs);
+    let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
+    let params: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
+    let segments = split(student.block_count(), k);
+    let cfg = StepConfig {
+        device: Device::Cpu,
+        precision: Precision::Fp32,
+        objective,
+        seed: 9,
+        segments: &segments,
+        param_segment: &param_segments(&student, &names, &segments),
+        recompute: k > 1,
+        ddp: None,
+        loss_chunk: chunk,
+    };
+    forward_backward(&cfg, &student, &params, step, None, &|| None).unwrap()
+}
+
 #[test]
 fn checkpointed_gradients_equal_full_backprop() {
-    use crate::step::{forward_backward, param_segments, StepBatch, StepConfig};
+    use crate::step::StepBatch;
     // dropout everywhere, so that the recomputed segments must replay the same masks
     let spec = spec(&[
         ("activation = \"gelu\"", "activation = \"gelu\"\ndropout = 0.2"),
@@ -222,27 +253,9 @@ fn checkpointed_gradients_equal_full_backprop() {
     ]);
     let input = batch(&[6, 3, 1], 6);
     let soft = Tensor::linspace(-1.0, 1.0, 24, (Kind::Float, Device::Cpu)).reshape([3, 8]);
-    let grads = |k: usize| {
-        let (vs, student) = build(&spec);
-        let _guard = crate::test_rng::lock();
-        let named = super::trainable(&vs);
-        let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
-        let params: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
-        let segments = split(student.block_count(), k);
-        let cfg = StepConfig {
-            device: Device::Cpu,
-            precision: Precision::Fp32,
-            objective: &crate::objective::LogitKd { temperature: 1.0, alpha: 1.0 },
-            seed: 9,
-            segments: &segments,
-            param_segment: &param_segments(&student, &names, &segments),
-            recompute: true,
-            ddp: None,
-            loss_chunk: None,
-        };
-        let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3, weight: 1.0 };
-        forward_backward(&cfg, &student, &params, &step, None, &|| None).unwrap().grads
-    };
+    let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3, weight: 1.0 };
+    let objective = crate::objective::LogitKd { temperature: 1.0, alpha: 1.0 };
+    let grads = |k: usize| one_step(&spec, &objective, k, None, &step).grads;
     let full = grads(1);
     assert!(full.iter().all(Tensor::defined));
     for k in [2, 3, 5] {
@@ -269,32 +282,16 @@ const LANGUAGE_MODEL: [(&str, &str); 4] = [
 /// aside (fp32 here); the last position of each row has no next token.
 #[test]
 fn a_chunked_token_loss_equals_the_whole_one() {
-    use crate::step::{forward_backward, param_segments, StepBatch, StepConfig};
+    use crate::step::StepBatch;
     let spec = spec(&LANGUAGE_MODEL);
     let input = batch(&[7, 7, 7], 7);
     let ids = &input.x;
     let labels = Tensor::cat(&[ids.narrow(1, 1, 6), Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu))], 1);
     let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
+    let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5 };
+    let objective = crate::objective::LogitKd { temperature: 2.0, alpha: 0.7 };
     let run = |chunk: Option<i64>, k: usize| {
-        let (vs, student) = build(&spec);
-        let _guard = crate::test_rng::lock();
-        let named = super::trainable(&vs);
-        let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
-        let params: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
-        let segments = split(student.block_count(), k);
-        let cfg = StepConfig {
-            device: Device::Cpu,
-            precision: Precision::Fp32,
-            objective: &crate::objective::LogitKd { temperature: 2.0, alpha: 0.7 },
-            seed: 9,
-            segments: &segments,
-            param_segment: &param_segments(&student, &names, &segments),
-            recompute: k > 1,
-            ddp: None,
-            loss_chunk: chunk,
-        };
-        let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5 };
-        let out = forward_backward(&cfg, &student, &params, &step, None, &|| None).unwrap();
+        let out = one_step(&spec, &objective, k, chunk, &step);
         (out.loss.values(), out.grads, out.predictions)
     };
     let (loss, full, preds) = run(None, 1);
