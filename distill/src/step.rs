@@ -42,8 +42,9 @@ pub struct StepConfig<'a> {
     pub param_segment: &'a [usize],
     /// Recompute segments in the backward (checkpointing) instead of keeping their graphs.
     pub recompute: bool,
-    /// Data parallelism: the backward accumulates into `.grad`, where the Reducer averages the
-    /// gradients across ranks (no checkpointing: the trainer refuses both at once).
+    /// Data parallelism: the Reducer averages the gradients across ranks. One backward pass
+    /// accumulates into `.grad` as autograd runs; a step of several (checkpointing, a chunked
+    /// loss) computes its gradients alone and hands them over at the end ([`Ddp::average`]).
     pub ddp: Option<&'a Ddp<'a>>,
     /// A language model's loss in chunks of this many positions (`kd.loss_chunk`): the head,
     /// the student's last block, runs with the loss chunk by chunk ([`crate::chunked_loss`]).
@@ -87,6 +88,13 @@ pub fn forward_backward(
     let StepBatch { input, labels, soft, step, weight } = *batch;
     let (x, mask) = (&input.x, input.mask.as_ref());
     let k = cfg.segments.len();
+    if let Some(ddp) = cfg.ddp.filter(|_| (cfg.recompute && k > 1) || cfg.loss_chunk.is_some()) {
+        // Several backward passes would mark a parameter ready more than once, which the
+        // Reducer refuses: this rank's gradients first, then averaged in one pass.
+        let alone = StepConfig { ddp: None, ..*cfg };
+        let out = forward_backward(&alone, student, params, batch, scaler, extra_loss)?;
+        return Ok(Gradients { grads: ddp.average(&out.grads)?, ..out });
+    }
     // Block by block, each reseeded by its index, so that dropout is the same for any split.
     let run_blocks = |h: &Tensor, blocks: Range<usize>| -> Result<Tensor> {
         autocast(cfg.device, cfg.precision, || {
@@ -129,7 +137,6 @@ pub fn forward_backward(
             h = run(&h, segment)?;
         }
         if cfg.loss_chunk.is_some() {
-            debug_assert!(cfg.ddp.is_none(), "the trainer refuses a chunked loss under data parallelism");
             let (loss, root, predictions) = chunked(&h, &mut grads)?;
             let all: Vec<usize> = (0..params.len()).collect();
             let _ = backward_into(&root, params, &all, None, &mut grads)?;
@@ -145,7 +152,6 @@ pub fn forward_backward(
         let out = Tensor::f_run_backward(&[&backprop], params, false, false)?;
         return Ok(Gradients { loss, predictions, grads: out });
     }
-    debug_assert!(cfg.ddp.is_none(), "the trainer refuses checkpointing under data parallelism");
 
     // Forward: keep only the input of each segment (and BN statistics from before it).
     let mut inputs = vec![x.shallow_clone()];

@@ -94,20 +94,7 @@ impl<'a> Trainer<'a> {
             }
             None => None,
         };
-        if inputs.group.is_some() && loss_chunk(spec).is_some() {
-            return Err(DistillError::Usage(
-                "kd.loss_chunk with several processes: data-parallel training back-propagates once per step; remove kd.loss_chunk or train in one process"
-                    .into(),
-            ));
-        }
         let ddp = match inputs.group {
-            Some(_) if segments.len() > 1 => {
-                return Err(DistillError::Usage(
-                    "student.checkpointing with several processes: data-parallel training does not recompute segments yet; \
-                     remove student.checkpointing or train in one process"
-                        .into(),
-                ))
-            }
             Some(g) => Some(Ddp::new(g, &params, &buffers(&vs))?),
             None => None,
         };

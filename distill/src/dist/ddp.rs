@@ -86,6 +86,31 @@ impl<'g> Ddp<'g> {
         ffi::check(unsafe { ffi::dist_reducer_prepare_backward(self.reducer) }, &self.what("preparing the backward"))
     }
 
+    /// Averages `grads` (aligned with the parameters, undefined where a parameter got none),
+    /// computed outside the Reducer by a step of several backward passes, and returns the
+    /// averages as [`Ddp::grads`]. One backward of the surrogate `sum_i sum(p_i * g_i)`, whose
+    /// gradient in `p_i` is exactly `g_i`, runs every parameter's accumulator once, so the
+    /// Reducer all-reduces its buckets as after a plain backward (without overlapping the
+    /// step's computation). Call [`Ddp::before_forward`] before the step, as for a plain one.
+    ///
+    /// # Errors
+    /// [`crate::DistillError::Distributed`] when a peer is gone.
+    pub fn average(&self, grads: &[Tensor]) -> Result<Vec<Tensor>> {
+        debug_assert_eq!(grads.len(), self.params.len());
+        let root = self
+            .params
+            .iter()
+            .zip(grads)
+            .filter(|(_, g)| g.defined())
+            .map(|(p, g)| (p * g.detach()).sum(tch::Kind::Float))
+            .reduce(|a, b| a + b);
+        self.before_backward()?;
+        if let Some(root) = root {
+            root.f_backward().map_err(|e| self.backward_error(e))?;
+        }
+        Ok(self.grads())
+    }
+
     /// Sends rank 0's buffers to every rank (before an evaluation or a checkpoint, so every rank
     /// evaluates the same student and rank 0 saves what all hold).
     ///
