@@ -81,10 +81,41 @@ fn one() -> usize {
 /// # Errors
 /// Any [`DistillError`]. Before the first checkpoint nothing is left behind; after it, the
 /// `.partial` folder stays and the error says how to resume.
+///
+/// Under torchrun's automatic restarts (`--max-restarts`), which rerun this same command after a
+/// worker fails, a restarted worker continues the run that the command started, from rank 0's
+/// newest checkpoint, as `--resume` would.
 pub fn run(opts: &TrainOptions) -> Result<Report> {
     let cfg = RunConfig::load(&opts.student, &opts.sets)?;
     let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
+    let job = crate::dist::DistEnv::from_process()?;
+    if let Some(env) = job.as_ref().filter(|e| e.restart > 0) {
+        let progress = Progress::new(if env.rank == 0 { opts.verbosity } else { Verbosity::Quiet });
+        if started_by(opts, &out) {
+            progress.line(format!(
+                "torchrun restart {}: continuing {} from its newest checkpoint",
+                env.restart,
+                out.display()
+            ));
+            return resume(&out, None, None, opts.verbosity, opts.stop_after);
+        }
+        if opts.out.is_none() {
+            progress.line(format!(
+                "torchrun restart {}: without --out every attempt starts again in a new folder; pass --out to continue \
+                 where the failed one stopped",
+                env.restart
+            ));
+        }
+    }
     execute(opts, cfg, &out, None)
+}
+
+/// True when `out`'s `.partial` folder holds an interrupted run that these options started
+/// (torchrun's restarts rerun the first command, so a restarted worker finds its own run).
+fn started_by(opts: &TrainOptions, out: &Path) -> bool {
+    let saved = std::fs::read_to_string(crate::rundir::partial_path(out).join("run.json"));
+    let Ok(Ok(saved)) = saved.map(|text| serde_json::from_str::<Resumable>(&text)) else { return false };
+    serde_json::to_value(&saved.options).ok() == serde_json::to_value(absolute(opts, out)).ok()
 }
 
 /// Continues the interrupted run whose `--out` was `out`; `teacher`, when given, is where the
@@ -291,25 +322,15 @@ fn default_out(cfg: &Path) -> PathBuf {
 }
 
 /// What a data-parallel job of `world` processes refuses before loading anything: an `"auto"`
-/// micro-batch (each rank would measure its own) and gradient checkpointing (its recompute
-/// bypasses the Reducer).
+/// micro-batch (each rank would measure its own).
 fn refuse_in_a_job(cfg: &RunConfig, world: usize) -> Result<()> {
-    use estimator_wasm::schema::{BatchSize, Checkpointing};
+    use estimator_wasm::schema::BatchSize;
     if cfg.spec.train.batch_size == BatchSize::Auto {
         return Err(DistillError::config(
             &cfg.path,
             format!(
                 "train.batch_size = \"auto\" in a data-parallel job of {world} processes: each would measure its own \
                  size; set train.batch_size to a number (each process's micro-batch)"
-            ),
-        ));
-    }
-    if cfg.spec.student.checkpointing != Checkpointing::None {
-        return Err(DistillError::config(
-            &cfg.path,
-            format!(
-                "student.checkpointing with several processes ({world}): data-parallel training does not recompute \
-                 segments yet; remove student.checkpointing or train in one process"
             ),
         ));
     }

@@ -24,6 +24,9 @@ pub struct DistEnv {
     pub master_port: u16,
     /// torchrun's agent serves the store; rank 0 must not.
     pub agent_store: bool,
+    /// How many times torchrun has restarted the job's workers (`--max-restarts`): 0 on the
+    /// first attempt, and always 0 under other launchers.
+    pub restart: u64,
     /// Store key prefix: `distill/<restart count>`.
     pub prefix: String,
 }
@@ -83,7 +86,14 @@ impl DistEnv {
             .filter(|&p| p > 0)
             .ok_or_else(|| DistillError::Usage(format!("MASTER_PORT={port:?} is not a port number (1-65535)")))?;
         let agent_store = var("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let restart = var("TORCHELASTIC_RESTART_COUNT").unwrap_or_else(|| "0".into());
+        let restart = match var("TORCHELASTIC_RESTART_COUNT") {
+            Some(v) => v.trim().parse::<u64>().map_err(|_| {
+                DistillError::Usage(format!(
+                    "TORCHELASTIC_RESTART_COUNT={v:?} is not a non-negative integer (set by torchrun)"
+                ))
+            })?,
+            None => 0,
+        };
         Ok(Some(DistEnv {
             rank,
             world,
@@ -91,6 +101,7 @@ impl DistEnv {
             master_addr,
             master_port,
             agent_store,
+            restart,
             prefix: format!("distill/{restart}"),
         }))
     }
@@ -132,6 +143,7 @@ mod tests {
                 master_addr: "10.0.0.1".into(),
                 master_port: 29500,
                 agent_store: true,
+                restart: 2,
                 prefix: "distill/2".into()
             }
         );
@@ -171,5 +183,8 @@ mod tests {
         assert!(err(&[("RANK", "0"), ("WORLD_SIZE", "2")]).contains("MASTER_ADDR is unset"));
         let bad_port = [("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "70000")];
         assert!(err(&bad_port).contains("MASTER_PORT=\"70000\""));
+        let mut restarted = vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("TORCHELASTIC_RESTART_COUNT", "one")];
+        restarted.extend(MASTER);
+        assert!(err(&restarted).contains("TORCHELASTIC_RESTART_COUNT=\"one\""));
     }
 }

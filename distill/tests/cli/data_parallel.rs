@@ -75,24 +75,78 @@ fn assert_close(a: &serde_json::Value, b: &serde_json::Value, rel: f64) {
     }
 }
 
+/// `torchrun --nproc-per-node=2 [torchrun_args] --no-python distill ...` of the case into `out`
+/// (c10d rendezvous at a free port, Gloo on loopback, one thread a rank).
+fn torchrun(case: &Case, torchrun_args: &[&str], out: &str) -> Command {
+    let torchrun = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/torchrun");
+    assert!(torchrun.exists(), "{} is missing: run scripts/setup first", torchrun.display());
+    let mut c = Command::new(&torchrun);
+    c.args(["--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d"])
+        .arg(format!("--rdzv-endpoint=127.0.0.1:{}", free_port()))
+        .args(torchrun_args)
+        .args(["--no-python", env!("CARGO_BIN_EXE_distill")])
+        .args(["--teacher", case.path(TEACHER).to_str().unwrap(), "--student", case.path(CFG).to_str().unwrap()])
+        .args(["--out", case.path(out).to_str().unwrap(), "--device", "cpu", "--quiet"])
+        .env("GLOO_SOCKET_IFNAME", "lo")
+        .env("OMP_NUM_THREADS", "1");
+    c
+}
+
+/// The process ids of `parent`'s children whose environment holds `RANK=<rank>`.
+fn children_of_rank(parent: u32, rank: usize) -> Vec<i32> {
+    let entry = format!("RANK={rank}");
+    let mut found = Vec::new();
+    for dir in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = dir.file_name().to_string_lossy().parse::<i32>() else { continue };
+        // /proc/<pid>/stat: "pid (name) state ppid ...", the name in parentheses
+        let Ok(stat) = std::fs::read_to_string(dir.path().join("stat")) else { continue };
+        let ppid = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1));
+        if ppid != Some(&parent.to_string()) {
+            continue;
+        }
+        let environ = std::fs::read(dir.path().join("environ")).unwrap_or_default();
+        if environ.split(|&b| b == 0).any(|v| v == entry.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn torchrun_restarts_a_job_whose_rank_was_killed_from_its_newest_checkpoint() {
+    // torchrun --max-restarts reruns the first command on every worker after one fails: the
+    // restarted workers continue from rank 0's newest checkpoint (not from step 0, and not
+    // stopping at the .partial folder), and the job ends with the losses of an uninterrupted one.
+    let case = Case::edited("epochs = 3", "epochs = 40");
+    case.edit_config("seed = 0", "seed = 0\nsave_every = 50");
+    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
+    assert!(single.status.success(), "{}", text(&single.stderr));
+    let job =
+        torchrun(&case, &["--max-restarts=1"], "job").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let started = Instant::now();
+    let checkpoints = case.path("job.partial/checkpoints");
+    while !std::fs::read_dir(&checkpoints).is_ok_and(|d| d.flatten().any(|e| e.path().join("state.json").is_file())) {
+        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint after 2 minutes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rank_one = children_of_rank(job.id(), 1);
+    assert_eq!(rank_one.len(), 1, "torchrun's worker of rank 1");
+    // SAFETY: a signal to a process our child started.
+    assert_eq!(unsafe { libc::kill(rank_one[0], libc::SIGKILL) }, 0);
+    let done = job.wait_with_output().unwrap();
+    let err = text(&done.stderr);
+    assert!(done.status.success(), "torchrun: {err}");
+    assert!(!case.path("job.partial").exists(), "the restarted job finished and took its name");
+    assert_same_losses(&case.path("single"), &case.path("job"));
+    assert_eq!(report(&case.path("job"))["student"]["steps"], report(&case.path("single"))["student"]["steps"]);
+}
+
 #[test]
 fn two_ranks_under_torchrun_train_as_one_process_of_the_global_batch() {
     let case = Case::new();
     let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
     assert!(single.status.success(), "{}", text(&single.stderr));
-    let torchrun = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/torchrun");
-    assert!(torchrun.exists(), "{} is missing: run scripts/setup first", torchrun.display());
-    let port = free_port().to_string();
-    let job: Output = Command::new(&torchrun)
-        .args(["--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d"])
-        .arg(format!("--rdzv-endpoint=127.0.0.1:{port}"))
-        .args(["--no-python", env!("CARGO_BIN_EXE_distill")])
-        .args(["--teacher", case.path(TEACHER).to_str().unwrap(), "--student", case.path(CFG).to_str().unwrap()])
-        .args(["--out", case.path("job").to_str().unwrap(), "--device", "cpu", "--quiet"])
-        .env("GLOO_SOCKET_IFNAME", "lo")
-        .env("OMP_NUM_THREADS", "1")
-        .output()
-        .unwrap();
+    let job: Output = torchrun(&case, &[], "job").output().unwrap();
     assert!(job.status.success(), "torchrun: {}", text(&job.stderr));
     // Each rank averages the gradients of its 32 of every 64 samples: the losses, accuracies and
     // test figures of every logged step and epoch are those of one process at batch 64, to
@@ -263,19 +317,64 @@ fn launch_variables_that_cannot_work_are_refused_in_one_line() {
 #[test]
 fn what_a_job_cannot_do_yet_is_refused_on_every_rank() {
     let case = Case::new();
-    for (set, needle) in [
-        ("train.batch_size=\"auto\"", "train.batch_size = \"auto\" in a data-parallel job of 2 processes"),
-        ("student.checkpointing=\"sqrt\"", "student.checkpointing with several processes"),
-    ] {
-        let port = free_port();
-        let workers: Vec<Child> = (0..2).map(|r| rank(&case, r, 2, port, &["--set", set])).collect();
-        for (r, o) in workers.into_iter().map(|c| c.wait_with_output().unwrap()).enumerate() {
-            let err = text(&o.stderr);
-            assert_eq!(o.status.code(), Some(2), "rank {r}: {err}");
-            assert!(err.lines().last().unwrap().contains(needle), "rank {r}: {err}");
-        }
-        assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "{set}: nothing written");
+    let port = free_port();
+    let workers: Vec<Child> =
+        (0..2).map(|r| rank(&case, r, 2, port, &["--set", "train.batch_size=\"auto\""])).collect();
+    for (r, o) in workers.into_iter().map(|c| c.wait_with_output().unwrap()).enumerate() {
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "rank {r}: {err}");
+        let needle = "train.batch_size = \"auto\" in a data-parallel job of 2 processes";
+        assert!(err.lines().last().unwrap().contains(needle), "rank {r}: {err}");
     }
+    assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "nothing written");
+}
+
+/// Runs ranks 0 and 1 of a job (each `distill` with `args`, store at a free port) to the end.
+fn job_of_two(case: &Case, args: &[&str]) {
+    let port = free_port();
+    let workers: Vec<Child> = (0..2).map(|r| rank(case, r, 2, port, args)).collect();
+    for (r, o) in workers.into_iter().map(|c| c.wait_with_output().unwrap()).enumerate() {
+        assert!(o.status.success(), "rank {r}: {}", text(&o.stderr));
+    }
+}
+
+#[test]
+fn checkpointed_ranks_train_as_one_process_without_checkpointing() {
+    // Recomputing segments runs several backward passes; the ranks hand their gradients to the
+    // Reducer at the end of the step, and the averages are those of one process at batch 64.
+    let case = Case::edited("hidden = [32]", "hidden = [32, 32, 32]");
+    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
+    assert!(single.status.success(), "{}", text(&single.stderr));
+    job_of_two(&case, &["--set", "student.checkpointing=\"sqrt\""]);
+    assert_same_losses(&case.path("single"), &case.path("out"));
+    let r = report(&case.path("out"));
+    assert_eq!(r["student"]["checkpointing_segments"], 3, "{}", r["student"]);
+}
+
+#[test]
+fn a_language_model_with_a_chunked_loss_trains_as_one_process() {
+    // the head and loss run chunk by chunk (several backward passes a step), on two ranks
+    let case = Case::new();
+    let fixtures = crate::common::fixtures().join("lm");
+    for f in ["lm-student.toml", "lm-teacher.pt", "lm-train.txt", "lm-test.txt", "tokenizer.json"] {
+        std::fs::copy(fixtures.join(f), case.path(f)).unwrap();
+    }
+    let cfg = case.path("lm-student.toml");
+    let edited = std::fs::read_to_string(&cfg).unwrap().replace("[kd]\n", "[kd]\nloss_chunk = 16\n");
+    std::fs::write(&cfg, edited).unwrap();
+    let mut single = case.command("lm-teacher.pt", "lm-student.toml", "single");
+    let single = single.args(["--set", "train.batch_size=32"]).output().unwrap();
+    assert!(single.status.success(), "{}", text(&single.stderr));
+    let port = free_port();
+    let workers: Vec<Child> =
+        (0..2).map(|r| spawn_as_rank(case.command("lm-teacher.pt", "lm-student.toml", "out"), r, 2, port)).collect();
+    for (r, o) in workers.into_iter().map(|c| c.wait_with_output().unwrap()).enumerate() {
+        assert!(o.status.success(), "rank {r}: {}", text(&o.stderr));
+    }
+    assert_same_losses(&case.path("single"), &case.path("out"));
+    let (one, two) = (report(&case.path("single")), report(&case.path("out")));
+    assert_close(&one["student"]["test_perplexity"], &two["student"]["test_perplexity"], 1e-5);
+    assert!(two["student"]["test_perplexity"].as_f64().unwrap() > 1.0, "{}", two["student"]);
 }
 
 #[test]
