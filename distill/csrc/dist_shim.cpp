@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -41,7 +42,13 @@ namespace {
 
 struct Group {
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  // the job's store (this attempt's prefix), for the roll call after a failure
+  c10::intrusive_ptr<c10d::Store> store;
+  int rank;
+  int world;
 };
+
+std::string roll_call_key(int rank) { return "roll-call/" + std::to_string(rank); }
 
 std::vector<at::Tensor> tensors(at::Tensor** ts, int n) {
   std::vector<at::Tensor> out;
@@ -86,7 +93,7 @@ char* dist_group_new(const char* addr, int port, int rank, int world, int64_t ti
     auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, rank, world);
     pg->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
     pg->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
-    *out = new Group{pg};
+    *out = new Group{pg, store, rank, world};
   })
 }
 
@@ -104,6 +111,26 @@ char* dist_allreduce(void* group, at::Tensor* t, int op) {
     o.reduceOp = op == 1 ? c10d::ReduceOp::MIN : op == 2 ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
     std::vector<at::Tensor> v{*t};
     static_cast<Group*>(group)->pg->allreduce(v, o)->wait();
+  })
+}
+
+// After a failed collective: answers a roll call in the store (key roll-call/<rank>) and waits up
+// to `wait_ms` for every other rank's answer; `present[i]` (world entries, zeroed by the caller)
+// becomes 1 for each rank that answered, this one included. Fails when the store itself is gone.
+char* dist_roll_call(void* group, int64_t wait_ms, int* present) {
+  GUARD({
+    auto* g = static_cast<Group*>(group);
+    g->store->set(roll_call_key(g->rank), std::vector<uint8_t>{1});
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    while (true) {
+      bool all = true;
+      for (int i = 0; i < g->world; ++i) {
+        if (!present[i]) present[i] = g->store->check({roll_call_key(i)}) ? 1 : 0;
+        all = all && present[i];
+      }
+      if (all || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   })
 }
 

@@ -73,7 +73,7 @@ impl<'g> Ddp<'g> {
         // SAFETY: live parameters.
         ffi::check(unsafe { ffi::dist_zero_grad(handles.as_ptr(), handles.len() as i32) }, "zero_grad")?;
         // SAFETY: the Reducer is live until drop.
-        ffi::check(unsafe { ffi::dist_reducer_prepare_forward(self.reducer) }, &self.what("preparing the forward"))
+        self.group.check(unsafe { ffi::dist_reducer_prepare_forward(self.reducer) }, "preparing the forward")
     }
 
     /// Before the backward: arms the hooks that all-reduce each bucket once its gradients are in.
@@ -83,7 +83,7 @@ impl<'g> Ddp<'g> {
     /// [`crate::DistillError::Distributed`] from the Reducer.
     pub fn before_backward(&self) -> Result<()> {
         // SAFETY: the Reducer is live until drop.
-        ffi::check(unsafe { ffi::dist_reducer_prepare_backward(self.reducer) }, &self.what("preparing the backward"))
+        self.group.check(unsafe { ffi::dist_reducer_prepare_backward(self.reducer) }, "preparing the backward")
     }
 
     /// Averages `grads` (aligned with the parameters, undefined where a parameter got none),
@@ -131,23 +131,16 @@ impl<'g> Ddp<'g> {
         self.params.iter().map(Tensor::grad).collect()
     }
 
-    /// A backward's error under the Reducer, as one line naming this rank (a peer that is gone
-    /// fails the bucket all-reduce).
+    /// A backward's error under the Reducer, as one line naming this rank and the ranks that
+    /// are gone ([`ProcessGroup::failure`]: a peer that is gone fails the bucket all-reduce).
     pub fn backward_error(&self, e: tch::TchError) -> crate::DistillError {
         let text = e.to_string();
         let first = text.lines().next().unwrap_or_default().replace("Internal torch error: ", "");
-        crate::DistillError::Distributed(format!(
-            "{}: {first}",
-            self.what("gradient all-reduce (a peer may have exited; see its log)")
-        ))
+        self.group.failure("gradient all-reduce", &first)
     }
 
     pub fn group(&self) -> &ProcessGroup {
         self.group
-    }
-
-    fn what(&self, call: &str) -> String {
-        format!("rank {} of {}: {call}", self.group.rank, self.group.world)
     }
 }
 

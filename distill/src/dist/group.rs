@@ -21,11 +21,17 @@ pub enum ReduceOp {
     Max = 2,
 }
 
+/// How long a rank whose collective failed waits for the others to answer the roll call that
+/// names the ranks that are gone ([`ProcessGroup::failure`]).
+pub const ROLL_CALL_WAIT: Duration = Duration::from_secs(3);
+
 /// This process's membership of the job's group.
 pub struct ProcessGroup {
     handle: *mut c_void,
     pub rank: usize,
     pub world: usize,
+    /// torchrun's agent serves the store (else rank 0 does).
+    agent_store: bool,
 }
 
 impl ProcessGroup {
@@ -58,7 +64,7 @@ impl ProcessGroup {
             env.rank, env.world, env.master_addr, env.master_port
         );
         ffi::check(message, &what)?;
-        Ok(ProcessGroup { handle, rank: env.rank, world: env.world })
+        Ok(ProcessGroup { handle, rank: env.rank, world: env.world, agent_store: env.agent_store })
     }
 
     /// Combines `t` (a CPU tensor) across the ranks in place.
@@ -68,7 +74,7 @@ impl ProcessGroup {
     pub fn all_reduce(&self, t: &Tensor, op: ReduceOp) -> Result<()> {
         // SAFETY: `t` is a live tensor; the group handle is live until drop.
         let message = unsafe { ffi::dist_allreduce(self.handle, t.as_ptr() as ffi::TensorPtr, op as i32) };
-        ffi::check(message, &self.what("all-reduce"))
+        self.check(message, "all-reduce")
     }
 
     /// Copies rank `root`'s values of `tensors` into every rank's, in place (coalesced in
@@ -84,7 +90,7 @@ impl ProcessGroup {
         let handles = ffi::handles(tensors);
         // SAFETY: the handles point at live tensors for the call.
         let message = unsafe { ffi::dist_broadcast(self.handle, handles.as_ptr(), handles.len() as i32, root as i32) };
-        ffi::check(message, &self.what("broadcast"))
+        self.check(message, "broadcast")
     }
 
     /// Waits until every rank has reached this call.
@@ -93,7 +99,7 @@ impl ProcessGroup {
     /// As [`ProcessGroup::all_reduce`].
     pub fn barrier(&self) -> Result<()> {
         // SAFETY: the group handle is live until drop.
-        ffi::check(unsafe { ffi::dist_barrier(self.handle) }, &self.what("barrier"))
+        self.check(unsafe { ffi::dist_barrier(self.handle) }, "barrier")
     }
 
     /// The group's handle, for the Reducer.
@@ -101,8 +107,42 @@ impl ProcessGroup {
         self.handle
     }
 
-    fn what(&self, call: &str) -> String {
-        format!("rank {} of {}: {call} (a peer may have exited; see its log)", self.rank, self.world)
+    /// `Ok` when `message` (a shim result) is NULL, else [`ProcessGroup::failure`] of `call`.
+    pub(super) fn check(&self, message: *mut std::ffi::c_char, call: &str) -> Result<()> {
+        crate::shim::take_message(message).map_or(Ok(()), |text| Err(self.failure(call, &text)))
+    }
+
+    /// The one-line error of a failed collective `call` (libtorch's `text`), naming the ranks
+    /// that are gone: after a failure every rank that is still alive answers a roll call in the
+    /// job's store, and those that have not answered within [`ROLL_CALL_WAIT`] are named (they
+    /// exited, or are stuck). When the store is gone too, its host is named: rank 0, or
+    /// torchrun's agent.
+    pub fn failure(&self, call: &str, text: &str) -> DistillError {
+        let mut present = vec![0 as std::ffi::c_int; self.world];
+        // SAFETY: `present` holds `world` entries; the group handle is live until drop.
+        let answer =
+            unsafe { ffi::dist_roll_call(self.handle, ROLL_CALL_WAIT.as_millis() as i64, present.as_mut_ptr()) };
+        let who = match crate::shim::take_message(answer) {
+            Some(_) if self.agent_store => "torchrun's agent, which serves the job's store, is gone too".to_string(),
+            Some(_) => "rank 0 is gone (the job's store, which it served, does not answer)".to_string(),
+            None => {
+                let gone: Vec<String> = (0..self.world).filter(|&r| present[r] == 0).map(|r| r.to_string()).collect();
+                match gone.len() {
+                    0 => "every rank is still there (a collective failed on all of them)".to_string(),
+                    1 => format!(
+                        "rank {} is gone (it did not answer within {} s: see its log)",
+                        gone[0],
+                        ROLL_CALL_WAIT.as_secs()
+                    ),
+                    _ => format!(
+                        "ranks {} are gone (they did not answer within {} s: see their logs)",
+                        gone.join(", "),
+                        ROLL_CALL_WAIT.as_secs()
+                    ),
+                }
+            }
+        };
+        DistillError::Distributed(format!("rank {} of {}: {call} failed: {who}: {text}", self.rank, self.world))
     }
 }
 

@@ -249,24 +249,30 @@ fn a_stopped_job_resumes_with_as_many_ranks_to_the_uninterrupted_losses() {
 }
 
 #[test]
-fn a_rank_that_dies_makes_the_others_fail_within_seconds() {
-    let case = Case::new();
-    case.edit_config("epochs = 3", "epochs = 1000");
-    let port = free_port();
-    let zero = rank(&case, 0, 2, port, &[]);
-    let mut one = rank(&case, 1, 2, port, &[]);
-    std::thread::sleep(Duration::from_secs(2));
-    one.kill().unwrap();
-    let killed = Instant::now();
-    assert!(!one.wait().unwrap().success(), "rank 1 was killed");
-    let zero = zero.wait_with_output().unwrap();
-    assert!(killed.elapsed() < Duration::from_secs(30), "{:?}", killed.elapsed());
-    assert_eq!(zero.status.code(), Some(2), "{}", text(&zero.stderr));
-    let err = text(&zero.stderr);
-    let last = err.lines().last().unwrap();
-    assert!(last.starts_with("error: data-parallel: rank 0 of 2:"), "{err}");
-    assert!(last.contains("a peer may have exited"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+fn a_rank_that_dies_makes_the_others_fail_within_seconds_naming_it() {
+    // rank 1 killed: rank 0 fails in the next collective and names it after a roll call in the
+    // store; rank 0 killed (launched by hand, it served the store): rank 1 says so
+    for (killed, needle) in [
+        (1, "rank 1 is gone (it did not answer within 3 s: see its log)"),
+        (0, "rank 0 is gone (the job's store, which it served, does not answer)"),
+    ] {
+        let case = Case::new();
+        case.edit_config("epochs = 3", "epochs = 1000");
+        let port = free_port();
+        let mut workers: Vec<Child> = (0..2).map(|r| rank(&case, r, 2, port, &[])).collect();
+        std::thread::sleep(Duration::from_secs(2));
+        workers[killed].kill().unwrap();
+        let started = Instant::now();
+        assert!(!workers[killed].wait().unwrap().success(), "rank {killed} was killed");
+        let survivor = workers.remove(1 - killed).wait_with_output().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+        assert_eq!(survivor.status.code(), Some(2), "{}", text(&survivor.stderr));
+        let err = text(&survivor.stderr);
+        let last = err.lines().last().unwrap();
+        assert!(last.starts_with(&format!("error: data-parallel: rank {} of 2: ", 1 - killed)), "{err}");
+        assert!(last.contains(needle), "killed rank {killed}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
 }
 
 #[test]
