@@ -100,6 +100,7 @@ pub fn options(teacher: &Path, config: &Path, out: &Path) -> TrainOptions {
         verbosity: Verbosity::Quiet,
         stop_after: None,
         teacher_cache: None,
+        sync_batch_norm: false,
     }
 }
 

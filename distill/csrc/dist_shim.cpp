@@ -15,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <chrono>
@@ -56,6 +57,29 @@ std::vector<at::Tensor> tensors(at::Tensor** ts, int n) {
   for (int i = 0; i < n; ++i) out.push_back(*ts[i]);
   return out;
 }
+
+void allreduce_sum(Group* g, at::Tensor& t) {
+  std::vector<at::Tensor> v{t};
+  g->pg->allreduce(v)->wait();
+}
+
+// A sum over the ranks that autograd can differentiate: the gradient of every rank's copy of the
+// sum is the sum of the ranks' output gradients (the adjoint of an all-reduce is an all-reduce),
+// as torch.distributed.nn.functional.all_reduce does. SyncBatchNorm's statistics go through it.
+struct SumOverRanks : public torch::autograd::Function<SumOverRanks> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    auto y = x.clone();
+    allreduce_sum(reinterpret_cast<Group*>(group), y);
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto g = grads[0].contiguous().clone();
+    allreduce_sum(reinterpret_cast<Group*>(ctx->saved_data["group"].toInt()), g);
+    return {g, at::Tensor()};
+  }
+};
 
 // DDP's broadcast bucket for parameters and buffers at start-up (distributed.py: 250 MiB).
 constexpr size_t kBroadcastBytes = 250u * 1024 * 1024;
@@ -132,6 +156,12 @@ char* dist_roll_call(void* group, int64_t wait_ms, int* present) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   })
+}
+
+// `*out` = the sum of every rank's `t` (a new tensor), differentiable (SumOverRanks). Every rank
+// calls it with the same shape at the same point of its forward.
+char* dist_sum_over_ranks(void* group, at::Tensor* t, at::Tensor** out) {
+  GUARD({ *out = new at::Tensor(SumOverRanks::apply(*t, reinterpret_cast<int64_t>(group))); })
 }
 
 char* dist_barrier(void* group) {

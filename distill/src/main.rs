@@ -52,6 +52,10 @@ struct Args {
     /// teacher, data and [data]/[teacher] settings (a sweep over students runs the teacher once).
     #[arg(long, value_name = "DIR")]
     teacher_cache: Option<PathBuf>,
+    /// In a data-parallel job, normalise each BatchNorm over the global batch (every rank's
+    /// micro-batch: PyTorch's SyncBatchNorm, torchvision's --sync-bn) instead of each rank's own.
+    #[arg(long, conflicts_with = "resume")]
+    sync_batch_norm: bool,
     /// No progress output on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -125,6 +129,7 @@ fn main() -> ExitCode {
             verbosity,
             stop_after: args.stop_after_steps,
             teacher_cache: args.teacher_cache,
+            sync_batch_norm: args.sync_batch_norm,
         }),
     };
     match result {

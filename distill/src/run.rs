@@ -51,6 +51,10 @@ pub struct TrainOptions {
     /// ([`crate::teacher_cache`]).
     #[serde(default)]
     pub teacher_cache: Option<PathBuf>,
+    /// `--sync-batch-norm`: a data-parallel job's BatchNorm layers normalise over the global
+    /// batch ([`crate::dist::sync_batch_norm`]).
+    #[serde(default)]
+    pub sync_batch_norm: bool,
 }
 
 fn quiet() -> Verbosity {
@@ -219,6 +223,11 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         }
     }
 
+    if opts.sync_batch_norm && group.is_none() {
+        progress
+            .line("note: --sync-batch-norm in one process: its BatchNorm layers see the whole batch already".into());
+    }
+
     let rundir = match reopened {
         Some(r) => r,
         None => RunDir::create(out, opts.overwrite)?,
@@ -229,7 +238,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let config = settings.to_toml();
     if let Some(g) = &group {
         // every rank must train the same cfg on the same teacher and data
-        let what = format!("{config}\n{inputs:?}");
+        let what = format!("{config}\n{inputs:?}\nsync_batch_norm={}", opts.sync_batch_norm);
         crate::dist::replicas::check_same_job(g, what.as_bytes())?;
     }
     let world_size = group.as_ref().map_or(1, |g| g.world);
@@ -246,6 +255,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         cache_key,
         teacher_cache: opts.teacher_cache.as_deref(),
         group: group.as_ref(),
+        sync_batch_norm: opts.sync_batch_norm,
         restore_from: restore_from.as_deref(),
     };
     for (role, set) in [("train", &loaded.train), ("test", &loaded.test)] {
@@ -365,6 +375,7 @@ mod tests {
             verbosity: Verbosity::Quiet,
             stop_after: None,
             teacher_cache: None,
+            sync_batch_norm: false,
         };
         let folder = path.parent().unwrap();
         let data = |name: &str| folder.join("../../data/minilm").join(name);

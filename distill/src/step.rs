@@ -23,7 +23,8 @@ use tch::{Device, Kind, Tensor};
 use crate::amp::GradScaler;
 use crate::chunked_loss::chunked_loss;
 use crate::data::ModelInput;
-use crate::dist::Ddp;
+use crate::dist::sync_batch_norm::synchronised;
+use crate::dist::{Ddp, ProcessGroup};
 use crate::error::Result;
 use crate::objective::{LossParts, Objective};
 use crate::shim::autocast;
@@ -46,6 +47,9 @@ pub struct StepConfig<'a> {
     /// accumulates into `.grad` as autograd runs; a step of several (checkpointing, a chunked
     /// loss) computes its gradients alone and hands them over at the end ([`Ddp::average`]).
     pub ddp: Option<&'a Ddp<'a>>,
+    /// SyncBatchNorm: the training forward's BatchNorm layers normalise over this group's ranks
+    /// ([`crate::dist::sync_batch_norm`]).
+    pub sync_batch_norm: Option<&'a ProcessGroup>,
     /// A language model's loss in chunks of this many positions (`kd.loss_chunk`): the head,
     /// the student's last block, runs with the loss chunk by chunk ([`crate::chunked_loss`]).
     pub loss_chunk: Option<i64>,
@@ -97,12 +101,18 @@ pub fn forward_backward(
     }
     // Block by block, each reseeded by its index, so that dropout is the same for any split.
     let run_blocks = |h: &Tensor, blocks: Range<usize>| -> Result<Tensor> {
-        autocast(cfg.device, cfg.precision, || {
-            blocks.fold(h.shallow_clone(), |h, block| {
-                tch::manual_seed(block_seed(cfg.seed, step, block as u64));
-                student.forward_blocks(&h, block..block + 1, mask, true)
+        let forward = || {
+            autocast(cfg.device, cfg.precision, || {
+                blocks.fold(h.shallow_clone(), |h, block| {
+                    tch::manual_seed(block_seed(cfg.seed, step, block as u64));
+                    student.forward_blocks(&h, block..block + 1, mask, true)
+                })
             })
-        })
+        };
+        match cfg.sync_batch_norm {
+            Some(group) => synchronised(group, forward)?,
+            None => forward(),
+        }
     };
     // A chunked loss runs the last segment without the head, which runs with the loss.
     let head = student.block_count() - 1;
@@ -348,6 +358,7 @@ mod tests {
             param_segment: &param_segments(&student, &names, segments),
             recompute,
             ddp: None,
+            sync_batch_norm: None,
             loss_chunk: None,
         };
         let x = Tensor::linspace(-1.0, 1.0, 6 * 64, (Kind::Float, Device::Cpu)).reshape([6, 1, 8, 8]).sin() * 3.0;

@@ -57,6 +57,8 @@ pub struct Students<'a> {
     pub teacher_cache: Option<&'a Path>,
     /// The data-parallel job's process group, when this process is one of several.
     pub group: Option<&'a crate::dist::ProcessGroup>,
+    /// `--sync-batch-norm`: BatchNorm over the job's global batch.
+    pub sync_batch_norm: bool,
     /// A resumed job's rank above 0: rank 0's run folder, whose checkpoints it starts from.
     pub restore_from: Option<&'a Path>,
 }
@@ -121,6 +123,7 @@ impl Students<'_> {
             teacher_test_preds: Some(&teacher_test),
             teacher_weights: data.teacher_weights,
             group: self.group,
+            sync_batch_norm: self.sync_batch_norm,
         };
         if settings.auto_batch() {
             confirm_batch(&inputs)?;

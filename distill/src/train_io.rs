@@ -53,6 +53,8 @@ pub struct TrainInputs<'a> {
     pub teacher_weights: Option<&'a [(String, Tensor)]>,
     /// The data-parallel job's process group (`None`: this process trains alone).
     pub group: Option<&'a ProcessGroup>,
+    /// Normalise BatchNorm over the job's global batch (`--sync-batch-norm`).
+    pub sync_batch_norm: bool,
 }
 
 impl TrainInputs<'_> {

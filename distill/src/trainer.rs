@@ -225,7 +225,7 @@ impl<'a> Trainer<'a> {
         let batch =
             StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step: 0, weight: 1.0 };
         // outside the Reducer: a probe's gradients are neither averaged nor kept
-        let cfg = StepConfig { ddp: None, ..self.step_config() };
+        let cfg = StepConfig { ddp: None, sync_batch_norm: None, ..self.step_config() };
         forward_backward(&cfg, &self.student, &params, &batch, self.scaler.as_ref(), &|| None).map(|_| ())
     }
 
@@ -251,6 +251,7 @@ impl<'a> Trainer<'a> {
             param_segment: &self.param_segment,
             recompute: self.segments.len() > 1,
             ddp: self.ddp.as_ref(),
+            sync_batch_norm: self.inputs.group.filter(|_| self.inputs.sync_batch_norm),
             loss_chunk: loss_chunk(spec),
         }
     }

@@ -190,6 +190,7 @@ fn exports_load_on_a_cpu_only_machine() {
             verbosity: distill::progress::Verbosity::Quiet,
             stop_after: None,
             teacher_cache: None,
+            sync_batch_norm: false,
         })
         .unwrap()
     };

@@ -125,6 +125,7 @@ impl Fp16Run {
             teacher_test_preds: None,
             teacher_weights: None,
             group: None,
+            sync_batch_norm: false,
         }
     }
 

@@ -22,6 +22,7 @@ extern "C" {
     pub fn dist_broadcast(group: *mut c_void, ts: *const TensorPtr, n: c_int, root: c_int) -> *mut c_char;
     pub fn dist_allreduce(group: *mut c_void, t: TensorPtr, op: c_int) -> *mut c_char;
     pub fn dist_barrier(group: *mut c_void) -> *mut c_char;
+    pub fn dist_sum_over_ranks(group: *mut c_void, t: TensorPtr, out: *mut TensorPtr) -> *mut c_char;
     pub fn dist_roll_call(group: *mut c_void, wait_ms: i64, present: *mut c_int) -> *mut c_char;
     pub fn dist_reducer_new(
         group: *mut c_void,

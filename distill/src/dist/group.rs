@@ -93,6 +93,21 @@ impl ProcessGroup {
         self.check(message, "broadcast")
     }
 
+    /// The sum of every rank's `t` as a new tensor that autograd differentiates: the gradient
+    /// reaching each rank's `t` is the sum of the gradients of every rank's result (the backward
+    /// all-reduces too). Every rank calls it with the same shape at the same point.
+    ///
+    /// # Errors
+    /// As [`ProcessGroup::all_reduce`].
+    pub fn sum_over_ranks(&self, t: &Tensor) -> Result<Tensor> {
+        let mut out: ffi::TensorPtr = std::ptr::null_mut();
+        // SAFETY: `t` is live; on success the shim hands over a new tensor, which tch then owns.
+        let message = unsafe { ffi::dist_sum_over_ranks(self.handle, t.as_ptr() as ffi::TensorPtr, &mut out) };
+        self.check(message, "all-reduce of SyncBatchNorm statistics")?;
+        // SAFETY: `out` is a heap at::Tensor made by the shim for us.
+        Ok(unsafe { Tensor::from_ptr(out) })
+    }
+
     /// Waits until every rank has reached this call.
     ///
     /// # Errors

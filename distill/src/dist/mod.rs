@@ -1,12 +1,13 @@
 //! Data-parallel training on libtorch's c10d engine (`csrc/dist_shim.cpp`): who this process is
 //! in the job ([`env`], read from torchrun's, Slurm's or Open MPI's variables), its process group
 //! ([`group`], Gloo over TCP), and the DDP Reducer that averages gradients during the backward
-//! ([`ddp`]). A job of one process creates none of them.
+//! ([`ddp`]), and SyncBatchNorm ([`sync_batch_norm`]). A job of one process creates none of them.
 pub mod ddp;
 pub mod env;
 mod ffi;
 pub mod group;
 pub mod replicas;
+pub mod sync_batch_norm;
 
 pub use ddp::Ddp;
 pub use env::DistEnv;

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use estimator_wasm::schema::arch::{self, Layer, Op};
 use estimator_wasm::schema::{Activation, Config, Pool};
-use tch::nn::{self, Module, ModuleT};
+use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
 use super::network::Network;
@@ -117,7 +117,7 @@ impl Block {
         match &self.module {
             Built::Conv(m) => m.forward(x),
             Built::Linear(m) => m.forward(x),
-            Built::BatchNorm(m) => m.forward_t(x, train),
+            Built::BatchNorm(m) => crate::dist::sync_batch_norm::forward_t(m, x, train),
             Built::LayerNorm(m) => m.forward(x),
             Built::Activation(f) => activate(*f, x),
             Built::Dropout(p) => x.dropout(*p, train),

@@ -238,6 +238,7 @@ fn one_step(
         param_segment: &param_segments(&student, &names, &segments),
         recompute: k > 1,
         ddp: None,
+        sync_batch_norm: None,
         loss_chunk: chunk,
     };
     forward_backward(&cfg, &student, &params, step, None, &|| None).unwrap()

@@ -188,6 +188,24 @@ fn batch_norm_replicas_stay_identical_with_rank_zeros_statistics() {
 }
 
 #[test]
+fn sync_batch_norm_ranks_train_as_one_process_of_the_global_batch() {
+    // --sync-batch-norm: each BatchNorm normalises over both ranks' 16 samples, so the job trains
+    // what one process at batch 32 trains; without it each rank's own 16 give other losses
+    let case = Case::edited("family = \"mlp\"", "family = \"cnn\"\nchannels = [8]\nnorm = \"batch\"");
+    case.edit_config("batch_size = 32", "batch_size = 16");
+    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=32"]).output().unwrap();
+    assert!(single.status.success(), "{}", text(&single.stderr));
+    job_of_two(&case, "synced", &["--sync-batch-norm"]);
+    assert_same_losses(&case.path("single"), &case.path("synced"));
+    job_of_two(&case, "own", &[]);
+    let (own, one) = (losses(&case.path("own")), losses(&case.path("single")));
+    assert_ne!(own[0]["loss"], one[0]["loss"], "per-rank statistics train another first step");
+    // the running statistics are the global batch's too: the test accuracy is one process's
+    let acc = |d: &str| report(&case.path(d))["student"]["test_accuracy"].as_f64().unwrap();
+    assert!((acc("synced") - acc("single")).abs() < 1e-6, "{} vs {}", acc("synced"), acc("single"));
+}
+
+#[test]
 fn ctrl_c_on_one_rank_stops_every_rank_after_the_same_step() {
     // Ctrl-C reaches the ranks at different times (here: rank 1 alone); they agree on it at the
     // steps that log, so both checkpoint the same step and stop.
@@ -335,10 +353,17 @@ fn what_a_job_cannot_do_yet_is_refused_on_every_rank() {
     assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "nothing written");
 }
 
-/// Runs ranks 0 and 1 of a job (each `distill` with `args`, store at a free port) to the end.
-fn job_of_two(case: &Case, args: &[&str]) {
+/// Runs ranks 0 and 1 of a job into `out` (each `distill` with `args`, store at a free port) to
+/// the end.
+fn job_of_two(case: &Case, out: &str, args: &[&str]) {
     let port = free_port();
-    let workers: Vec<Child> = (0..2).map(|r| rank(case, r, 2, port, args)).collect();
+    let workers: Vec<Child> = (0..2)
+        .map(|r| {
+            let mut c = case.command(TEACHER, CFG, out);
+            c.args(args);
+            spawn_as_rank(c, r, 2, port)
+        })
+        .collect();
     for (r, o) in workers.into_iter().map(|c| c.wait_with_output().unwrap()).enumerate() {
         assert!(o.status.success(), "rank {r}: {}", text(&o.stderr));
     }
@@ -351,7 +376,7 @@ fn checkpointed_ranks_train_as_one_process_without_checkpointing() {
     let case = Case::edited("hidden = [32]", "hidden = [32, 32, 32]");
     let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
     assert!(single.status.success(), "{}", text(&single.stderr));
-    job_of_two(&case, &["--set", "student.checkpointing=\"sqrt\""]);
+    job_of_two(&case, "out", &["--set", "student.checkpointing=\"sqrt\""]);
     assert_same_losses(&case.path("single"), &case.path("out"));
     let r = report(&case.path("out"));
     assert_eq!(r["student"]["checkpointing_segments"], 3, "{}", r["student"]);
