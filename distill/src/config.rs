@@ -126,6 +126,20 @@ impl RunConfig {
         Ok((settings, memory))
     }
 
+    /// Notes on keys that are set but change nothing in this run, for the log: `kd.loss_chunk`
+    /// outside a language model, or as long as its window (one chunk is the whole loss).
+    pub fn idle_keys(&self) -> Vec<String> {
+        let (chunk, seq) = (self.spec.kd.loss_chunk, self.spec.data.input_shape.first().copied().unwrap_or(0));
+        match (chunk, self.spec.student.is_language_model()) {
+            (0, _) => vec![],
+            (_, false) => vec![format!("note: kd.loss_chunk = {chunk} applies to language models (head = \"lm\"): ignored")],
+            (c, true) if c >= seq => vec![format!(
+                "note: kd.loss_chunk = {c} is not below the window of data.input_shape[0] = {seq} positions: the loss runs in one piece"
+            )],
+            _ => vec![],
+        }
+    }
+
     /// The run on `device` without a memory plan (tests, tools): `train.batch_size` and
     /// `estimate.target` as written.
     ///
@@ -263,5 +277,20 @@ mod tests {
         auto.spec.train.batch_size = BatchSize::Auto;
         let e = auto.unplanned(Device::Cpu).unwrap_err().to_string();
         assert!(e.ends_with("train.batch_size = \"auto\": the device's memory is unknown here; set a number"), "{e}");
+    }
+
+    #[test]
+    fn a_loss_chunk_that_changes_nothing_is_noted() {
+        let lm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm/lm-student.toml");
+        let notes =
+            |path: &Path, chunk: u64| RunConfig::load(path, &[format!("kd.loss_chunk={chunk}")]).unwrap().idle_keys();
+        assert_eq!(notes(&lm, 16), Vec::<String>::new(), "16 of a 64-token window: chunked");
+        assert_eq!(
+            notes(&lm, 64),
+            ["note: kd.loss_chunk = 64 is not below the window of data.input_shape[0] = 64 positions: the loss runs in one piece"]
+        );
+        let digits = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/digits-student.toml");
+        assert_eq!(notes(&digits, 8), ["note: kd.loss_chunk = 8 applies to language models (head = \"lm\"): ignored"]);
+        assert!(notes(&digits, 0).is_empty());
     }
 }

@@ -200,6 +200,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         crate::teacher_cache::check_folder(cache, out)?;
     }
     let progress = Progress::new(opts.verbosity);
+    cfg.idle_keys().into_iter().for_each(|note| progress.line(note));
     let files = input_files(opts, &cfg);
     if let Some(g) = &group {
         refuse_in_a_job(&cfg, g.world)?;

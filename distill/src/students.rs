@@ -105,7 +105,9 @@ impl Students<'_> {
             (false, _) => (SoftTargets::None, TrainOutputs::NoTeacher, None),
             // a language model's logits [N, S, vocab] are far too large to keep
             (true, true) if spec.student.is_language_model() => {
-                progress.line("teacher: runs on every batch (a language model's logits are not cached)".into());
+                let cache = if self.teacher_cache.is_some() { "; --teacher-cache is not used" } else { "" };
+                progress
+                    .line(format!("teacher: runs on every batch (a language model's logits are not cached{cache})"));
                 (SoftTargets::Live(teacher), TrainOutputs::Live, None)
             }
             (true, true) => {

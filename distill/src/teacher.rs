@@ -75,13 +75,20 @@ impl Teacher {
                     format!("forward fails with teacher.precision = \"{p}\" but works in fp32 ({reason}): set teacher.precision = \"fp32\""),
                 );
             }
-            DistillError::teacher(
-                &self.path,
-                format!(
-                    "forward failed on input {:?}: check data.input_shape against the input the teacher was made for ({reason})",
-                    x.size(),
+            let fix = match (x.is_floating_point(), input.mask.is_some()) {
+                (true, _) => format!(
+                    "forward failed on input {:?}: check data.input_shape against the input the teacher was made for",
+                    x.size()
                 ),
-            )
+                // text: the shape comes from the text; the teacher may be no text model at all
+                (false, mask) => format!(
+                    "forward failed on token ids {:?}{}: a text run's teacher takes int64 token ids [B, S]{}; is --teacher a model of text?",
+                    x.size(),
+                    if mask { " and their attention mask" } else { "" },
+                    if mask { " and an attention mask [B, S]" } else { "" }
+                ),
+            };
+            DistillError::teacher(&self.path, format!("{fix} ({reason})"))
         })?;
         let output = self.select(out)?;
         Ok(output.to_kind(Kind::Float))

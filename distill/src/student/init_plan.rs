@@ -140,9 +140,9 @@ pub fn shape_message(dst: &str, src: &str, teacher: &[i64], student: &[i64]) -> 
             format!("set student.transformer.mlp_width = {width} or less (fewer keeps the strongest neurons)")
         }
         d if d.ends_with("qkv.weight") && teacher.get(1) == student.get(1) => {
-            let (d_model, kv_rows) = (teacher[1], (teacher[0] - teacher[1]) / 2);
+            let kv_rows = (teacher[0] - teacher[1]) / 2;
             format!(
-                "the teacher's keys and values have {kv_rows} rows each: set student.transformer.kv_heads = {kv_rows} / (d_model / heads) = {kv_rows} * heads / {d_model}"
+                "the teacher's keys and values have {kv_rows} rows each: set student.transformer.kv_heads so that kv_heads * d_model / heads = {kv_rows}"
             )
         }
         _ => {

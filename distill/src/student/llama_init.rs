@@ -61,6 +61,9 @@ pub fn init_from_llama(
         let src = |leaf: &str| name(&format!("layers.{j}.{leaf}.weight"));
         let (attn, mlp) = (format!("blk{}_attn", i + 1), format!("blk{}_mlp", i + 1));
         let qkv = ["q", "k", "v"].map(|p| src(&format!("self_attn.{p}_proj"))).to_vec();
+        if let Some(k) = by_name.get(qkv[1].as_str()) {
+            check_kv_heads(t, k.size())?;
+        }
         plan.push((format!("{attn}.norm.weight"), vec![src("input_layernorm")], Take::All));
         plan.push((format!("{attn}.qkv.weight"), qkv, Take::All));
         plan.push((format!("{attn}.proj.weight"), vec![src("self_attn.o_proj")], Take::All));
@@ -95,6 +98,25 @@ pub fn init_from_llama(
     );
     let (tensors, elements, kept) = apply_plan(vs, &by_name, &plan, &names)?;
     Ok(TeacherInit { prefix, teacher_layers, layer_map, tensors, elements, kept, mlp_neurons })
+}
+
+/// Refuses a student whose keys and values are not as wide as the teacher's `k_proj` [rows, d]
+/// (`kv_heads` heads of `d_model / heads` each), naming the `kv_heads` that fits.
+fn check_kv_heads(t: &TransformerSpec, k_proj: Vec<i64>) -> Result<()> {
+    let (d, heads, kv) = (t.d_model as i64, t.heads as i64, t.kv_heads() as i64);
+    let (rows, head_width) = (k_proj[0], d / heads.max(1));
+    if k_proj.get(1) != Some(&d) || rows == kv * head_width {
+        return Ok(()); // another width is named by the shape check, by d_model
+    }
+    let fix = if rows % head_width == 0 && heads % (rows / head_width) == 0 {
+        format!("set student.transformer.kv_heads = {}", rows / head_width)
+    } else {
+        format!("no kv_heads divides them into heads of {head_width} (d_model / heads): choose heads so that d_model / heads divides {rows}")
+    };
+    Err(DistillError::Usage(format!(
+        "{KEY}: the teacher's keys and values have {rows} rows each, and the student's {kv} heads of {head_width} give {}: {fix}",
+        kv * head_width
+    )))
 }
 
 /// The student's transformer table, refused unless it is Llama's kind of layer.

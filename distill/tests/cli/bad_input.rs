@@ -234,3 +234,19 @@ fn transformer_heads_that_do_not_fit_the_run_are_refused_before_any_work() {
     case.fails_with("text-teacher.pt", "cls.toml", &["cls.toml", "head = \"classifier\"", "planned, not trained yet"]);
     assert!(!case.path("out").exists());
 }
+
+#[test]
+fn an_image_teacher_for_a_text_run_is_named_as_no_model_of_text() {
+    // the digits teacher takes float images [B, 1, 8, 8]; token ids [B, 64] fail inside it, and
+    // data.input_shape (a window of tokens) is not what to change
+    let case = Case::with_lm();
+    case.fails_with(
+        TEACHER,
+        "lm-student.toml",
+        &[
+            "teacher-scripted.pt",
+            "forward failed on token ids [",
+            "a text run's teacher takes int64 token ids [B, S] and an attention mask [B, S]; is --teacher a model of text?",
+        ],
+    );
+}

@@ -32,6 +32,17 @@ impl Case {
         Case { dir }
     }
 
+    /// A case that also holds the language-model fixture (`lm/`: `lm-student.toml`, its Llama
+    /// teacher `lm-teacher.pt`, KJV text and tokenizer).
+    pub fn with_lm() -> Case {
+        let case = Case::new();
+        let lm = fixtures().join("lm");
+        for f in ["lm-student.toml", "lm-teacher.pt", "lm-train.txt", "lm-test.txt", "tokenizer.json"] {
+            std::fs::copy(lm.join(f), case.path(f)).unwrap();
+        }
+        case
+    }
+
     /// A new case whose cfg.toml has `from` replaced by `to`.
     pub fn edited(from: &str, to: &str) -> Case {
         let case = Case::new();

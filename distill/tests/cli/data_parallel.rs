@@ -385,11 +385,7 @@ fn checkpointed_ranks_train_as_one_process_without_checkpointing() {
 #[test]
 fn a_language_model_with_a_chunked_loss_trains_as_one_process() {
     // the head and loss run chunk by chunk (several backward passes a step), on two ranks
-    let case = Case::new();
-    let fixtures = crate::common::fixtures().join("lm");
-    for f in ["lm-student.toml", "lm-teacher.pt", "lm-train.txt", "lm-test.txt", "tokenizer.json"] {
-        std::fs::copy(fixtures.join(f), case.path(f)).unwrap();
-    }
+    let case = Case::with_lm();
     let cfg = case.path("lm-student.toml");
     let edited = std::fs::read_to_string(&cfg).unwrap().replace("[kd]\n", "[kd]\nloss_chunk = 16\n");
     std::fs::write(&cfg, edited).unwrap();
