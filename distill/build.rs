@@ -1,6 +1,7 @@
 //! Links libtorch for the binary and tests, and compiles the C++ shims for what tch does not bind:
 //! `csrc/shim.cpp` (autocast dtype on CPU and CUDA, CUDA allocator statistics) and
-//! `csrc/dist_shim.cpp` (c10d: process groups and the DDP Reducer).
+//! `csrc/dist_shim.cpp` (c10d: process groups and the DDP Reducer) with `csrc/dist_nccl.cpp` (their
+//! NCCL backend on CUDA).
 include!("build/libtorch.rs");
 
 fn main() {
@@ -18,6 +19,45 @@ fn main() {
         .warnings(false)
         .compile("distill_shim");
     compile_dist_shim(&include);
+    compile_nccl_backend(&include);
+}
+
+/// The NCCL backend (`csrc/dist_nccl.cpp`), always compiled and chosen at run time: the wheel's
+/// own `nccl.h` (`nvidia/nccl/include`) and the CUDA runtime headers of `nvidia/cu13/include`,
+/// completed by PyPI's `cuda-toolkit[crt,cccl]` at the wheel's toolkit version (scripts/setup);
+/// linked against the wheel's `libtorch_cuda` and `libc10_cuda`, which hold ProcessGroupNCCL.
+fn compile_nccl_backend(include: &std::path::Path) {
+    println!("cargo:rerun-if-changed=csrc/dist_nccl.cpp");
+    let site = include.join("../..").canonicalize().expect("the torch wheel's site-packages folder");
+    let (cuda, nccl) = (site.join("nvidia/cu13/include"), site.join("nvidia/nccl/include"));
+    for (header, from) in [
+        (nccl.join("nccl.h"), "the torch wheel's nvidia-nccl package"),
+        (cuda.join("cuda_runtime.h"), "the torch wheel's nvidia-cuda-runtime package"),
+        (cuda.join("crt/host_config.h"), "pip install \"cuda-toolkit[crt,cccl]==13.0.2\" into .venv"),
+        (cuda.join("nv/target"), "pip install \"cuda-toolkit[crt,cccl]==13.0.2\" into .venv"),
+    ] {
+        if !header.exists() {
+            panic!("distill: {} is missing: run scripts/setup ({from})", header.display());
+        }
+    }
+    cc::Build::new()
+        .cpp(true)
+        .file("csrc/dist_nccl.cpp")
+        .include(include)
+        .include(include.join("torch/csrc/api/include"))
+        .include(&cuda)
+        .include(cuda.join("cccl"))
+        .include(&nccl)
+        .flag("-std=c++17")
+        .flag("-fvisibility=hidden")
+        .flag("-fvisibility-inlines-hidden")
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .define("USE_C10D_NCCL", None)
+        .warnings(false)
+        .compile("distill_dist_nccl");
+    for lib in ["torch_cuda", "c10_cuda"] {
+        println!("cargo:rustc-link-lib=dylib={lib}");
+    }
 }
 
 /// The c10d shim (`csrc/dist_shim.cpp`, data-parallel training): libtorch's c10d headers from the

@@ -1,7 +1,9 @@
 // Data-parallel training on libtorch's own distributed engine, c10d (the C++ under
 // torch.nn.parallel.DistributedDataParallel), in a few C functions for distill/src/dist/: a
 // TCPStore rendezvous, a ProcessGroup with the Gloo backend, broadcast and all-reduce, and the
-// c10d::Reducer that all-reduces gradients in buckets while autograd runs the backward. Tensors
+// c10d::Reducer that all-reduces gradients in buckets while autograd runs the backward. A group on
+// CUDA adds the NCCL backend (dist_nccl.cpp) for CUDA tensors beside Gloo, which keeps the CPU
+// ones (the step's figures, the stop flag, checksums) and the barrier. Tensors
 // come in as tch's handles (at::Tensor*). Every function returns NULL on success or a malloc'd
 // error message that the caller frees with distill_free (shim.cpp); Rust keeps its first line.
 //
@@ -38,6 +40,9 @@
   } catch (...) {                                     \
     return strdup("unknown C++ exception");           \
   }
+
+c10::intrusive_ptr<c10d::Backend> distill_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                       int world, int device, std::chrono::milliseconds timeout);
 
 namespace {
 
@@ -90,9 +95,10 @@ extern "C" {
 
 // Joins the group of `world` processes whose store listens at addr:port (rank 0 serves it unless
 // `agent_store`: torchrun's agent already does), keys under `prefix`, with a Gloo backend bound to
-// the interfaces in GLOO_SOCKET_IFNAME (comma-separated) or this host's address.
+// the interfaces in GLOO_SOCKET_IFNAME (comma-separated) or this host's address; with
+// `nccl_device` >= 0, CUDA tensors go through an NCCL backend on that device.
 char* dist_group_new(const char* addr, int port, int rank, int world, int64_t timeout_ms, int agent_store,
-                     const char* prefix, void** out) {
+                     const char* prefix, int nccl_device, void** out) {
   GUARD({
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10d::TCPStoreOptions opts;
@@ -117,11 +123,25 @@ char* dist_group_new(const char* addr, int port, int rank, int world, int64_t ti
     auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, rank, world);
     pg->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
     pg->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+    if (nccl_device >= 0) {
+      auto nccl = distill_nccl_backend(store, rank, world, nccl_device, timeout);
+      pg->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
+    }
     *out = new Group{pg, store, rank, world};
   })
 }
 
-void dist_group_free(void* group) { delete static_cast<Group*>(group); }
+// Shuts the backends down (NCCL's communicators and watchdog: ProcessGroupNCCL warns when it is
+// destroyed without), then frees the group.
+void dist_group_free(void* group) {
+  auto* g = static_cast<Group*>(group);
+  try {
+    g->pg->shutdown();
+  } catch (...) {
+    // a peer already gone: nothing left to shut down cleanly
+  }
+  delete g;
+}
 
 // Copies rank `root`'s values of the `n` tensors into every rank's (in place, coalesced).
 char* dist_broadcast(void* group, at::Tensor** ts, int n, int root) {

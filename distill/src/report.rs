@@ -268,7 +268,7 @@ pub struct RunFacts {
 pub struct DataParallelReport {
     /// Processes (ranks) that trained together.
     pub world_size: usize,
-    /// c10d backend of the gradients' all-reduce ("gloo").
+    /// c10d backend of the gradients' all-reduce: "gloo", or "nccl" on CUDA.
     pub backend: &'static str,
     /// Samples per rank and step (`train.batch_size`), and per optimiser step in all.
     pub micro_batch: u64,

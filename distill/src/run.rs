@@ -171,7 +171,7 @@ pub fn resume(
 fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
     let start = Instant::now();
     let device = parse_device(&opts.device)?;
-    let group = join_job(device)?;
+    let (group, device) = join_job(device, &opts.device)?;
     // Only rank 0 writes the run folder; the others write theirs into a folder of their own that
     // goes when they finish. All may share a --teacher-cache (each writes through a file named by
     // its process id and renames it: the same outputs land whoever is last).
@@ -211,8 +211,13 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     if let Some(g) = &group {
         let planned = settings.spec().estimate.data_parallel;
         progress.line(format!(
-            "data-parallel: {} processes (gloo), {} samples each per step, {} in all",
+            "data-parallel: {} processes ({} on {}), {} samples each per step, {} in all",
             g.world,
+            g.backend.name(),
+            match device {
+                tch::Device::Cuda(i) => format!("cuda:{i}"),
+                _ => "cpu".into(),
+            },
             settings.batch_size(),
             settings.batch_size() * g.world
         ));
@@ -280,7 +285,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
                 output_dir: rundir.out.display().to_string(),
                 data_parallel: group.as_ref().map(|g| DataParallelReport {
                     world_size: g.world,
-                    backend: "gloo",
+                    backend: g.backend.name(),
                     micro_batch: settings.batch_size() as u64,
                     global_batch: (settings.batch_size() * g.world) as u64,
                 }),

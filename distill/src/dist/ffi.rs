@@ -16,6 +16,7 @@ extern "C" {
         timeout_ms: i64,
         agent_store: c_int,
         prefix: *const c_char,
+        nccl_device: c_int,
         out: *mut *mut c_void,
     ) -> *mut c_char;
     pub fn dist_group_free(group: *mut c_void);

@@ -1,5 +1,6 @@
-//! A c10d process group with the Gloo backend (tensors on the CPU), joined through a TCPStore at
-//! the job's master address; freed on drop.
+//! A c10d process group joined through a TCPStore at the job's master address: the Gloo backend
+//! for tensors on the CPU and, on CUDA, the NCCL backend for the GPU's (or Gloo for both, as
+//! `DISTILL_DIST_BACKEND=gloo` asks); freed on drop.
 use std::ffi::{c_void, CString};
 use std::time::Duration;
 
@@ -12,6 +13,25 @@ use crate::error::{DistillError, Result};
 /// How long a collective, or joining the group, may wait for the other ranks. DDP's default is
 /// 30 minutes; 10 ends a job with a lost rank sooner (a dead peer's socket fails at once anyway).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The c10d backend of a job's collectives on its training device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Gloo over TCP (CPU tensors; also CUDA ones, through the host).
+    Gloo,
+    /// NCCL on CUDA device `device` (CPU tensors still go through Gloo).
+    Nccl { device: usize },
+}
+
+impl Backend {
+    /// `gloo` or `nccl`, as `report.json` and the log name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Gloo => "gloo",
+            Backend::Nccl { .. } => "nccl",
+        }
+    }
+}
 
 /// What an all-reduce combines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,16 +52,17 @@ pub struct ProcessGroup {
     pub world: usize,
     /// torchrun's agent serves the store (else rank 0 does).
     agent_store: bool,
+    pub backend: Backend,
 }
 
 impl ProcessGroup {
-    /// Joins the group `env` describes, waiting at most `timeout` for the others.
+    /// Joins the group `env` describes with `backend`, waiting at most `timeout` for the others.
     ///
     /// # Errors
     /// [`DistillError::Distributed`] naming the rank and the endpoint when the store or the
     /// group cannot be set up (no rank 0 listening in time, a port in use, no such interface
-    /// in `GLOO_SOCKET_IFNAME`).
-    pub fn join(env: &DistEnv, timeout: Duration) -> Result<ProcessGroup> {
+    /// in `GLOO_SOCKET_IFNAME`, NCCL without a GPU).
+    pub fn join(env: &DistEnv, timeout: Duration, backend: Backend) -> Result<ProcessGroup> {
         let addr = CString::new(env.master_addr.as_str())
             .map_err(|_| DistillError::Usage("MASTER_ADDR holds a NUL byte".into()))?;
         let prefix = CString::new(env.prefix.as_str()).expect("a prefix of digits");
@@ -56,15 +77,23 @@ impl ProcessGroup {
                 timeout.as_millis() as i64,
                 i32::from(env.agent_store),
                 prefix.as_ptr(),
+                match backend {
+                    Backend::Nccl { device } => device as i32,
+                    Backend::Gloo => -1,
+                },
                 &mut handle,
             )
         };
         let what = format!(
-            "rank {} of {} joining the Gloo group at {}:{}",
-            env.rank, env.world, env.master_addr, env.master_port
+            "rank {} of {} joining the {} group at {}:{}",
+            env.rank,
+            env.world,
+            if backend == Backend::Gloo { "Gloo" } else { "NCCL" },
+            env.master_addr,
+            env.master_port
         );
         ffi::check(message, &what)?;
-        Ok(ProcessGroup { handle, rank: env.rank, world: env.world, agent_store: env.agent_store })
+        Ok(ProcessGroup { handle, rank: env.rank, world: env.world, agent_store: env.agent_store, backend })
     }
 
     /// Combines `t` (a CPU tensor) across the ranks in place.

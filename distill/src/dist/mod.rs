@@ -11,34 +11,54 @@ pub mod sync_batch_norm;
 
 pub use ddp::Ddp;
 pub use env::DistEnv;
-pub use group::ProcessGroup;
+pub use group::{Backend, ProcessGroup};
 
 use crate::error::{DistillError, Result};
 use group::DEFAULT_TIMEOUT;
 
 /// The process group of the data-parallel job this process was launched into (torchrun, Slurm,
-/// Open MPI: [`DistEnv`]), or `None` when it runs alone.
+/// Open MPI: [`DistEnv`]) and this rank's training device, or `None` and `device` when it runs
+/// alone.
 ///
-/// Joining, and every collective after, waits at most `DISTILL_DIST_TIMEOUT_S` seconds (default
-/// [`DEFAULT_TIMEOUT`]) for the other ranks.
+/// On CUDA each rank trains on `cuda:<LOCAL_RANK mod the GPUs it sees>` (torchrun's convention,
+/// and device 0 where a launcher gives each process one GPU through `CUDA_VISIBLE_DEVICES`)
+/// unless `--device cuda:N` (`named`) picks one, with NCCL for the GPU's tensors.
+/// `DISTILL_DIST_BACKEND=gloo` keeps Gloo for them (several ranks sharing one GPU, which NCCL
+/// refuses), and `nccl` is refused on the CPU (NCCL moves CUDA tensors only). Joining, and every
+/// collective after, waits at most `DISTILL_DIST_TIMEOUT_S` seconds (default [`DEFAULT_TIMEOUT`])
+/// for the other ranks.
 ///
 /// # Errors
-/// [`DistillError::Usage`] for what a job cannot do yet (CUDA, which needs the NCCL backend)
-/// and a malformed timeout; the group's errors.
-pub fn join_job(device: tch::Device) -> Result<Option<ProcessGroup>> {
-    let Some(env) = DistEnv::from_process()? else { return Ok(None) };
-    if device.is_cuda() {
-        return Err(DistillError::Usage(format!(
-            "data-parallel training on CUDA needs the NCCL backend, which this build lacks: use --device cpu for the {} \
-             processes (Gloo)",
-            env.world
-        )));
-    }
+/// [`DistillError::Usage`] for a malformed timeout or backend, NCCL on the CPU; the group's
+/// errors.
+pub fn join_job(device: tch::Device, named: &str) -> Result<(Option<ProcessGroup>, tch::Device)> {
+    let Some(env) = DistEnv::from_process()? else { return Ok((None, device)) };
+    let device = match device {
+        tch::Device::Cuda(_) if !named.starts_with("cuda:") => {
+            tch::Device::Cuda(env.local_rank % (tch::Cuda::device_count().max(1) as usize))
+        }
+        other => other,
+    };
     let timeout = match std::env::var("DISTILL_DIST_TIMEOUT_S") {
         Ok(v) => std::time::Duration::from_secs_f64(v.parse::<f64>().ok().filter(|s| *s > 0.0).ok_or_else(|| {
             DistillError::Usage(format!("DISTILL_DIST_TIMEOUT_S={v:?} is not a positive number of seconds"))
         })?),
         Err(_) => DEFAULT_TIMEOUT,
     };
-    ProcessGroup::join(&env, timeout).map(Some)
+    let backend = match (std::env::var("DISTILL_DIST_BACKEND").as_deref(), device) {
+        (Ok("gloo"), _) | (Err(_), tch::Device::Cpu) => Backend::Gloo,
+        (Ok("nccl") | Err(_), tch::Device::Cuda(gpu)) => Backend::Nccl { device: gpu },
+        (Ok("nccl"), _) => {
+            return Err(DistillError::Usage(
+                "DISTILL_DIST_BACKEND=nccl with --device cpu: NCCL moves CUDA tensors only; train with --device cuda, \
+                 or unset it for Gloo"
+                    .into(),
+            ))
+        }
+        (Ok(other), _) => {
+            return Err(DistillError::Usage(format!("DISTILL_DIST_BACKEND={other:?}: use gloo or nccl (or unset it)")))
+        }
+        (Err(_), _) => Backend::Gloo,
+    };
+    Ok((Some(ProcessGroup::join(&env, timeout, backend)?), device))
 }

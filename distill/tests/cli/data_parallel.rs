@@ -405,6 +405,32 @@ fn a_language_model_with_a_chunked_loss_trains_as_one_process() {
 }
 
 #[test]
+fn a_backend_that_cannot_move_the_runs_tensors_is_refused_on_every_rank() {
+    // NCCL is built in and chosen on CUDA; asked for on the CPU, or an unknown one, it is refused
+    let case = Case::new();
+    for (backend, needle) in [
+        ("nccl", "DISTILL_DIST_BACKEND=nccl with --device cpu: NCCL moves CUDA tensors only"),
+        ("mpi", "DISTILL_DIST_BACKEND=\"mpi\": use gloo or nccl (or unset it)"),
+    ] {
+        let port = free_port();
+        let workers: Vec<Child> = (0..2)
+            .map(|r| {
+                let mut c = case.command(TEACHER, CFG, "out");
+                c.env("DISTILL_DIST_BACKEND", backend);
+                spawn_as_rank(c, r, 2, port)
+            })
+            .collect();
+        for (r, o) in workers.into_iter().map(|c| c.wait_with_output().unwrap()).enumerate() {
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "rank {r}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains(needle), "rank {r}: {err}");
+        }
+        assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "nothing written");
+    }
+}
+
+#[test]
 fn ranks_launched_with_different_settings_are_refused_before_training() {
     // another learning rate would train other replicas; another width would exchange gradients
     // of other sizes (Gloo aborts the process); another seed would shuffle other batches
