@@ -7,7 +7,7 @@
 //! the lines of .txt files).
 use std::path::{Path, PathBuf};
 
-use estimator_wasm::schema::{Config, DataSpec, Target};
+use estimator_wasm::schema::{Config, Target};
 use estimator_wasm::{
     estimate, max_batch_per_gpu, memory::render::human, DatasetSize, EstimateError, Inputs, Plan, TeacherModel,
 };
@@ -68,7 +68,7 @@ pub fn plan(opts: &PlanOptions) -> Result<String> {
     let inputs = Inputs {
         batch: opts.batch,
         teacher: opts.teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
-        dataset: files.as_ref().and_then(|f| dataset(f, &spec.data)),
+        dataset: files.as_ref().and_then(|f| dataset(f, &spec)),
     };
     let bad = |e: EstimateError| match &e {
         EstimateError::Invalid { key, .. } if key == "teacher" && opts.teacher.is_none() => {
@@ -112,15 +112,30 @@ pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
 
 /// Train and test sets as `distill` would keep them, from the .npz headers or the .txt lines
 /// when the data files are readable ([`crate::data::file_summary`]; a held-out split takes
-/// `round(n * holdout)` of the train file's `n` samples).
-pub fn dataset(files: &DataFiles, spec: &DataSpec) -> Option<DatasetSize> {
-    let (train_n, sample_bytes) = crate::data::file_summary(&files.train, spec)?;
+/// `round(n * holdout)` of the train file's `n` samples). A language model's samples are the
+/// windows its text packs into, which only tokenising tells ([`language_model_windows`]).
+pub fn dataset(files: &DataFiles, spec: &Config) -> Option<DatasetSize> {
+    let count = |path: &Path| match spec.student.is_language_model() {
+        true => language_model_windows(path, files.tokenizer.as_deref()?, spec),
+        false => crate::data::file_summary(path, &spec.data).map(|(n, _)| n),
+    };
+    let (train_n, sample_bytes) = crate::data::file_summary(&files.train, &spec.data)?;
+    let train_n = count(&files.train).unwrap_or(train_n);
     let (train_samples, test_samples) = match &files.held_out {
-        HeldOut::File(test) => (train_n, crate::data::file_summary(test, spec)?.0),
+        HeldOut::File(test) => (train_n, count(test)?),
         HeldOut::Split(fraction) => {
             let test = (train_n as f64 * fraction).round() as u64;
             (train_n - test, test)
         }
     };
     Some(DatasetSize { train_samples, test_samples, sample_bytes })
+}
+
+/// The windows of `data.input_shape[0]` tokens that the text file `path` packs into, tokenised
+/// with `tokenizer` as the trainer does; `None` when either cannot be read (the run then says why).
+fn language_model_windows(path: &Path, tokenizer: &Path, spec: &Config) -> Option<u64> {
+    use crate::data::{Dataset, TextLayout, TextTokenizer};
+    let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
+    let tokenizer = TextTokenizer::load(tokenizer, spec.data.input_shape[0], vocab, TextLayout::Packed).ok()?;
+    Dataset::load(path, &spec.data, Some(&tokenizer)).ok().map(|d| d.len() as u64)
 }

@@ -105,6 +105,10 @@ print(len(lines), sum(len(t.encode(l).ids) + 1 for l in lines))";
     assert_eq!((packing.lines, packing.tokens), (counts[0], counts[1]));
     let windows = report.data.train_text.as_ref().unwrap().lines;
     assert_eq!((windows, packing.dropped_tokens), (counts[1] / 64, counts[1] % 64));
+    // distill plan prices the same windows (it counted the file's 1,500 lines before)
+    let spec = estimator_wasm::schema::Config::from_toml_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    let files = distill::config::DataFiles::of(&cfg, &spec).unwrap().unwrap();
+    assert_eq!(distill::plan_command::dataset(&files, &spec).unwrap().train_samples, counts[1] / 64);
 
     // The teacher's perplexity on the packed test windows is Python's (make_lm_fixtures.py);
     // the KD student beats the same student trained on next-token CE alone from the same
