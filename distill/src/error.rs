@@ -42,8 +42,8 @@ pub enum DistillError {
     #[error("stopped after step {step} with a checkpoint")]
     Interrupted { step: u64 },
     /// Any error of a run that has checkpoints: they are kept, and the message says how to go on.
-    #[error("{source}; checkpoints kept in {}: continue with `distill --resume {}`", partial.display(), out.display())]
-    Resumable { source: Box<DistillError>, out: PathBuf, partial: PathBuf },
+    #[error("{source}; checkpoints kept in {}: continue with {}", partial.display(), resume_command(out, *world))]
+    Resumable { source: Box<DistillError>, out: PathBuf, partial: PathBuf, world: usize },
     /// An error of a run that has checkpoints whose fix is a change to the cfg.toml, the teacher
     /// or the data: `--resume` keeps all three, so it would fail again; the message says to
     /// start again instead.
@@ -52,6 +52,18 @@ pub enum DistillError {
 }
 
 pub type Result<T, E = DistillError> = std::result::Result<T, E>;
+
+/// How to continue the run in `out`: `distill --resume OUT`, and for a job of `world` processes
+/// the torchrun line that starts as many.
+fn resume_command(out: &Path, world: usize) -> String {
+    let out = out.display();
+    match world {
+        1 => format!("`distill --resume {out}`"),
+        n => format!(
+            "`distill --resume {out}` on as many processes ({n}: `torchrun --nproc-per-node={n} --no-python distill --resume {out}` on one machine)"
+        ),
+    }
+}
 
 impl DistillError {
     pub fn config(path: &Path, message: impl Into<String>) -> Self {
@@ -82,7 +94,18 @@ impl DistillError {
             | DistillError::Diverged { .. }
             | DistillError::Overflow { .. }
             | DistillError::NonFinite { .. } => DistillError::Restart { source, out, partial },
-            _ => DistillError::Resumable { source, out, partial },
+            _ => DistillError::Resumable { source, out, partial, world: 1 },
+        }
+    }
+
+    /// [`DistillError::resumable`] of a data-parallel job of `world` processes: its checkpoints
+    /// continue only with as many, which the message says.
+    pub fn resumable_in_job(self, out: &Path, partial: &Path, world: usize) -> Self {
+        match self.resumable(out, partial) {
+            DistillError::Resumable { source, out, partial, .. } => {
+                DistillError::Resumable { source, out, partial, world }
+            }
+            other => other,
         }
     }
 

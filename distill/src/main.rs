@@ -102,12 +102,14 @@ fn main() -> ExitCode {
             }
         };
     }
-    // First Ctrl-C: checkpoint after the current step and stop; a second one exits at once.
+    // First Ctrl-C, SIGTERM or SIGHUP (what torchrun sends the other workers when one fails, and
+    // Slurm's scancel and Kubernetes before their SIGKILL): checkpoint after the current step
+    // and stop; a second one exits at once.
     let _ = ctrlc::set_handler(|| {
         if distill::run::STOP.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("\ninterrupt: writing a checkpoint after this step (Ctrl-C again to quit at once)");
+        eprintln!("\ninterrupt: writing a checkpoint after this step (interrupt again to quit at once)");
     });
     let verbosity = if args.quiet { Verbosity::Quiet } else { Verbosity::Normal };
     let result = match &args.resume {

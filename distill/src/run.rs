@@ -229,9 +229,16 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         }
     }
 
-    if opts.sync_batch_norm && group.is_none() {
-        progress
-            .line("note: --sync-batch-norm in one process: its BatchNorm layers see the whole batch already".into());
+    let student = &settings.spec().student;
+    let batch_norm = student.norm == estimator_wasm::schema::Norm::Batch
+        && student.family != estimator_wasm::schema::Family::Transformer;
+    match (opts.sync_batch_norm, group.is_some(), batch_norm) {
+        (true, false, _) => progress
+            .line("note: --sync-batch-norm in one process: its BatchNorm layers see the whole batch already".into()),
+        (true, true, false) => {
+            progress.line("note: --sync-batch-norm: the student has no BatchNorm (student.norm)".into())
+        }
+        _ => {}
     }
 
     let rundir = match reopened {
@@ -294,13 +301,14 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
             let json = serde_json::to_string_pretty(&report).expect("report serialises");
             rundir.write("report.json", json.as_bytes())?;
             // run.json goes only once the run has its name: a failed rename stays resumable
-            let kept = rundir.has_checkpoints();
+            let kept = rundir.kept();
             let partial = rundir.partial.clone();
-            let done = rundir.commit().map_err(|e| if kept { e.resumable(out, &partial) } else { e })?;
+            let done =
+                rundir.commit().map_err(|e| if kept { e.resumable_in_job(out, &partial, world_size) } else { e })?;
             let _ = std::fs::remove_file(done.join("run.json"));
             Ok(report)
         }
-        Err(e) if rundir.has_checkpoints() => Err(e.resumable(out, &rundir.partial)),
+        Err(e) if rundir.kept() => Err(e.resumable_in_job(out, &rundir.partial, world_size)),
         Err(e) => Err(e),
     }
 }

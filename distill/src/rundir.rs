@@ -2,9 +2,10 @@
 //!
 //! Everything goes into `<out>.partial/`; each file is written to a temp name and renamed. Only a
 //! finished run renames `<out>.partial` to `<out>` (replacing an earlier `<out>` only with
-//! `--overwrite`, and only at that moment). A run that fails before its first checkpoint removes
-//! its `.partial` folder; one with checkpoints keeps it for `--resume`. An earlier result in
-//! `<out>` survives any failure.
+//! `--overwrite`, and only at that moment). A new run that fails before its first checkpoint
+//! removes its `.partial` folder; one with checkpoints keeps it for `--resume`, and a reopened
+//! one (`--resume`, a torchrun restart) is never removed: it was there before. An earlier result
+//! in `<out>` survives any failure.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +20,8 @@ pub struct RunDir {
     pub partial: PathBuf,
     overwrite: bool,
     committed: bool,
+    /// Made by this run ([`RunDir::create`]), so removed when it fails before a checkpoint.
+    created: bool,
 }
 
 impl RunDir {
@@ -58,7 +61,7 @@ impl RunDir {
                 partial.display()
             ))
         })?;
-        Ok(RunDir { out: out.to_path_buf(), partial, overwrite, committed: false })
+        Ok(RunDir { out: out.to_path_buf(), partial, overwrite, committed: false, created: true })
     }
 
     /// Reopens the `.partial` folder of an interrupted run for `--resume`: `out` is the run's
@@ -95,11 +98,17 @@ impl RunDir {
                 out.display()
             )));
         }
-        Ok(RunDir { out: out.to_path_buf(), partial, overwrite: true, committed: false })
+        Ok(RunDir { out: out.to_path_buf(), partial, overwrite: true, committed: false, created: false })
     }
 
-    /// True when a student of this run has written a checkpoint (then the folder is kept).
-    pub fn has_checkpoints(&self) -> bool {
+    /// True when the folder stays after a failure: a student of this run has written a
+    /// checkpoint, or the run was reopened (its folder was there before it).
+    pub fn kept(&self) -> bool {
+        !self.created || self.has_checkpoints()
+    }
+
+    /// True when a student of this run has written a checkpoint.
+    fn has_checkpoints(&self) -> bool {
         ["checkpoints", "baseline/checkpoints"]
             .iter()
             .any(|d| !crate::checkpoint::list(&self.partial.join(d)).is_empty())
@@ -144,7 +153,7 @@ impl RunDir {
 
 impl Drop for RunDir {
     fn drop(&mut self) {
-        if !self.committed && !self.has_checkpoints() {
+        if !self.committed && !self.kept() {
             let _ = std::fs::remove_dir_all(&self.partial);
         }
     }
@@ -261,5 +270,21 @@ mod tests {
         run.commit().unwrap();
         assert_eq!(std::fs::read_to_string(exp.join("report.json")).unwrap(), "new");
         assert_eq!(std::fs::read_to_string(dir.path().join("exp.replaced/notes.txt")).unwrap(), "keep");
+    }
+
+    #[test]
+    fn a_reopened_run_is_never_removed_even_without_checkpoints() {
+        // the folder of an interrupted run was there before: a resumed run (or a job's rank that
+        // reads it) failing before its first checkpoint must leave it as it was
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let partial = partial_path(&out);
+        std::fs::create_dir(&partial).unwrap();
+        std::fs::write(partial.join("run.json"), "{}").unwrap();
+        drop(RunDir::reopen(&out).unwrap());
+        assert!(partial.join("run.json").is_file());
+        let fresh = dir.path().join("fresh");
+        drop(RunDir::create(&fresh, false).unwrap());
+        assert!(!partial_path(&fresh).exists(), "a new run's folder goes when it fails before a checkpoint");
     }
 }

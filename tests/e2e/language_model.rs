@@ -224,8 +224,8 @@ fn a_llama_teacher_initialises_narrower_students_and_refuses_others() {
     for (edits, want) in [
         (&[("norm = \"rms\"", "norm = \"layer\"")][..], "student.init_from_teacher copies a Llama teacher: set student.transformer.norm = \"rms\""),
         (&[("init_from_teacher = [1]", "init_from_teacher = [2]")][..], "student.init_from_teacher[0] = 2, but the teacher has 2 layers"),
-        (&[("kv_heads = 2", "kv_heads = 4")][..], "student.init_from_teacher: the teacher's keys and values have 16 rows each, and the student's 4 heads of 8 give 32: set student.transformer.kv_heads = 2"),
-        (&[("heads = 4", "heads = 8")][..], "the student's 2 heads of 4 give 8: set student.transformer.kv_heads = 4"),
+        (&[("kv_heads = 2", "kv_heads = 4")][..], "student.init_from_teacher: the teacher's keys and values have 16 rows each, and the student's 4 key/value head(s) of 8 give 32: set student.transformer.kv_heads = 2"),
+        (&[("heads = 4", "heads = 8")][..], "the student's 2 key/value head(s) of 4 give 8: set student.transformer.kv_heads = 4"),
         (&[("mlp_width = 64", "mlp_width = 80")][..], "set student.transformer.mlp_width = 64 or less"),
         (&[("bias = false", "bias = false\ntoken_types = 2")][..], "set student.transformer.token_types = 0"),
     ] {

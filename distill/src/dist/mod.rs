@@ -45,7 +45,8 @@ pub fn join_job(device: tch::Device, named: &str) -> Result<(Option<ProcessGroup
         })?),
         Err(_) => DEFAULT_TIMEOUT,
     };
-    let backend = match (std::env::var("DISTILL_DIST_BACKEND").as_deref(), device) {
+    let named = std::env::var("DISTILL_DIST_BACKEND").map(|b| b.trim().to_ascii_lowercase());
+    let backend = match (named.as_deref(), device) {
         (Ok("gloo"), _) | (Err(_), tch::Device::Cpu) => Backend::Gloo,
         (Ok("nccl") | Err(_), tch::Device::Cuda(gpu)) => Backend::Nccl { device: gpu },
         (Ok("nccl"), _) => {

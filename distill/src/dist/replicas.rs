@@ -69,8 +69,8 @@ pub fn check_same_job(group: &ProcessGroup, job: &[u8]) -> Result<()> {
     let v = Vec::<f64>::try_from(&t).map_err(|e| DistillError::Torch(e.to_string()))?;
     if v[0] != -v[1] {
         return Err(DistillError::Usage(format!(
-            "rank {} of {}: the ranks were launched with different cfg.toml settings, teachers or data (checksums {} \
-             to {}): give every rank the same files and --set options",
+            "rank {} of {}: the ranks were launched with different cfg.toml settings, teachers, data or \
+             --sync-batch-norm (checksums {} to {}): give every rank the same files, --set options and flags",
             group.rank, group.world, -v[1], v[0]
         )));
     }

@@ -114,7 +114,7 @@ fn check_kv_heads(t: &TransformerSpec, k_proj: Vec<i64>) -> Result<()> {
         format!("no kv_heads divides them into heads of {head_width} (d_model / heads): choose heads so that d_model / heads divides {rows}")
     };
     Err(DistillError::Usage(format!(
-        "{KEY}: the teacher's keys and values have {rows} rows each, and the student's {kv} heads of {head_width} give {}: {fix}",
+        "{KEY}: the teacher's keys and values have {rows} rows each, and the student's {kv} key/value head(s) of {head_width} give {}: {fix}",
         kv * head_width
     )))
 }

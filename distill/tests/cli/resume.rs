@@ -187,6 +187,25 @@ fn resume_repairs_a_cut_metrics_log_and_says_what_was_lost() {
 }
 
 #[test]
+fn sigterm_checkpoints_and_stops_as_ctrl_c_does() {
+    // what torchrun sends the other workers when one fails, and Slurm's scancel before SIGKILL
+    let case = Case::edited("epochs = 3", "epochs = 20");
+    let child = case.command(TEACHER, CFG, "run").stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let metrics = case.path("run.partial/metrics.jsonl");
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&metrics).map(|t| t.lines().count()).unwrap_or(0) < 5 {
+        assert!(start.elapsed().as_secs() < 120, "the run never got going");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("continue with `distill --resume"), "{stderr}");
+    assert!(case.path("run.partial/checkpoints").read_dir().unwrap().count() >= 1);
+}
+
+#[test]
 fn resume_without_checkpoints_says_it_starts_from_step_0() {
     let case = Case::new();
     for (out, remove) in [("emptied", false), ("deleted", true)] {
