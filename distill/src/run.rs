@@ -95,12 +95,19 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
     let job = crate::dist::DistEnv::from_process()?;
     if let Some(env) = job.as_ref().filter(|e| e.restart > 0) {
         let progress = Progress::new(if env.rank == 0 { opts.verbosity } else { Verbosity::Quiet });
-        if started_by(opts, &out) {
+        if let Some(saved) = started_by(opts, &out) {
             progress.line(format!(
                 "torchrun restart {}: continuing {} from its newest checkpoint",
                 env.restart,
                 out.display()
             ));
+            if changed_since(&cfg.spec, &saved) {
+                progress.line(format!(
+                    "note: {} changed since the run started; the restart trains the run's own copy ({})",
+                    cfg.path.display(),
+                    crate::rundir::partial_path(&out).join("config.toml").display()
+                ));
+            }
             return resume(&out, None, None, opts.verbosity, opts.stop_after);
         }
         if opts.out.is_none() {
@@ -114,12 +121,26 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
     execute(opts, cfg, &out, None)
 }
 
-/// True when `out`'s `.partial` folder holds an interrupted run that these options started
-/// (torchrun's restarts rerun the first command, so a restarted worker finds its own run).
-fn started_by(opts: &TrainOptions, out: &Path) -> bool {
-    let saved = std::fs::read_to_string(crate::rundir::partial_path(out).join("run.json"));
-    let Ok(Ok(saved)) = saved.map(|text| serde_json::from_str::<Resumable>(&text)) else { return false };
-    serde_json::to_value(&saved.options).ok() == serde_json::to_value(absolute(opts, out)).ok()
+/// The cfg.toml text of the interrupted run in `out`'s `.partial` folder when these options
+/// started it (torchrun's restarts rerun the first command, so a restarted worker finds its
+/// own run).
+fn started_by(opts: &TrainOptions, out: &Path) -> Option<String> {
+    let saved = std::fs::read_to_string(crate::rundir::partial_path(out).join("run.json")).ok()?;
+    let saved: Resumable = serde_json::from_str(&saved).ok()?;
+    let same = serde_json::to_value(&saved.options).ok() == serde_json::to_value(absolute(opts, out)).ok();
+    same.then_some(saved.config)
+}
+
+/// True when the cfg `now` (as read from the file) is not the run's `saved` cfg.toml text, the
+/// resolved one ([`crate::config::RunSettings::to_toml`]: a fixed micro-batch and the target).
+fn changed_since(now: &Config, saved: &str) -> bool {
+    let Ok(saved) = Config::from_toml_str(saved) else { return true };
+    let mut now = now.clone();
+    now.estimate.target = saved.estimate.target;
+    if now.train.batch_size == estimator_wasm::schema::BatchSize::Auto {
+        now.train.batch_size = saved.train.batch_size;
+    }
+    now != saved
 }
 
 /// Continues the interrupted run whose `--out` was `out`; `teacher`, when given, is where the
@@ -402,5 +423,18 @@ mod tests {
                 ("data.tokenizer", data("tokenizer.json")),
             ]
         );
+    }
+
+    #[test]
+    fn a_restart_notes_a_cfg_edited_since_the_run_started() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/digits-student.toml");
+        let spec = RunConfig::load(&path, &[]).unwrap().spec;
+        let mut resolved = spec.clone();
+        resolved.estimate.target = estimator_wasm::schema::Target::Cpu;
+        assert!(!changed_since(&spec, &resolved.to_toml_string()), "the resolved target is no change");
+        let edited = RunConfig::load(&path, &["train.lr=0.02".to_string()]).unwrap().spec;
+        assert!(changed_since(&edited, &resolved.to_toml_string()));
+        let auto = RunConfig::load(&path, &["train.batch_size=\"auto\"".to_string()]).unwrap().spec;
+        assert!(!changed_since(&auto, &resolved.to_toml_string()), "auto resolved to the saved micro-batch");
     }
 }

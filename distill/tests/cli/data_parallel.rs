@@ -129,6 +129,8 @@ fn torchrun_restarts_a_job_whose_rank_was_killed_from_its_newest_checkpoint() {
         assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint after 2 minutes");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // an edit between the attempts: the restart trains the run's own copy (and says so)
+    case.edit_config("lr = 0.01", "lr = 0.02");
     let rank_one = children_of_rank(job.id(), 1);
     assert_eq!(rank_one.len(), 1, "torchrun's worker of rank 1");
     // SAFETY: a signal to a process our child started.
