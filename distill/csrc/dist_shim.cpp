@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 #include <torch/csrc/autograd/custom_function.h>
+#include <c10/util/Logging.h>
 
 #include <algorithm>
 #include <chrono>
@@ -55,6 +56,14 @@ struct Group {
 };
 
 std::string roll_call_key(int rank) { return "roll-call/" + std::to_string(rank); }
+
+// c10's log level raised to errors while it lives: a store whose server is gone makes TCPStore
+// log each failed send as a warning with a C++ backtrace, and the roll call says it in one line.
+struct ErrorsOnly {
+  int saved = FLAGS_caffe2_log_level;
+  ErrorsOnly() { FLAGS_caffe2_log_level = 2; }
+  ~ErrorsOnly() { FLAGS_caffe2_log_level = saved; }
+};
 
 std::vector<at::Tensor> tensors(at::Tensor** ts, int n) {
   std::vector<at::Tensor> out;
@@ -164,6 +173,7 @@ char* dist_allreduce(void* group, at::Tensor* t, int op) {
 char* dist_roll_call(void* group, int64_t wait_ms, int* present) {
   GUARD({
     auto* g = static_cast<Group*>(group);
+    ErrorsOnly quiet;
     g->store->set(roll_call_key(g->rank), std::vector<uint8_t>{1});
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
     while (true) {

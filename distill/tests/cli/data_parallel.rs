@@ -327,7 +327,8 @@ fn a_rank_that_dies_makes_the_others_fail_within_seconds_naming_it() {
         let last = err.lines().last().unwrap();
         assert!(last.starts_with(&format!("error: data-parallel: rank {} of 2: ", 1 - killed)), "{err}");
         assert!(last.contains(needle), "killed rank {killed}: {err}");
-        assert!(!err.contains("panicked"), "{err}");
+        // one line: neither a panic nor TCPStore's logged C++ backtrace of the roll call
+        assert!(!err.contains("panicked") && !err.contains("Exception raised from"), "{err}");
     }
 }
 
