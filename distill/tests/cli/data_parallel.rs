@@ -265,16 +265,7 @@ fn a_stopped_job_resumes_with_as_many_ranks_to_the_uninterrupted_losses() {
     let err = text(&alone.stderr);
     assert!(err.contains("the run was a data-parallel job of 2 processes, and this is one process"), "{err}");
     // two ranks resume from rank 0's checkpoint and finish as one process of batch 64 trains
-    let port = free_port();
-    let resume = |r: usize| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_distill"));
-        c.args(["--resume", case.path("out").to_str().unwrap(), "--quiet"]);
-        spawn_as_rank(c, r, 2, port)
-    };
-    let resumed: Vec<Output> = [resume(0), resume(1)].into_iter().map(|c| c.wait_with_output().unwrap()).collect();
-    for (r, o) in resumed.iter().enumerate() {
-        assert!(o.status.success(), "rank {r}: {}", text(&o.stderr));
-    }
+    resume_job_of_two(&case, "out");
     assert_same_losses(&case.path("single"), &case.path("out"));
 }
 
@@ -291,16 +282,7 @@ fn a_job_resumed_before_its_first_checkpoint_starts_over_and_keeps_its_folder() 
     assert!(stopped.iter().all(|o| o.status.code() == Some(130)), "{}", text(&stopped[0].stderr));
     let checkpoints = case.path("out.partial/checkpoints");
     std::fs::remove_dir_all(&checkpoints).unwrap();
-    let port = free_port();
-    let resume = |r: usize| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_distill"));
-        c.args(["--resume", case.path("out").to_str().unwrap(), "--quiet"]);
-        spawn_as_rank(c, r, 2, port)
-    };
-    let resumed: Vec<Output> = [resume(0), resume(1)].into_iter().map(|c| c.wait_with_output().unwrap()).collect();
-    for (r, o) in resumed.iter().enumerate() {
-        assert!(o.status.success(), "rank {r}: {}", text(&o.stderr));
-    }
+    resume_job_of_two(&case, "out");
     assert_same_losses(&case.path("single"), &case.path("out"));
 }
 
@@ -390,6 +372,20 @@ fn what_a_job_cannot_do_yet_is_refused_on_every_rank() {
         assert!(err.lines().last().unwrap().contains(needle), "rank {r}: {err}");
     }
     assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "nothing written");
+}
+
+/// Resumes the job stopped in `out` with ranks 0 and 1 (`distill --resume`) to the end.
+fn resume_job_of_two(case: &Case, out: &str) {
+    let port = free_port();
+    let resume = |r: usize| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_distill"));
+        c.args(["--resume", case.path(out).to_str().unwrap(), "--quiet"]);
+        spawn_as_rank(c, r, 2, port)
+    };
+    let resumed: Vec<Output> = [resume(0), resume(1)].into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for (r, o) in resumed.iter().enumerate() {
+        assert!(o.status.success(), "rank {r}: {}", text(&o.stderr));
+    }
 }
 
 /// Runs ranks 0 and 1 of a job into `out` (each `distill` with `args`, store at a free port) to

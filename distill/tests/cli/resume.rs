@@ -5,11 +5,8 @@ use std::process::Command;
 
 use crate::common::{digits_train, fixtures, same_metrics, Case, CFG, TEACHER};
 
-#[test]
-fn ctrl_c_checkpoints_and_resume_finishes_the_same_run() {
-    let case = Case::new();
-    case.edit_config("epochs = 3", "epochs = 20");
-    case.edit_config("hidden = [32]", "hidden = [32]\ndropout = 0.1");
+/// A run of the case into `run`, once its metrics log holds 5 lines (its stderr piped).
+fn started_run(case: &Case) -> std::process::Child {
     let child = case.command(TEACHER, CFG, "run").stderr(std::process::Stdio::piped()).spawn().unwrap();
     let metrics = case.path("run.partial/metrics.jsonl");
     let start = std::time::Instant::now();
@@ -17,6 +14,15 @@ fn ctrl_c_checkpoints_and_resume_finishes_the_same_run() {
         assert!(start.elapsed().as_secs() < 120, "the run never got going");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    child
+}
+
+#[test]
+fn ctrl_c_checkpoints_and_resume_finishes_the_same_run() {
+    let case = Case::new();
+    case.edit_config("epochs = 3", "epochs = 20");
+    case.edit_config("hidden = [32]", "hidden = [32]\ndropout = 0.1");
+    let child = started_run(&case);
     let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let out = child.wait_with_output().unwrap();
@@ -190,13 +196,7 @@ fn resume_repairs_a_cut_metrics_log_and_says_what_was_lost() {
 fn sigterm_checkpoints_and_stops_as_ctrl_c_does() {
     // what torchrun sends the other workers when one fails, and Slurm's scancel before SIGKILL
     let case = Case::edited("epochs = 3", "epochs = 20");
-    let child = case.command(TEACHER, CFG, "run").stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let metrics = case.path("run.partial/metrics.jsonl");
-    let start = std::time::Instant::now();
-    while std::fs::read_to_string(&metrics).map(|t| t.lines().count()).unwrap_or(0) < 5 {
-        assert!(start.elapsed().as_secs() < 120, "the run never got going");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let child = started_run(&case);
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
