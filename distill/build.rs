@@ -8,18 +8,32 @@ fn main() {
     link_libtorch();
     let lib = std::path::PathBuf::from(libtorch_lib());
     let include = lib.join("../include");
-    println!("cargo:rerun-if-changed=csrc/shim.cpp");
-    cc::Build::new()
+    torch_cpp("csrc/shim.cpp", &include).compile("distill_shim");
+    compile_dist_shim(&include);
+    compile_nccl_backend(&include);
+}
+
+/// A C++17 build of `file` against libtorch's headers under `include`, with the wheel's C++11
+/// ABI (rebuilt when the file changes).
+fn torch_cpp(file: &str, include: &std::path::Path) -> cc::Build {
+    println!("cargo:rerun-if-changed={file}");
+    let mut build = cc::Build::new();
+    build
         .cpp(true)
-        .file("csrc/shim.cpp")
-        .include(&include)
+        .file(file)
+        .include(include)
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
-        .warnings(false)
-        .compile("distill_shim");
-    compile_dist_shim(&include);
-    compile_nccl_backend(&include);
+        .warnings(false);
+    build
+}
+
+/// [`torch_cpp`] of a c10d shim: its symbols hidden (only the `extern "C"` ones are used).
+fn c10d_cpp(file: &str, include: &std::path::Path) -> cc::Build {
+    let mut build = torch_cpp(file, include);
+    build.flag("-fvisibility=hidden").flag("-fvisibility-inlines-hidden");
+    build
 }
 
 /// The NCCL backend (`csrc/dist_nccl.cpp`), always compiled and chosen at run time: the wheel's
@@ -27,7 +41,6 @@ fn main() {
 /// completed by PyPI's `cuda-toolkit[crt,cccl]` at the wheel's toolkit version (scripts/setup);
 /// linked against the wheel's `libtorch_cuda` and `libc10_cuda`, which hold ProcessGroupNCCL.
 fn compile_nccl_backend(include: &std::path::Path) {
-    println!("cargo:rerun-if-changed=csrc/dist_nccl.cpp");
     let site = include.join("../..").canonicalize().expect("the torch wheel's site-packages folder");
     let (cuda, nccl) = (site.join("nvidia/cu13/include"), site.join("nvidia/nccl/include"));
     for (header, from) in [
@@ -40,20 +53,11 @@ fn compile_nccl_backend(include: &std::path::Path) {
             panic!("distill: {} is missing: run scripts/setup ({from})", header.display());
         }
     }
-    cc::Build::new()
-        .cpp(true)
-        .file("csrc/dist_nccl.cpp")
-        .include(include)
-        .include(include.join("torch/csrc/api/include"))
+    c10d_cpp("csrc/dist_nccl.cpp", include)
         .include(&cuda)
         .include(cuda.join("cccl"))
         .include(&nccl)
-        .flag("-std=c++17")
-        .flag("-fvisibility=hidden")
-        .flag("-fvisibility-inlines-hidden")
-        .define("_GLIBCXX_USE_CXX11_ABI", "1")
         .define("USE_C10D_NCCL", None)
-        .warnings(false)
         .compile("distill_dist_nccl");
     for lib in ["torch_cuda", "c10_cuda"] {
         println!("cargo:rustc-link-lib=dylib={lib}");
@@ -64,7 +68,6 @@ fn compile_nccl_backend(include: &std::path::Path) {
 /// wheel, and Gloo's, which the wheel does not ship, from `GLOO_INCLUDE` or Debian's
 /// `libgloo-dev` (`/usr/include/gloo`; declarations only, gloo's code is inside libtorch_cpu).
 fn compile_dist_shim(include: &std::path::Path) {
-    println!("cargo:rerun-if-changed=csrc/dist_shim.cpp");
     println!("cargo:rerun-if-env-changed=GLOO_INCLUDE");
     let gloo = std::env::var("GLOO_INCLUDE").unwrap_or_else(|_| "/usr/include".to_string());
     if !std::path::Path::new(&gloo).join("gloo/config.h").exists() {
@@ -73,17 +76,5 @@ fn compile_dist_shim(include: &std::path::Path) {
              (scripts/setup does) or set GLOO_INCLUDE to a folder holding gloo/"
         );
     }
-    cc::Build::new()
-        .cpp(true)
-        .file("csrc/dist_shim.cpp")
-        .include(include)
-        .include(include.join("torch/csrc/api/include"))
-        .include(&gloo)
-        .flag("-std=c++17")
-        .flag("-fvisibility=hidden")
-        .flag("-fvisibility-inlines-hidden")
-        .define("_GLIBCXX_USE_CXX11_ABI", "1")
-        .define("USE_C10D_GLOO", None)
-        .warnings(false)
-        .compile("distill_dist_shim");
+    c10d_cpp("csrc/dist_shim.cpp", include).include(&gloo).define("USE_C10D_GLOO", None).compile("distill_dist_shim");
 }
