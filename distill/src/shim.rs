@@ -1,9 +1,10 @@
-//! Safe wrappers over `csrc/shim.cpp`: autocast with a chosen dtype on CPU or CUDA, and the
-//! CUDA caching allocator's statistics (`torch.cuda.max_memory_allocated` and friends).
+//! Safe wrappers over `csrc/shim.cpp`: autocast with a chosen dtype on CPU or CUDA, the CUDA
+//! caching allocator's statistics (`torch.cuda.max_memory_allocated` and friends), and ATen's
+//! fused AdamW kernel.
 use std::ffi::{c_char, c_int, CStr};
 
 use estimator_wasm::schema::Precision;
-use tch::Device;
+use tch::{Device, Tensor};
 
 use crate::error::{DistillError, Result};
 use crate::precision::{autocast_kind, scalar_type_code};
@@ -21,6 +22,20 @@ extern "C" {
     fn distill_cuda_reset_peak(device: c_int) -> *mut c_char;
     fn distill_cuda_mem_info(device: c_int, free: *mut i64, total: *mut i64) -> *mut c_char;
     fn distill_cuda_empty_cache() -> *mut c_char;
+    #[allow(clippy::too_many_arguments)]
+    fn distill_fused_adamw(
+        params: *const *mut torch_sys::C_tensor,
+        grads: *const *mut torch_sys::C_tensor,
+        exp_avgs: *const *mut torch_sys::C_tensor,
+        exp_avg_sqs: *const *mut torch_sys::C_tensor,
+        n: c_int,
+        step: f64,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        weight_decay: f64,
+        eps: f64,
+    ) -> *mut c_char;
 }
 
 /// The shims' error convention (`csrc/shim.cpp`, `csrc/dist_shim.cpp`): NULL on success, else a
@@ -105,6 +120,56 @@ pub fn cuda_reset_peak(index: usize) -> Result<()> {
 /// Releases cached, unused CUDA blocks (`torch.cuda.empty_cache`).
 pub fn cuda_empty_cache() -> Result<()> {
     check(unsafe { distill_cuda_empty_cache() })
+}
+
+/// AdamW's hyper-parameters for one [`fused_adamw`] call.
+#[derive(Debug, Clone, Copy)]
+pub struct AdamW {
+    pub lr: f64,
+    pub betas: [f64; 2],
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+/// One AdamW step of `params[i]` (updated in place, with its moments `exp_avgs[i]` and
+/// `exp_avg_sqs[i]`) by `grads[i]`, at optimiser step `step` (1 for the first): ATen's fused
+/// kernel `_fused_adamw_` (`aten/src/ATen/native/FusedAdam.cpp` and its CPU/CUDA kernels), one call
+/// for the whole list instead of ~9 operators per tensor. It is the update of
+/// `torch.optim.AdamW(fused=True)`: decoupled decay `p *= 1 - lr * wd`, then the moments and the
+/// bias-corrected step of Loshchilov & Hutter (arXiv:1711.05101). Every tensor must share one
+/// dtype and device, and each moment the shape and layout of its parameter.
+///
+/// # Errors
+/// [`DistillError::Torch`] when libtorch rejects the lists (mixed dtypes or devices, shapes).
+pub fn fused_adamw(
+    params: &[&Tensor],
+    grads: &[&Tensor],
+    exp_avgs: &[&Tensor],
+    exp_avg_sqs: &[&Tensor],
+    step: u64,
+    h: AdamW,
+) -> Result<()> {
+    let n = params.len();
+    assert!(grads.len() == n && exp_avgs.len() == n && exp_avg_sqs.len() == n, "one of each per parameter");
+    let handles = |ts: &[&Tensor]| -> Vec<*mut torch_sys::C_tensor> { ts.iter().map(|t| t.as_ptr() as _).collect() };
+    let (p, g, m, v) = (handles(params), handles(grads), handles(exp_avgs), handles(exp_avg_sqs));
+    let [beta1, beta2] = h.betas;
+    // SAFETY: four arrays of n live tensor handles; the kernel writes the tensors' data only.
+    check(unsafe {
+        distill_fused_adamw(
+            p.as_ptr(),
+            g.as_ptr(),
+            m.as_ptr(),
+            v.as_ptr(),
+            n as c_int,
+            step as f64,
+            h.lr,
+            beta1,
+            beta2,
+            h.weight_decay,
+            h.eps,
+        )
+    })
 }
 
 #[cfg(test)]

@@ -297,7 +297,7 @@ impl<'a> Trainer<'a> {
             if let Some(p) = &self.pruner {
                 p.mask_grads(&params, &mut grads);
             }
-            self.opt.step(lr, &grads);
+            self.opt.step(lr, &grads)?;
             if let Some(p) = self.pruner.as_mut() {
                 p.apply_masks();
             }

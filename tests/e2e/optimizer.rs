@@ -1,5 +1,5 @@
 //! Our AdamW and SGD (which own their state for exact resume) follow `torch.optim` step for
-//! step: the same gradients applied for several steps give the same parameters as PyTorch.
+//! step (AdamW both the default loop and `fused=True`): the same gradients applied for several steps give the same parameters as PyTorch.
 use distill::optim::Optimizer;
 use e2e::python;
 use estimator_wasm::schema::{OptimizerKind as Kind_, TrainSpec};
@@ -25,7 +25,7 @@ fn compare(spec: &TrainSpec, torch_ctor: &str) -> (f64, f64) {
         gw.write_npy(dir.path().join(format!("gw{k}.npy"))).unwrap();
         gb.write_npy(dir.path().join(format!("gb{k}.npy"))).unwrap();
         // params() is sorted by name: fc.bias, fc.weight.
-        opt.step(*lr, &[gb, gw]);
+        opt.step(*lr, &[gb, gw]).unwrap();
     }
     let state: Vec<Tensor> = opt.params().into_iter().map(|t| t.copy()).collect();
     let script = format!(
@@ -66,6 +66,16 @@ fn adamw_matches_torch() {
     let ctor = "torch.optim.AdamW([{'params': [w], 'weight_decay': 0.1}, {'params': [b], 'weight_decay': 0.0}], lr=0.1, betas=(0.8, 0.99), eps=1e-6)";
     let (diff, moved) = compare(&s, ctor);
     assert!(diff < 1e-6, "AdamW differs from torch by {diff}");
+    assert!(moved > 0.1, "torch moved the parameters by {moved}");
+}
+
+/// Our AdamW calls the kernel of `AdamW(fused=True)`: the same parameters to the last bit.
+#[test]
+fn adamw_is_torchs_fused_adamw_to_the_bit() {
+    let s = spec(Kind_::Adamw, "weight_decay = 0.1\nbetas = [0.8, 0.99]\neps = 1e-6");
+    let ctor = "torch.optim.AdamW([{'params': [w], 'weight_decay': 0.1}, {'params': [b], 'weight_decay': 0.0}], lr=0.1, betas=(0.8, 0.99), eps=1e-6, fused=True)";
+    let (diff, moved) = compare(&s, ctor);
+    assert_eq!(diff, 0.0, "AdamW differs from torch's fused AdamW");
     assert!(moved > 0.1, "torch moved the parameters by {moved}");
 }
 
