@@ -22,7 +22,8 @@ pub struct Block {
 
 #[derive(Debug)]
 enum Built {
-    Conv(nn::Conv2D),
+    /// A convolution and its zero padding (stride 1).
+    Conv(nn::Conv2D, i64),
     Linear(nn::Linear),
     BatchNorm(nn::BatchNorm),
     LayerNorm(nn::LayerNorm),
@@ -115,7 +116,7 @@ impl Network for Layered {
 impl Block {
     fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
         match &self.module {
-            Built::Conv(m) => m.forward(x),
+            Built::Conv(m, padding) => convolve(m, *padding, x),
             Built::Linear(m) => m.forward(x),
             Built::BatchNorm(m) => crate::dist::sync_batch_norm::forward_t(m, x, train),
             Built::LayerNorm(m) => m.forward(x),
@@ -127,6 +128,32 @@ impl Block {
             Built::Flatten => x.flatten(1, -1),
         }
     }
+}
+
+/// A stride-1 convolution of `x` [B, C, H, W]. On the CPU its weight is laid out channels-last
+/// (NHWC in memory), which makes libtorch run it, and write its output, channels-last, and so the
+/// BatchNorm, activation and pooling that follow, up to the `flatten` (which copies back to
+/// [B, C*H*W] order): PyTorch's CPU max-pool and BatchNorm kernels are vectorised over channels
+/// only in that layout (its NCHW max-pool walks each plane element by element: a quarter of the
+/// default student's step). The values are the same; the parameter stays NCHW (its gradient comes
+/// back through the copy, a few KB).
+fn convolve(m: &nn::Conv2D, padding: i64, x: &Tensor) -> Tensor {
+    let w = match x.device() {
+        Device::Cpu => channels_last(&m.ws),
+        _ => m.ws.shallow_clone(),
+    };
+    x.conv2d(&w, m.bs.as_ref(), [1, 1], [padding, padding], [1, 1], 1)
+}
+
+/// A copy of `t` [N, C, H, W] with channels-last strides, through autograd. Unlike
+/// `contiguous(channels_last)`, this also restrides a one-channel weight, whose NCHW strides
+/// libtorch counts as channels-last yet whose convolution it then runs NCHW.
+fn channels_last(t: &Tensor) -> Tensor {
+    let [_, c, _, w] = t.size()[..] else { return t.shallow_clone() };
+    let size = t.size();
+    let mut out = Tensor::empty_strided(&size, [size[2] * w * c, 1, w * c, c], (t.kind(), t.device()));
+    let _ = out.copy_(t);
+    out
 }
 
 /// The element-wise non-linearity, with PyTorch's defaults (exact GELU, LeakyReLU slope 0.01).
@@ -146,7 +173,7 @@ fn build(root: &nn::Path, layer: Layer) -> Result<Block> {
     let module = match layer.op {
         Op::Conv2d { in_channels, out_channels, kernel, bias } => {
             let cfg = nn::ConvConfig { padding: (kernel / 2) as i64, bias, ..Default::default() };
-            Built::Conv(nn::conv2d(&p, in_channels as i64, out_channels as i64, kernel as i64, cfg))
+            Built::Conv(nn::conv2d(&p, in_channels as i64, out_channels as i64, kernel as i64, cfg), cfg.padding)
         }
         Op::Linear { in_features, out_features } => {
             Built::Linear(nn::linear(&p, in_features as i64, out_features as i64, Default::default()))
@@ -175,4 +202,35 @@ fn build(root: &nn::Path, layer: Layer) -> Result<Block> {
         }
     };
     Ok(Block { layer, module })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CPU convolution runs channels-last from a one-input-channel image onwards (its output
+    /// has NHWC strides), gives NCHW's values, and its weight's gradient stays NCHW-shaped.
+    #[test]
+    fn cpu_convolutions_run_channels_last_with_the_same_values() {
+        let _guard = crate::test_rng::lock();
+        tch::manual_seed(2);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let cfg = nn::ConvConfig { padding: 1, bias: false, ..Default::default() };
+        let (first, second) = (nn::conv2d(vs.root() / "a", 1, 4, 3, cfg), nn::conv2d(vs.root() / "b", 4, 6, 3, cfg));
+        let x = Tensor::randn([2, 1, 7, 7], (Kind::Float, Device::Cpu));
+        let h = convolve(&first, 1, &x);
+        assert_eq!(h.stride(), [196, 1, 28, 4], "NHWC strides after a 1-channel input");
+        let y = convolve(&second, 1, &h);
+        assert_eq!(y.stride(), [294, 1, 42, 6]);
+        let reference = second.forward(&first.forward(&x));
+        assert_eq!(reference.stride(), [294, 49, 7, 1], "tch's own convolution runs NCHW");
+        let diff = (&y - &reference).abs().max().double_value(&[]);
+        assert!(diff < 1e-5, "channels-last differs from NCHW by {diff}");
+        let grads = Tensor::run_backward(&[y.sum(Kind::Float)], &[&first.ws, &second.ws], false, false);
+        let want = Tensor::run_backward(&[reference.sum(Kind::Float)], &[&first.ws, &second.ws], false, false);
+        for (g, w) in grads.iter().zip(&want) {
+            assert_eq!(g.size(), w.size());
+            assert!((g - w).abs().max().double_value(&[]) < 1e-4);
+        }
+    }
 }

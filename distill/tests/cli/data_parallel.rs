@@ -196,8 +196,12 @@ fn sync_batch_norm_ranks_train_as_one_process_of_the_global_batch() {
     // SGD, not AdamW: the bias of the Linear before a BatchNorm has a zero gradient up to
     // rounding, which Adam's normalisation turns into whole steps, so under AdamW two ways of
     // summing the same batch drift apart on those biases (README, "Multi-GPU and multi-node").
-    // Every seed, not one lucky one.
+    // Every seed, not one lucky one. Two epochs (90 steps): the CPU convolution runs
+    // channels-last, whose BatchNorm kernel sums a batch in another order than the synchronised
+    // statistics; the runs agree to 1e-7 for ~100 steps, then a rounding-level flip (a tied
+    // max-pool or a ReLU at 0) moves the later losses apart by 1e-5.
     let case = Case::edited("family = \"mlp\"", "family = \"cnn\"\nchannels = [8]\nnorm = \"batch\"");
+    case.edit_config("epochs = 3", "epochs = 2");
     case.edit_config("batch_size = 32", "batch_size = 16\noptimizer = \"sgd\"\nlr = 0.05");
     case.edit_config("lr = 0.01", "");
     for seed in ["0", "1"] {
