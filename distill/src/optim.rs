@@ -12,6 +12,9 @@ use tch::{Device, Kind, Tensor};
 use crate::error::Result;
 use crate::shim::{fused_adamw, AdamW};
 
+/// What one fused AdamW call shares: weight decay on or off, dtype, device.
+type Group = (bool, Kind, Device);
+
 /// One trainable parameter with its optimiser state.
 #[derive(Debug)]
 struct Slot {
@@ -114,7 +117,7 @@ impl Optimizer {
         match self.kind {
             Kind_::Adamw => {
                 let h = AdamW { lr, betas: self.betas, eps: self.eps, weight_decay: 0.0 };
-                let mut groups: Vec<((bool, Kind, Device), Vec<(&Slot, &Tensor)>)> = Vec::new();
+                let mut groups: Vec<(Group, Vec<(&Slot, &Tensor)>)> = Vec::new();
                 for (slot, g) in live {
                     // laid out as the parameter (a gradient may come transposed)
                     let zeros = || slot.param.zeros_like();

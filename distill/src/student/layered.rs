@@ -152,7 +152,7 @@ fn channels_last(t: &Tensor) -> Tensor {
     let [_, c, _, w] = t.size()[..] else { return t.shallow_clone() };
     let size = t.size();
     let mut out = Tensor::empty_strided(&size, [size[2] * w * c, 1, w * c, c], (t.kind(), t.device()));
-    let _ = out.copy_(t);
+    out.copy_(t);
     out
 }
 
