@@ -5,8 +5,9 @@ distill run; prints one JSON line.
 
     latency.py --student CFG --run RUN_DIR [--threads 2] [--reps-1 200] [--reps-256 20]
 
-Both models get the same random normalised input batch ([B, *input_shape], fp32, seed 0), in
-eval mode under `torch.inference_mode`; each timing is the median of its calls after 10 warm-up
+Both models get the same random normalised input batch ([B, *input_shape], fp32, seed 0; for a
+transformer student, as distill times it, the first test sentence alone and the first 256 padded
+to their longest, with `kd_eager_text.py`'s eager module), in eval mode under `torch.inference_mode`; each timing is the median of its calls after 10 warm-up
 calls (distill's own report, `student.latency`, times its in-process model the same way with 5
 warm-ups). The two models' outputs on the batch-256 input are compared (max absolute
 difference), so the figures are of one network.
@@ -26,13 +27,14 @@ from kd_eager import build_student, read_safetensors  # noqa: E402
 
 
 def median_ms(model, x, reps, warmup=10):
+    """Median milliseconds of `model(*x)` over `reps` calls after `warmup`."""
     with torch.inference_mode():
         for _ in range(warmup):
-            model(x)
+            model(*x)
         times = []
         for _ in range(reps):
             t = time.perf_counter()
-            model(x)
+            model(*x)
             times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
 
@@ -49,16 +51,31 @@ def main():
     with open(a.student, "rb") as f:
         cfg = tomllib.load(f)
     jit = torch.jit.load(os.path.join(a.run, "student.pt")).eval()
-    eager = build_student(cfg["student"], cfg["data"]).eval()
-    missing, unexpected = eager.load_state_dict(read_safetensors(os.path.join(a.run, "student.safetensors")), strict=False)
-    missing = [k for k in missing if not k.endswith("num_batches_tracked")]
-    if missing or unexpected:
-        sys.exit(f"latency.py: {a.run}/student.safetensors does not fit {a.student}: missing {missing}, unexpected {unexpected}")
+    state = read_safetensors(os.path.join(a.run, "student.safetensors"))
     shape = list(cfg["data"]["input_shape"])
     gen = torch.Generator().manual_seed(0)
-    x1, x256 = torch.randn([1] + shape, generator=gen), torch.randn([256] + shape, generator=gen)
+    if cfg["student"].get("family") == "transformer":
+        from kd_eager_text import Encoder, distill_names, encode_all, padded, read_sentences, tokenizer_of
+
+        t = cfg["student"]["transformer"]
+        eager = Encoder(t, int(cfg["data"]["classes"])).eval()
+        with torch.no_grad():
+            for name, param in distill_names(eager).items():
+                param.copy_(state[name])
+        base = os.path.dirname(os.path.abspath(a.student))
+        tok = tokenizer_of(os.path.join(base, cfg["data"]["tokenizer"]), shape[0])
+        ids = encode_all(tok, read_sentences(os.path.join(base, cfg["data"]["test"]))[:256])
+        pad_id = tok.token_to_id("[PAD]") or 0
+        x1, x256 = padded(ids, [0], pad_id), padded(ids, list(range(len(ids))), pad_id)
+    else:
+        eager = build_student(cfg["student"], cfg["data"]).eval()
+        missing, unexpected = eager.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.endswith("num_batches_tracked")]
+        if missing or unexpected:
+            sys.exit(f"latency.py: {a.run}/student.safetensors does not fit {a.student}: missing {missing}, unexpected {unexpected}")
+        x1, x256 = (torch.randn([1] + shape, generator=gen),), (torch.randn([256] + shape, generator=gen),)
     with torch.inference_mode():
-        diff = float((jit(x256) - eager(x256)).abs().max())
+        diff = float((jit(*x256) - eager(*x256)).abs().max())
     out = {
         "jit_batch_1_ms": median_ms(jit, x1, a.reps_1),
         "eager_batch_1_ms": median_ms(eager, x1, a.reps_1),
