@@ -179,6 +179,25 @@ def lr_at(step, lr, min_lr, warmup, total):
     return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+class LossLog:
+    """The losses both sides of the benchmark compare: the first step's and the mean of the first
+    `window` steps (distill's first metrics line). A non-finite loss stops the run."""
+
+    def __init__(self, window):
+        self.window, self.values, self.first, self.first_window = window, [], None, None
+
+    def record(self, value, step):
+        """`value`, the loss of step `step` (1-based)."""
+        if not math.isfinite(value):
+            raise SystemExit(f"loss {value} at step {step}")
+        if self.first is None:
+            self.first = value
+        if len(self.values) < self.window:
+            self.values.append(value)
+            if len(self.values) == self.window:
+                self.first_window = sum(self.values) / self.window
+
+
 def kd_loss(student_logits, teacher_logits, y, temperature, alpha):
     s = student_logits.float()
     ce = F.cross_entropy(s, y)
@@ -285,7 +304,7 @@ def main():
     autocast = precision == "bf16"
 
     step, train_seconds, samples = 0, 0.0, 0
-    first_loss, window, first_window = None, [], None
+    log = LossLog(min(log_every, total))
     test_accuracy = agreement = float("nan")
     train_start = time.perf_counter()
     stop = args.steps or total
@@ -311,17 +330,11 @@ def main():
             value = loss.item()
             correct += (out.argmax(-1) == y).sum().item()
             train_seconds += time.perf_counter() - t0
-            if not math.isfinite(value):
-                raise SystemExit(f"loss {value} at step {step + 1}")
+            log.record(value, step + 1)
             samples += len(idx)
             seen += len(idx)
             loss_sum += value * len(idx)
             step += 1
-            if first_loss is None:
-                first_loss = value
-            window.append(value)
-            if first_window is None and len(window) == min(log_every, total):
-                first_window = sum(window) / len(window)
         model.eval()
         preds = predict(model, x_test, norm, eval_batch).argmax(-1)
         test_accuracy = (preds == y_test).float().mean().item()
@@ -355,8 +368,8 @@ def main():
                 "samples_per_s": samples / max(train_seconds, 1e-9),
                 "train_seconds": train_seconds,
                 "loop_seconds": loop_seconds,
-                "first_loss": first_loss,
-                "first_window_loss": first_window,
+                "first_loss": log.first,
+                "first_window_loss": log.first_window,
                 "log_every": log_every,
                 "test_accuracy": test_accuracy,
                 "agreement": agreement,

@@ -50,7 +50,7 @@ from torch import nn
 
 START = time.perf_counter()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kd_eager import lr_at, read_safetensors, write_safetensors  # noqa: E402
+from kd_eager import LossLog, lr_at, read_safetensors, write_safetensors  # noqa: E402
 
 
 def read_sentences(path):
@@ -269,7 +269,7 @@ def main():
     autocast = precision == "bf16"
 
     step, train_seconds, samples = 0, 0.0, 0
-    first_loss, window, first_window, agreement = None, [], None, float("nan")
+    log, agreement = LossLog(min(log_every, total)), float("nan")
     train_start = time.perf_counter()
     for epoch in range(epochs):
         model.train()
@@ -291,17 +291,11 @@ def main():
             opt.step()
             value = loss.item()
             train_seconds += time.perf_counter() - t0
-            if not math.isfinite(value):
-                raise SystemExit(f"loss {value} at step {step + 1}")
+            log.record(value, step + 1)
             samples += len(rows)
             seen += len(rows)
             loss_sum += value * len(rows)
             step += 1
-            if first_loss is None:
-                first_loss = value
-            window.append(value)
-            if first_window is None and len(window) == min(log_every, total):
-                first_window = sum(window) / len(window)
         model.eval()
         agreement = (embed(model, ids_test, pad_id, eval_batch) * teacher_test).sum(1).mean().item()
         print(
@@ -329,8 +323,8 @@ def main():
         "samples_per_s": samples / max(train_seconds, 1e-9),
         "train_seconds": train_seconds,
         "loop_seconds": loop_seconds,
-        "first_loss": first_loss,
-        "first_window_loss": first_window,
+        "first_loss": log.first,
+        "first_window_loss": log.first_window,
         "log_every": log_every,
         "test_accuracy": agreement,
         "agreement": agreement,
