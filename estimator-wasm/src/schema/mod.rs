@@ -6,7 +6,8 @@
 //! means ([`dtype`]: [`Recipe`], the one definition the trainer and the estimator share), and
 //! what the trainer can train of a cfg ([`trainable`]).
 //! [`student_spec`] holds the `[student]` types, [`errors`] the errors; `tables` reads its
-//! structs from TOML tables only, `number_or_name` the values that are a number or a name.
+//! structs from TOML tables only, `number_or_name` the values that are a number or a name,
+//! `reader` deserialises them all through one deserializer.
 //!
 //! A leaf: nothing here imports the memory model or the explorer, so the trainer can depend on
 //! the schema alone.
@@ -19,6 +20,7 @@ pub mod layer_ops;
 pub mod limits;
 pub mod names;
 mod number_or_name;
+mod reader;
 pub mod spec;
 pub mod student_spec;
 mod tables;

@@ -149,7 +149,8 @@ fn minilm(data: &DataSpec) -> Result<Vec<Layer>, SpecError> {
     let text = "family = \"transformer\"\nactivation = \"gelu\"\n[transformer]\nvocab = 30522\nlayers = 6\n\
         d_model = 384\nheads = 12\nmlp_width = 1536\nmax_positions = 512\ntoken_types = 2\n\
         norm_position = \"post\"\nnorm_eps = 1e-12\nhead = \"embedding\"\nnormalize = true\n";
-    let spec: StudentSpec = basic_toml::from_str(text).expect("the MiniLM description parses");
+    let spec: StudentSpec =
+        crate::schema::toml_text::parse(text).unwrap_or_else(|e| panic!("the MiniLM description parses: {e}"));
     arch::layers(&spec, data)
 }
 

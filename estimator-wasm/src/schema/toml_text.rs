@@ -3,6 +3,7 @@
 use serde::de::DeserializeOwned;
 
 use crate::schema::errors::SpecError;
+use crate::schema::reader::Failure;
 use crate::schema::spec::{Config, TrainSpec};
 
 /// Arrays and inline tables nested deeper than this are refused before parsing: basic-toml
@@ -18,7 +19,11 @@ pub const MAX_NESTING: usize = 32;
 pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, SpecError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     check_nesting(text)?;
-    basic_toml::from_str(text).map_err(|e| parse_error(text, &e))
+    // through one deserializer of this crate, with basic-toml's errors (`crate::schema::reader`)
+    crate::schema::reader::read(text).map_err(|failure| match failure {
+        Failure::Toml(e) => parse_error(text, &e),
+        Failure::Unplaced(reason) => SpecError::Parse { place: None, reason },
+    })
 }
 
 /// Refuses brackets and braces (outside strings and comments) nested deeper than
