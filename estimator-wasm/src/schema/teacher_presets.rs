@@ -149,8 +149,11 @@ fn minilm(data: &DataSpec) -> Result<Vec<Layer>, SpecError> {
     let text = "family = \"transformer\"\nactivation = \"gelu\"\n[transformer]\nvocab = 30522\nlayers = 6\n\
         d_model = 384\nheads = 12\nmlp_width = 1536\nmax_positions = 512\ntoken_types = 2\n\
         norm_position = \"post\"\nnorm_eps = 1e-12\nhead = \"embedding\"\nnormalize = true\n";
-    let spec: StudentSpec =
-        crate::schema::toml_text::parse(text).unwrap_or_else(|e| panic!("the MiniLM description parses: {e}"));
+    // read as toml_text::parse reads a cfg (one deserializer: no second copy of the visitors)
+    let spec: StudentSpec = match crate::schema::reader::read(text) {
+        Ok(spec) => spec,
+        Err(_) => panic!("the MiniLM description parses"),
+    };
     arch::layers(&spec, data)
 }
 
