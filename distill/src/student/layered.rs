@@ -277,7 +277,7 @@ mod tests {
         assert_eq!(y.stride(), [100, 1, 20, 4], "channels-last out");
         let reference = crate::dist::sync_batch_norm::forward_t(&bn, &x, true);
         assert!((&y - &reference).abs().max().double_value(&[]) < 1e-5);
-        // training-mode output has zero mean and unit (biased) variance per channel
+        // training-mode output has zero mean per channel
         let mean = y.mean_dim([0i64, 2, 3].as_slice(), false, Kind::Float).abs().max().double_value(&[]);
         assert!(mean < 1e-5, "{mean}");
         let w = Tensor::randn([3, 4, 5, 5], (Kind::Float, Device::Cpu));
