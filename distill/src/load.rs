@@ -12,7 +12,7 @@ use crate::data::{Dataset, TextLayout, TextTokenizer};
 use crate::error::Result;
 use crate::memory_plan::LoadedSizes;
 use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
-use crate::student::{StudentInit, TeacherInit};
+use crate::student::{StudentInit, TeacherInit, TeacherWeights};
 use crate::students::{build_student_from, teacher_weights};
 use crate::teacher::Teacher;
 
@@ -22,7 +22,7 @@ pub struct Loaded {
     pub test: Dataset,
     pub teacher: Teacher,
     /// The teacher's fp32 parameters on the CPU, for `student.init_from_teacher`.
-    pub teacher_weights: Option<Vec<(String, Tensor)>>,
+    pub teacher_weights: Option<TeacherWeights>,
     /// What a fresh student takes from the teacher (`None` without `init_from_teacher`).
     pub teacher_init: Option<TeacherInit>,
 }
@@ -73,8 +73,8 @@ impl Loaded {
         check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, expected)?;
         teacher.check_finite(&probe_logits, &probe, &train)?;
         check_eval_mode(&teacher, &probe.input, &probe_logits)?;
-        let teacher_weights = teacher_weights(spec, &teacher)?;
-        let init = StudentInit { teacher: teacher_weights.as_deref(), file: cfg.init.as_deref() };
+        let teacher_weights = teacher_weights(spec, &teacher, &train, device)?;
+        let init = StudentInit { teacher: teacher_weights.as_ref(), file: cfg.init.as_deref() };
         let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;
         check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;
         Ok(Loaded { train, test, teacher, teacher_weights, teacher_init })

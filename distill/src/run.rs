@@ -300,7 +300,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     if let Some(init) = &loaded.teacher_init {
         progress.line(init.summary());
     }
-    let data = Data { train: &loaded.train, test: &loaded.test, teacher_weights: loaded.teacher_weights.as_deref() };
+    let data = Data { train: &loaded.train, test: &loaded.test, teacher_weights: loaded.teacher_weights.as_ref() };
     match students.distil(&mut loaded.teacher, &data) {
         Ok(distilled) => {
             // every fact of the report is known now: it is built once, here

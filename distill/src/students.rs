@@ -26,7 +26,7 @@ use crate::metrics::MetricsLog;
 use crate::preflight::chance_warning;
 use crate::progress::Progress;
 use crate::report::{Distilled, StudentReport, TeacherReport, TrainOutputs};
-use crate::student::{init_from_teacher, Student, StudentInit, TeacherInit};
+use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
 use crate::teacher::Teacher;
 use crate::teacher_cache::{self, CacheKey, Keyless};
 use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
@@ -36,7 +36,7 @@ pub struct Data<'a> {
     pub train: &'a Dataset,
     pub test: &'a Dataset,
     /// [`teacher_weights`], for `student.init_from_teacher`.
-    pub teacher_weights: Option<&'a [(String, Tensor)]>,
+    pub teacher_weights: Option<&'a TeacherWeights>,
 }
 
 /// The students of a run: the KD student, and with `--baseline` the alpha = 0 one.
@@ -384,16 +384,28 @@ fn check_stop_after(stop_after: Option<u64>, step: u64, name: &str) -> Result<()
     }
 }
 
-/// The teacher's parameters for `student.init_from_teacher` (fp32 on the CPU, whatever
-/// `teacher.precision` is), or `None` when `spec` does not ask for them.
+/// What `student.init_from_teacher` takes: the teacher's parameters (fp32 on the CPU, whatever
+/// `teacher.precision` is) and, for a factorised head (`head_rank`), the first training inputs
+/// of `train` (on `device`) to fit it on; `None` when `spec` does not ask for them.
 ///
 /// # Errors
 /// [`DistillError::Teacher`] when the teacher cannot be loaded again in fp32.
-pub fn teacher_weights(spec: &Config, teacher: &Teacher) -> Result<Option<Vec<(String, Tensor)>>> {
+pub fn teacher_weights(
+    spec: &Config,
+    teacher: &Teacher,
+    train: &Dataset,
+    device: Device,
+) -> Result<Option<TeacherWeights>> {
     if spec.student.init_from_teacher.is_empty() {
         return Ok(None);
     }
-    Ok(Some(teacher.in_fp32(Device::Cpu)?.named_parameters()?))
+    let params = teacher.in_fp32(Device::Cpu)?.named_parameters()?;
+    let factorised = spec.student.transformer.as_ref().is_some_and(|t| t.head_rank.is_some());
+    let sample = factorised.then(|| {
+        let rows = (train.len() as i64).min(head_fit::HEAD_FIT_WINDOWS);
+        train.batch(&Tensor::arange(rows, (tch::Kind::Int64, device))).input
+    });
+    Ok(Some(TeacherWeights { params, sample }))
 }
 
 /// Seeds libtorch, builds the student of `spec` (read from `cfg_path`) and applies `init`: the
@@ -412,7 +424,7 @@ pub fn build_student_from(
     let mut vs = VarStore::new(device);
     let student = Student::new(&vs.root(), spec)?;
     let from_teacher = match init.teacher {
-        Some(weights) => Some(init_from_teacher(&vs, spec, weights)?),
+        Some(weights) => Some(start_from_teacher(&vs, &student, spec, weights)?),
         None => None,
     };
     if let Some(path) = init.file {
@@ -424,6 +436,26 @@ pub fn build_student_from(
         })?;
     }
     Ok((vs, student, from_teacher))
+}
+
+/// Copies the teacher's weights into the student, then fits a factorised head to the teacher's.
+fn start_from_teacher(
+    vs: &VarStore,
+    student: &Student,
+    spec: &Config,
+    weights: &TeacherWeights,
+) -> Result<TeacherInit> {
+    let mut init = init_from_teacher(vs, spec, &weights.params)?;
+    if let Some(sample) = &weights.sample {
+        let head = llama_init::teacher_head(&weights.params, &init.prefix).ok_or_else(|| {
+            DistillError::Usage(
+                "student.transformer.head_rank is fitted to a Llama teacher's head: this teacher has none; remove head_rank".into(),
+            )
+        })?;
+        init.head_fit = Some(head_fit::fit_head(student, vs, head, sample)?);
+        init.kept.retain(|name| !name.starts_with("head."));
+    }
+    Ok(init)
 }
 
 /// [`build_student_from`] with `student.init` alone (`init`, resolved), for students that take

@@ -50,7 +50,7 @@ pub struct TrainInputs<'a> {
     /// [N_test, E]), for agreement.
     pub teacher_test_preds: Option<&'a Tensor>,
     /// The teacher's parameters a fresh student starts from (`student.init_from_teacher`).
-    pub teacher_weights: Option<&'a [(String, Tensor)]>,
+    pub teacher_weights: Option<&'a crate::student::TeacherWeights>,
     /// The data-parallel job's process group (`None`: this process trains alone).
     pub group: Option<&'a ProcessGroup>,
     /// Normalise BatchNorm over the job's global batch (`--sync-batch-norm`).

@@ -177,6 +177,19 @@ class Head(nn.Module):
         return F.linear(x, w, self.bias)
 
 
+class LowRankHead(nn.Module):
+    """head_rank: z = x down^T [.., r], logits = z up^T (+ bias)."""
+
+    def __init__(self, dim, rank, classes, bias):
+        super().__init__()
+        self.down = nn.Linear(dim, rank, bias=False)
+        self.up = nn.Linear(rank, classes, bias=False)
+        self.bias = nn.Parameter(torch.zeros(classes)) if bias else None
+
+    def forward(self, x):
+        return F.linear(self.down(x), self.up.weight, self.bias)
+
+
 def layers_of(cfg):
     """[(id, module)] as arch::layers builds them, and the input shape per sample."""
     data, st = cfg["data"], cfg["student"]
@@ -214,7 +227,10 @@ def layers_of(cfg):
         pool = Fn(mean_pool) if t.get("pooling", "mean") == "mean" else Fn(lambda x: x[:, 0])
         if head == "lm":
             tied = t.get("tie_embeddings", False)
-            out.append(("head", Head(d, classes, bias and not tied, emb.tokens if tied else None)))
+            if "head_rank" in t:
+                out.append(("head", LowRankHead(d, t["head_rank"], classes, bias)))
+            else:
+                out.append(("head", Head(d, classes, bias and not tied, emb.tokens if tied else None)))
         elif head == "classifier":
             out.append(("pool", pool))
             out.append(("head", Head(d, classes, True, None)))

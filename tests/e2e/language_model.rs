@@ -7,7 +7,7 @@ use std::path::Path;
 
 use distill::data::ModelInput;
 use distill::progress::Verbosity;
-use distill::student::StudentInit;
+use distill::student::{StudentInit, TeacherWeights};
 use distill::teacher::Teacher;
 use e2e::{fixture, lm_config, metrics_lines, python, run_stopped, serial, train};
 use estimator_wasm::schema::Precision;
@@ -53,7 +53,7 @@ fn a_student_copied_whole_from_the_llama_teacher_computes_its_logits() {
         let sum = want.get(i as i64).narrow(0, 0, *len).sum(Kind::Double).double_value(&[]);
         assert!((sum - sums[i]).abs() < 1e-3 * (1.0 + sums[i].abs()), "line {i}: sum {sum} against {}", sums[i]);
     }
-    let weights = teacher.named_parameters().unwrap();
+    let weights = TeacherWeights { params: teacher.named_parameters().unwrap(), sample: None };
     for kernel in ["flash", "math"] {
         let dir = tempfile::tempdir().unwrap();
         let cfg = lm_config(
@@ -192,8 +192,8 @@ fn an_interrupted_language_model_run_resumes_bit_for_bit() {
 #[test]
 fn a_llama_teacher_initialises_narrower_students_and_refuses_others() {
     let teacher = Teacher::load(&fixture("lm/lm-teacher.pt"), None, Precision::Fp32, Device::Cpu).unwrap();
-    let weights = teacher.named_parameters().unwrap();
-    let by_name = |n: &str| weights.iter().find(|(name, _)| name == n).unwrap().1.shallow_clone();
+    let weights = TeacherWeights { params: teacher.named_parameters().unwrap(), sample: None };
+    let by_name = |n: &str| weights.params.iter().find(|(name, _)| name == n).unwrap().1.shallow_clone();
     let build = |edits: &[(&str, &str)]| {
         let dir = tempfile::tempdir().unwrap();
         let cfg = lm_config(dir.path(), edits);

@@ -5,6 +5,7 @@ mod compression;
 mod determinism;
 mod embeddings;
 mod export;
+mod head_rank;
 mod language_model;
 mod optimizer;
 mod stability;

@@ -11,7 +11,7 @@ use tch::Tensor;
 use crate::error::{DistillError, Result};
 
 /// What [`super::init_from_teacher`] copied, for the run's report.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TeacherInit {
     /// The prefix before the teacher's `embeddings.` names (`""` for a bare `BertModel`).
     pub prefix: String,
@@ -28,6 +28,8 @@ pub struct TeacherInit {
     /// `(kept, of)`: feed-forward neurons per copied layer when the student's are fewer than
     /// the teacher's (`None` when all are copied).
     pub mlp_neurons: Option<(i64, i64)>,
+    /// The factorised head fitted to the teacher's (`student.transformer.head_rank`).
+    pub head_fit: Option<super::head_fit::HeadFit>,
 }
 
 impl TeacherInit {
@@ -40,8 +42,17 @@ impl TeacherInit {
             Some((kept, of)) => format!("; feed-forward neurons: the strongest {kept} of {of} per layer"),
             None => String::new(),
         };
+        let head = match &self.head_fit {
+            Some(fit) => format!(
+                "; head: rank {} fitted on {} tokens, keeping {:.1}% of the energy of the teacher head's centred logits",
+                fit.rank,
+                fit.tokens,
+                100.0 * fit.kept
+            ),
+            None => String::new(),
+        };
         format!(
-            "student: initialised from the teacher ({} tensors, {} values): embeddings and layers {} of its {}{neurons}{kept}",
+            "student: initialised from the teacher ({} tensors, {} values): embeddings and layers {} of its {}{neurons}{head}{kept}",
             self.tensors,
             self.elements,
             layers.join(" "),

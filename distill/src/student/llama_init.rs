@@ -8,7 +8,8 @@
 //! `lm_head.weight`. They map onto the student's names (`layer_ops.rs`): `embed.tokens`, per
 //! student layer `blk{i}_attn.norm`, `.qkv` (q | k | v rows), `.proj`, `blk{i}_mlp.norm`, `.fc1`
 //! (gate | up rows), `.fc2`, then `final_norm`, and an untied student `head` from `lm_head`
-//! (or, for a tied teacher, the embedding).
+//! (or, for a tied teacher, the embedding); a factorised student head (`head_rank`) is fitted to
+//! that by [`super::head_fit`] instead.
 //!
 //! A narrower student feed-forward (`mlp_width` F' < F) takes, in each copied layer, the F'
 //! neurons with the largest `|[gate_n, up_n]| * |down[:, n]|` (the L2 norms of what the neuron
@@ -88,16 +89,32 @@ pub fn init_from_llama(
         plan.push((format!("{mlp}.fc2.weight"), vec![src("mlp.down_proj")], fc2));
     }
     plan.push(("final_norm.weight".into(), vec![name("norm.weight")], Take::All));
-    if !t.tie_embeddings {
-        let head = if by_name.contains_key(name("lm_head.weight").as_str()) { "lm_head.weight" } else { EMBED };
-        plan.push(("head.weight".into(), vec![name(head)], Take::All));
+    if !t.tie_embeddings && t.head_rank.is_none() {
+        plan.push(("head.weight".into(), vec![teacher_head_name(&by_name, &prefix)], Take::All));
     }
     let names = format!(
         "Hugging Face LlamaModel names: {prefix}{EMBED}, {prefix}layers.N.{{input_layernorm,self_attn.{{q,k,v,o}}_proj,\
          post_attention_layernorm,mlp.{{gate,up,down}}_proj}}.weight, {prefix}norm.weight"
     );
     let (tensors, elements, kept) = apply_plan(vs, &by_name, &plan, &names)?;
-    Ok(TeacherInit { prefix, teacher_layers, layer_map, tensors, elements, kept, mlp_neurons })
+    Ok(TeacherInit { prefix, teacher_layers, layer_map, tensors, elements, kept, mlp_neurons, head_fit: None })
+}
+
+/// The teacher's output head [vocab, d]: `lm_head.weight`, or for a tied teacher the embedding.
+/// A factorised student head (`head_rank`) is fitted to it ([`super::head_fit`]).
+pub fn teacher_head<'a>(teacher: &'a [(String, Tensor)], prefix: &str) -> Option<&'a Tensor> {
+    let by_name: HashMap<&str, &Tensor> = teacher.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let name = teacher_head_name(&by_name, prefix);
+    teacher.iter().find(|(n, _)| *n == name).map(|(_, t)| t)
+}
+
+fn teacher_head_name(by_name: &HashMap<&str, &Tensor>, prefix: &str) -> String {
+    let head = format!("{prefix}lm_head.weight");
+    if by_name.contains_key(head.as_str()) {
+        head
+    } else {
+        format!("{prefix}{EMBED}")
+    }
 }
 
 /// Refuses a student whose keys and values are not as wide as the teacher's `k_proj` [rows, d]

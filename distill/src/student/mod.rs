@@ -5,7 +5,8 @@
 //! * [`layered`]: `family = "mlp" | "cnn"`, one block per layer of `estimator_wasm::schema::arch`.
 //! * [`transformer`]: `family = "transformer"`, likewise, from its parts: [`embedding`],
 //!   [`attention`], [`feed_forward`], [`norm`], [`linear`].
-//! * [`teacher_init`]: a transformer student's weights copied from a BERT teacher (DistilBERT).
+//! * [`teacher_init`]: a transformer student's weights copied from a BERT teacher (DistilBERT),
+//!   or a Llama one ([`llama_init`]); [`head_fit`]: a factorised LM head fitted to the teacher's.
 //!
 //! A network is a sequence of blocks, the unit of gradient checkpointing (`step.rs`): block 0
 //! takes the model input ([`ModelInput`]: normalised images or vectors [B, ...input_shape]; token
@@ -26,6 +27,7 @@ use crate::error::Result;
 pub mod attention;
 pub mod embedding;
 pub mod feed_forward;
+pub mod head_fit;
 pub mod init_plan;
 pub mod layered;
 pub mod linear;
@@ -61,10 +63,19 @@ pub fn trainable(vs: &VarStore) -> Vec<(String, Tensor)> {
 /// file (`student.init`, resolved).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StudentInit<'a> {
-    /// The teacher's parameters by their TorchScript names, fp32 on the CPU
-    /// (`crate::students::teacher_weights`); `None` without `student.init_from_teacher`.
-    pub teacher: Option<&'a [(String, Tensor)]>,
+    /// `crate::students::teacher_weights`; `None` without `student.init_from_teacher`.
+    pub teacher: Option<&'a TeacherWeights>,
     pub file: Option<&'a Path>,
+}
+
+/// What a fresh student takes from the teacher (`student.init_from_teacher`).
+#[derive(Debug)]
+pub struct TeacherWeights {
+    /// The teacher's parameters by their TorchScript names, fp32 on the CPU.
+    pub params: Vec<(String, Tensor)>,
+    /// The first [`head_fit::HEAD_FIT_WINDOWS`] training inputs, on which a factorised head
+    /// (`student.transformer.head_rank`) is fitted ([`head_fit`]); `None` without one.
+    pub sample: Option<ModelInput>,
 }
 
 /// The student of a run, of the kind its `student.family` names.

@@ -120,7 +120,7 @@ pub fn init_from_teacher(vs: &VarStore, spec: &Config, teacher: &[(String, Tenso
          attention.output.{{dense,LayerNorm}},intermediate.dense,output.{{dense,LayerNorm}}}}.*"
     );
     let (tensors, elements, kept) = apply_plan(vs, &by_name, &plan, &names)?;
-    Ok(TeacherInit { prefix, teacher_layers, layer_map, tensors, elements, kept, mlp_neurons })
+    Ok(TeacherInit { prefix, teacher_layers, layer_map, tensors, elements, kept, mlp_neurons, head_fit: None })
 }
 
 /// The student's transformer table, refused unless it is BERT's kind of layer.

@@ -73,6 +73,7 @@ fn copies_embeddings_and_the_chosen_teacher_layers() {
         elements: (58 * 8 + 16 + 2 * per_layer) as u64,
         kept: vec!["head.bias".into(), "head.weight".into()],
         mlp_neurons: None,
+        head_fit: None,
     };
     assert_eq!(got, want);
     let vars = vs.variables();

@@ -7,7 +7,8 @@
 //! post- or pre-norm blocks ([`super::attention`], [`super::feed_forward`]), mean pooling over
 //! the attention mask (sentence-transformers) or the first token (`[CLS]`), an optional
 //! projection `head`, and L2 normalisation. A `head = "lm"` gives logits [B, S, vocab] per token
-//! (its weight the token embedding when `tie_embeddings`); `"classifier"` logits [B, classes].
+//! (its weight the token embedding when `tie_embeddings`, or two factors `head.down` [r, d] and
+//! `head.up` [vocab, r] with `head_rank = r`); `"classifier"` logits [B, classes].
 //!
 //! Block 0 takes token ids int64 [B, S]; every other block a float [B, S, d] (or, after `pool`,
 //! [B, d]); the attention mask int [B, S] reaches every block. Every op is shape-agnostic, so
@@ -47,6 +48,11 @@ enum Block {
     MeanPool,
     ClsPool,
     Head(Linear),
+    /// `student.transformer.head_rank`: `up(down(h))`, [B, S, d] to [B, S, r] to [B, S, vocab].
+    LowRankHead {
+        down: Linear,
+        up: Linear,
+    },
     Normalize,
 }
 
@@ -88,10 +94,17 @@ impl Transformer {
                 Op::Linear { in_features, out_features } => {
                     Block::Head(Linear::new(&p, in_features as i64, out_features as i64, true))
                 }
-                Op::LmHead { in_features, out_features, bias, tied: false } => {
+                Op::LmHead { in_features, out_features, bias, rank: Some(rank), .. } => {
+                    let (d, v, r) = (in_features as i64, out_features as i64, rank as i64);
+                    let down = Linear::new(&(&p / "down"), d, r, false);
+                    let up = Linear::new(&(&p / "up"), r, v, false);
+                    let bias = bias.then(|| p.zeros("bias", &[v]));
+                    Block::LowRankHead { down, up: Linear { bias, ..up } }
+                }
+                Op::LmHead { in_features, out_features, bias, tied: false, rank: None } => {
                     Block::Head(Linear::new(&p, in_features as i64, out_features as i64, bias))
                 }
-                Op::LmHead { out_features, bias, tied: true, .. } => {
+                Op::LmHead { out_features, bias, tied: true, rank: None, .. } => {
                     let weight = tokens.as_ref().map(Tensor::shallow_clone).ok_or_else(|| {
                         DistillError::Usage("student.transformer.tie_embeddings needs the token embedding".into())
                     })?;
@@ -163,6 +176,7 @@ impl Block {
             Block::MeanPool => mean_pool(h, mask),
             Block::ClsPool => h.select(1, 0),
             Block::Head(l) => l.forward(h),
+            Block::LowRankHead { down, up } => up.forward(&down.forward(h)),
             Block::Normalize => l2_normalize(h),
         }
     }

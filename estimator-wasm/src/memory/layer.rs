@@ -67,7 +67,30 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
             };
             linear(&mut b, &x, n_view, n_out, &w)?;
         }
-        Op::LmHead { in_features, out_features, bias, tied } => {
+        Op::LmHead { in_features, out_features, bias, rank: Some(rank), .. } => {
+            // a factorised head, two matmuls: z = x down^T [.., rank], then logits = z up^T;
+            // each saves its input (z a fresh tensor of this layer). Never tensor-parallel
+            // (validation refuses head_rank with estimate.tensor_parallel > 1).
+            let z_elems = mul(n_view / in_features.max(1), rank)?;
+            let down = Weights {
+                weight: Some("down.weight"),
+                weight_elems: mul(in_features, rank)?,
+                bias: None,
+                parallel: Parallel::Column,
+                weight_saved: x.requires_grad,
+            };
+            linear(&mut b, &x, n_view, z_elems, &down)?;
+            let z = b.p.output;
+            let up = Weights {
+                weight: Some("up.weight"),
+                weight_elems: mul(rank, out_features)?,
+                bias: bias.then_some(("bias", out_features)),
+                parallel: Parallel::Column,
+                weight_saved: true,
+            };
+            linear(&mut b, &z, z_elems, n_out, &up)?;
+        }
+        Op::LmHead { in_features, out_features, bias, tied, rank: None } => {
             // vocab-parallel head: each GPU holds out_features / t logits
             let w = Weights {
                 weight: (!tied).then_some("weight"),

@@ -137,12 +137,18 @@ fn transformer_layers(t: &TransformerSpec, student: &StudentSpec, data: &DataSpe
         HeadKind::Lm => {
             // a bias unless tied (GPT-2 ties and has none; Llama has no biases at all)
             let bias = t.bias && !t.tie_embeddings;
-            let head = Op::LmHead { in_features: h, out_features: data.classes, bias, tied: t.tie_embeddings };
+            let head = Op::LmHead {
+                in_features: h,
+                out_features: data.classes,
+                bias,
+                tied: t.tie_embeddings,
+                rank: t.head_rank,
+            };
             b.push("head", head, vec![seq, data.classes]);
         }
         HeadKind::Classifier => {
             b.push("pool", pool, vec![h]);
-            let head = Op::LmHead { in_features: h, out_features: data.classes, bias: true, tied: false };
+            let head = Op::LmHead { in_features: h, out_features: data.classes, bias: true, tied: false, rank: None };
             b.push("head", head, vec![data.classes]);
         }
         HeadKind::Embedding => {

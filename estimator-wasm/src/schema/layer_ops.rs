@@ -78,12 +78,14 @@ pub enum Op {
     /// `x / max(||x||_2, 1e-12)` over the last dimension (`torch.nn.functional.normalize`).
     L2Normalize,
     /// A transformer's output projection `[.., in]` to `[.., out]`; `tied` reuses the token
-    /// embedding's weight (no parameters of its own).
+    /// embedding's weight (no parameters of its own); `rank` factorises it into `down.weight`
+    /// [rank, in] and `up.weight` [out, rank] (`student.transformer.head_rank`, never tied).
     LmHead {
         in_features: u64,
         out_features: u64,
         bias: bool,
         tied: bool,
+        rank: Option<u64>,
     },
 }
 
@@ -212,10 +214,15 @@ impl Op {
                 }
                 v
             }
-            Op::LmHead { in_features, out_features, bias, tied } => {
+            Op::LmHead { in_features, out_features, bias, tied, rank } => {
                 let mut v = Vec::new();
-                if !tied {
-                    v.push(("weight", vec![out_features, in_features]));
+                match rank {
+                    Some(r) => {
+                        v.push(("down.weight", vec![r, in_features]));
+                        v.push(("up.weight", vec![out_features, r]));
+                    }
+                    None if !tied => v.push(("weight", vec![out_features, in_features])),
+                    None => {}
                 }
                 if bias {
                     v.push(("bias", vec![out_features]));

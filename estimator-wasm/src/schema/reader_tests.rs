@@ -117,6 +117,7 @@ fn mutated_examples_get_basic_tomls_own_answers() {
         include_str!("../../../examples/minilm/student.toml"),
         include_str!("../../../examples/minilm/student-pruned.toml"),
         include_str!("../../../examples/smollm2/student.toml"),
+        include_str!("../../../examples/smollm2/student-fast.toml"),
     ];
     let others = ["\"x\"", "-1", "2", "1.5", "true", "[1]", "[\"a\", 2]", "{ a = 1 }", "[]"];
     let mut cases = 0;

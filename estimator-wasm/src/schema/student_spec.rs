@@ -239,6 +239,12 @@ pub struct TransformerSpec {
     /// Share the LM head's weight with the token embedding (GPT-2).
     #[serde(default)]
     pub tie_embeddings: bool,
+    /// Rank r of a factorised language-model head: `head.down` [r, d_model] then `head.up`
+    /// [vocab, r], d x r + r x vocab multiply-adds a token instead of d x vocab (a low-rank
+    /// head; the untied token embedding stays whole, its lookup costs nothing). Unset: one
+    /// [vocab, d_model] matrix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_rank: Option<u64>,
     /// Biases on the attention and feed-forward projections and on an untied head (GPT-2:
     /// yes, Llama: no).
     #[serde(default = "yes")]

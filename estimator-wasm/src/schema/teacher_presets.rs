@@ -288,6 +288,7 @@ fn lm(data: &DataSpec, m: &Lm) -> Result<Vec<Layer>, SpecError> {
             pooling: Pooling::Mean,
             normalize: false,
             tie_embeddings: tied,
+            head_rank: None,
             bias,
         }),
     };

@@ -260,6 +260,24 @@ impl TransformerSpec {
                 return invalid(&key("rope_theta"), "needs an even d_model / heads");
             }
         }
+        if let Some(rank) = self.head_rank {
+            if self.head != HeadKind::Lm {
+                return invalid(&key("head_rank"), "factorises a language-model head: set head = \"lm\" or remove it");
+            }
+            if self.tie_embeddings {
+                return invalid(
+                    &key("head_rank"),
+                    "factorises an untied head: set tie_embeddings = false (the token embedding stays whole)",
+                );
+            }
+            let most = self.d_model.min(self.vocab).saturating_sub(1);
+            if rank == 0 || rank > most {
+                return invalid(
+                    &key("head_rank"),
+                    &format!("must be 1 to {most}: below d_model ({}) and vocab ({}), or the factorised head costs more than the whole one", self.d_model, self.vocab),
+                );
+            }
+        }
         match self.head {
             HeadKind::Lm if data.classes != self.vocab => invalid(
                 "data.classes",
@@ -274,6 +292,12 @@ impl TransformerSpec {
 
     /// Tensor parallelism splits heads (and key/value heads) across `t` GPUs.
     fn validate_parallel(&self, prefix: &str, t: u64) -> Result<(), SpecError> {
+        if self.head_rank.is_some() && t > 1 {
+            return invalid(
+                "estimate.tensor_parallel",
+                &format!("{prefix}.head_rank: a factorised head is not split across GPUs; set tensor_parallel = 1"),
+            );
+        }
         if self.heads % t != 0 || self.kv_heads() % t != 0 {
             return invalid(
                 "estimate.tensor_parallel",
