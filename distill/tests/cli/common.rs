@@ -24,6 +24,19 @@ pub struct Case {
 }
 
 impl Case {
+    /// Waits until a run into `out` has logged a training step in `{out}.partial/metrics.jsonl`
+    /// (rank 0's, for a job; at most 120 s): a job's group has formed and its ranks are in the
+    /// step loop. A fixed sleep instead killed a rank before the group formed on a loaded
+    /// machine, and the other then waited out the 600 s join timeout.
+    pub fn wait_for_step(&self, out: &str) {
+        let metrics = self.path(&format!("{out}.partial/metrics.jsonl"));
+        let started = std::time::Instant::now();
+        while !std::fs::read_to_string(&metrics).is_ok_and(|t| t.contains("\"kind\":\"step\"")) {
+            assert!(started.elapsed().as_secs() < 120, "no training step in {} after 120 s", metrics.display());
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     pub fn new() -> Case {
         let dir = tempfile::tempdir().unwrap();
         for f in ["digits-train.npz", "digits-test.npz", "teacher-scripted.pt", "digits-student.toml"] {

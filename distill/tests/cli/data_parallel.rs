@@ -230,7 +230,7 @@ fn ctrl_c_on_one_rank_stops_every_rank_after_the_same_step() {
     let port = free_port();
     let zero = rank(&case, 0, 2, port, &[]);
     let one = rank(&case, 1, 2, port, &[]);
-    std::thread::sleep(Duration::from_secs(2));
+    case.wait_for_step("out");
     // SAFETY: a signal to our own child process.
     assert_eq!(unsafe { libc::kill(one.id() as i32, libc::SIGINT) }, 0);
     let (one, zero) = (one.wait_with_output().unwrap(), zero.wait_with_output().unwrap());
@@ -302,7 +302,7 @@ fn a_rank_that_dies_makes_the_others_fail_within_seconds_naming_it() {
         case.edit_config("epochs = 3", "epochs = 1000");
         let port = free_port();
         let mut workers: Vec<Child> = (0..2).map(|r| rank(&case, r, 2, port, &[])).collect();
-        std::thread::sleep(Duration::from_secs(2));
+        case.wait_for_step("out");
         workers[killed].kill().unwrap();
         let started = Instant::now();
         assert!(!workers[killed].wait().unwrap().success(), "rank {killed} was killed");
