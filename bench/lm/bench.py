@@ -1,8 +1,10 @@
 """The causal-LM benchmark of issue 15, written into BENCHMARKS.md between the `lm` markers and
-into OUT/bench.json. Called by `scripts/bench-lm`, which makes the run it reads.
+into OUT/bench.json. Called by `scripts/bench-lm`, which makes the runs it reads.
 
-From one `distill` run of examples/smollm2/student.toml with `--baseline` (RUN: the KD student,
-RUN/baseline: the same student on next-token CE alone, from the same initialisation and data):
+From one `distill` run of an examples/smollm2 cfg with `--baseline` (RUN: the KD student,
+RUN/baseline: the same student on next-token CE alone, from the same initialisation and data),
+and optionally a second such run of another student (--compare, e.g. the whole head beside the
+factorised one), all measured together:
   - held-out perplexity of the teacher, the KD student and the CE-only student, from the run's
     report.json (all three measured by distill on the same packed test windows);
   - tokens/s of teacher.pt and of each exported student.pt (`torch.jit.load`, the CPU,
@@ -27,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tomllib
 
 import torch
 from safetensors import safe_open
@@ -135,12 +138,33 @@ def mib(b):
     return f"{b / 2**20:,.0f}"
 
 
+def student_runs(run, tag):
+    """[(key, label, report entry, folder)] of a run's KD student and, when trained, its CE-only
+    baseline; `tag` names the student's head in the labels (None: no tag)."""
+    report = json.load(open(os.path.join(run, "report.json")))
+    suffix = f" ({tag})" if tag else ""
+    out = [("kd" + (tag or ""), "KD student" + suffix, report["student"], run)]
+    if report.get("baseline"):
+        out.append(("ce" + (tag or ""), "CE-only student" + suffix, report["baseline"], os.path.join(run, "baseline")))
+    return report, out
+
+
+def head_of(run):
+    """The student's head as the run's cfg describes it: (label, rank or None)."""
+    t = tomllib.load(open(os.path.join(run, "config.toml"), "rb"))["student"]["transformer"]
+    rank = t.get("head_rank")
+    if rank:
+        return f"head rank {rank}", rank
+    return ("tied head" if t.get("tie_embeddings") else "whole head"), None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--distill", required=True)
     p.add_argument("--teacher", required=True)
     p.add_argument("--cfg", required=True)
     p.add_argument("--run", required=True)
+    p.add_argument("--compare", help="a second run (with --baseline) of another student, measured beside RUN's")
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--test", required=True)
     p.add_argument("--train", required=True)
@@ -158,11 +182,14 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(a.threads)
     tok = Tokenizer.from_file(a.tokenizer)
-    report = json.load(open(os.path.join(a.run, "report.json")))
-    base = os.path.join(a.run, "baseline")
-    models = {"teacher": torch.jit.load(a.teacher).eval(), "kd": torch.jit.load(os.path.join(a.run, "student.pt")).eval()}
-    if os.path.exists(os.path.join(base, "student.pt")):
-        models["ce"] = torch.jit.load(os.path.join(base, "student.pt")).eval()
+    tag, rank = head_of(a.run)
+    report, students = student_runs(a.run, tag if a.compare else None)
+    if a.compare:
+        students += student_runs(a.compare, head_of(a.compare)[0])[1]
+    labels = {"teacher": "teacher", **{key: label for key, label, _, _ in students}}
+    models = {"teacher": torch.jit.load(a.teacher).eval()}
+    for key, _, _, folder in students:
+        models[key] = torch.jit.load(os.path.join(folder, "student.pt")).eval()
     data = windows(tok, a.test, a.window)
     load = os.getloadavg()[0]
     speed = speeds(models, data, a.batch, a.reps)
@@ -176,28 +203,32 @@ def main():
     chunk = int(next(l.split("=")[1].split("#")[0] for l in open(a.cfg) if l.strip().startswith("loss_chunk")))
     memory = {"whole": memory_run(a, "whole", 0, small), "chunked": memory_run(a, "chunked", chunk, small)}
 
-    s, b, t = report["student"], report.get("baseline"), report["teacher"]
-    emb_kd, other_kd = safetensors_params(os.path.join(a.run, "student.safetensors"))
+    t = report["teacher"]
+    s = report["student"]
     rows = [("teacher", t["test_perplexity"], t["test_accuracy"], None, t["params"], None, t["file_bytes"], None)]
-    rows.append(("KD student", s["test_perplexity"], s["test_accuracy"], s["agreement"], s["params"], (emb_kd, other_kd),
-                 s["torchscript_bytes"], s["safetensors_bytes"]))
-    if b:
-        rows.append(("CE-only student", b["test_perplexity"], b["test_accuracy"], b["agreement"], b["params"], (emb_kd, other_kd),
-                     b["torchscript_bytes"], b["safetensors_bytes"]))
+    for key, label, r, folder in students:
+        split = safetensors_params(os.path.join(folder, "student.safetensors"))
+        rows.append((label, r["test_perplexity"], r["test_accuracy"], r["agreement"], r["params"], split,
+                     r["torchscript_bytes"], r["safetensors_bytes"]))
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     cpu = platform.processor() or platform.machine()
     test_text = report["data"]["test_text"]
     train_text = report["data"]["train_text"]
+    runs = f"`{a.run_command}`" + (f" and the run in `{a.compare}`" if a.compare else "")
+    head = (f"; the students with a head of rank {rank} (head.down [{rank}, d], "
+            f"head.up [vocab, {rank}]; the embedding untied) have it fitted to the teacher's head on the student's "
+            "hidden states before training" if rank else "")
     lines = [START, "## Causal LM distilled from SmolLM2-135M-Instruct (`scripts/bench-lm`)", "",
              f"Measured {date} with `{a.command}` on {os.cpu_count()} cores ({cpu}), no GPU, torch {torch.__version__}; "
              f"one-minute load average {load:.1f} before the timing and {load_after:.1f} after it.", "",
-             f"The run: `{a.run_command}`: {train_text['packing']['tokens']:,} training tokens "
+             f"The runs: {runs}: {train_text['packing']['tokens']:,} training tokens "
              f"({train_text['packing']['lines']:,} KJV passages) in {train_text['lines']:,} windows of {a.window}, "
              f"{s['steps']} steps of {s['batch_size']} windows per student, evaluated on {test_text['lines']} held-out windows "
              f"({test_text['lines'] * a.window:,} tokens of Genesis 1, Ruth, Jonah, Titus, Philemon and Jude). "
              f"The teacher is SmolLM2-135M-Instruct's 4-bit Q4_1 GGUF dequantized to fp32 (examples/smollm2/make_teacher.py); "
-             f"both students start from its embedding and layers 0, 9, 19, 29 and train in bf16 autocast with the teacher "
-             f"in bf16; the KD student's loss is 0.5 x forward KL (T = 1) + 0.5 x next-token CE, the other's CE alone. "
+             f"the students start from its embedding and layers 0, 9, 19, 29 and train in bf16 autocast with the teacher "
+             f"in bf16{head}; a KD student's loss is 0.5 x forward KL (T = 1) + 0.5 x next-token CE, a CE-only student's CE alone, "
+             "from the same initialisation and data. "
              f"Perplexity: exp of the mean next-token cross-entropy over the test windows' predicting positions.", "",
              "| model | test perplexity | next-token accuracy | top-1 agreement with the teacher | parameters (embedding + other) | files |",
              "|---|---:|---:|---:|---|---|"]
@@ -206,26 +237,26 @@ def main():
         files = f"`student.pt` {pt / 1e6:.1f} MB, `student.safetensors` {st / 1e6:.1f} MB" if st else f"`teacher.pt` {pt / 1e6:.1f} MB"
         agree_s = "-" if agree is None else f"{agree:.1%}"
         lines.append(f"| {name} | **{ppl:.2f}** | {acc:.1%} | {agree_s} | {split_s} | {files} |")
-    lines += ["", f"KD against CE alone: perplexity {s['test_perplexity']:.2f} against "
-              f"{b['test_perplexity']:.2f} ({(b['test_perplexity'] - s['test_perplexity']) / b['test_perplexity']:.1%} lower); "
-              f"the teacher's is {t['test_perplexity']:.2f}." if b else "", "",
-              f"Throughput (`torch.jit.load` of each TorchScript, CPU, {a.threads} threads, batch {a.batch} x {a.window} tokens, "
+    lines.append("")
+    for kd, ce in zip(students[0::2], students[1::2]):
+        a_ppl, b_ppl = kd[2]["test_perplexity"], ce[2]["test_perplexity"]
+        lines.append(f"{kd[1]} against {ce[1]}: perplexity {a_ppl:.2f} against {b_ppl:.2f} "
+                     f"({(b_ppl - a_ppl) / b_ppl:.1%} lower); the teacher's is {t['test_perplexity']:.2f}.")
+    lines += ["", f"Throughput (`torch.jit.load` of each TorchScript, CPU, {a.threads} threads, batch {a.batch} x {a.window} tokens, "
               f"the {data.shape[0]} test windows, {a.reps} interleaved passes after a warm-up; the goal is 4x with at most half "
               "the teacher's layers, 4 of 30 here):", "",
               "| model | tokens/s (min-max) | vs teacher |", "|---|---:|---:|"]
     for name in models:
         r = speed[name]
-        label = {"teacher": "teacher", "kd": "KD student", "ce": "CE-only student"}[name]
-        lines.append(f"| {label} | {r['tokens_per_s']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f}) | {r['vs_teacher']:.2f}x |")
+        lines.append(f"| {labels[name]} | {r['tokens_per_s']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f}) | {r['vs_teacher']:.2f}x |")
     lines += ["", "Greedy continuations (24 tokens) of held-out prompts:", ""]
     for i, pr in enumerate(PROMPTS):
         lines.append(f"- *{pr}*")
         for name in models:
-            label = {"teacher": "teacher", "kd": "KD student", "ce": "CE-only student"}[name]
             text = samples[name][i].replace("\n", " ").replace("|", "\\|")
-            lines.append(f"  - {label}: {text}")
+            lines.append(f"  - {labels[name]}: {text}")
     mw, mc = memory["whole"], memory["chunked"]
-    lines += ["", f"Peak memory of training, CPU: the same cfg on the first {a.memory_lines} training lines, stopped after "
+    lines += ["", f"Peak memory of training, CPU: `{a.cfg}` on the first {a.memory_lines} training lines, stopped after "
               f"{a.memory_steps} steps with a checkpoint (`--stop-after-steps`: loading, the teacher's test pass and the steps; "
               f"no evaluation or export), the loss whole or in chunks of {chunk} positions; the estimator's total for it "
               "(`distill plan --json --set estimate.target=cpu`) against the peak resident set (`/usr/bin/time -f %M`), "
