@@ -103,9 +103,10 @@ def norm(kind, dim):
 class SelfAttention(nn.Module):
     """x + dropout(proj(attention(norm(x)))), fused qkv, optional grouped-query heads."""
 
-    def __init__(self, dim, heads, kv_heads, kernel, norm_kind, attention_dropout, dropout, bias, causal, seq, post):
+    def __init__(self, dim, heads, kv_heads, kernel, norm_kind, attention_dropout, dropout, bias, causal, seq, post,
+                 rope_theta=None):
         super().__init__()
-        self.post = post
+        self.post, self.rope_theta = post, rope_theta
         self.heads, self.kv_heads, self.hd = heads, kv_heads, dim // heads
         self.kernel, self.pa, self.p, self.causal = kernel, attention_dropout, dropout, causal
         self.norm = norm(norm_kind, dim)
@@ -120,6 +121,19 @@ class SelfAttention(nn.Module):
         qkv = self.qkv(x if self.post else self.norm(x)).view(b, s, h + 2 * kv, hd)
         q, k, v = qkv.split([h, kv, kv], dim=2)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if self.rope_theta is not None:
+            # rotary positions as distill's student/rotary.rs: pairs (i, i + d/2) turned by
+            # pos * theta^(-2i/d); cos and sin in q's dtype, built from no tensor needing grad
+            inv = 1.0 / self.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+            freqs = torch.arange(s, dtype=torch.float32)[:, None] * inv[None, :]
+            angles = torch.cat([freqs, freqs], -1)
+            cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
+
+            def rope(t):
+                half = t.shape[-1] // 2
+                return t * cos + torch.cat([-t[..., half:], t[..., :half]], -1) * sin
+
+            q, k = rope(q), rope(k)
         if self.kernel == "math":
             if kv < h:
                 k = k[:, :, None].expand(b, kv, h // kv, s, hd).reshape(b, h, s, hd)
@@ -218,7 +232,7 @@ def layers_of(cfg):
         for i in range(1, t["layers"] + 1):
             attn = SelfAttention(
                 d, heads, kv, t.get("attention", "math"), nk, t.get("attention_dropout", 0.0), p, bias,
-                head == "lm", s, post,
+                head == "lm", s, post, t.get("rope_theta"),
             )
             out.append((f"blk{i}_attn", attn))
             out.append((f"blk{i}_mlp", FeedForward(d, width, t.get("mlp", "standard"), act, nk, p, bias, post)))

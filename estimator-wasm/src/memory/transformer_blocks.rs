@@ -6,7 +6,7 @@
 //! `x + f(x)` (pre-norm: `x`) with its statistics; the block's output is the norm's output.
 use crate::memory::builder::{Builder, Parallel, Scratch, Weights};
 use crate::memory::errors::EstimateError;
-use crate::memory::sizes::{mul, per, Chain};
+use crate::memory::sizes::{fixed, mul, per, Chain};
 use crate::schema::arch::{Attention, FeedForward};
 use crate::schema::dtype::DType;
 use crate::schema::{Activation, AttentionKernel, MlpKind, NormKind};
@@ -20,7 +20,8 @@ use crate::schema::{Activation, AttentionKernel, MlpKind, NormKind};
 /// this is `11sbh + 5as^2b` (+ 2sbh for the norm input and 8sb of norm statistics).
 /// Flash kernel (`_scaled_dot_product_flash_attention`): q, k, v as views of the qkv output, the
 /// output and an fp32 logsumexp `[a, s]`: no `s^2` term; with rotary positions the rotated q
-/// and k besides. Causal attention saves the same tensors (the mask is the kernel's, or for the
+/// and k besides. Rotary positions also save their cos and sin `[s, d_head]` once per layer
+/// (either kernel). Causal attention saves the same tensors (the mask is the kernel's, or for the
 /// math kernel an `[s, s]` bias shared by the batch). On CPU, SDPA with attention dropout
 /// falls back to the math kernel in fp32 (measured), which is modelled as such.
 /// Tensor parallelism splits heads: everything between the qkv and out projections is `/t`.
@@ -42,6 +43,12 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
     let qkv_proj = Projection { names: ("qkv.weight", "qkv.bias"), inputs: dim, outputs: qkv_width, bias };
     let (y, tq) = open_block(b, x, norm, post_norm, &qkv_proj)?;
     let qkv = mul(seq, qkv_width)?.div_ceil(tp);
+    if rope_theta.is_some() {
+        // rotary: `x * cos + rotate_half(x) * sin` saves cos and sin [s, d_head] in the
+        // matmul dtype (the operands that need no gradient), made once per layer for the
+        // batch; the rotated q and k are priced with the kernel below (measured, torch 2.11 CPU)
+        b.save(fixed(mul(mul(seq, head_dim)?, 2)?, tq)?);
+    }
     let fallback = kernel == AttentionKernel::Flash && !cuda && attention_dropout > 0.0;
     if kernel == AttentionKernel::Math || fallback {
         let ti = if fallback { DType::F32 } else { tq };
@@ -77,8 +84,7 @@ pub(crate) fn attention(b: &mut Builder, x: &Chain, a: &Attention) -> Result<(),
         b.save(per(qkv, tq)?); // q, k, v: views of one storage
         if rope_theta.is_some() {
             // rotary: the kernel saves the rotated q and k, new tensors beside the qkv storage
-            // (v stays a view of it); the rotation's cos and sin are [s, d_head], shared by
-            // the batch, and the products save nothing else (the angles need no gradient)
+            // (v stays a view of it); cos and sin are priced above
             b.save(per(mul(seq, dim + mul(kv_heads, head_dim)?)?.div_ceil(tp), tq)?);
         }
         b.save(per(local_sh, tq)?); // output, laid out [b, s, a, d]: the out-projection reads a view
