@@ -446,12 +446,9 @@ fn start_from_teacher(
     weights: &TeacherWeights,
 ) -> Result<TeacherInit> {
     let mut init = init_from_teacher(vs, spec, &weights.params)?;
-    if let Some(sample) = &weights.sample {
-        let head = llama_init::teacher_head(&weights.params, &init.prefix).ok_or_else(|| {
-            DistillError::Usage(
-                "student.transformer.head_rank is fitted to a Llama teacher's head: this teacher has none; remove head_rank".into(),
-            )
-        })?;
+    // a teacher without an LM head (not a Llama) leaves the factors random, as a whole head
+    // is left, and `kept` says so
+    if let (Some(sample), Some(head)) = (&weights.sample, llama_init::teacher_head(&weights.params, &init.prefix)) {
         init.head_fit = Some(head_fit::fit_head(student, vs, head, sample)?);
         init.kept.retain(|name| !name.starts_with("head."));
     }

@@ -44,7 +44,7 @@ impl TeacherInit {
         };
         let head = match &self.head_fit {
             Some(fit) => format!(
-                "; head: rank {} fitted on {} tokens, keeping {:.1}% of the energy of the teacher head's centred logits",
+                "; head: rank {} fitted on {} tokens, keeping {:.1}% of the variance of the teacher head's logits",
                 fit.rank,
                 fit.tokens,
                 100.0 * fit.kept

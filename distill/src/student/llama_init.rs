@@ -100,21 +100,20 @@ pub fn init_from_llama(
     Ok(TeacherInit { prefix, teacher_layers, layer_map, tensors, elements, kept, mlp_neurons, head_fit: None })
 }
 
-/// The teacher's output head [vocab, d]: `lm_head.weight`, or for a tied teacher the embedding.
-/// A factorised student head (`head_rank`) is fitted to it ([`super::head_fit`]).
+/// The teacher's output head [vocab, d]: its `lm_head.weight` under the prefix or at the top
+/// (Hugging Face's `LlamaForCausalLM` keeps `lm_head` beside `model.`), or for a tied teacher
+/// the embedding; `None` when it has neither (not a Llama). A factorised student head
+/// (`head_rank`) is fitted to it ([`super::head_fit`]).
 pub fn teacher_head<'a>(teacher: &'a [(String, Tensor)], prefix: &str) -> Option<&'a Tensor> {
     let by_name: HashMap<&str, &Tensor> = teacher.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let name = teacher_head_name(&by_name, prefix);
     teacher.iter().find(|(n, _)| *n == name).map(|(_, t)| t)
 }
 
-fn teacher_head_name(by_name: &HashMap<&str, &Tensor>, prefix: &str) -> String {
-    let head = format!("{prefix}lm_head.weight");
-    if by_name.contains_key(head.as_str()) {
-        head
-    } else {
-        format!("{prefix}{EMBED}")
-    }
+/// The name of [`teacher_head`]: `{prefix}lm_head.weight`, `lm_head.weight`, else the embedding.
+pub fn teacher_head_name(by_name: &HashMap<&str, &Tensor>, prefix: &str) -> String {
+    let untied = [format!("{prefix}lm_head.weight"), "lm_head.weight".to_string()];
+    untied.into_iter().find(|n| by_name.contains_key(n.as_str())).unwrap_or_else(|| format!("{prefix}{EMBED}"))
 }
 
 /// Refuses a student whose keys and values are not as wide as the teacher's `k_proj` [rows, d]
@@ -165,4 +164,28 @@ fn check_student(spec: &Config) -> Result<&TransformerSpec> {
         );
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hugging Face's `LlamaForCausalLM` names its layers under `model.` and its untied head
+    /// `lm_head.weight` at the top: the head is found there, not replaced by the embedding.
+    #[test]
+    fn the_untied_head_is_found_beside_the_prefix() {
+        let t = |n: &str| (n.to_string(), Tensor::zeros([2, 2], (tch::Kind::Float, tch::Device::Cpu)));
+        fn names(v: &[(String, Tensor)]) -> HashMap<&str, &Tensor> {
+            v.iter().map(|(n, t)| (n.as_str(), t)).collect()
+        }
+        let hf = vec![t("model.embed_tokens.weight"), t("model.norm.weight"), t("lm_head.weight")];
+        assert_eq!(llama_prefix(&hf).as_deref(), Some("model."));
+        assert_eq!(teacher_head_name(&names(&hf), "model."), "lm_head.weight");
+        let nested = vec![t("model.embed_tokens.weight"), t("model.lm_head.weight")];
+        assert_eq!(teacher_head_name(&names(&nested), "model."), "model.lm_head.weight");
+        let tied = vec![t("embed_tokens.weight"), t("norm.weight")];
+        assert_eq!(teacher_head_name(&names(&tied), ""), "embed_tokens.weight");
+        let bert = vec![t("embeddings.word_embeddings.weight")];
+        assert!(teacher_head(&bert, "").is_none());
+    }
 }

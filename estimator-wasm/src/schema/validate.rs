@@ -270,11 +270,16 @@ impl TransformerSpec {
                     "factorises an untied head: set tie_embeddings = false (the token embedding stays whole)",
                 );
             }
-            let most = self.d_model.min(self.vocab).saturating_sub(1);
+            // r (d + V) multiply-adds a token against d V whole: below d V / (d + V) it is cheaper
+            let (d, v) = (u128::from(self.d_model), u128::from(self.vocab));
+            let most = ((d * v).saturating_sub(1) / (d + v).max(1)) as u64;
             if rank == 0 || rank > most {
                 return invalid(
                     &key("head_rank"),
-                    &format!("must be 1 to {most}: below d_model ({}) and vocab ({}), or the factorised head costs more than the whole one", self.d_model, self.vocab),
+                    &format!(
+                        "must be 1 to {most}: a head of rank r costs r x (d_model + vocab) multiply-adds a token, the whole one d_model x vocab = {} x {}",
+                        self.d_model, self.vocab
+                    ),
                 );
             }
         }
