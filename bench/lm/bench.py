@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -120,6 +121,9 @@ def memory_run(a, name, chunk, train):
     the same cfg (`distill plan --json`, target CPU) and its peak phase (bytes)."""
     out = os.path.join(a.out, f"memory-{name}")
     rss = out + ".rss"
+    # the stopped run leaves its checkpoint in OUT.partial, which distill keeps for --resume:
+    # an earlier benchmark's is ours to drop
+    shutil.rmtree(out + ".partial", ignore_errors=True)
     sets = ["--set", f"data.train={train}", "--set", "train.epochs=1", "--set", f"kd.loss_chunk={chunk}"]
     cmd = ["/usr/bin/time", "-f", "%M", "-o", rss, a.distill, "--teacher", a.teacher, "--student", a.cfg,
            "--device", "cpu", "--out", out, "--overwrite", "--quiet", "--stop-after-steps", str(a.memory_steps)] + sets
