@@ -42,6 +42,7 @@
 pub mod allocator;
 pub mod amp;
 pub mod batches;
+pub mod channels_last;
 pub mod checkpoint;
 pub mod chunked_loss;
 pub mod config;

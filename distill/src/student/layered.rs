@@ -10,6 +10,7 @@ use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
 use super::network::Network;
+use crate::channels_last::channels_last;
 use crate::data::ModelInput;
 use crate::error::{DistillError, Result};
 
@@ -159,30 +160,29 @@ const CHANNELS_LAST_BATCH_NORM_MIN_CHANNELS: i64 = 16;
 /// reduction order). The default Fashion-MNIST student's first block (8 channels, BatchNorm,
 /// ReLU, max-pool at [128, 8, 28, 28]), forward + backward in fp32: 3.85 against 4.35 ms; its
 /// whole training step ~14% shorter (7.3 against 8.5 s over 3 epochs under `perf record`). In
-/// bf16 the gradient comes back channels-last and sends libtorch's NCHW backward to a serial
-/// kernel, yet distill's bf16 job still trained faster this way (`scripts/bench-throughput`,
-/// 2026-12-02: a median 20,873 against 17,689 samples/s).
+/// training an identity gather hands BatchNorm's backward an NCHW gradient: the channels-last
+/// one that the restriding returns sent libtorch to its serial per-channel fallback (28% of a
+/// bf16 training profile; the default job in bf16, 3 epochs alternated twice: 23,142-24,552
+/// against 18,812-20,620 samples/s, fp32 unchanged).
 fn batch_norm(m: &nn::BatchNorm, x: &Tensor, train: bool) -> Tensor {
     let small = x.dim() == 4 && x.size()[1] < CHANNELS_LAST_BATCH_NORM_MIN_CHANNELS;
     if small && x.device() == Device::Cpu && !x.is_contiguous() {
         // through a permute, not `channels_last`'s `empty_strided`: the export traces this
         // forward, and a traced `empty_strided` keeps the tracing batch's size
         let y = crate::dist::sync_batch_norm::forward_t(m, &x.contiguous(), train);
+        let y = if train && y.requires_grad() {
+            // an identity gather over the channels, whose backward scatters the gradient into a
+            // fresh NCHW tensor: BatchNorm's backward then gets its input and gradient in one
+            // layout (libtorch's vectorised kernel), not a channels-last gradient (its serial
+            // per-channel fallback)
+            y.index_select(1, &Tensor::arange(y.size()[1], (Kind::Int64, y.device())))
+        } else {
+            y
+        };
         y.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2])
     } else {
         crate::dist::sync_batch_norm::forward_t(m, x, train)
     }
-}
-
-/// A copy of `t` [N, C, H, W] with channels-last strides, through autograd. Unlike
-/// `contiguous(channels_last)`, this also restrides a one-channel weight, whose NCHW strides
-/// libtorch counts as channels-last yet whose convolution it then runs NCHW.
-fn channels_last(t: &Tensor) -> Tensor {
-    let [_, c, _, w] = t.size()[..] else { return t.shallow_clone() };
-    let size = t.size();
-    let mut out = Tensor::empty_strided(&size, [size[2] * w * c, 1, w * c, c], (t.kind(), t.device()));
-    out.copy_(t);
-    out
 }
 
 /// The element-wise non-linearity, with PyTorch's defaults (exact GELU, LeakyReLU slope 0.01).
