@@ -9,7 +9,7 @@ use tch::Tensor;
 /// runs NCHW.
 pub fn channels_last(t: &Tensor) -> Tensor {
     let [_, c, h, w] = t.size()[..] else { return t.shallow_clone() };
-    let mut out = Tensor::empty_strided(&t.size(), [h * w * c, 1, w * c, c], (t.kind(), t.device()));
+    let mut out = Tensor::empty_strided(t.size(), [h * w * c, 1, w * c, c], (t.kind(), t.device()));
     out.copy_(t);
     out
 }

@@ -5,6 +5,7 @@
 //! embedding [B, E]), checked finite wherever it is computed ([`Teacher::finite_output`]), so a
 //! bad row fails with a message that names the file, the row and the cause that was checked.
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
@@ -24,6 +25,9 @@ pub struct Teacher {
     /// dtype of the teacher's weights, hence of its inputs.
     kind: Kind,
     precision: Precision,
+    /// Its convolution weights restrided channels-last ([`channels_last_weights`]); cleared
+    /// when a forward needs the file's strides.
+    restrided: AtomicBool,
 }
 
 impl Teacher {
@@ -52,10 +56,9 @@ impl Teacher {
             // num_batches_tracked, which eval mode never reads).
             module.to(device, kind, false);
         }
-        if device == Device::Cpu {
-            channels_last_weights(&module)?;
-        }
-        Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes, kind, precision })
+        let restrided = device == Device::Cpu && channels_last_weights(&module)?;
+        let restrided = AtomicBool::new(restrided);
+        Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes, kind, precision, restrided })
     }
 
     /// The teacher's output (logits [B, classes], or an embedding [B, E]) in fp32 for the model
@@ -69,7 +72,17 @@ impl Teacher {
         let x = &input.x;
         let cast = |t: Tensor| IValue::Tensor(if t.is_floating_point() { t.to_kind(self.kind) } else { t });
         let args: Vec<IValue> = input.tensors().into_iter().map(cast).collect();
-        let out = tch::no_grad(|| self.module.forward_is(&args)).map_err(|e| {
+        let forward = || tch::no_grad(|| self.module.forward_is(&args));
+        let out = match forward() {
+            // a forward that views a weight (weight standardisation: `w.view(out, -1)`) needs
+            // the file's strides: put them back, and run the teacher so from now on
+            Err(_) if self.restrided.swap(false, Ordering::Relaxed) => {
+                contiguous_weights(&self.module)?;
+                forward()
+            }
+            out => out,
+        };
+        let out = out.map_err(|e| {
             let reason = first_line(&e.to_string());
             // A 16-bit teacher may fail for want of a 16-bit kernel, not for the input's shape.
             if self.kind != Kind::Float && self.in_fp32(x.device()).and_then(|t| t.output(input)).is_ok() {
@@ -272,14 +285,28 @@ pub fn load_torchscript(path: &Path, device: Device) -> std::result::Result<(CMo
 
 /// Restrides every 4-D floating parameter of `module` (a convolution's weight) channels-last
 /// in place, so that on the CPU its convolutions, and the pooling after them, run in libtorch's
-/// faster channels-last kernels whatever the input's layout. The same values up to rounding:
-/// the Fashion-MNIST example's teacher at batch 256 on 2 cores of an AMD EPYC (torch 2.11) took
-/// 11 ms a batch against 43 ms, its logits within 3e-6 of the NCHW ones.
-fn channels_last_weights(module: &CModule) -> Result<()> {
+/// faster channels-last kernels whatever the input's layout; whether it restrided any. The
+/// same values up to rounding: the Fashion-MNIST example's teacher at batch 256 on 2 cores of an
+/// AMD EPYC (torch 2.11) took 11 ms a batch against 43 ms, its logits within 3e-6 of the NCHW
+/// ones. [`contiguous_weights`] undoes it.
+fn channels_last_weights(module: &CModule) -> Result<bool> {
+    let mut any = false;
     for (_, mut p) in module.named_parameters()? {
         if p.dim() == 4 && p.is_floating_point() {
             let restrided = tch::no_grad(|| channels_last(&p));
             p.set_data(&restrided);
+            any = true;
+        }
+    }
+    Ok(any)
+}
+
+/// Gives every 4-D parameter of `module` contiguous (NCHW) strides again.
+fn contiguous_weights(module: &CModule) -> Result<()> {
+    for (_, mut p) in module.named_parameters()? {
+        if p.dim() == 4 && !p.is_contiguous() {
+            let contiguous = tch::no_grad(|| p.contiguous());
+            p.set_data(&contiguous);
         }
     }
     Ok(())

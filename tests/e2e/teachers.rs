@@ -189,3 +189,45 @@ fn a_cpu_teacher_runs_channels_last_with_the_files_values() {
     let diff = (&got - &want).abs().max().double_value(&[]);
     assert!(diff < 1e-5, "{diff}");
 }
+
+/// A teacher whose forward views a convolution weight (weight standardisation, as BiT's
+/// ResNets: `w.view(out, -1)`), which channels-last strides refuse, still runs on the CPU: the
+/// first forward that fails puts the file's strides back and runs again, with the module's own
+/// values.
+#[test]
+fn a_teacher_that_views_its_weights_runs_with_the_files_strides() {
+    use distill::data::ModelInput;
+    use distill::teacher::Teacher;
+    use estimator_wasm::schema::Precision;
+    use tch::{Device, IValue, Kind, Tensor};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("standardised.pt");
+    let script = "import sys, torch
+import torch.nn.functional as F
+class T(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, 3)
+        self.fc = torch.nn.Linear(4 * 4 * 4, 3)
+    def forward(self, x):
+        w = self.conv.weight.view(4, -1)
+        w = ((w - w.mean(1, keepdim=True)) / (w.std(1, keepdim=True) + 1e-5)).view(self.conv.weight.shape)
+        return self.fc(F.relu(F.conv2d(x, w, self.conv.bias)).flatten(1))
+torch.manual_seed(0)
+torch.jit.trace(T().eval(), torch.rand(1, 2, 6, 6)).save(sys.argv[1])";
+    python(script, &[path.to_str().unwrap()]);
+
+    let teacher = Teacher::load(&path, None, Precision::Fp32, Device::Cpu).unwrap();
+    tch::manual_seed(0);
+    let x = Tensor::rand([5, 2, 6, 6], (Kind::Float, Device::Cpu));
+    let got = teacher.output(&ModelInput::new(x.shallow_clone())).unwrap();
+    let again = teacher.output(&ModelInput::new(x.shallow_clone())).unwrap();
+    let plain = tch::CModule::load(&path).unwrap();
+    let IValue::Tensor(want) = tch::no_grad(|| plain.forward_is(&[IValue::Tensor(x)])).unwrap() else {
+        panic!("the module returns a tensor")
+    };
+    assert_eq!(got.size(), [5, 3]);
+    assert!((&got - &want).abs().max().double_value(&[]) < 1e-5);
+    assert_eq!((&again - &got).abs().max().double_value(&[]), 0.0);
+}
