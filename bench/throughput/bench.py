@@ -7,7 +7,10 @@ initial weights (`init.safetensors`, written here by kd_eager.py from the seeded
 given to distill as `student.init`), epoch orders (distill's own permutations, written by the
 `epoch_order` example), batch size, epochs, optimiser, schedule, precision and thread count
 (`OMP_NUM_THREADS` for both, `torch.set_num_threads` in Python). Repetitions alternate which side
-runs first. Each run is timed from outside (wall clock) under `/usr/bin/time -f %M` (peak RSS).
+runs first. Each run is timed from outside (wall clock) under `/usr/bin/time -f %M` (peak RSS). With
+`--device cuda` both sides train on the GPU (the image cases; fp16 too) and each reports its
+caching allocator's peak allocated and reserved bytes, beside the estimator's prediction from
+distill's report.
 
 Check that both sides train the same thing: the loss of the first step (distill: a separate run
 with `train.log_every = 1` stopped after one step; Python: the first step of each timed run) and
@@ -81,7 +84,7 @@ def prepare_text(a, cfg, out, init, order, env):
 
 
 def distill_cmd(a, cfg, out, sets, teacher=None):
-    cmd = [a.distill, "--teacher", teacher or a.teacher, "--student", cfg, "--device", "cpu", "--out", out, "--overwrite", "--quiet"]
+    cmd = [a.distill, "--teacher", teacher or a.teacher, "--student", cfg, "--device", a.device, "--out", out, "--overwrite", "--quiet"]
     for s in sets:
         cmd += ["--set", s]
     return cmd
@@ -125,6 +128,7 @@ def run_case(a, name, precision, env):
     ]
     eager = py + ["--teacher", teacher, "--init", init, "--order", order, "--epochs", str(a.epochs)]
     eager += ["--batch-size", str(batch), "--precision", precision, "--threads", str(a.threads)]
+    eager += [] if name in TEXT_CASES else ["--device", a.device]
 
     # distill's first step alone: log every step, stop after one (a checkpoint is written).
     check = os.path.join(out, "distill-first-step")
@@ -161,6 +165,10 @@ def run_case(a, name, precision, env):
                     "first_window_loss": loss_of(first) if first else float("nan"),
                     "teacher_cache_seconds": report["teacher"].get("train_outputs_seconds") or float("nan"),
                 }
+                memory = report.get("memory") or {}
+                r["peak_allocated_bytes"] = memory.get("measured_peak_allocated_bytes")
+                r["peak_reserved_bytes"] = memory.get("measured_peak_reserved_bytes")
+                r["predicted_allocated_bytes"] = memory.get("predicted_allocated_bytes")
             else:
                 cmd = eager + (["--compile"] if side == "compile" else [])
                 stdout, wall, rss = timed(cmd, env, log)
@@ -192,6 +200,7 @@ def run_case(a, name, precision, env):
     with open(os.path.join(last, "report.json")) as f:
         latency["distill"] = json.load(f)["student"]["latency"]
     result = {"case": case, "cfg": cfg, "precision": precision, "distill_first_loss": distill_first, "runs": runs}
+    result["device"] = a.device
     result["kind"] = "text" if name in TEXT_CASES else "images"
     result.update(teacher=teacher, latency=latency)
     result["load_average"] = os.getloadavg()
@@ -253,6 +262,21 @@ def cost_row(result):
     )
 
 
+def mib(runs, key):
+    """The median of `key` (bytes) over the repetitions in MiB, or "-" where not measured."""
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return f"{statistics.median(values) / 2**20:,.0f}" if values else "-"
+
+
+def memory_row(result):
+    """CUDA runs: each side's allocator peaks, and the estimator's allocated prediction."""
+    d, e = result["runs"]["distill"], result["runs"]["eager"]
+    return (
+        f"| {result['case']} | {mib(d, 'predicted_allocated_bytes')} | {mib(d, 'peak_allocated_bytes')} "
+        f"| {mib(d, 'peak_reserved_bytes')} | {mib(e, 'peak_allocated_bytes')} | {mib(e, 'peak_reserved_bytes')} |"
+    )
+
+
 def cpu_model():
     try:
         with open("/proc/cpuinfo") as f:
@@ -292,6 +316,15 @@ def section(a, results):
         "|---|---:|---:|---|---|---:|---:|"
     )
     cost_rows = "\n".join(cost_row(r) for r in results)
+    on_gpu = [r for r in results if r.get("device") == "cuda"]
+    memory = (
+        "\n\nCUDA memory (MiB; the estimator's prediction is `distill plan`'s allocated total for the "
+        "cfg, the peaks are each side's caching allocator over its run):\n\n"
+        "| case | predicted allocated | distill peak allocated | distill peak reserved | eager peak allocated "
+        "| eager peak reserved |\n|---|---:|---:|---:|---:|---:|\n" + "\n".join(memory_row(r) for r in on_gpu)
+        if on_gpu
+        else ""
+    )
     loads = ", ".join(f"{r['case']} {r['load_average'][0]:.2f}" for r in results if "load_average" in r)
     loads = f" One-minute load average at the end of each case: {loads}." if loads else ""
     images = [r for r in results if r.get("kind") != "text"]
@@ -317,8 +350,8 @@ student's and the teacher's test embeddings (2,620 held-out sentences), not an a
     return f"""{START}
 ## Training throughput against a PyTorch eager loop (`scripts/bench-throughput`)
 
-Measured {a.date} with `{a.command}` on {os.cpu_count()} cores ({cpu_model()}{cpu_flags()}), no
-GPU, torch {a.torch} (the same libtorch under both sides). {a.note}{loads}
+Measured {a.date} with `{a.command}` on {os.cpu_count()} cores ({cpu_model()}{cpu_flags()}), {a.gpu},
+torch {a.torch} (the same libtorch under both sides). {a.note}{loads}
 
 Each case trains the same student on Fashion-MNIST (60,000 train / 10,000 test images) for {a.epochs}
 epoch(s) at batch {a.batch} with {a.threads} threads, both sides from the same initial weights
@@ -354,7 +387,7 @@ measurement). Latency: the last distill repetition's `student.pt` under `torch.j
 in-process figure from its report.
 
 {cost_head}
-{cost_rows}
+{cost_rows}{memory}
 {END}"""
 
 
@@ -385,6 +418,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where both sides train")
     p.add_argument("--out", default="runs/bench-throughput")
     p.add_argument("--benchmarks", default="BENCHMARKS.md")
     p.add_argument("--command", default="scripts/bench-throughput")
@@ -393,10 +427,16 @@ def main():
     a = p.parse_args()
     a.command += f" --cases {a.cases} --epochs {a.epochs} --reps {a.reps} --threads {a.threads} --batch {a.batch}"
     a.command += " --compile" if a.compile else ""
+    a.command += " --device cuda" if a.device == "cuda" else ""
+    if a.device == "cuda" and any(c.split("-")[0] in TEXT_CASES for c in a.cases.split(",")):
+        p.error("--device cuda runs the image cases (cnn, mlp, cnn-large): kd_eager_text.py trains on the CPU only")
+    if a.device == "cpu" and any(c.endswith("-fp16") for c in a.cases.split(",")):
+        p.error("fp16 cases need --device cuda (fp16 autocast with a GradScaler)")
     a.command += f" --text-sentences {a.text_sentences}" if any(c.startswith("minilm") for c in a.cases.split(",")) else ""
     import torch
 
     a.torch = torch.__version__
+    a.gpu = f"GPU {torch.cuda.get_device_name(0)}" if a.device == "cuda" else "no GPU"
     a.date = time.strftime("%Y-%m-%d", time.gmtime())
     a.log_every = 50
     a.compile_note = (

@@ -16,14 +16,17 @@ It trains the same thing as `distill --teacher T --student CFG`:
 - batches of each epoch from a seeded permutation: `--order FILE` reads the trainer's own
   permutations (written by `cargo run --release -p distill --example epoch_order`), so both sides
   visit the same batches; without it, `torch.randperm` (same sizes, different order);
-- fp32, or bf16 autocast on the student's forward (`torch.autocast`), losses in fp32;
+- fp32, or bf16 autocast on the student's forward (`torch.autocast`), losses in fp32; on CUDA
+  also fp16 autocast with `torch.amp.GradScaler` (the recipe of PyTorch's AMP guide);
+- `--device cuda`: the data, teacher and student on the GPU (the data moved once), and the
+  caching allocator's peak allocated and reserved bytes of the training loop in the JSON line;
 - a test evaluation after every epoch, then the student saved as safetensors and TorchScript.
 
 Usage:
   kd_eager.py --student CFG --write-init OUT.safetensors      # initial weights for both sides
   kd_eager.py --student CFG --teacher T.pt [--init INIT] [--order FILE] [--epochs N]
-              [--batch-size B] [--precision fp32|bf16] [--threads N] [--compile] [--out DIR]
-              [--steps N]
+              [--batch-size B] [--precision fp32|bf16|fp16] [--device cpu|cuda] [--threads N]
+              [--compile] [--out DIR] [--steps N]
 
 Prints one JSON line: training samples/s (the same definition as distill's report: samples over
 the summed time of the training steps, each from its batch's gather to the optimiser update and
@@ -158,6 +161,12 @@ class Normalizer:
         self.mean = torch.tensor(mean, dtype=torch.float32).reshape(shape) if mean else None
         self.std = torch.tensor(std, dtype=torch.float32).reshape(shape) if std else None
 
+    def to(self, device):
+        """The same normalisation with its statistics on `device`."""
+        self.mean = None if self.mean is None else self.mean.to(device)
+        self.std = None if self.std is None else self.std.to(device)
+        return self
+
     def __call__(self, x):
         x = x.float() * self.scale
         if self.mean is not None:
@@ -224,7 +233,8 @@ def main():
     p.add_argument("--order", help="epoch orders from distill's epoch_order example (int64 [epochs, n])")
     p.add_argument("--epochs", type=int)
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--precision", choices=["fp32", "bf16"])
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"])
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--compile", action="store_true", help="torch.compile the student")
     p.add_argument("--steps", type=int, help="stop after this many steps (the schedule still counts the full run)")
@@ -253,19 +263,25 @@ def main():
         if missing:
             raise SystemExit(f"{args.init} lacks {missing}")
         model.load_state_dict(state, strict=False)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: this torch sees no CUDA device")
+    model.to(device)
 
     epochs = args.epochs or int(train.get("epochs", 10))
     batch = args.batch_size or int(train.get("batch_size", 128))
     precision = args.precision or train.get("precision", "fp32")
+    if precision == "fp16" and device.type != "cuda":
+        raise SystemExit("--precision fp16 is for --device cuda (fp16 autocast with a GradScaler)")
     eval_batch = int(train.get("eval_batch_size", 256))  # distill's default (schema/defaults.rs)
     temperature, alpha = float(kd.get("temperature", 4.0)), float(kd.get("alpha", 0.5))
     log_every = int(train.get("log_every", 50))
 
     # Load data and the teacher; teacher test predictions and the train-set logit cache.
-    x_train, y_train = load_npz(os.path.join(base, data["train"]), data)
-    x_test, y_test = load_npz(os.path.join(base, data["test"]), data)
-    norm = Normalizer(data, x_train.dim())
-    teacher = torch.jit.load(args.teacher, map_location="cpu").eval()
+    x_train, y_train = (t.to(device) for t in load_npz(os.path.join(base, data["train"]), data))
+    x_test, y_test = (t.to(device) for t in load_npz(os.path.join(base, data["test"]), data))
+    norm = Normalizer(data, x_train.dim()).to(device)
+    teacher = torch.jit.load(args.teacher, map_location=device).eval()
     cache_start = time.perf_counter()
     teacher_test = predict(teacher, x_test, norm, eval_batch).argmax(-1)
     soft = predict(teacher, x_train, norm, eval_batch)
@@ -287,6 +303,7 @@ def main():
     else:
         gen = torch.Generator().manual_seed(seed)
         orders = torch.stack([torch.randperm(n, generator=gen) for _ in range(epochs)])
+    orders = orders.to(device)
 
     decay = [p for name, p in model.named_parameters() if name.endswith(".weight") and p.dim() >= 2]
     other = [p for name, p in model.named_parameters() if not (name.endswith(".weight") and p.dim() >= 2)]
@@ -301,7 +318,12 @@ def main():
         betas = tuple(train.get("betas", [0.9, 0.999]))
         opt = torch.optim.AdamW(groups, lr=lr, betas=betas, eps=float(train.get("eps", 1e-8)))
     forward = torch.compile(model) if args.compile else model
-    autocast = precision == "bf16"
+    autocast = precision != "fp32"
+    half = torch.float16 if precision == "fp16" else torch.bfloat16
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
 
     step, train_seconds, samples = 0, 0.0, 0
     log = LossLog(min(log_every, total))
@@ -321,13 +343,14 @@ def main():
             x, y, t = norm(x_train[idx]), y_train[idx], soft[idx]
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, lr, min_lr, int(train.get("warmup_steps", 0)), total)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            with torch.autocast(device.type, dtype=half, enabled=autocast):
                 out = forward(x)
             loss = kd_loss(out, t, y, temperature, alpha)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            value = loss.item()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            value = loss.item()  # reads the loss back: on CUDA the step has finished
             correct += (out.argmax(-1) == y).sum().item()
             train_seconds += time.perf_counter() - t0
             log.record(value, step + 1)
@@ -348,11 +371,15 @@ def main():
         if step >= stop:
             break
     loop_seconds = time.perf_counter() - train_start
+    cuda = device.type == "cuda"
+    peak_allocated = torch.cuda.max_memory_allocated() if cuda else None
+    peak_reserved = torch.cuda.max_memory_reserved() if cuda else None
 
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         write_safetensors(init_tensors(model), os.path.join(args.out, "student.safetensors"))
-        example = norm(x_test[:1])
+        model.to("cpu")
+        example = norm.to("cpu")(x_test[:1].cpu())
         torch.jit.trace(model.eval(), example).save(os.path.join(args.out, "student.pt"))
 
     print(
@@ -360,6 +387,9 @@ def main():
             {
                 "side": "eager" + ("+compile" if args.compile else ""),
                 "precision": precision,
+                "device": args.device,
+                "peak_allocated_bytes": peak_allocated,
+                "peak_reserved_bytes": peak_reserved,
                 "threads": torch.get_num_threads(),
                 "epochs": epochs,
                 "batch_size": size,

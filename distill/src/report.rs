@@ -137,13 +137,16 @@ pub struct MemoryReport {
     pub predicted_allocated_bytes: u64,
     /// CUDA only: the allocator's peak `allocated_bytes` over the whole run.
     pub measured_peak_allocated_bytes: Option<u64>,
+    /// CUDA only: the allocator's peak `reserved_bytes` (allocated plus its cached blocks).
+    #[serde(default)]
+    pub measured_peak_reserved_bytes: Option<u64>,
 }
 
 impl MemoryReport {
     /// The memory `plan`, with the allocator's measured peak on a CUDA `device`.
     pub fn measured(plan: MemoryPlan, device: tch::Device) -> MemoryReport {
         let peak = match device {
-            tch::Device::Cuda(i) => crate::shim::cuda_memory(i).ok().map(|m| m.peak_allocated as u64),
+            tch::Device::Cuda(i) => crate::shim::cuda_memory(i).ok(),
             _ => None,
         };
         MemoryReport {
@@ -152,7 +155,8 @@ impl MemoryReport {
             batch: plan.batch,
             predicted_total_bytes: plan.predicted_total_bytes,
             predicted_allocated_bytes: plan.predicted_allocated_bytes,
-            measured_peak_allocated_bytes: peak,
+            measured_peak_allocated_bytes: peak.as_ref().map(|m| m.peak_allocated as u64),
+            measured_peak_reserved_bytes: peak.as_ref().map(|m| m.peak_reserved as u64),
         }
     }
 }
