@@ -160,10 +160,12 @@ const CHANNELS_LAST_BATCH_NORM_MIN_CHANNELS: i64 = 16;
 /// reduction order). The default Fashion-MNIST student's first block (8 channels, BatchNorm,
 /// ReLU, max-pool at [128, 8, 28, 28]), forward + backward in fp32: 3.85 against 4.35 ms; its
 /// whole training step ~14% shorter (7.3 against 8.5 s over 3 epochs under `perf record`). In
-/// training an identity gather hands BatchNorm's backward an NCHW gradient: the channels-last
-/// one that the restriding returns sent libtorch to its serial per-channel fallback (28% of a
-/// bf16 training profile; the default job in bf16, 3 epochs alternated twice: 23,142-24,552
-/// against 18,812-20,620 samples/s, fp32 unchanged).
+/// training two views that cancel out hand BatchNorm's backward an NCHW gradient: the
+/// channels-last one that the restriding returns sent libtorch to its serial per-channel
+/// fallback (28% of a bf16 training profile). The default job in bf16, 3 epochs: 18,812-20,620
+/// samples/s without it, 23,142-24,552 with an identity `index_select` doing the same (whose
+/// backward, an `index_add`, then took 10% of the profile), and with the views 17,051-20,234
+/// against that version's 13,236-15,810 in a slower hour (4 alternated rounds); fp32 unchanged.
 fn batch_norm(m: &nn::BatchNorm, x: &Tensor, train: bool) -> Tensor {
     let small = x.dim() == 4 && x.size()[1] < CHANNELS_LAST_BATCH_NORM_MIN_CHANNELS;
     if small && x.device() == Device::Cpu && !x.is_contiguous() {
@@ -171,11 +173,12 @@ fn batch_norm(m: &nn::BatchNorm, x: &Tensor, train: bool) -> Tensor {
         // forward, and a traced `empty_strided` keeps the tracing batch's size
         let y = crate::dist::sync_batch_norm::forward_t(m, &x.contiguous(), train);
         let y = if train && y.requires_grad() {
-            // an identity gather over the channels, whose backward scatters the gradient into a
-            // fresh NCHW tensor: BatchNorm's backward then gets its input and gradient in one
-            // layout (libtorch's vectorised kernel), not a channels-last gradient (its serial
-            // per-channel fallback)
-            y.index_select(1, &Tensor::arange(y.size()[1], (Kind::Int64, y.device())))
+            // two views that cancel out: the backward of the second reshapes the channels-last
+            // gradient to [N, C*H*W], which takes a contiguous copy, so BatchNorm's backward
+            // gets its input and gradient in one layout (libtorch's vectorised kernel), not a
+            // channels-last gradient (its serial per-channel fallback)
+            let chw = y.size()[1..].to_vec();
+            y.flatten(1, -1).unflatten(1, chw.as_slice())
         } else {
             y
         };
