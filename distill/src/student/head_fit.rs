@@ -103,26 +103,24 @@ impl Moments {
 fn hidden_moments(student: &Student, sample: &ModelInput, d: i64) -> (Moments, i64) {
     let net = student.net();
     let body = 0..net.block_count() - 1;
-    let mut second = Tensor::zeros([d, d], (Kind::Double, Device::Cpu));
-    let mut sum = Tensor::zeros([d], (Kind::Double, Device::Cpu));
-    let mut tokens = 0;
     let rows = sample.rows();
+    let mut parts = Vec::new();
     let mut start = 0;
     while start < rows {
         let part = sample.narrow(start, CHUNK.min(rows - start));
         let h = net.forward_blocks(&part.x, body.clone(), part.mask.as_ref(), false).to_kind(Kind::Double);
         let h = h.reshape([-1, d]).to_device(Device::Cpu);
-        let h = match &part.mask {
+        parts.push(match &part.mask {
             Some(mask) => h.index_select(0, &mask.reshape([-1]).to_device(Device::Cpu).nonzero().squeeze_dim(1)),
             None => h,
-        };
-        tokens += h.size()[0];
-        second += h.tr().matmul(&h);
-        sum += h.sum_dim_intlist(0, false, None);
+        });
         start += CHUNK;
     }
-    let n = tokens.max(1) as f64;
-    (Moments { second: second / n, mean: sum / n }, tokens)
+    let h = match parts.is_empty() {
+        true => Tensor::zeros([0, d], (Kind::Double, Device::Cpu)),
+        false => Tensor::cat(&parts, 0),
+    };
+    (Moments::of(&h), h.size()[0])
 }
 
 /// The factors (`down` [r, d], `up` [V, r], float64) of the rank-r map closest to `w`^T [d, V]

@@ -162,10 +162,8 @@ const CHANNELS_LAST_BATCH_NORM_MIN_CHANNELS: i64 = 16;
 /// whole training step ~14% shorter (7.3 against 8.5 s over 3 epochs under `perf record`). In
 /// training two views that cancel out hand BatchNorm's backward an NCHW gradient: the
 /// channels-last one that the restriding returns sent libtorch to its serial per-channel
-/// fallback (28% of a bf16 training profile). The default job in bf16, 3 epochs: 18,812-20,620
-/// samples/s without it, 23,142-24,552 with an identity `index_select` doing the same (whose
-/// backward, an `index_add`, then took 10% of the profile), and with the views 17,051-20,234
-/// against that version's 13,236-15,810 in a slower hour (4 alternated rounds); fp32 unchanged.
+/// fallback (28% of a bf16 training profile; BENCHMARKS.md, "Training throughput", has the
+/// figures before and after).
 fn batch_norm(m: &nn::BatchNorm, x: &Tensor, train: bool) -> Tensor {
     let small = x.dim() == 4 && x.size()[1] < CHANNELS_LAST_BATCH_NORM_MIN_CHANNELS;
     if small && x.device() == Device::Cpu && !x.is_contiguous() {

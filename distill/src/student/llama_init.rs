@@ -111,7 +111,7 @@ pub fn teacher_head<'a>(teacher: &'a [(String, Tensor)], prefix: &str) -> Option
 }
 
 /// The name of [`teacher_head`]: `{prefix}lm_head.weight`, `lm_head.weight`, else the embedding.
-pub fn teacher_head_name(by_name: &HashMap<&str, &Tensor>, prefix: &str) -> String {
+fn teacher_head_name(by_name: &HashMap<&str, &Tensor>, prefix: &str) -> String {
     let untied = [format!("{prefix}lm_head.weight"), "lm_head.weight".to_string()];
     untied.into_iter().find(|n| by_name.contains_key(n.as_str())).unwrap_or_else(|| format!("{prefix}{EMBED}"))
 }
