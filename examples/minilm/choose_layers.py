@@ -10,8 +10,8 @@ lines of data/minilm/train.txt with distill's recipe for student.toml replayed i
 on the L2-normalised embeddings, AdamW lr 5e-4, weight decay 0.01, 100 warm-up steps then a
 cosine decay to 0, batch 64 of similar-length sentences) and scored again. With `--ffn F`, each
 student's feed-forward keeps only its F strongest neurons per layer, as distill's
-`init_from_teacher` does for a narrower `mlp_width` (largest |w_in| * |w_out|); with
-`--refit N` as well, each cut layer's output projection is refitted by least squares on N
+`init_from_teacher` does for a narrower `mlp_width` (largest |w_in| * |w_out|), or layer i its
+Fi with `--ffn F0,F1,F2`; with `--refit N` as well, each cut layer's output projection is refitted by least squares on N
 training sentences (`refit_feed_forward`), its neurons chosen `--by` weights or activations.
 `--freeze-embeddings` trains with the word embeddings kept as copied. AdamW is the fused one,
 as distill's.
@@ -27,7 +27,9 @@ Measured 2026-12-01 on 2 shared cores: untrained, [0, 4, 5] 0.688 (cosine 0.780)
 with its feed-forward cut to 1024 neurons: 0.869 (0.921) after the epoch; to 768: 0.851 (0.907).
 Measured 2026-12-03 on 2 idle cores: cut to 896, untrained 0.573 (0.632), refitted by weights
 0.657 (0.734), by activations 0.668 (0.751), and 0.867 (0.922) after the epoch (0.860 (0.914)
-without the refit); the embeddings frozen, 0.892 (0.941) against 0.897 (0.943).
+without the refit); the embeddings frozen, 0.892 (0.941) against 0.897 (0.943). The same 2,688
+neurons shared unevenly (`--ffn 512,896,1280` and `--ffn 384,896,1408`, the first layer losing
+least to the cut): 0.857 (0.916) and 0.854 (0.915) after the epoch.
 """
 import argparse
 import copy
@@ -63,11 +65,11 @@ def student_of(teacher, layers: list):
 
 
 @torch.no_grad()
-def keep_strongest_neurons(student, width: int):
-    """Each layer's feed-forward cut to its `width` neurons with the largest |w_in| * |w_out|
+def keep_strongest_neurons(student, widths: list):
+    """Layer i's feed-forward cut to its `widths[i]` neurons with the largest |w_in| * |w_out|
     (L2 norms of the neuron's `intermediate.dense` row and `output.dense` column), kept in the
     teacher's order: distill's `init_from_teacher` for `mlp_width` below the teacher's."""
-    for layer in student.encoder.layer:
+    for layer, width in zip(student.encoder.layer, widths):
         fc1, fc2 = layer.intermediate.dense, layer.output.dense
         keep = (fc1.weight.norm(dim=1) * fc2.weight.norm(dim=0)).topk(width).indices.sort().values
         narrow1, narrow2 = torch.nn.Linear(fc1.in_features, width), torch.nn.Linear(width, fc2.out_features)
@@ -177,7 +179,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--layers", action="append", help="teacher layers, e.g. 0,4,5 (repeatable)")
     p.add_argument("--train", type=int, default=0, help="train each --layers list on N sentences")
-    p.add_argument("--ffn", type=int, default=0, help="keep each layer's F strongest feed-forward neurons")
+    p.add_argument("--ffn", default="", help="keep each layer's F strongest feed-forward neurons (F, or F0,F1,... per layer)")
     p.add_argument("--refit", type=int, default=0, help="with --ffn: refit each cut layer's output on N sentences")
     p.add_argument("--by", choices=["weights", "activations"], default="weights", help="with --refit: which neurons to keep")
     p.add_argument("--freeze-embeddings", action="store_true", help="train with the word embeddings frozen")
@@ -198,9 +200,13 @@ def main():
 
     def build(layers):
         student = student_of(teacher, layers)
+        widths = [int(w) for w in a.ffn.split(",")] if a.ffn else []
+        widths = widths * len(layers) if len(widths) == 1 else widths
         if a.ffn and a.refit:
-            return refit_feed_forward(student, tok, fit_lines, a.ffn, a.by)
-        return keep_strongest_neurons(student, a.ffn) if a.ffn else student
+            if len(set(widths)) > 1:
+                p.error("--refit needs one --ffn width for every layer")
+            return refit_feed_forward(student, tok, fit_lines, widths[0], a.by)
+        return keep_strongest_neurons(student, widths) if a.ffn else student
 
     untrained = []
     for layers in candidates or [list(c) for c in itertools.combinations(range(6), 3)]:
