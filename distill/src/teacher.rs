@@ -98,17 +98,62 @@ impl Teacher {
                     x.size()
                 ),
                 // text: the shape comes from the text; the teacher may be no text model at all
-                (false, mask) => format!(
-                    "forward failed on token ids {:?}{}: a text run's teacher takes int64 token ids [B, S]{}; is --teacher a model of text?",
-                    x.size(),
-                    if mask { " and their attention mask" } else { "" },
-                    if mask { " and an attention mask [B, S]" } else { "" }
-                ),
+                (false, mask) => self.explain_text_failure(input).unwrap_or_else(|| {
+                    format!(
+                        "forward failed on token ids {:?}{}: a text run's teacher takes int64 token ids [B, S]{}; is --teacher a model of text?",
+                        x.size(),
+                        if mask { " and their attention mask" } else { "" },
+                        if mask { " and an attention mask [B, S]" } else { "" }
+                    )
+                }),
             };
             DistillError::teacher(&self.path, format!("{fix} ({reason})"))
         })?;
         let output = self.select(out)?;
         Ok(output.to_kind(Kind::Float))
+    }
+
+    /// Why a text teacher that takes token ids fails on `input` ([B, S] ids and mask), found by
+    /// running it again on changed copies: with every id set to the batch's smallest, it runs
+    /// at S tokens (then an id is beyond its vocabulary: the largest id that runs is searched
+    /// for) or only at fewer (then S is beyond its position table: the longest length that runs
+    /// is searched for). `None` when neither runs: the inputs themselves are wrong.
+    fn explain_text_failure(&self, input: &ModelInput) -> Option<String> {
+        let (ids, s) = (&input.x, input.x.size()[1]);
+        let runs = |ids: &Tensor, len: i64| {
+            let cut = ModelInput { x: ids.narrow(1, 0, len), mask: input.mask.as_ref().map(|m| m.narrow(1, 0, len)) };
+            let args: Vec<IValue> = cut.tensors().into_iter().map(IValue::Tensor).collect();
+            tch::no_grad(|| self.module.forward_is(&args)).is_ok()
+        };
+        // the largest value in lo..hi for which `ok` holds, given ok(lo) and not ok(hi)
+        let largest = |mut lo: i64, mut hi: i64, ok: &dyn Fn(i64) -> bool| {
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if ok(mid) {
+                    lo = mid
+                } else {
+                    hi = mid
+                }
+            }
+            lo
+        };
+        let (lowest, highest) = (ids.min().int64_value(&[]), ids.max().int64_value(&[]));
+        let uniform = ids.full_like(lowest);
+        if runs(&uniform, s) {
+            let top = largest(lowest, highest, &|k| runs(&ids.clamp_max(k), s));
+            return Some(format!(
+                "forward fails on token id {highest} but runs with ids up to {top}: the teacher's vocabulary is smaller than \
+                 data.tokenizer's; set data.tokenizer to the teacher's own tokenizer.json"
+            ));
+        }
+        if s > 1 && runs(&uniform, 1) {
+            let most = largest(1, s, &|len| runs(&uniform, len));
+            return Some(format!(
+                "forward fails on sequences of {s} tokens but runs on {most}: the teacher has {most} positions; set \
+                 data.input_shape = [{most}] (longer sentences are truncated)"
+            ));
+        }
+        None
     }
 
     /// The teacher's fp32 output [B, ...] for `batch`, refused when it holds NaN or inf.
@@ -142,8 +187,8 @@ impl Teacher {
     /// Why the teacher's logits `logits` [C] for row `row` of `data` (model input `input`, one
     /// sample) are not finite, blaming, in this order and only after checking: the normalisation
     /// (the input itself is not finite), the teacher's 16-bit precision (the fp32 teacher is
-    /// finite on the row), data.scale/mean/std (the input lies far outside [-100, 100]), or else
-    /// the teacher.
+    /// finite on the row), data.scale/mean/std (the input lies far outside [-100, 100]; not for
+    /// token ids), or else the teacher.
     pub fn explain_nonfinite(&self, input: &ModelInput, logits: &Tensor, row: i64, data: &Path) -> DistillError {
         let x = &input.x;
         let what = if bool::try_from(logits.isnan().any()).unwrap_or(false) { "NaN" } else { "inf" };
@@ -171,6 +216,16 @@ impl Teacher {
                     );
                 }
             }
+        }
+        if !x.is_floating_point() {
+            // token ids: no normalisation to blame
+            return DistillError::teacher(
+                &self.path,
+                format!(
+                    "the teacher returns {what} outputs for sentence {row} of {file} (0-based, blank lines not \
+                     counted; token ids [{lo:.0}, {hi:.0}]): the fault is in the teacher; run it on that sentence in PyTorch"
+                ),
+            );
         }
         if lo.abs().max(hi.abs()) > 100.0 {
             return DistillError::teacher(

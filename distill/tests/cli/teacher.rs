@@ -1,7 +1,8 @@
 //! Teachers that cannot teach: wrong classes, outputs or input shapes, training mode left on,
-//! NaN or overflowing logits, a missing 16-bit kernel, and a teacher at chance level. Each is
+//! NaN or overflowing logits, a missing 16-bit kernel, a teacher at chance level, and text
+//! teachers whose vocabulary or positions are too small or that return NaN. Each is
 //! named with its cause and fix.
-use crate::common::{digits_train, python, wrapped_teacher, Case, CFG, TEACHER};
+use crate::common::{digits_train, fixtures, python, wrapped_teacher, Case, CFG, TEACHER};
 
 #[test]
 fn teacher_classes_differ_from_config() {
@@ -154,4 +155,61 @@ fn a_teacher_at_chance_level_is_reported_with_a_hint() {
     let (code, stderr) = case.run(TEACHER, CFG);
     assert_eq!(code, 0, "{stderr}");
     assert!(!stderr.contains("chance"), "{stderr}");
+}
+
+/// A case holding the text fixture (`text-student.toml`, its data and tokenizer of 1000 tokens)
+/// and three scripted sentence encoders [B, S] -> [B, 32] (mean of token and position
+/// embeddings over the mask): `small-vocab.pt` knows ids below 500, `few-positions.pt` 16
+/// positions, and `nan.pt` returns NaN for a sentence holding token 980 ('##gy'), which only
+/// train sentence 1913 does (none of the test file's).
+fn text_case() -> Case {
+    let case = Case::new();
+    for f in ["text-student.toml", "text-train.txt", "text-test.txt", "tokenizer.json"] {
+        std::fs::copy(fixtures().join("text").join(f), case.path(f)).unwrap();
+    }
+    python(
+        case.dir.path(),
+        "import torch
+class MeanEmbedding(torch.nn.Module):
+    def __init__(self, vocab: int, positions: int, nan_id: int):
+        super().__init__()
+        self.token = torch.nn.Embedding(vocab, 32)
+        self.position = torch.nn.Embedding(positions, 32)
+        self.nan_id = nan_id
+    def forward(self, input_ids, attention_mask):
+        h = self.token(input_ids) + self.position(torch.arange(input_ids.shape[1]).unsqueeze(0))
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        e = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
+        bad = (input_ids == self.nan_id).any(1, keepdim=True)
+        return torch.where(bad, torch.full_like(e, float('nan')), e)
+torch.manual_seed(0)
+for name, vocab, positions, nan_id in [('small-vocab', 500, 64, -1), ('few-positions', 1000, 16, -1), ('nan', 1000, 64, 980)]:
+    torch.jit.script(MeanEmbedding(vocab, positions, nan_id).eval()).save(name + '.pt')",
+    );
+    case
+}
+
+#[test]
+fn a_text_teacher_failing_on_the_tokens_names_its_vocabulary_or_its_positions() {
+    // Both fail inside an index_select ("index out of range in self"); running the teacher
+    // again on changed copies of the batch tells which table is too small, and by how much.
+    let case = text_case();
+    case.fails_with(
+        "small-vocab.pt",
+        "text-student.toml",
+        &["small-vocab.pt", "but runs with ids up to 499", "set data.tokenizer to the teacher's own tokenizer.json"],
+    );
+    case.fails_with(
+        "few-positions.pt",
+        "text-student.toml",
+        &["few-positions.pt", "tokens but runs on 16: the teacher has 16 positions", "set data.input_shape = [16]"],
+    );
+}
+
+#[test]
+fn a_text_teacher_returning_nan_is_blamed_with_the_sentence_not_the_normalisation() {
+    let case = text_case();
+    let needles =
+        ["nan.pt", "returns NaN outputs for sentence 1913 of", "text-train.txt", "the fault is in the teacher"];
+    case.fails_with("nan.pt", "text-student.toml", &needles);
 }
