@@ -10,7 +10,8 @@ use tch::{Kind, Tensor};
 /// Spearman's rho between the cosine similarities that `student` and `teacher` embeddings
 /// ([N, E] and [N, E'], any device and float kind) give the same `pairs` random pairs of
 /// distinct rows (drawn with `seed`; at most all N (N - 1) / 2 pairs' worth of draws, with
-/// repeats possible). `None` for fewer than 2 rows.
+/// repeats possible). `None` where rho is undefined: fewer than 2 rows, or pair cosines without
+/// spread on either side (a single pair, a constant teacher).
 pub fn spearman_of_cosines(student: &Tensor, teacher: &Tensor, pairs: usize, seed: u64) -> Option<f64> {
     let n = student.size()[0] as usize;
     if n < 2 || pairs == 0 {
@@ -26,7 +27,7 @@ pub fn spearman_of_cosines(student: &Tensor, teacher: &Tensor, pairs: usize, see
         cs.push(s.row(i).dot(&s.row(j)));
         ct.push(t.row(i).dot(&t.row(j)));
     }
-    Some(spearman(Array1::from(cs).view(), Array1::from(ct).view()))
+    spearman(Array1::from(cs).view(), Array1::from(ct).view())
 }
 
 /// Rows of `x` [N, E] scaled to unit length (a zero row stays zero), as fp64 on the host.
@@ -45,8 +46,9 @@ fn unit_rows(x: &Tensor) -> Array2<f64> {
 }
 
 /// Spearman's rank correlation of `a` and `b` (equal lengths): Pearson's correlation of their
-/// ranks, ties given their average rank. 0 when either has no spread.
-pub fn spearman(a: ArrayView1<f64>, b: ArrayView1<f64>) -> f64 {
+/// ranks, ties given their average rank. `None` when either has no spread (all values tied, or
+/// fewer than 2): rho is then undefined, and 0 would read as "unrelated".
+pub fn spearman(a: ArrayView1<f64>, b: ArrayView1<f64>) -> Option<f64> {
     pearson(ranks(a).view(), ranks(b).view())
 }
 
@@ -70,14 +72,10 @@ fn ranks(x: ArrayView1<f64>) -> Array1<f64> {
     r
 }
 
-fn pearson(a: ArrayView1<f64>, b: ArrayView1<f64>) -> f64 {
+fn pearson(a: ArrayView1<f64>, b: ArrayView1<f64>) -> Option<f64> {
     let (da, db) = (&a - a.mean().unwrap_or(0.0), &b - b.mean().unwrap_or(0.0));
     let denom = (da.dot(&da) * db.dot(&db)).sqrt();
-    if denom == 0.0 {
-        0.0
-    } else {
-        da.dot(&db) / denom
-    }
+    (denom > 0.0).then(|| da.dot(&db) / denom)
 }
 
 #[cfg(test)]
@@ -90,14 +88,19 @@ mod tests {
     fn spearman_matches_hand_values() {
         // monotone: 1; reversed: -1
         assert!(
-            (spearman(array![1.0, 2.0, 3.0, 4.0].view(), array![10.0, 20.0, 25.0, 100.0].view()) - 1.0).abs() < 1e-12
+            (spearman(array![1.0, 2.0, 3.0, 4.0].view(), array![10.0, 20.0, 25.0, 100.0].view()).unwrap() - 1.0).abs()
+                < 1e-12
         );
-        assert!((spearman(array![1.0, 2.0, 3.0].view(), array![3.0, 2.0, 1.0].view()) + 1.0).abs() < 1e-12);
+        assert!((spearman(array![1.0, 2.0, 3.0].view(), array![3.0, 2.0, 1.0].view()).unwrap() + 1.0).abs() < 1e-12);
         // ranks a = [1, 2, 3, 4, 5], b = [2, 1, 4, 3, 5]: d^2 sum 4, rho = 1 - 6*4/(5*24) = 0.8
-        let rho = spearman(array![1.0, 2.0, 3.0, 4.0, 5.0].view(), array![20.0, 10.0, 40.0, 30.0, 50.0].view());
+        let rho =
+            spearman(array![1.0, 2.0, 3.0, 4.0, 5.0].view(), array![20.0, 10.0, 40.0, 30.0, 50.0].view()).unwrap();
         assert!((rho - 0.8).abs() < 1e-12, "{rho}");
         // ties share their mean rank: [1, 1, 2] -> ranks [1.5, 1.5, 3]
         assert_eq!(ranks(array![5.0, 5.0, 7.0].view()), array![1.5, 1.5, 3.0]);
+        // no spread on one side (one value, or all tied): undefined, not 0
+        assert_eq!(spearman(array![0.3].view(), array![0.9].view()), None);
+        assert_eq!(spearman(array![1.0, 2.0, 3.0].view(), array![4.0, 4.0, 4.0].view()), None);
     }
 
     #[test]
@@ -114,5 +117,9 @@ mod tests {
         let other = Tensor::randn([50, 2], (Kind::Float, tch::Device::Cpu));
         assert!(spearman_of_cosines(&s, &other, 1000, 0).unwrap().abs() < 0.2);
         assert_eq!(spearman_of_cosines(&s.narrow(0, 0, 1), &t.narrow(0, 0, 1), 10, 0), None);
+        // two rows make one pair: no ranking to correlate
+        assert_eq!(spearman_of_cosines(&s.narrow(0, 0, 2), &t.narrow(0, 0, 2), 10, 0), None);
+        // a teacher that embeds every sentence alike
+        assert_eq!(spearman_of_cosines(&s, &Tensor::ones([50, 2], (Kind::Float, tch::Device::Cpu)), 100, 0), None);
     }
 }
