@@ -294,7 +294,8 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     };
     for (role, set) in [("train", &loaded.train), ("test", &loaded.test)] {
         if let Some(stats) = set.text_stats() {
-            progress.line(format!("data: {role} {}: {}", set.path().display(), crate::data::text_summary(stats)));
+            let summary = crate::data::text_summary(stats, set.len() as u64);
+            progress.line(format!("data: {role} {}: {summary}", set.path().display()));
         }
     }
     if let Some(init) = &loaded.teacher_init {

@@ -64,18 +64,26 @@ fn lines(bytes: &[u8]) -> std::result::Result<Vec<&str>, String> {
         .collect()
 }
 
-/// A one-line summary of what reading a text file found, for progress output.
-pub fn summary(stats: &TextStats) -> String {
-    if let Some(p) = &stats.packing {
-        return format!(
+/// A one-line summary of what reading a text file found, for progress output; `rows` is how
+/// many of its samples the dataset keeps (fewer than the file's after a `data.holdout` split,
+/// whose two sides share the file's `stats`).
+pub fn summary(stats: &TextStats, rows: u64) -> String {
+    let found = match &stats.packing {
+        Some(p) => format!(
             "{} lines, {} tokens packed into {} windows of {} tokens; {} blank lines skipped, {} tokens after the last window left out",
             p.lines, p.tokens, stats.lines, stats.max_tokens, stats.blank_skipped, p.dropped_tokens
-        );
+        ),
+        None => format!(
+            "{} sentences, {:.1} tokens on average, at most {}; {} blank lines skipped, {} truncated",
+            stats.lines, stats.mean_tokens, stats.max_tokens, stats.blank_skipped, stats.truncated
+        ),
+    };
+    let unit = if stats.packing.is_some() { "windows" } else { "sentences" };
+    if rows == stats.lines {
+        found
+    } else {
+        format!("{found}; {rows} of the {} {unit} in this split (data.holdout)", stats.lines)
     }
-    format!(
-        "{} sentences, {:.1} tokens on average, at most {}; {} blank lines skipped, {} truncated",
-        stats.lines, stats.mean_tokens, stats.max_tokens, stats.blank_skipped, stats.truncated
-    )
 }
 
 #[cfg(test)]
@@ -164,7 +172,10 @@ mod tests {
             *stats,
             TextStats { lines: 3, blank_skipped: 2, truncated: 0, mean_tokens: 7.0, max_tokens: 9, packing: None }
         );
-        assert_eq!(summary(stats), "3 sentences, 7.0 tokens on average, at most 9; 2 blank lines skipped, 0 truncated");
+        assert_eq!(
+            summary(stats, 3),
+            "3 sentences, 7.0 tokens on average, at most 9; 2 blank lines skipped, 0 truncated"
+        );
         // ids and mask at 16 tokens, 8 bytes each
         assert_eq!(d.sample_bytes(), 256);
         // a batch is padded with [PAD] = 3 to its longest, not to the file's 16
@@ -205,6 +216,11 @@ mod tests {
             }
             assert_eq!(part.text_stats(), stats.as_ref());
         }
+        // the progress line gives the file's count and the split's own
+        let line = |part: &Dataset| summary(part.text_stats().unwrap(), part.len() as u64);
+        assert!(line(&train).starts_with("8 sentences, "), "{}", line(&train));
+        assert!(line(&train).ends_with("; 6 of the 8 sentences in this split (data.holdout)"), "{}", line(&train));
+        assert!(line(&test).ends_with("; 2 of the 8 sentences in this split (data.holdout)"), "{}", line(&test));
         // on a device: the same padded batch
         let test = test.to_device(Device::Cpu);
         let batch = test.chunks(2).next().unwrap();
