@@ -51,7 +51,7 @@ impl DataFiles {
                 (None, Some(fraction)) => HeldOut::Split(fraction),
                 (None, None) => return Err(DistillError::config(
                     path,
-                    "data.test is missing: set it to a held-out .npz, or set data.holdout = 0.1 to split data.train",
+                    "data.test is missing: set it to a held-out file (.npz, or .txt for text), or set data.holdout = 0.1 to split data.train",
                 )),
             };
         let tokenizer = spec.data.tokenizer.as_ref().map(|t| relative(path, t));

@@ -47,7 +47,7 @@ fn plan_refuses_a_cfg_without_a_held_out_set_as_the_trainer_does() {
     // `distill` refuses a cfg with neither data.test nor data.holdout; the plan resolves the
     // data files the same way, so it refuses it too rather than plan a split the run never makes
     let case = Case::edited("test = \"digits-test.npz\"\n", "");
-    let why = "data.test is missing: set it to a held-out .npz, or set data.holdout = 0.1 to split data.train";
+    let why = "data.test is missing: set it to a held-out file (.npz, or .txt for text), or set data.holdout = 0.1 to split data.train";
     let out = Command::new(env!("CARGO_BIN_EXE_distill"))
         .args(["plan", "--student", case.path(CFG).to_str().unwrap()])
         .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
