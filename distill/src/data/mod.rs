@@ -60,8 +60,14 @@ impl Dataset {
     ///
     /// # Errors
     /// [`crate::DistillError::Data`] naming the file (the array, the line) and the fix; also for
-    /// another extension, a `.txt` without a tokenizer and an `.npz` with one.
+    /// another extension, a folder, a `.txt` without a tokenizer and an `.npz` with one.
     pub fn load(path: &Path, spec: &DataSpec, tokenizer: Option<&TextTokenizer>) -> Result<Dataset> {
+        if path.is_dir() {
+            return Err(DistillError::data(
+                path,
+                "is a folder: set data.train and data.test to files (.npz, or .txt for text)",
+            ));
+        }
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
         match (ext.as_deref(), tokenizer) {
             (Some("npz"), None) => images_npz::load(path, spec),

@@ -257,6 +257,16 @@ mod tests {
                 at("t.npz")
             )
         );
+        // a folder (`train = "."`), whatever its name
+        let folder = files.dir.path().join("sentences.txt");
+        std::fs::create_dir(&folder).unwrap();
+        assert_eq!(
+            Dataset::load(&folder, &spec(16), Some(&files.tokenizer(16))).unwrap_err().to_string(),
+            format!(
+                "{}: is a folder: set data.train and data.test to files (.npz, or .txt for text)",
+                at("sentences.txt")
+            )
+        );
         let csv = files.write("t.csv", b"a man\n");
         assert_eq!(
             Dataset::load(&csv, &spec(16), Some(&files.tokenizer(16))).unwrap_err().to_string(),
