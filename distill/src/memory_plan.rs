@@ -103,17 +103,20 @@ impl MemoryPlanner {
         Ok(b.min(n))
     }
 
-    /// The plan at micro-batch `batch`; warns when an `auto` batch is the whole train set
-    /// (full-batch training), and with the breakdown when the plan does not fit the device.
+    /// The plan at micro-batch `batch`, or at the train set's size when that is smaller (the
+    /// largest batch the run makes: [`crate::batches`] cuts batches at `min(batch, n)`); warns
+    /// when an `auto` batch is the whole train set (full-batch training), and with the breakdown
+    /// when the plan does not fit the device.
     ///
     /// # Errors
     /// [`DistillError::Config`] naming `cfg_path` when the estimate fails.
     pub fn plan(&self, batch: u64, auto: bool, cfg_path: &Path, progress: &Progress) -> Result<MemoryPlan> {
+        let train_samples = self.inputs.dataset.map_or(0, |d| d.train_samples);
+        let batch = if train_samples > 0 { batch.min(train_samples) } else { batch };
         let inputs = Inputs { batch: Some(batch), ..self.inputs.clone() };
         let plan = estimate(&self.priced, &inputs)
             .map_err(|e: EstimateError| DistillError::config(cfg_path, e.to_string()))?;
         let capacity = &self.capacity;
-        let train_samples = self.inputs.dataset.map_or(0, |d| d.train_samples);
         if auto && plan.batch >= train_samples {
             progress.warn(format!(
                 "warning: train.batch_size = \"auto\" chose the whole train set ({}) on {}: that is full-batch training; set a number for mini-batches",
@@ -184,6 +187,33 @@ fn available_ram() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A planner of a small MLP over `train_samples` samples on a device of `memory` bytes.
+    fn planner(train_samples: u64, memory: u64) -> MemoryPlanner {
+        let text = "[data]\ninput_shape = [784]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [256]\n";
+        let spec = Config::from_toml_str(text).unwrap();
+        let sizes = LoadedSizes {
+            teacher_params: 100_000,
+            dataset: DatasetSize { train_samples, test_samples: 10, sample_bytes: 784 },
+        };
+        let mut planner = MemoryPlanner::on(Device::Cpu, &spec, &sizes).unwrap();
+        planner.capacity.gpu.memory = memory;
+        planner
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_train_set_is_planned_at_the_train_set() {
+        let quiet = Progress::new(crate::progress::Verbosity::Quiet);
+        let small = planner(100, u64::MAX);
+        let asked = small.plan(1_000_000, false, Path::new("cfg.toml"), &quiet).unwrap();
+        let real = small.plan(100, false, Path::new("cfg.toml"), &quiet).unwrap();
+        assert_eq!(asked.batch, 100);
+        assert_eq!(asked, real);
+        // The same batch on a train set that holds it is priced as asked, and costs more.
+        let big = planner(2_000_000, u64::MAX).plan(1_000_000, false, Path::new("cfg.toml"), &quiet).unwrap();
+        assert_eq!(big.batch, 1_000_000);
+        assert!(big.predicted_total_bytes > asked.predicted_total_bytes);
+    }
 
     #[test]
     fn the_cuda_runtime_is_priced_as_the_catalogue_prices_a_card_before_sm90() {
