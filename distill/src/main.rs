@@ -38,7 +38,8 @@ struct Args {
     baseline: bool,
     /// Continue the interrupted run whose --out was DIR (or its DIR.partial folder), from its
     /// newest checkpoint that loads; its teacher, data and student.init must be unchanged (with
-    /// --teacher: the same teacher, moved to FILE since the run started).
+    /// --teacher: the same teacher, moved to FILE since the run started). It trains the run's
+    /// own copy of the cfg (DIR.partial/config.toml), not later edits to the file.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["student", "baseline"])]
     resume: Option<PathBuf>,
     /// Override a cfg.toml value, e.g. --set train.precision=bf16 or --set prune.sparsity=0.8

@@ -102,11 +102,7 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
                 out.display()
             ));
             if changed_since(&cfg.spec, &saved) {
-                progress.line(format!(
-                    "note: {} changed since the run started; the restart trains the run's own copy ({})",
-                    cfg.path.display(),
-                    crate::rundir::partial_path(&out).join("config.toml").display()
-                ));
+                progress.warn(changed_note(&cfg.path, &out, "the restart"));
             }
             return resume(&out, None, None, opts.verbosity, opts.stop_after);
         }
@@ -143,6 +139,17 @@ fn changed_since(now: &Config, saved: &str) -> bool {
     now != saved
 }
 
+/// The warning that `cfg_path` was edited after the run in `out` started, so that `who` (a restart
+/// or `--resume`) trains the run's own copy of the cfg, not the edited file.
+fn changed_note(cfg_path: &Path, out: &Path, who: &str) -> String {
+    format!(
+        "warning: {} changed since the run started; {who} trains the run's own copy ({}); to train the edited cfg, start \
+         a new run (another --out)",
+        cfg_path.display(),
+        crate::rundir::partial_path(out).join("config.toml").display()
+    )
+}
+
 /// Continues the interrupted run whose `--out` was `out`; `teacher`, when given, is where the
 /// run's teacher file is now (it was moved or copied elsewhere since the run started), and
 /// `cache` the `--teacher-cache` folder to use instead of the run's own.
@@ -173,7 +180,13 @@ pub fn resume(
     opts.stop_after = stop_after;
     let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;
     let cfg = RunConfig::from_spec(&opts.student, spec)?;
-    let world = crate::dist::DistEnv::from_process()?.map_or(1, |e| e.world);
+    let job = crate::dist::DistEnv::from_process()?;
+    // the cfg file as it reads now (with the run's --set values): edits to it are not trained
+    let rank0 = job.as_ref().is_none_or(|e| e.rank == 0);
+    if rank0 && RunConfig::load(&opts.student, &opts.sets).is_ok_and(|now| changed_since(&now.spec, &saved.config)) {
+        Progress::new(verbosity).warn(changed_note(&opts.student, out, "--resume"));
+    }
+    let world = job.map_or(1, |e| e.world);
     if saved.world_size != world {
         return Err(DistillError::Usage(format!(
             "{}: the run was {}, and this is {}: its steps hold {} micro-batches, so resume it with as many processes \

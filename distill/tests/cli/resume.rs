@@ -134,6 +134,30 @@ fn resume_refuses_a_changed_teacher_or_data_file_but_follows_a_moved_one() {
 }
 
 #[test]
+fn resume_warns_that_edits_to_the_cfg_are_not_trained() {
+    let case = Case::new();
+    case.stopped_run("run", "10");
+    let (code, stderr) = case.resume_run("run", &["--stop-after-steps", "20"]);
+    assert_eq!(code, 130, "{stderr}");
+    assert!(!stderr.contains("changed since"), "an unedited cfg gets no warning: {stderr}");
+    case.edit_config("epochs = 3", "epochs = 5");
+    let (code, stderr) = case.resume_run("run", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let own = case.path("run.partial/config.toml");
+    assert!(
+        stderr.contains(&format!(
+            "warning: {} changed since the run started; --resume trains the run's own copy ({})",
+            case.path(CFG).display(),
+            own.display()
+        )),
+        "{stderr}"
+    );
+    // the run trained its own 3 epochs
+    let metrics = std::fs::read_to_string(case.path("run/metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().filter(|l| l.contains("\"kind\":\"epoch\"")).count(), 3, "{metrics}");
+}
+
+#[test]
 fn resume_refuses_a_changed_student_init() {
     // The baseline phase starts from student.init after the KD phase: a changed init would
     // give it other starting weights than the run began with.
