@@ -1,4 +1,4 @@
-//! Text datasets from `.txt` files: one sentence per line (UTF-8; `\n` or `\r\n` line ends; a
+//! Text datasets from `.txt` files: one sentence per line (UTF-8; `\n`, `\r\n` or `\r` line ends; a
 //! leading byte-order mark ignored), tokenised with the teacher's tokenizer
 //! ([`TextTokenizer`]). Blank lines are skipped and counted, longer sentences truncated and
 //! counted ([`TextStats`]); nothing is dropped silently. A language model's lines are packed
@@ -22,8 +22,9 @@ pub fn load(path: &Path, tokenizer: &TextTokenizer) -> Result<Dataset> {
     let lines = lines(&bytes).map_err(err)?;
     let sentences: Vec<&str> = lines.iter().copied().filter(|l| !l.trim().is_empty()).collect();
     let blank = (lines.len() - sentences.len()) as u64;
+    let none = || err("holds no sentences (no line holds text): write one sentence per line".into());
     if sentences.is_empty() {
-        return Err(err("holds no sentences (no line holds text): write one sentence per line".into()));
+        return Err(none());
     }
     if tokenizer.layout() == TextLayout::Packed {
         let (text, labels, _) = token_stream::pack(path, &sentences, tokenizer, blank)?;
@@ -31,28 +32,49 @@ pub fn load(path: &Path, tokenizer: &TextTokenizer) -> Result<Dataset> {
     }
     let encoded = tokenizer.encode(&sentences)?;
     let truncated = encoded.iter().filter(|e| e.truncated).count() as u64;
-    // a line of characters the tokenizer drops (control characters) and no special tokens
-    let kept: Vec<Vec<u32>> = encoded.into_iter().map(|e| e.ids).filter(|ids| !ids.is_empty()).collect();
+    // a line of characters the tokenizer drops (control or zero-width ones) is blank too
+    let kept: Vec<Vec<u32>> = encoded.into_iter().filter(|e| e.content).map(|e| e.ids).collect();
+    if kept.is_empty() {
+        return Err(none());
+    }
     let blank = blank + (sentences.len() - kept.len()) as u64;
     let text = Text::new(&kept, tokenizer.pad_id(), tokenizer.max_tokens(), (blank, truncated));
     Ok(Dataset::new(path.to_path_buf(), Examples::Text(text), None))
 }
 
-/// The lines of `bytes` without their ends (a final line end opens no line).
+/// The lines of `bytes` without their ends: `\n`, `\r\n` or a lone `\r` (old Mac files), as
+/// Python's universal newlines read them; a final line end opens no line.
 ///
 /// # Errors
 /// The line (from 1) and byte column of the first bytes that are not UTF-8, with the fix.
 fn lines(bytes: &[u8]) -> std::result::Result<Vec<&str>, String> {
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
-    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    if bytes.is_empty() {
-        return Ok(Vec::new());
+    let mut raw: Vec<&[u8]> = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => raw.push(&bytes[start..i]),
+            b'\r' => {
+                raw.push(&bytes[start..i]);
+                if bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 1;
+        start = i;
     }
-    bytes
-        .split(|&b| b == b'\n')
+    if start < bytes.len() {
+        raw.push(&bytes[start..]);
+    }
+    raw.into_iter()
         .enumerate()
         .map(|(i, line)| {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
             std::str::from_utf8(line).map_err(|e| {
                 format!(
                     "line {} is not UTF-8 (byte {} of the line): save the file as UTF-8",
@@ -185,6 +207,31 @@ mod tests {
         let mask = Vec::<Vec<i64>>::try_from(batch.input.mask.as_ref().unwrap()).unwrap();
         assert_eq!(mask, [vec![1, 1, 1, 1, 1, 1, 0, 0, 0], vec![1; 9]]);
         assert!(batch.labels.is_none());
+    }
+
+    #[test]
+    fn lone_carriage_returns_end_lines_and_invisible_lines_are_blank() {
+        let files = Files::new();
+        // an old Mac file (\r only), a Windows line, a zero-width space and joiner, a soft
+        // hyphen, a byte-order mark inside a line, and a control character
+        let text = "A man is eating food.\rDogs run.\r\n\u{200b}\u{200d}\r\u{feff}\r\u{ad}\n\u{7}\na man\r";
+        let d = files.load("mac.txt", text.as_bytes(), 16).unwrap();
+        assert_eq!(d.len(), 3);
+        assert_eq!(ids(&d, 0), [1, 4, 5, 6, 7, 8, 9, 10, 2]);
+        assert_eq!(ids(&d, 1), [1, 11, 12, 13, 10, 2]);
+        assert_eq!(ids(&d, 2), [1, 4, 5, 2]);
+        assert_eq!(d.text_stats().unwrap().blank_skipped, 4);
+        assert_eq!(lines(b"a\rb\r\nc\n\rd").unwrap(), ["a", "b", "c", "", "d"]);
+        assert_eq!(lines(b"a\r\r").unwrap(), ["a", ""]);
+        assert_eq!(lines(b"\xef\xbb\xbfa\r").unwrap(), ["a"]);
+        let at = files.dir.path().join("bad.txt").display().to_string();
+        assert_eq!(
+            files.error("bad.txt", b"a man\rfood\rab\xe9d\r"),
+            format!("{at}: line 3 is not UTF-8 (byte 3 of the line): save the file as UTF-8")
+        );
+        // a file of invisible lines only holds no sentences
+        let e = files.error("z.txt", "\u{200b}\n\u{7}\r".as_bytes());
+        assert!(e.ends_with("holds no sentences (no line holds text): write one sentence per line"), "{e}");
     }
 
     #[test]

@@ -30,9 +30,16 @@ pub fn pack(
 ) -> Result<(Text, Tensor, Packing)> {
     let eos = tokenizer.end_of_text().expect("a packed tokenizer has an end-of-text token");
     let mut stream: Vec<u32> = Vec::new();
+    let (mut blank, mut packed) = (blank, 0u64);
     for encoded in tokenizer.encode(lines)? {
+        // a line of characters the tokenizer drops (control or zero-width ones) is blank
+        if !encoded.content {
+            blank += 1;
+            continue;
+        }
         stream.extend_from_slice(&encoded.ids);
         stream.push(eos);
+        packed += 1;
     }
     let s = tokenizer.max_tokens();
     let windows = stream.len() / s;
@@ -48,11 +55,8 @@ pub fn pack(
     let kept: Vec<&[u32]> = stream.chunks_exact(s).collect();
     let next: Vec<i64> = (0..windows * s).map(|k| stream.get(k + 1).map_or(IGNORE, |&t| i64::from(t))).collect();
     let labels = Tensor::from_slice(&next).reshape([windows as i64, s as i64]);
-    let packing = Packing {
-        lines: lines.len() as u64,
-        tokens: stream.len() as u64,
-        dropped_tokens: (stream.len() - windows * s) as u64,
-    };
+    let packing =
+        Packing { lines: packed, tokens: stream.len() as u64, dropped_tokens: (stream.len() - windows * s) as u64 };
     let mut text = Text::new(&kept, eos, s, (blank, 0));
     text.set_packing(packing.clone());
     Ok((text, labels, packing))

@@ -40,6 +40,9 @@ pub struct TextTokenizer {
 pub struct Encoded {
     pub ids: Vec<u32>,
     pub truncated: bool,
+    /// Whether any token is the sentence's own (not a special token such as [CLS] or [SEP]):
+    /// false for a line of characters the tokenizer drops (control and zero-width characters).
+    pub content: bool,
 }
 
 impl TextTokenizer {
@@ -146,11 +149,11 @@ impl TextTokenizer {
                 .tokenizer
                 .encode_batch_fast(chunk.to_vec(), true)
                 .map_err(|e| DistillError::data(&self.path, format!("cannot tokenize ({e})")))?;
-            out.extend(
-                encodings
-                    .into_iter()
-                    .map(|e| Encoded { truncated: !e.get_overflowing().is_empty(), ids: e.get_ids().to_vec() }),
-            );
+            out.extend(encodings.into_iter().map(|e| Encoded {
+                truncated: !e.get_overflowing().is_empty(),
+                content: e.get_special_tokens_mask().contains(&0),
+                ids: e.get_ids().to_vec(),
+            }));
         }
         Ok(out)
     }
