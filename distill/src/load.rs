@@ -11,7 +11,9 @@ use crate::config::{HeldOut, RunConfig};
 use crate::data::{Dataset, TextLayout, TextTokenizer};
 use crate::error::Result;
 use crate::memory_plan::LoadedSizes;
-use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
+use crate::preflight::{
+    check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, tokenizer_warning, TeacherOutput,
+};
 use crate::student::{StudentInit, TeacherInit, TeacherWeights};
 use crate::students::{build_student_from, teacher_weights};
 use crate::teacher::Teacher;
@@ -25,6 +27,9 @@ pub struct Loaded {
     pub teacher_weights: Option<TeacherWeights>,
     /// What a fresh student takes from the teacher (`None` without `init_from_teacher`).
     pub teacher_init: Option<TeacherInit>,
+    /// Warnings about the inputs that do not stop the run (a tokenizer that may not be the
+    /// teacher's), for the log.
+    pub warnings: Vec<String>,
 }
 
 impl Loaded {
@@ -60,6 +65,10 @@ impl Loaded {
         };
         let (train, test) = (train.to_device(device), test.to_device(device));
         let teacher = Teacher::load(teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?;
+        let warnings = match (&tokenizer, cfg.data.tokenizer.as_deref()) {
+            (Some(t), Some(path)) => tokenizer_warning(t.vocab_size(), &teacher.named_parameters()?, path),
+            _ => None,
+        };
 
         // Preflight on a probe batch: teacher output shape, finite, in eval mode; student != teacher.
         let probe = Tensor::arange(train.len().min(8) as i64, (tch::Kind::Int64, device));
@@ -77,7 +86,7 @@ impl Loaded {
         let init = StudentInit { teacher: teacher_weights.as_ref(), file: cfg.init.as_deref() };
         let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;
         check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;
-        Ok(Loaded { train, test, teacher, teacher_weights, teacher_init })
+        Ok(Loaded { train, test, teacher, teacher_weights, teacher_init, warnings: warnings.into_iter().collect() })
     }
 
     /// What the memory plan needs of the loaded run: the teacher's parameter count and the

@@ -240,6 +240,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         refuse_in_a_job(&cfg, g.world)?;
     }
     let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;
+    loaded.warnings.iter().for_each(|w| progress.warn(w.clone()));
     check_baseline(opts.baseline, &cfg.spec, &loaded.train)?;
     let (settings, memory) = cfg.resolve(device, &loaded.sizes(), &progress)?;
     if let Some(g) = &group {

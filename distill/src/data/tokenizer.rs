@@ -116,6 +116,11 @@ impl TextTokenizer {
         self.layout
     }
 
+    /// Tokens in the vocabulary, added tokens included.
+    pub fn vocab_size(&self) -> u64 {
+        self.tokenizer.get_vocab_size(true) as u64
+    }
+
     /// The id of the first of [`END_OF_TEXT`] the vocabulary holds.
     pub fn end_of_text(&self) -> Option<u32> {
         END_OF_TEXT.iter().find_map(|t| self.tokenizer.token_to_id(t))

@@ -213,3 +213,32 @@ fn a_text_teacher_returning_nan_is_blamed_with_the_sentence_not_the_normalisatio
         ["nan.pt", "returns NaN outputs for sentence 1913 of", "text-train.txt", "the fault is in the teacher"];
     case.fails_with("nan.pt", "text-student.toml", &needles);
 }
+
+#[test]
+fn a_tokenizer_far_smaller_than_the_teachers_token_table_is_warned_about() {
+    // The fixture's tokenizer has 1000 tokens; a teacher whose table has 4000 rows runs on its
+    // ids, but they are likely another vocabulary's: the run warns and goes on.
+    let case = text_case();
+    python(
+        case.dir.path(),
+        "import torch
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = torch.nn.Embedding(4000, 32)
+    def forward(self, input_ids, attention_mask):
+        m = attention_mask.unsqueeze(-1).float()
+        return (self.word_embeddings(input_ids) * m).sum(1) / m.sum(1).clamp(min=1.0)
+torch.manual_seed(0)
+torch.jit.script(Encoder().eval()).save('wide.pt')",
+    );
+    let out = case.command("wide.pt", "text-student.toml", "run").args(["--set", "train.epochs=1"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let needle = format!(
+        "warning: data.tokenizer {} has 1000 tokens but the teacher's token embedding word_embeddings.weight has 4000 rows",
+        case.path("tokenizer.json").display()
+    );
+    assert!(stderr.contains(&needle), "{stderr}");
+    assert!(stderr.contains("point data.tokenizer at the teacher's own tokenizer.json"), "{stderr}");
+}
