@@ -1,5 +1,6 @@
 //! Links libtorch for the binary and tests, and compiles the C++ shims for what tch does not bind:
-//! `csrc/shim.cpp` (autocast dtype on CPU and CUDA, CUDA allocator statistics) and
+//! `csrc/shim.cpp` (autocast dtype on CPU and CUDA, CUDA allocator statistics),
+//! `csrc/script_names.cpp` (names of a traced TorchScript module's inputs) and
 //! `csrc/dist_shim.cpp` (c10d: process groups and the DDP Reducer) with `csrc/dist_nccl.cpp` (their
 //! NCCL backend on CUDA).
 include!("build/libtorch.rs");
@@ -9,6 +10,7 @@ fn main() {
     let lib = std::path::PathBuf::from(libtorch_lib());
     let include = lib.join("../include");
     torch_cpp("csrc/shim.cpp", &include).compile("distill_shim");
+    torch_cpp("csrc/script_names.cpp", &include).compile("distill_script_names");
     compile_dist_shim(&include);
     compile_nccl_backend(&include);
 }

@@ -11,9 +11,10 @@
 //!   attribute names, so `model.load_state_dict(safetensors.torch.load_file(...), strict=False)`
 //!   fills it.
 //! * `student.pt`: the eval-mode forward traced into TorchScript on the first test sample. It
-//!   takes the model input's tensors ([`ModelInput::tensors`]): images and vectors as normalised
-//!   floats [B, ...input_shape] (see `data.scale/mean/std` in report.json), returning logits
-//!   [B, classes]; text as `(input_ids, attention_mask)`, both int64 [B, S] for any B and S up
+//!   takes the model input's tensors ([`ModelInput::tensors`], named by [`ModelInput::names`],
+//!   so keyword calls work): images and vectors as `input`, normalised floats [B, ...input_shape]
+//!   (see `data.scale/mean/std` in report.json), returning logits [B, classes]; text as
+//!   `(input_ids, attention_mask)`, both int64 [B, S] for any B and S up
 //!   to `input_shape[0]` (the transformer's forward reads no size, so the trace is not tied to
 //!   the traced sample's), returning the embedding [B, classes]. Weights are baked in as
 //!   constants, so Python can run it but not fine-tune it.
@@ -86,7 +87,10 @@ fn save_torchscript(student: &Student, vs: &mut VarStore, example: &ModelInput, 
     let module = CModule::create_by_tracing("Student", "forward", &example.tensors(), &mut |inputs| {
         vec![student.forward(&ModelInput::from_tensors(inputs), false)]
     })?;
-    write_atomic_keeping_extension(path, |tmp| Ok(module.save(tmp)?))
+    write_atomic_keeping_extension(path, |tmp| {
+        module.save(tmp)?;
+        crate::shim::name_inputs(tmp, &example.names())
+    })
 }
 
 /// The model input of the first test sample, to trace the student on.

@@ -1,6 +1,6 @@
 //! Safe wrappers over `csrc/shim.cpp`: autocast with a chosen dtype on CPU or CUDA, the CUDA
 //! caching allocator's statistics (`torch.cuda.max_memory_allocated` and friends), and ATen's
-//! fused AdamW kernel.
+//! fused AdamW kernel; and over `csrc/script_names.cpp`: a TorchScript file's input names.
 use std::ffi::{c_char, c_int, CStr};
 
 use estimator_wasm::schema::Precision;
@@ -11,6 +11,7 @@ use crate::precision::{autocast_kind, scalar_type_code};
 
 extern "C" {
     fn distill_free(message: *mut c_char);
+    fn distill_name_inputs(path: *const c_char, names: *const *const c_char, n: c_int) -> *mut c_char;
     fn distill_autocast_enter(
         cuda: c_int,
         scalar_type: c_int,
@@ -53,6 +54,23 @@ pub(crate) fn take_message(message: *mut c_char) -> Option<String> {
 /// Turns the shim's error convention into a `Result`.
 fn check(message: *mut c_char) -> Result<()> {
     take_message(message).map_or(Ok(()), |text| Err(DistillError::Torch(text)))
+}
+
+/// Renames the inputs of the forward of the TorchScript file at `path` (after `self`) to
+/// `names` and rewrites the file (`csrc/script_names.cpp`): tch's tracer names them
+/// `argument_1`, `argument_2`, ..., which keyword calls cannot use.
+///
+/// # Errors
+/// [`DistillError::Torch`] when the file does not load or save, or its forward takes another
+/// number of inputs.
+pub fn name_inputs(path: &std::path::Path, names: &[&str]) -> Result<()> {
+    use std::ffi::CString;
+    let text = |s: &str| CString::new(s).map_err(|_| DistillError::Torch(format!("NUL byte in {s:?}")));
+    let path = text(&path.to_string_lossy())?;
+    let names = names.iter().map(|n| text(n)).collect::<Result<Vec<CString>>>()?;
+    let pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    // SAFETY: NUL-terminated strings that outlive the call; the shim copies what it keeps.
+    check(unsafe { distill_name_inputs(path.as_ptr(), pointers.as_ptr(), pointers.len() as c_int) })
 }
 
 /// Runs `f` under autocast to `precision` on `device` (PyTorch's `torch.autocast(device,

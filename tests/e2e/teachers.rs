@@ -26,7 +26,7 @@ res = {'teacher_params': sum(p.numel() for p in t.parameters()),
 for name in sys.argv[4:]:
     s = torch.jit.load(f'{run}/{name}student.pt').eval()
     with torch.no_grad():
-        sp = s(x).argmax(1)
+        sp = s(input=x).argmax(1)
     with open(f'{run}/{name}student.safetensors', 'rb') as f:
         header = json.loads(f.read(struct.unpack('<Q', f.read(8))[0]))
     params = sum(int(np.prod(v['shape'])) for k, v in header.items() if k != '__metadata__' and 'running_' not in k)

@@ -49,8 +49,8 @@ fn a_sentence_encoder_distils_exports_and_reloads_in_pytorch() {
         metrics_lines(&run.join("metrics.jsonl")).into_iter().filter(|l| l["kind"] == "epoch").collect();
     assert!(epochs[2]["loss"].as_f64() < epochs[0]["loss"].as_f64());
 
-    // student.pt, traced on one sentence, runs in PyTorch on a padded batch of 40 and returns
-    // the Rust student's embeddings; and it embeds like the teacher (cosine as in the report).
+    // student.pt, traced on one sentence, runs in PyTorch on a padded batch of 40 (its inputs
+    // passed by name, as Hugging Face callers do) and returns the Rust student's embeddings; and it embeds like the teacher (cosine as in the report).
     let npz = dir.path().join("rust.npz");
     rust_embeddings(&cfg, &run, 40, &npz);
     let script = "import sys, numpy as np, torch
@@ -59,7 +59,7 @@ d = np.load(npz)
 ids, mask = torch.from_numpy(d['ids']), torch.from_numpy(d['mask'])
 assert ids.shape[0] == 40 and bool((mask == 0).any()), 'a padded batch'
 with torch.no_grad():
-    s = torch.jit.load(run + '/student.pt')(ids, mask)
+    s = torch.jit.load(run + '/student.pt')(input_ids=ids, attention_mask=mask)
     t = torch.jit.load(teacher)(ids, mask)
 print((s - torch.from_numpy(d['embedding'])).abs().max().item(), torch.nn.functional.cosine_similarity(s, t).mean().item())";
     let teacher = fixture("text/text-teacher.pt");

@@ -41,6 +41,14 @@ impl ModelInput {
         std::iter::once(&self.x).chain(&self.mask).map(Tensor::shallow_clone).collect()
     }
 
+    /// The names of [`ModelInput::tensors`] as an exported student's forward takes them:
+    /// Hugging Face's `input_ids` and `attention_mask` for token ids, `input` for images and
+    /// vectors (as `torch.nn.Module.forward(input)`).
+    pub fn names(&self) -> Vec<&'static str> {
+        let first = if self.x.kind() == tch::Kind::Int64 { "input_ids" } else { "input" };
+        std::iter::once(first).chain(self.mask.as_ref().map(|_| "attention_mask")).collect()
+    }
+
     /// The inverse of [`ModelInput::tensors`] (inside a trace).
     ///
     /// # Panics
