@@ -81,7 +81,8 @@ impl Restored {
         let (tensors, saved): (Vec<(String, Tensor)>, Saved) = load(path)?;
         if saved.config != config {
             return Err(DistillError::Usage(format!(
-                "{}: this checkpoint was written for another configuration; resume with the cfg.toml it was started with",
+                "{}: this checkpoint was written by a run of another configuration than this run's config.toml (copied from \
+                 another run?): move it to the run it came from and resume that one",
                 path.display()
             )));
         }

@@ -158,6 +158,31 @@ fn resume_warns_that_edits_to_the_cfg_are_not_trained() {
 }
 
 #[test]
+fn resume_names_a_checkpoint_copied_from_a_run_of_another_cfg() {
+    let case = Case::new();
+    case.stopped_run("a", "10");
+    let b =
+        case.command(TEACHER, CFG, "b").args(["--set", "train.lr=0.05", "--stop-after-steps", "10"]).output().unwrap();
+    assert_eq!(b.status.code(), Some(130), "{}", String::from_utf8_lossy(&b.stderr));
+    let (a, b) = (case.path("a.partial/checkpoints"), case.path("b.partial/checkpoints"));
+    std::fs::remove_dir_all(&a).unwrap();
+    std::fs::rename(&b, &a).unwrap();
+    let (code, stderr) = case.resume_run("a", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    let step = a.join("step-000000010");
+    assert!(
+        stderr.contains(&format!(
+            "{} (this checkpoint was written by a run of another configuration than this run's config.toml (copied from \
+             another run?): move it to the run it came from and resume that one)",
+            step.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("delete that folder to train this student from the start"), "{stderr}");
+    assert!(step.is_dir(), "the checkpoint stays");
+}
+
+#[test]
 fn resume_refuses_a_changed_student_init() {
     // The baseline phase starts from student.init after the KD phase: a changed init would
     // give it other starting weights than the run began with.
