@@ -64,6 +64,22 @@ fn relative(cfg_path: &Path, file: impl AsRef<Path>) -> PathBuf {
     cfg_path.parent().unwrap_or(Path::new(".")).join(file)
 }
 
+/// `spec` (read from `cfg_path`) with every file it names made absolute (`data.train`,
+/// `data.test`, `data.tokenizer`, `student.init`): the form of its copies in a run folder
+/// (`config.toml`, a shrunk student's `student.toml`), which then run from anywhere.
+pub fn with_absolute_files(spec: &Config, cfg_path: &Path) -> Config {
+    let absolute = |file: &String| {
+        let path = relative(cfg_path, file);
+        let path = path.canonicalize().or_else(|_| std::path::absolute(&path)).unwrap_or(path);
+        path.to_string_lossy().into_owned()
+    };
+    let mut spec = spec.clone();
+    for file in [&mut spec.data.train, &mut spec.data.test, &mut spec.data.tokenizer, &mut spec.student.init] {
+        *file = file.as_ref().map(absolute);
+    }
+    spec
+}
+
 /// A validated cfg.toml as written, plus the files it names, resolved.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -200,6 +216,12 @@ impl RunSettings {
     /// [`Self::resolved_spec`] as cfg.toml text.
     pub fn to_toml(&self) -> String {
         self.resolved_spec().to_toml_string()
+    }
+
+    /// [`Self::to_toml`] with the files it names absolute ([`with_absolute_files`]): the run
+    /// folder's `config.toml`, which `distill --student` takes from any folder.
+    pub fn portable_toml(&self) -> String {
+        with_absolute_files(&self.resolved_spec(), self.cfg_path()).to_toml_string()
     }
 
     /// The cfg.toml as given on the command line.

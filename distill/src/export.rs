@@ -211,7 +211,7 @@ fn export_shrunk(
     let (st, ts) = (dir.join("student.safetensors"), dir.join("student.pt"));
     let example = first_sample(inputs);
     save_student(&shrunk.spec, &shrunk.vs, &shrunk.student, &example, &st, &ts)?;
-    let toml = shrunk.spec.to_toml_string();
+    let toml = crate::config::with_absolute_files(&shrunk.spec, inputs.settings.cfg_path()).to_toml_string();
     write_atomic(&dir.join("student.toml"), |f| f.write_all(toml.as_bytes()))?;
     let report = ShrunkReport {
         channels: shrunk.spec.student.channels.clone(),

@@ -292,7 +292,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let world_size = group.as_ref().map_or(1, |g| g.world);
     let resumable = Resumable { options: absolute(opts, out), config, inputs, world_size };
     rundir.write("run.json", &serde_json::to_vec_pretty(&resumable).expect("run.json serialises"))?;
-    rundir.write("config.toml", resumable.config.as_bytes())?;
+    rundir.write("config.toml", settings.portable_toml().as_bytes())?;
     let students = Students {
         settings: &settings,
         dir: &rundir.path(""),

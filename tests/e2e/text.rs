@@ -239,6 +239,11 @@ fn structured_pruning_narrows_a_transformers_feed_forward_to_the_same_function()
     let small = Config::from_toml_str(&std::fs::read_to_string(run.join("student.toml")).unwrap()).unwrap();
     assert_eq!(small.student.transformer.as_ref().unwrap().mlp_width, Some(48));
     assert!(small.prune.is_none(), "the shrunk cfg must not prune again");
+    // its files absolute: it trains from the run folder, wherever that moves
+    for file in [&small.data.train, &small.data.test, &small.data.tokenizer] {
+        let file = Path::new(file.as_deref().unwrap());
+        assert!(file.is_absolute() && file.is_file(), "{}", file.display());
+    }
 
     // PyTorch runs both TorchScript files on a padded batch and gets the same embeddings.
     let npz = dir.path().join("rust.npz");

@@ -183,6 +183,30 @@ fn resume_names_a_checkpoint_copied_from_a_run_of_another_cfg() {
 }
 
 #[test]
+fn a_runs_config_toml_reruns_from_another_folder_to_the_same_losses() {
+    let case = Case::new();
+    let (code, stderr) = case.run(TEACHER, CFG);
+    assert_eq!(code, 0, "{stderr}");
+    let copy = std::fs::read_to_string(case.path("run/config.toml")).unwrap();
+    let spec = estimator_wasm::Config::from_toml_str(&copy).unwrap();
+    let train = std::fs::canonicalize(case.path("digits-train.npz")).unwrap();
+    assert_eq!(spec.data.train.as_deref(), Some(train.to_str().unwrap()));
+    // the run folder moved elsewhere, run from another working folder
+    std::fs::create_dir(case.path("elsewhere")).unwrap();
+    std::fs::rename(case.path("run"), case.path("elsewhere/first")).unwrap();
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_distill"))
+        .current_dir(std::env::temp_dir())
+        .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
+        .args(["--student", case.path("elsewhere/first/config.toml").to_str().unwrap()])
+        .args(["--out", case.path("again").to_str().unwrap(), "--device", "cpu", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    std::fs::rename(case.path("elsewhere/first"), case.path("run")).unwrap();
+    same_metrics(&case, "run", "again");
+}
+
+#[test]
 fn resume_refuses_a_changed_student_init() {
     // The baseline phase starts from student.init after the KD phase: a changed init would
     // give it other starting weights than the run began with.
