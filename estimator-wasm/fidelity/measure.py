@@ -414,16 +414,6 @@ def measure(path):
                 kd_term = F.mse_loss(z, target)
             else:
                 kd_term = (1 - F.cosine_similarity(z, target, dim=-1)).mean()
-            similarity = kd.get("similarity", 0.0)
-            if similarity > 0:
-                # distill/src/objective/embedding_kd.rs pair_similarity: the [B, B] cosine
-                # matrices' squared gaps over the B (B - 1) ordered pairs
-                def unit(x):
-                    return x / x.norm(2, dim=1, keepdim=True).clamp_min(1e-12)
-                u, v = unit(z), unit(target)
-                gap = u @ u.T - v @ v.T
-                n = z.shape[0]
-                kd_term = kd_term + gap.square().sum() / max(n * (n - 1), 1) * similarity
             loss = alpha * kd_term
         else:
             loss = logit_loss(z, y, teacher_logits, temperature, alpha)

@@ -21,7 +21,7 @@ pub use loss::{Agreement, LossParts, LossValues, Objective};
 /// The objective `[kd] objective` names: the one place that picks an objective (another kind
 /// is one more file and one more arm here).
 pub fn from_spec(kd: &KdSpec) -> Box<dyn Objective> {
-    let embedding = |distance| Box::new(EmbeddingKd { distance, alpha: kd.alpha, similarity: kd.similarity });
+    let embedding = |distance| Box::new(EmbeddingKd { distance, alpha: kd.alpha });
     match kd.objective {
         KdObjective::Logits => Box::new(LogitKd { temperature: kd.temperature, alpha: kd.alpha }),
         KdObjective::EmbeddingMse => embedding(Distance::Mse),

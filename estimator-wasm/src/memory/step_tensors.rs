@@ -29,9 +29,7 @@ impl Compile<'_> {
         let rows = logits.elems / classes.max(1);
         if config.kd.objective != KdObjective::Logits {
             let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
-            let similarity = config.kd.similarity > 0.0;
-            let (student, objective) = (logits.size()?, config.kd.objective);
-            return Ok(embedding_loss(fp32_logits, student, logits.dtype, objective, rows, kd, similarity));
+            return Ok(embedding_loss(fp32_logits, logits.size()?, logits.dtype, config.kd.objective, rows, kd));
         }
         // a language model's loss in chunks of positions (kd.loss_chunk, distill's
         // chunked_loss.rs): the loss tensors and the student's logits exist for one chunk at a
@@ -115,24 +113,10 @@ impl Compile<'_> {
 /// as fp32; `student`: as the student returns it, in `dtype`): `z = student.to(f32)`, then
 /// `mse_loss(z, t)` saves `z` and the teacher's rows `t`; `1 - cosine_similarity(z, t)` saves
 /// both and two `[rows]` norms (measured, torch 2.11 CPU). No labels: text is unlabelled.
-/// `similarity` (`kd.similarity > 0`, distill's `pair_similarity`): `z / z.norm(dim=1)` saves
-/// the norm and its clamp (`[rows]` each), and `u @ u.T` the unit rows `u` (fp32 like `z`);
-/// its `[B, B]` cosine matrices (4 B^2 bytes, 16 KiB at B = 64) are too small to price.
-fn embedding_loss(
-    fp32: Size,
-    student: Size,
-    dtype: DType,
-    objective: KdObjective,
-    rows: u64,
-    kd: bool,
-    similarity: bool,
-) -> LossPlan {
+fn embedding_loss(fp32: Size, student: Size, dtype: DType, objective: KdObjective, rows: u64, kd: bool) -> LossPlan {
     let mut saved = vec![fp32, fp32];
     if objective == KdObjective::EmbeddingCosine {
         saved.extend([Size::per(rows * 4), Size::per(rows * 4)]);
-    }
-    if similarity && kd {
-        saved.extend([fp32, Size::per(rows * 4), Size::per(rows * 4)]);
     }
     let mut transient = vec![fp32];
     if dtype != DType::F32 {

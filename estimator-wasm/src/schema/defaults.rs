@@ -25,11 +25,6 @@ pub(crate) fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// Whether `v` is 0.0 (an unset weight, left out of a written cfg.toml).
-pub(crate) fn is_zero_f64(v: &f64) -> bool {
-    *v == 0.0
-}
-
 pub(crate) fn three() -> u64 {
     3
 }

@@ -187,16 +187,11 @@ pub struct KdSpec {
     /// loss and gradients as unchunked, up to float rounding.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub loss_chunk: u64,
-    /// Embedding objectives: weight of the pair-similarity term added to the distance, the mean
-    /// over the batch's pairs i != j of (cos(s_i, s_j) - cos(t_i, t_j))^2 (similarity-preserving
-    /// KD: Tung & Mori 2019, arXiv:1907.09682). 0: off.
-    #[serde(default, skip_serializing_if = "is_zero_f64")]
-    pub similarity: f64,
 }
 
 impl Default for KdSpec {
     fn default() -> Self {
-        KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9, loss_chunk: 0, similarity: 0.0 }
+        KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9, loss_chunk: 0 }
     }
 }
 

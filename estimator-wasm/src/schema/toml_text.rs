@@ -282,10 +282,7 @@ mod schema_tests {
     #[test]
     fn defaults_fill_every_optional_key() {
         let c = Config::from_toml_str(MINIMAL).unwrap();
-        assert_eq!(
-            c.kd,
-            KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9, loss_chunk: 0, similarity: 0.0 }
-        );
+        assert_eq!(c.kd, KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9, loss_chunk: 0 });
         assert_eq!(c.train.batch_size, BatchSize::Fixed(128));
         assert_eq!(c.train.optimizer, OptimizerKind::Adamw);
         assert_eq!(c.train.lr, 1e-3);
@@ -325,8 +322,6 @@ mod schema_tests {
         let cases = [
             ("[kd]\nalpha = 1.5\n", "kd.alpha"),
             ("[kd]\ntemperature = 0.0\n", "kd.temperature"),
-            ("[kd]\nsimilarity = -1.0\n", "kd.similarity"),
-            ("[kd]\nsimilarity = 1.0\n", "kd.similarity"),
             ("[train]\nlr = -1.0\n", "train.lr"),
             ("[train]\nbatch_size = 0\n", "train.batch_size"),
             ("[prune]\nsparsity = 1.0\n", "prune.sparsity"),

@@ -337,15 +337,6 @@ impl KdSpec {
         if !(0.0..=1.0).contains(&self.alpha) {
             return invalid("kd.alpha", "must be in [0, 1] (0 = labels only, 1 = soft targets only)");
         }
-        if !(self.similarity.is_finite() && self.similarity >= 0.0) {
-            return invalid("kd.similarity", "must be a finite number >= 0 (0 = off; typical: 1 to 10)");
-        }
-        if self.similarity > 0.0 && self.objective == KdObjective::Logits {
-            return invalid(
-                "kd.similarity",
-                "compares embeddings: use it with objective = \"embedding_mse\" or \"embedding_cosine\", or remove it",
-            );
-        }
         Ok(())
     }
 }

@@ -62,7 +62,6 @@ const KEYS: &[(&str, Option<FormField>)] = &[
     ("kd.temperature", None),
     ("kd.objective", None),
     ("kd.alpha", None),
-    ("kd.similarity", None),
     ("train.epochs", None),
     ("train.batch_size", Some(Batch)),
     ("train.eval_batch_size", Some(EvalBatch)),
