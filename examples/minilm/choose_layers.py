@@ -81,6 +81,54 @@ def keep_strongest_neurons(student, widths: list):
     return student
 
 
+class PrunedSelfAttention(torch.nn.Module):
+    """bert.py's self-attention keeping `len(keep)` of its heads (their query, key and value
+    rows, each head `head_dim` wide): the inner width shrinks from d to heads x head_dim."""
+
+    def __init__(self, full, keep: list, head_dim: int):
+        super().__init__()
+        self.heads, self.head_dim = len(keep), head_dim
+        rows = torch.cat([torch.arange(h * head_dim, (h + 1) * head_dim) for h in keep])
+        for name in ("query", "key", "value"):
+            old = getattr(full, name)
+            new = torch.nn.Linear(old.in_features, len(rows))
+            new.weight.data.copy_(old.weight.data[rows])
+            new.bias.data.copy_(old.bias.data[rows])
+            setattr(self, name, new)
+
+    def forward(self, h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        b, s, _ = h.shape
+        split = lambda x: x.view(b, s, self.heads, self.head_dim).transpose(1, 2)  # noqa: E731
+        q, k, v = split(self.query(h)), split(self.key(h)), split(self.value(h))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim) + bias
+        o = torch.softmax(scores, dim=-1) @ v
+        return o.transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
+
+
+@torch.no_grad()
+def keep_strongest_heads(student, heads: int):
+    """Each layer's attention cut to its `heads` heads with the largest |W_v| * |W_o| (Frobenius
+    norms of the head's value rows and output-projection columns: the size of what the head can
+    add to the residual stream), kept in the teacher's order; the output projection keeps the
+    matching columns. Head pruning as in Michel et al. 2019 (arXiv:1905.10650), ranked by
+    weights instead of gradients."""
+    for layer in student.encoder.layer:
+        full, out = getattr(layer.attention, "self"), layer.attention.output.dense
+        head_dim = full.query.out_features // full.heads
+        strength = [
+            full.value.weight[h * head_dim : (h + 1) * head_dim].norm() * out.weight[:, h * head_dim : (h + 1) * head_dim].norm()
+            for h in range(full.heads)
+        ]
+        keep = sorted(torch.tensor(strength).topk(heads).indices.tolist())
+        cols = torch.cat([torch.arange(h * head_dim, (h + 1) * head_dim) for h in keep])
+        setattr(layer.attention, "self", PrunedSelfAttention(full, keep, head_dim))
+        narrow = torch.nn.Linear(len(cols), out.out_features)
+        narrow.weight.copy_(out.weight[:, cols])
+        narrow.bias.copy_(out.bias)
+        layer.attention.output.dense = narrow
+    return student
+
+
 @torch.no_grad()
 def refit_feed_forward(student, tok, sentences: list, width: int, by: str, damping: float = 0.01):
     """Each layer's feed-forward cut to `width` neurons, then its output projection refitted by
@@ -183,6 +231,7 @@ def main():
     p.add_argument("--refit", type=int, default=0, help="with --ffn: refit each cut layer's output on N sentences")
     p.add_argument("--by", choices=["weights", "activations"], default="weights", help="with --refit: which neurons to keep")
     p.add_argument("--freeze-embeddings", action="store_true", help="train with the word embeddings frozen")
+    p.add_argument("--heads", type=int, default=0, help="keep each layer's H strongest attention heads")
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -206,7 +255,8 @@ def main():
             if len(set(widths)) > 1:
                 p.error("--refit needs one --ffn width for every layer")
             return refit_feed_forward(student, tok, fit_lines, widths[0], a.by)
-        return keep_strongest_neurons(student, widths) if a.ffn else student
+        student = keep_strongest_neurons(student, widths) if a.ffn else student
+        return keep_strongest_heads(student, a.heads) if a.heads else student
 
     untrained = []
     for layers in candidates or [list(c) for c in itertools.combinations(range(6), 3)]:
