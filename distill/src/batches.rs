@@ -35,6 +35,9 @@ pub struct Batches {
     pub samples: usize,
     /// Data-parallel ranks that share each batch (1 without data parallelism).
     pub world: usize,
+    /// Samples a step asked for: `train.batch_size` times the ranks (more than `samples` when
+    /// the batch holds the whole train set).
+    pub asked: usize,
 }
 
 impl Batches {
@@ -88,7 +91,8 @@ impl Batches {
         let (full, rest) = (n / size, n % size);
         let dropped = if rest > 0 && !trainable(rest) { rest } else { 0 };
         let steps_per_epoch = (full + usize::from(rest > 0 && dropped == 0)) as u64;
-        Ok(Batches { size, steps_per_epoch, dropped, samples: n, world })
+        let asked = batch_size.saturating_mul(world);
+        Ok(Batches { size, steps_per_epoch, dropped, samples: n, world, asked })
     }
 
     /// The part of a step's positions `range` (from [`Batches::range`]) that rank `rank` trains
@@ -105,8 +109,18 @@ impl Batches {
         start..(start + self.size).min(self.samples)
     }
 
-    /// A line for the log when samples are dropped.
+    /// A line for the log when samples are dropped, or when a batch asked for more samples than
+    /// the train set holds (every step then trains on all of them).
     pub fn note(&self) -> Option<String> {
+        if self.asked > self.samples {
+            let per_rank = if self.world > 1 { format!(" x {} ranks", self.world) } else { String::new() };
+            return Some(format!(
+                "note: train.batch_size = {}{per_rank} is more than the {} training samples: each step trains on all of \
+                 them (full-batch training, 1 step per epoch); set a smaller batch for mini-batches",
+                self.asked / self.world,
+                self.samples
+            ));
+        }
         if self.dropped > 0 && self.world > 1 {
             return Some(format!(
                 "note: {} training samples in global batches of {} over {} ranks leave a last batch of {} that not every \
@@ -169,12 +183,18 @@ mod tests {
         // A last batch of 2 trains; so does one batch larger than the data (all 1437 samples).
         assert_eq!(
             Batches::new(1438, 4, &bn).unwrap(),
-            Batches { size: 4, steps_per_epoch: 360, dropped: 0, samples: 1438, world: 1 }
+            Batches { size: 4, steps_per_epoch: 360, dropped: 0, samples: 1438, world: 1, asked: 4 }
         );
         assert_eq!(
             Batches::new(1437, 5000, &bn).unwrap(),
-            Batches { size: 1437, steps_per_epoch: 1, dropped: 0, samples: 1437, world: 1 }
+            Batches { size: 1437, steps_per_epoch: 1, dropped: 0, samples: 1437, world: 1, asked: 5000 }
         );
+        assert_eq!(
+            Batches::new(1437, 5000, &bn).unwrap().note().unwrap(),
+            "note: train.batch_size = 5000 is more than the 1437 training samples: each step trains on all of them \
+             (full-batch training, 1 step per epoch); set a smaller batch for mini-batches"
+        );
+        assert_eq!(Batches::new(1437, 1437, &bn).unwrap().note(), None);
         // Without BatchNorm, or with LayerNorm, nothing is dropped.
         for other in ["norm = \"none\"", "norm = \"layer\""] {
             let plain = blocks("[1, 8, 8]", &format!("family = \"mlp\"\nhidden = [32]\n{other}"));
