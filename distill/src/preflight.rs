@@ -321,30 +321,6 @@ pub fn tokenizer_warning(tokens: u64, teacher: &[(String, Tensor)], tokenizer: &
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_tokenizer_much_smaller_than_the_teachers_table_is_warned_about() {
-        let table =
-            |name: &str, rows: i64| vec![(name.to_string(), Tensor::zeros([rows, 4], (Kind::Float, Device::Cpu)))];
-        let path = std::path::Path::new("tok.json");
-        let bert = table("0.embeddings.word_embeddings.weight", 30522);
-        // a BPE tokenizer of 8,000 tokens against BERT's 30,522 rows
-        assert_eq!(
-            tokenizer_warning(8000, &bert, path).unwrap(),
-            "warning: data.tokenizer tok.json has 8000 tokens but the teacher's token embedding \
-             0.embeddings.word_embeddings.weight has 30522 rows: it may be another model's tokenizer (its ids would mean \
-             other words to the teacher); point data.tokenizer at the teacher's own tokenizer.json"
-        );
-        // its own tokenizer, and tables padded past theirs (Pythia 50,277 in 50,304; Qwen2
-        // 151,665 in 151,936)
-        assert_eq!(tokenizer_warning(30522, &bert, path), None);
-        assert_eq!(tokenizer_warning(50277, &table("gpt_neox.embed_in.weight", 50304), path), None);
-        assert_eq!(tokenizer_warning(151665, &table("model.embed_tokens.weight", 151936), path), None);
-        // the 10% edge, and no table found by name
-        assert_eq!(tokenizer_warning(900, &table("wte.weight", 1000), path), None);
-        assert!(tokenizer_warning(899, &table("wte.weight", 1000), path).is_some());
-        assert_eq!(tokenizer_warning(10, &table("fc1.weight", 1000), path), None);
-    }
-
     use std::path::PathBuf;
 
     use super::*;
@@ -443,5 +419,29 @@ mod tests {
         let test = labelled(&[1, 1]);
         assert_eq!(chance_warning(1.0, &test, 3), (0.5, None));
         assert!(chance_warning(0.5, &test, 3).1.is_some(), "half right on a balanced pair is chance");
+    }
+
+    #[test]
+    fn a_tokenizer_much_smaller_than_the_teachers_table_is_warned_about() {
+        let table =
+            |name: &str, rows: i64| vec![(name.to_string(), Tensor::zeros([rows, 4], (Kind::Float, Device::Cpu)))];
+        let path = std::path::Path::new("tok.json");
+        let bert = table("0.embeddings.word_embeddings.weight", 30522);
+        // a BPE tokenizer of 8,000 tokens against BERT's 30,522 rows
+        assert_eq!(
+            tokenizer_warning(8000, &bert, path).unwrap(),
+            "warning: data.tokenizer tok.json has 8000 tokens but the teacher's token embedding \
+             0.embeddings.word_embeddings.weight has 30522 rows: it may be another model's tokenizer (its ids would mean \
+             other words to the teacher); point data.tokenizer at the teacher's own tokenizer.json"
+        );
+        // its own tokenizer, and tables padded past theirs (Pythia 50,277 in 50,304; Qwen2
+        // 151,665 in 151,936)
+        assert_eq!(tokenizer_warning(30522, &bert, path), None);
+        assert_eq!(tokenizer_warning(50277, &table("gpt_neox.embed_in.weight", 50304), path), None);
+        assert_eq!(tokenizer_warning(151665, &table("model.embed_tokens.weight", 151936), path), None);
+        // the 10% edge, and no table found by name
+        assert_eq!(tokenizer_warning(900, &table("wte.weight", 1000), path), None);
+        assert!(tokenizer_warning(899, &table("wte.weight", 1000), path).is_some());
+        assert_eq!(tokenizer_warning(10, &table("fc1.weight", 1000), path), None);
     }
 }

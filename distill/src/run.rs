@@ -102,7 +102,7 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
                 out.display()
             ));
             if changed_since(&cfg.spec, &saved) {
-                progress.warn(changed_note(&cfg.path, &out, "the restart"));
+                progress.warn(changed_warning(&cfg.path, &out, "the restart"));
             }
             return resume(&out, None, None, opts.verbosity, opts.stop_after);
         }
@@ -141,7 +141,7 @@ fn changed_since(now: &Config, saved: &str) -> bool {
 
 /// The warning that `cfg_path` was edited after the run in `out` started, so that `who` (a restart
 /// or `--resume`) trains the run's own copy of the cfg, not the edited file.
-fn changed_note(cfg_path: &Path, out: &Path, who: &str) -> String {
+fn changed_warning(cfg_path: &Path, out: &Path, who: &str) -> String {
     format!(
         "warning: {} changed since the run started; {who} trains the run's own copy ({}); to train the edited cfg, start \
          a new run (another --out)",
@@ -184,7 +184,7 @@ pub fn resume(
     // the cfg file as it reads now (with the run's --set values): edits to it are not trained
     let rank0 = job.as_ref().is_none_or(|e| e.rank == 0);
     if rank0 && RunConfig::load(&opts.student, &opts.sets).is_ok_and(|now| changed_since(&now.spec, &saved.config)) {
-        Progress::new(verbosity).warn(changed_note(&opts.student, out, "--resume"));
+        Progress::new(verbosity).warn(changed_warning(&opts.student, out, "--resume"));
     }
     let world = job.map_or(1, |e| e.world);
     if saved.world_size != world {

@@ -64,10 +64,10 @@ fn check(message: *mut c_char) -> Result<()> {
 /// [`DistillError::Torch`] when the file does not load or save, or its forward takes another
 /// number of inputs.
 pub fn name_inputs(path: &std::path::Path, names: &[&str]) -> Result<()> {
-    use std::ffi::CString;
-    let text = |s: &str| CString::new(s).map_err(|_| DistillError::Torch(format!("NUL byte in {s:?}")));
-    let path = text(&path.to_string_lossy())?;
-    let names = names.iter().map(|n| text(n)).collect::<Result<Vec<CString>>>()?;
+    use std::{ffi::CString, os::unix::ffi::OsStrExt};
+    let text = |s: &[u8]| CString::new(s).map_err(|_| DistillError::Torch(format!("NUL byte in {s:?}")));
+    let path = text(path.as_os_str().as_bytes())?;
+    let names = names.iter().map(|n| text(n.as_bytes())).collect::<Result<Vec<CString>>>()?;
     let pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
     // SAFETY: NUL-terminated strings that outlive the call; the shim copies what it keeps.
     check(unsafe { distill_name_inputs(path.as_ptr(), pointers.as_ptr(), pointers.len() as c_int) })

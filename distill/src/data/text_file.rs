@@ -48,29 +48,13 @@ pub fn load(path: &Path, tokenizer: &TextTokenizer) -> Result<Dataset> {
 /// # Errors
 /// The line (from 1) and byte column of the first bytes that are not UTF-8, with the fix.
 fn lines(bytes: &[u8]) -> std::result::Result<Vec<&str>, String> {
-    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let mut rest = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     let mut raw: Vec<&[u8]> = Vec::new();
-    let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\n' => raw.push(&bytes[start..i]),
-            b'\r' => {
-                raw.push(&bytes[start..i]);
-                if bytes.get(i + 1) == Some(&b'\n') {
-                    i += 1;
-                }
-            }
-            _ => {
-                i += 1;
-                continue;
-            }
-        }
-        i += 1;
-        start = i;
-    }
-    if start < bytes.len() {
-        raw.push(&bytes[start..]);
+    while !rest.is_empty() {
+        let end = rest.iter().position(|&b| b == b'\n' || b == b'\r').unwrap_or(rest.len());
+        raw.push(&rest[..end]);
+        let ending = if rest[end..].starts_with(b"\r\n") { 2 } else { usize::from(end < rest.len()) };
+        rest = &rest[end + ending..];
     }
     raw.into_iter()
         .enumerate()
