@@ -38,8 +38,14 @@ fn blame(path: &Path, text: &str, sets: &[String], error: SpecError) -> DistillE
     }
 }
 
+/// The cfg keys that name files. In the file a relative path is relative to the cfg's folder;
+/// given with `--set` it is relative to the current folder, as any path typed on a command line
+/// (`config::with_absolute_files` resolves the same keys).
+pub const FILE_KEYS: [&str; 4] = ["data.train", "data.test", "data.tokenizer", "student.init"];
+
 /// Applies `--set key.path=value` overrides to the TOML text. `value` is read as a TOML value
-/// (`0.5`, `true`, `[8, 16]`, `"bf16"`); anything else is taken as a string (`bf16`).
+/// (`0.5`, `true`, `[8, 16]`, `"bf16"`); anything else is taken as a string (`bf16`). A relative
+/// path set on a [`FILE_KEYS`] key is made absolute against the current folder.
 fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
     let mut doc: toml::Table =
         text.parse().map_err(|e: toml::de::Error| DistillError::config(path, e.message().to_string()))?;
@@ -53,6 +59,15 @@ fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
         let value = match format!("v = {raw}").parse::<toml::Table>() {
             Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
             Err(e) => bare_string(set, raw, &e)?,
+        };
+        let value = match value {
+            toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) && Path::new(&file).is_relative() => {
+                let absolute = std::path::absolute(&file).map_err(|e| {
+                    DistillError::Usage(format!("--set {set}: cannot resolve {file} against the current folder ({e})"))
+                })?;
+                toml::Value::String(absolute.to_string_lossy().into_owned())
+            }
+            other => other,
         };
         let mut parts: Vec<&str> = key.trim().split('.').collect();
         let leaf = parts
@@ -72,7 +87,8 @@ fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
 }
 
 /// The `--set` value `raw` that TOML could not read (`error`) as a string (`bf16`), unless it
-/// looks like a number, array, table or quoted string: then it is a mistake, not a word.
+/// looks like a number, array, table or quoted string: then it is a mistake, not a word. A
+/// value starting with `.` is a path (`../data/train.txt`) unless a digit follows (`.5`).
 ///
 /// # Errors
 /// [`DistillError::Usage`] naming the `--set`: an integer beyond TOML's range (i64, at most
@@ -86,9 +102,18 @@ fn bare_string(set: &str, raw: &str, error: &toml::de::Error) -> Result<toml::Va
             i64::MAX
         )));
     }
-    if v.starts_with(|c: char| c.is_ascii_digit() || "+-.[{\"'".contains(c)) {
+    // `.5` is a number TOML cannot read; `../data/train.txt` and `./x` are paths
+    let number_like = |s: &str| s.starts_with(|c: char| c.is_ascii_digit());
+    let meant = match v.strip_prefix('.') {
+        Some(rest) => number_like(rest),
+        None => v.starts_with(|c: char| c.is_ascii_digit() || "+-[{\"'".contains(c)),
+    };
+    if meant {
         let why = error.message().trim().replace('\n', " ");
-        return Err(DistillError::Usage(format!("--set {set}: {v} is not a TOML value ({why})")));
+        let key = set.split_once('=').map_or(set, |(k, _)| k);
+        return Err(DistillError::Usage(format!(
+            "--set {set}: {v} is not a TOML value ({why}); a string goes in quotes: --set '{key}=\"{v}\"'"
+        )));
     }
     Ok(toml::Value::String(raw.to_string()))
 }
@@ -143,6 +168,47 @@ mod tests {
         assert!(e("student.hidden=[8, 4").starts_with("--set student.hidden=[8, 4: [8, 4 is not a TOML value ("));
         // bare words are still strings
         assert!(read_spec(&path, &["train.precision=bf16".to_string()]).is_ok());
+        // a float without its leading zero is a mistake that says how to quote a string
+        assert_eq!(
+            e("kd.alpha=.5"),
+            "--set kd.alpha=.5: .5 is not a TOML value (invalid mantissa, expected digits); \
+             a string goes in quotes: --set 'kd.alpha=\".5\"'"
+        );
+    }
+
+    #[test]
+    fn a_set_file_path_is_relative_to_the_current_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let text = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n";
+        let here = std::env::current_dir().unwrap();
+        for key in FILE_KEYS {
+            let doc = apply_sets(&path, text, &[format!("{key}=\"corpus/t.txt\""), "kd.alpha=0.5".into()]).unwrap();
+            let table: toml::Table = doc.parse().unwrap();
+            let (section, leaf) = key.split_once('.').unwrap();
+            let want = here.join("corpus/t.txt");
+            assert_eq!(table[section][leaf].as_str(), Some(want.to_str().unwrap()), "{key}");
+        }
+        // absolute paths and keys that name no file are left as given
+        let doc = apply_sets(&path, text, &["data.train=/srv/t.txt".into(), "train.precision=bf16".into()]).unwrap();
+        let table: toml::Table = doc.parse().unwrap();
+        assert_eq!(table["data"]["train"].as_str(), Some("/srv/t.txt"));
+        assert_eq!(table["train"]["precision"].as_str(), Some("bf16"));
+    }
+
+    #[test]
+    fn a_relative_path_is_a_string() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n").unwrap();
+        let here = std::env::current_dir().unwrap();
+        for raw in ["../data/train.txt", "./t.txt", ".hidden/t"] {
+            let doc =
+                apply_sets(&path, &std::fs::read_to_string(&path).unwrap(), &[format!("data.train={raw}")]).unwrap();
+            let table: toml::Table = doc.parse().unwrap();
+            let want = std::path::absolute(here.join(raw)).unwrap();
+            assert_eq!(table["data"]["train"].as_str(), Some(want.to_str().unwrap()), "{raw}");
+        }
     }
 
     #[test]

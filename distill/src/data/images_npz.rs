@@ -21,6 +21,9 @@ use crate::error::{DistillError, Result};
 /// [`DistillError::Data`] naming the file, the array and the fix.
 pub fn load(path: &Path, spec: &DataSpec) -> Result<Dataset> {
     let err = |m: String| DistillError::data(path, m);
+    if let Err(e) = std::fs::metadata(path) {
+        return Err(err(format!("cannot read ({e}): {}", super::CHECK_PATHS)));
+    }
     let mut npz = NpzArchive::open(path)
         .map_err(|e| err(format!("cannot open as .npz ({e}); write it with numpy.savez(path, x=..., y=...)")))?;
     let x = read_array(&mut npz, "x", path)?;
@@ -179,5 +182,9 @@ mod tests {
             e.ends_with("d.npz: x row 1 holds inf (2 row(s) in all hold NaN or inf): repair or drop those rows"),
             "{e}"
         );
+        // a missing file says where its relative path was taken from
+        let e = load(&dir.path().join("none.npz"), &spec).unwrap_err().to_string();
+        assert!(e.contains("none.npz: cannot read ("), "{e}");
+        assert!(e.ends_with(&format!("): {}", super::super::CHECK_PATHS)), "{e}");
     }
 }

@@ -19,6 +19,10 @@ use estimator_wasm::schema::DataSpec;
 
 use crate::error::{DistillError, Result};
 
+/// The fix for a data file that cannot be read: where its relative path was taken from.
+pub const CHECK_PATHS: &str =
+    "check data.train and data.test (in a cfg.toml relative to its folder, with --set to the current one)";
+
 pub mod buckets;
 pub mod dataset;
 pub mod images;

@@ -61,7 +61,11 @@ fn precisions_only_the_estimator_prices_are_refused() {
 fn missing_data_file() {
     let case = Case::new();
     std::fs::remove_file(case.path("digits-test.npz")).unwrap();
-    case.fails_with(TEACHER, CFG, &["digits-test.npz", "cannot open as .npz"]);
+    case.fails_with(
+        TEACHER,
+        CFG,
+        &["digits-test.npz", "cannot read (", "relative to its folder, with --set to the current one"],
+    );
 }
 
 #[test]
