@@ -14,7 +14,9 @@ student's feed-forward keeps only its F strongest neurons per layer, as distill'
 Fi with `--ffn F0,F1,F2`; with `--refit N` as well, each cut layer's output projection is refitted by least squares on N
 training sentences (`refit_feed_forward`), its neurons chosen `--by` weights or activations.
 `--freeze-embeddings` trains with the word embeddings kept as copied; `--heads H` keeps each
-layer's H strongest attention heads. AdamW is the fused one, as distill's.
+layer's H strongest attention heads; `--kv-heads K` makes attention grouped-query with K key-value
+heads (mean-pooled); `--pooled-mlp W` adds a residual feed-forward of W neurons on the pooled
+vector. AdamW is the fused one, as distill's.
 
     .venv/bin/python examples/minilm/choose_layers.py                      # ~4 min on 2 cores
     .venv/bin/python examples/minilm/choose_layers.py --layers 0,2,4 --layers 0,4,5 --train 30000
@@ -32,7 +34,9 @@ neurons shared unevenly (`--ffn 512,896,1280` and `--ffn 384,896,1408`, the firs
 least to the cut): 0.857 (0.916) and 0.854 (0.915) after the epoch. With `--heads H` each
 layer keeps its H attention heads with the largest |W_v| * |W_o|: after the epoch, 6 heads and
 1,344 neurons 0.841 (0.894), 4 heads 0.826 (0.882), 6 heads 0.851 (0.903); five layers
-[0, 1, 2, 4, 5] with 256 neurons 0.844 (0.887), all six with 128 0.837 (0.876).
+[0, 1, 2, 4, 5] with 256 neurons 0.844 (0.887), all six with 128 0.837 (0.876). With 4
+key-value heads and 1,152 neurons 0.820 (0.878); 896 neurons with a pooled feed-forward of 1,536
+0.861 (0.916).
 """
 import argparse
 import copy
@@ -132,6 +136,68 @@ def keep_strongest_heads(student, heads: int):
     return student
 
 
+class GroupedSelfAttention(torch.nn.Module):
+    """bert.py's self-attention with grouped-query attention: every query head kept, the keys
+    and values shared by groups of `heads / kv_heads` consecutive heads, each group's key and
+    value projections the mean of its heads' (Ainslie et al. 2023, arXiv:2305.13245, mean-pooled
+    "uptraining" initialisation). The key and value width shrinks from d to kv_heads x head_dim."""
+
+    def __init__(self, full, kv_heads: int, head_dim: int):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = full.heads, kv_heads, head_dim
+        self.query = copy.deepcopy(full.query)
+        group = full.heads // kv_heads
+        for name in ("key", "value"):
+            old = getattr(full, name)
+            new = torch.nn.Linear(old.in_features, kv_heads * head_dim)
+            new.weight.data.copy_(old.weight.data.view(kv_heads, group, head_dim, -1).mean(1).reshape(kv_heads * head_dim, -1))
+            new.bias.data.copy_(old.bias.data.view(kv_heads, group, head_dim).mean(1).reshape(-1))
+            setattr(self, name, new)
+
+    def forward(self, h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        b, s, _ = h.shape
+        group = self.heads // self.kv_heads
+        q = self.query(h).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k, v = (x.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2).repeat_interleave(group, 1) for x in (self.key(h), self.value(h)))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim) + bias
+        o = torch.softmax(scores, dim=-1) @ v
+        return o.transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
+
+
+@torch.no_grad()
+def group_key_values(student, kv_heads: int):
+    """Each layer's attention turned grouped-query with `kv_heads` key-value heads
+    (`GroupedSelfAttention`)."""
+    for layer in student.encoder.layer:
+        full = getattr(layer.attention, "self")
+        setattr(layer.attention, "self", GroupedSelfAttention(full, kv_heads, full.query.out_features // full.heads))
+    return student
+
+
+class PooledMlp(torch.nn.Module):
+    """A student with a residual feed-forward on its mean-pooled vector p [B, d] before the L2
+    normalisation: `p + W2 gelu(W1 norm(p) + b1) + b2`, `W2` zero at the start so the student
+    starts as it was. It runs once per sentence, not per token, so its cost is about 1/S of a
+    per-token feed-forward's of the same width."""
+
+    def __init__(self, student, width: int):
+        super().__init__()
+        self.student = student
+        d = student.embeddings.word_embeddings.weight.shape[1]
+        self.norm, self.up, self.down = torch.nn.LayerNorm(d), torch.nn.Linear(d, width), torch.nn.Linear(width, d)
+        torch.nn.init.zeros_(self.down.weight)
+        torch.nn.init.zeros_(self.down.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        s = self.student
+        h = s.embeddings(input_ids)
+        m = attention_mask.to(h.dtype)
+        h = s.encoder(h, (1.0 - m)[:, None, None, :] * -3.4028234663852886e38)
+        p = (h * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp_min(1e-9)
+        p = p + self.down(torch.nn.functional.gelu(self.up(self.norm(p))))
+        return p / p.norm(2, -1, keepdim=True).clamp_min(1e-12)
+
+
 @torch.no_grad()
 def refit_feed_forward(student, tok, sentences: list, width: int, by: str, damping: float = 0.01):
     """Each layer's feed-forward cut to `width` neurons, then its output projection refitted by
@@ -202,7 +268,7 @@ def train_one_epoch(student, tok, sentences: list, targets: torch.Tensor, seed: 
     """distill's student.toml recipe (module docstring) for one epoch, in place; `freeze` keeps
     the word embeddings as copied from the teacher."""
     torch.manual_seed(seed)
-    student.embeddings.word_embeddings.weight.requires_grad_(not freeze)
+    getattr(student, "student", student).embeddings.word_embeddings.weight.requires_grad_(not freeze)
     rng = random.Random(seed)
     order = list(range(len(sentences)))
     rng.shuffle(order)
@@ -235,6 +301,8 @@ def main():
     p.add_argument("--by", choices=["weights", "activations"], default="weights", help="with --refit: which neurons to keep")
     p.add_argument("--freeze-embeddings", action="store_true", help="train with the word embeddings frozen")
     p.add_argument("--heads", type=int, default=0, help="keep each layer's H strongest attention heads")
+    p.add_argument("--kv-heads", type=int, default=0, help="grouped-query attention: K key-value heads, mean-pooled")
+    p.add_argument("--pooled-mlp", type=int, default=0, help="a residual feed-forward of W neurons on the pooled vector")
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -259,7 +327,9 @@ def main():
                 p.error("--refit needs one --ffn width for every layer")
             return refit_feed_forward(student, tok, fit_lines, widths[0], a.by)
         student = keep_strongest_neurons(student, widths) if a.ffn else student
-        return keep_strongest_heads(student, a.heads) if a.heads else student
+        student = keep_strongest_heads(student, a.heads) if a.heads else student
+        student = group_key_values(student, a.kv_heads) if a.kv_heads else student
+        return PooledMlp(student, a.pooled_mlp) if a.pooled_mlp else student
 
     untrained = []
     for layers in candidates or [list(c) for c in itertools.combinations(range(6), 3)]:
