@@ -205,6 +205,14 @@ pub fn resume(
 fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
     let start = Instant::now();
     let device = parse_device(&opts.device)?;
+    // what every rank refuses from the cfg alone, before any joins the group: a rank that
+    // refused after joining could leave while another is still connecting, which would then
+    // report the lost connection instead of the mistake
+    check_trainable(&cfg.spec, &cfg.path)?;
+    check_transformer_head(&cfg.spec, &cfg.path)?;
+    if let Some(env) = crate::dist::DistEnv::from_process()? {
+        refuse_in_a_job(&cfg, env.world)?;
+    }
     let (group, device) = join_job(device, &opts.device)?;
     // Only rank 0 writes the run folder; the others write theirs into a folder of their own that
     // goes when they finish. All may share a --teacher-cache (each writes through a file named by
@@ -228,17 +236,12 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         verbosity: if private.is_some() { Verbosity::Quiet } else { opts.verbosity },
         ..opts.clone()
     };
-    check_trainable(&cfg.spec, &cfg.path)?;
-    check_transformer_head(&cfg.spec, &cfg.path)?;
     if let Some(cache) = &opts.teacher_cache {
         crate::teacher_cache::check_folder(cache, out)?;
     }
     let progress = Progress::new(opts.verbosity);
     cfg.idle_keys().into_iter().for_each(|note| progress.line(note));
     let files = input_files(opts, &cfg);
-    if let Some(g) = &group {
-        refuse_in_a_job(&cfg, g.world)?;
-    }
     let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;
     loaded.warnings.iter().for_each(|w| progress.warn(w.clone()));
     check_baseline(opts.baseline, &cfg.spec, &loaded.train)?;
@@ -381,8 +384,8 @@ fn default_out(cfg: &Path) -> PathBuf {
     PathBuf::from("runs").join(format!("{stem}-{now}"))
 }
 
-/// What a data-parallel job of `world` processes refuses before loading anything: an `"auto"`
-/// micro-batch (each rank would measure its own).
+/// What a data-parallel job of `world` processes refuses before its ranks join the group: an
+/// `"auto"` micro-batch (each rank would measure its own).
 fn refuse_in_a_job(cfg: &RunConfig, world: usize) -> Result<()> {
     use estimator_wasm::schema::BatchSize;
     if cfg.spec.train.batch_size == BatchSize::Auto {

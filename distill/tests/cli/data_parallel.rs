@@ -376,6 +376,15 @@ fn what_a_job_cannot_do_yet_is_refused_on_every_rank() {
         assert!(err.lines().last().unwrap().contains(needle), "rank {r}: {err}");
     }
     assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "nothing written");
+    // refused before joining: a rank whose group can never form (no rank 0) still names the
+    // mistake, at once, and does not wait out the join (a rank that refused after joining could
+    // leave while the other was still connecting, which then reported the lost connection)
+    let mut alone = case.command(TEACHER, CFG, "out");
+    alone.args(["--set", "train.batch_size=\"auto\""]).env("DISTILL_DIST_TIMEOUT_S", "20");
+    let o = spawn_as_rank(alone, 1, 2, free_port()).wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.lines().last().unwrap().contains("train.batch_size = \"auto\" in a data-parallel job of 2"), "{err}");
 }
 
 /// Resumes the job stopped in `out` with ranks 0 and 1 (`distill --resume`) to the end.
