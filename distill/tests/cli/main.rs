@@ -4,6 +4,7 @@
 mod bad_input;
 mod common;
 mod data_parallel;
+mod job_refusals;
 mod plan;
 mod resume;
 mod teacher;
