@@ -43,6 +43,26 @@ fn blame(path: &Path, text: &str, sets: &[String], error: SpecError) -> DistillE
 /// (`config::with_absolute_files` resolves the same keys).
 pub const FILE_KEYS: [&str; 4] = ["data.train", "data.test", "data.tokenizer", "student.init"];
 
+/// `sets` with each relative path set on a [`FILE_KEYS`] key made absolute against the current
+/// folder (a quoted TOML string), the others as given: what `--resume` re-reads from another
+/// folder must name the same files.
+pub fn absolute_file_sets(sets: &[String]) -> Vec<String> {
+    let absolute = |set: &String| -> Option<String> {
+        let (key, raw) = set.split_once('=')?;
+        if !FILE_KEYS.contains(&key.trim()) {
+            return None;
+        }
+        let file = match format!("v = {raw}").parse::<toml::Table>() {
+            Ok(t) => t.get("v")?.as_str()?.to_string(),
+            Err(_) => raw.to_string(),
+        };
+        let path = Path::new(&file);
+        let path = if path.is_relative() { std::path::absolute(path).ok()? } else { path.to_path_buf() };
+        Some(format!("{key}={}", toml::Value::String(path.to_string_lossy().into_owned())))
+    };
+    sets.iter().map(|set| absolute(set).unwrap_or_else(|| set.clone())).collect()
+}
+
 /// Applies `--set key.path=value` overrides to the TOML text. `value` is read as a TOML value
 /// (`0.5`, `true`, `[8, 16]`, `"bf16"`); anything else is taken as a string (`bf16`). A relative
 /// path set on a [`FILE_KEYS`] key is made absolute against the current folder.
@@ -194,6 +214,25 @@ mod tests {
         let table: toml::Table = doc.parse().unwrap();
         assert_eq!(table["data"]["train"].as_str(), Some("/srv/t.txt"));
         assert_eq!(table["train"]["precision"].as_str(), Some("bf16"));
+    }
+
+    #[test]
+    fn saved_sets_name_their_files_absolutely() {
+        let here = std::env::current_dir().unwrap();
+        let sets =
+            ["data.train=corpus/t.txt", "data.test=\"held/out.txt\"", "data.tokenizer=/abs/tok.json", "kd.alpha=0.5"]
+                .map(String::from);
+        let saved = absolute_file_sets(&sets);
+        let quoted = |p: &Path| toml::Value::String(p.to_string_lossy().into_owned()).to_string();
+        assert_eq!(saved[0], format!("data.train={}", quoted(&here.join("corpus/t.txt"))));
+        assert_eq!(saved[1], format!("data.test={}", quoted(&here.join("held/out.txt"))));
+        assert_eq!(saved[2], "data.tokenizer=\"/abs/tok.json\"");
+        assert_eq!(saved[3], "kd.alpha=0.5");
+        // they read back as the same files
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let text = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n";
+        assert_eq!(apply_sets(&path, text, &saved).unwrap(), apply_sets(&path, text, &sets).unwrap());
     }
 
     #[test]

@@ -373,6 +373,8 @@ fn absolute(opts: &TrainOptions, out: &Path) -> TrainOptions {
         student: abs(&opts.student),
         out: Some(abs(out)),
         teacher_cache: opts.teacher_cache.as_deref().map(abs),
+        // a relative file path set with --set names a file of the folder it was typed in
+        sets: crate::overrides::absolute_file_sets(&opts.sets),
         ..opts.clone()
     }
 }

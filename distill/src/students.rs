@@ -428,6 +428,22 @@ pub fn build_student_from(
         None => None,
     };
     if let Some(path) = init.file {
+        let unreadable = |why: String| {
+            DistillError::config(
+                cfg_path,
+                format!(
+                    "student.init = {}: {why}: point it at a .safetensors file of this student's variables, e.g. a run's \
+                     student.safetensors ({})",
+                    path.display(),
+                    crate::data::PATHS_RULE
+                ),
+            )
+        };
+        match std::fs::metadata(path) {
+            Err(e) => return Err(unreadable(format!("cannot read ({e})"))),
+            Ok(m) if m.is_dir() => return Err(unreadable("a folder, not a file".into())),
+            Ok(_) => {}
+        }
         vs.load(path).map_err(|e| {
             DistillError::config(
                 cfg_path,

@@ -19,7 +19,10 @@ use estimator_wasm::schema::DataSpec;
 
 use crate::error::{DistillError, Result};
 
-/// The fix for a data file that cannot be read: where its relative path was taken from.
+/// Where a relative file path is taken from, for the message of a file that cannot be read.
+pub const PATHS_RULE: &str = "in a cfg.toml relative to its folder, with --set to the current one";
+
+/// The fix for a data file that cannot be read: the keys, and where their paths are taken from.
 pub const CHECK_PATHS: &str =
     "check data.train and data.test (in a cfg.toml relative to its folder, with --set to the current one)";
 
@@ -82,7 +85,7 @@ impl Dataset {
             (Some("txt"), Some(tokenizer)) => text_file::load(path, tokenizer),
             (Some("txt"), None) => Err(DistillError::data(
                 path,
-                "text needs data.tokenizer: set it to the teacher's tokenizer.json (relative to the cfg.toml's folder)",
+                format!("text needs data.tokenizer: set it to the teacher's tokenizer.json ({PATHS_RULE})"),
             )),
             _ => Err(DistillError::data(
                 path,

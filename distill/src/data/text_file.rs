@@ -278,7 +278,7 @@ mod tests {
         let txt = files.write("t.txt", b"a man\n");
         assert_eq!(
             Dataset::load(&txt, &spec(16), None).unwrap_err().to_string(),
-            format!("{}: text needs data.tokenizer: set it to the teacher's tokenizer.json (relative to the cfg.toml's folder)", at("t.txt"))
+            format!("{}: text needs data.tokenizer: set it to the teacher's tokenizer.json (in a cfg.toml relative to its folder, with --set to the current one)", at("t.txt"))
         );
         let npz = files.write("t.npz", b"");
         assert_eq!(
@@ -315,7 +315,11 @@ mod tests {
         let missing = files.dir.path().join("nope.json");
         assert_eq!(
             load(&missing, 16, 14),
-            format!("{}: no such file: set data.tokenizer to the teacher's tokenizer.json (relative to the cfg.toml's folder)", missing.display())
+            format!("{}: no such file: set data.tokenizer to the teacher's tokenizer.json (in a cfg.toml relative to its folder, with --set to the current one)", missing.display())
+        );
+        assert_eq!(
+            load(files.dir.path(), 16, 14),
+            format!("{}: a folder, not a file: set data.tokenizer to the teacher's tokenizer.json (in a cfg.toml relative to its folder, with --set to the current one)", files.dir.path().display())
         );
         let junk = files.write("junk.json", b"{\"model\": 3}\nmore\n");
         let e = load(&junk, 16, 14);

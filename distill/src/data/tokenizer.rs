@@ -57,10 +57,11 @@ impl TextTokenizer {
     pub fn load(path: &Path, max_tokens: u64, vocab: Option<u64>, layout: TextLayout) -> Result<TextTokenizer> {
         let err = |m: String| DistillError::data(path, m);
         if !path.is_file() {
-            return Err(err(
-                "no such file: set data.tokenizer to the teacher's tokenizer.json (relative to the cfg.toml's folder)"
-                    .into(),
-            ));
+            let what = if path.is_dir() { "a folder, not a file" } else { "no such file" };
+            return Err(err(format!(
+                "{what}: set data.tokenizer to the teacher's tokenizer.json ({})",
+                super::PATHS_RULE
+            )));
         }
         let mut tokenizer = Tokenizer::from_file(path).map_err(|e| {
             let e = e.to_string();
