@@ -88,6 +88,9 @@ pub fn plan(opts: &PlanOptions) -> Result<String> {
             + "\n");
     }
     let mut out = plan.to_table();
+    if let (Some(files), None) = (&files, &inputs.dataset) {
+        out.push_str(&unread_data_note(files));
+    }
     out.push_str(&format!(
         "\nlargest micro-batch per GPU (keeping {:.0}% free):\n",
         100.0 * spec.estimate.safety_margin
@@ -97,6 +100,21 @@ pub fn plan(opts: &PlanOptions) -> Result<String> {
         out.push_str(&format!("  {:<24} {:>10}  {batch}\n", g.gpu, human(g.memory)));
     }
     Ok(out)
+}
+
+/// The note of a plan made without the data files `files` name because one cannot be read: the
+/// sizes the data decides (samples per epoch, the teacher's cached outputs) are left out.
+fn unread_data_note(files: &DataFiles) -> String {
+    let mut named = vec![files.train.display().to_string()];
+    if let HeldOut::File(test) = &files.held_out {
+        named.push(test.display().to_string());
+    }
+    format!(
+        "\nnote: {} could not be read, so this plan leaves out what the data decides (samples per epoch, the \
+         teacher's cached outputs); check data.train and data.test ({})\n",
+        named.join(" or "),
+        crate::data::PATHS_RULE
+    )
 }
 
 /// The teacher as the estimator sees it: exact counts from the TorchScript file, and the layer

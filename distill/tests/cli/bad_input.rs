@@ -257,7 +257,8 @@ fn an_image_teacher_for_a_text_run_is_named_as_no_model_of_text() {
 
 #[test]
 fn a_student_init_that_cannot_be_read_names_the_key_and_the_path_rule() {
-    for (init, why) in [("nothere.safetensors", "nothere.safetensors: cannot read ("), (".", ": a folder, not a file")] {
+    for (init, why) in [("nothere.safetensors", "nothere.safetensors: cannot read ("), (".", ": a folder, not a file")]
+    {
         let case = Case::edited("[student]", &format!("[student]\ninit = \"{init}\""));
         case.fails_with(TEACHER, CFG, &["student.init = ", why, "in a cfg.toml relative to its folder"]);
         assert!(!case.path("out").exists(), "{init}: nothing written");

@@ -40,6 +40,20 @@ fn plan_prints_the_breakdown_and_the_largest_batch_per_gpu() {
     // --set overrides reach the plan (they were once parsed and ignored)
     let out = run(&["--teacher", case.path(TEACHER).to_str().unwrap(), "--set", "train.precision=bf16"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("precision bf16 autocast"));
+    // readable data says nothing; a data file that cannot be read is named, not skipped in silence
+    let teacher = case.path(TEACHER);
+    let text = |out: std::process::Output| String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!text(run(&["--teacher", teacher.to_str().unwrap()])).contains("could not be read"));
+    let typo = case.path("typo.npz");
+    let set = format!("data.train={}", typo.display());
+    let out = run(&["--teacher", teacher.to_str().unwrap(), "--set", &set]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let note = format!(
+        "note: {} or {} could not be read, so this plan leaves out what the data decides",
+        typo.display(),
+        case.path("digits-test.npz").display()
+    );
+    assert!(text(out).contains(&note), "{note}");
 }
 
 #[test]
