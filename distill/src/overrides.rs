@@ -49,18 +49,36 @@ pub const FILE_KEYS: [&str; 4] = ["data.train", "data.test", "data.tokenizer", "
 pub fn absolute_file_sets(sets: &[String]) -> Vec<String> {
     let absolute = |set: &String| -> Option<String> {
         let (key, raw) = set.split_once('=')?;
-        if !FILE_KEYS.contains(&key.trim()) {
-            return None;
-        }
-        let file = match format!("v = {raw}").parse::<toml::Table>() {
-            Ok(t) => t.get("v")?.as_str()?.to_string(),
-            Err(_) => raw.to_string(),
-        };
-        let path = Path::new(&file);
-        let path = if path.is_relative() { std::path::absolute(path).ok()? } else { path.to_path_buf() };
-        Some(format!("{key}={}", toml::Value::String(path.to_string_lossy().into_owned())))
+        let value = FILE_KEYS.contains(&key.trim()).then(|| set_value(set, key, raw).ok()).flatten()?;
+        Some(format!("{key}={value}"))
     };
     sets.iter().map(|set| absolute(set).unwrap_or_else(|| set.clone())).collect()
+}
+
+/// The value of the `--set` `set` (`key=raw`): `raw` read as a TOML value, else as a bare
+/// string ([`bare_string`]); a relative path on a [`FILE_KEYS`] key made absolute against the
+/// current folder.
+///
+/// # Errors
+/// [`DistillError::Usage`] naming the `--set`: a value that spans lines, a mistake
+/// [`bare_string`] refuses, a path that cannot be made absolute.
+fn set_value(set: &str, key: &str, raw: &str) -> Result<toml::Value> {
+    if raw.contains(['\n', '\r']) {
+        return Err(DistillError::Usage(format!("--set {key}: the value spans lines; give one TOML value")));
+    }
+    let value = match format!("v = {raw}").parse::<toml::Table>() {
+        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Err(e) => bare_string(set, raw, &e)?,
+    };
+    match value {
+        toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) && Path::new(&file).is_relative() => {
+            let absolute = std::path::absolute(&file).map_err(|e| {
+                DistillError::Usage(format!("--set {set}: cannot resolve {file} against the current folder ({e})"))
+            })?;
+            Ok(toml::Value::String(absolute.to_string_lossy().into_owned()))
+        }
+        other => Ok(other),
+    }
 }
 
 /// Applies `--set key.path=value` overrides to the TOML text. `value` is read as a TOML value
@@ -73,22 +91,7 @@ fn apply_sets(path: &Path, text: &str, sets: &[String]) -> Result<String> {
         let (key, raw) = set.split_once('=').ok_or_else(|| {
             DistillError::Usage(format!("--set {set}: expected KEY=VALUE, e.g. --set train.precision=bf16"))
         })?;
-        if raw.contains(['\n', '\r']) {
-            return Err(DistillError::Usage(format!("--set {key}: the value spans lines; give one TOML value")));
-        }
-        let value = match format!("v = {raw}").parse::<toml::Table>() {
-            Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
-            Err(e) => bare_string(set, raw, &e)?,
-        };
-        let value = match value {
-            toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) && Path::new(&file).is_relative() => {
-                let absolute = std::path::absolute(&file).map_err(|e| {
-                    DistillError::Usage(format!("--set {set}: cannot resolve {file} against the current folder ({e})"))
-                })?;
-                toml::Value::String(absolute.to_string_lossy().into_owned())
-            }
-            other => other,
-        };
+        let value = set_value(set, key, raw)?;
         let mut parts: Vec<&str> = key.trim().split('.').collect();
         let leaf = parts
             .pop()

@@ -111,9 +111,9 @@ fn unread_data_note(files: &DataFiles) -> String {
     }
     format!(
         "\nnote: {} could not be read, so this plan leaves out what the data decides (samples per epoch, the \
-         teacher's cached outputs); check data.train and data.test ({})\n",
+         teacher's cached outputs); {}\n",
         named.join(" or "),
-        crate::data::PATHS_RULE
+        crate::data::check_paths()
     )
 }
 

@@ -22,7 +22,7 @@ use crate::error::{DistillError, Result};
 pub fn load(path: &Path, spec: &DataSpec) -> Result<Dataset> {
     let err = |m: String| DistillError::data(path, m);
     if let Err(e) = std::fs::metadata(path) {
-        return Err(err(format!("cannot read ({e}): {}", super::CHECK_PATHS)));
+        return Err(err(format!("cannot read ({e}): {}", super::check_paths())));
     }
     let mut npz = NpzArchive::open(path)
         .map_err(|e| err(format!("cannot open as .npz ({e}); write it with numpy.savez(path, x=..., y=...)")))?;
@@ -185,6 +185,6 @@ mod tests {
         // a missing file says where its relative path was taken from
         let e = load(&dir.path().join("none.npz"), &spec).unwrap_err().to_string();
         assert!(e.contains("none.npz: cannot read ("), "{e}");
-        assert!(e.ends_with(&format!("): {}", super::super::CHECK_PATHS)), "{e}");
+        assert!(e.ends_with(&format!("): {}", super::super::check_paths())), "{e}");
     }
 }

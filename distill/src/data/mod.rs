@@ -23,8 +23,9 @@ use crate::error::{DistillError, Result};
 pub const PATHS_RULE: &str = "in a cfg.toml relative to its folder, with --set to the current one";
 
 /// The fix for a data file that cannot be read: the keys, and where their paths are taken from.
-pub const CHECK_PATHS: &str =
-    "check data.train and data.test (in a cfg.toml relative to its folder, with --set to the current one)";
+pub fn check_paths() -> String {
+    format!("check data.train and data.test ({PATHS_RULE})")
+}
 
 pub mod buckets;
 pub mod dataset;

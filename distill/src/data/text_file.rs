@@ -18,7 +18,7 @@ use crate::error::{DistillError, Result};
 /// not UTF-8, no sentence at all.
 pub fn load(path: &Path, tokenizer: &TextTokenizer) -> Result<Dataset> {
     let err = |m: String| DistillError::data(path, m);
-    let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read ({e}): {}", super::CHECK_PATHS)))?;
+    let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read ({e}): {}", super::check_paths())))?;
     let lines = lines(&bytes).map_err(err)?;
     let sentences: Vec<&str> = lines.iter().copied().filter(|l| !l.trim().is_empty()).collect();
     let blank = (lines.len() - sentences.len()) as u64;
@@ -274,7 +274,7 @@ mod tests {
         let e = Dataset::load(&files.dir.path().join("missing.txt"), &spec(16), Some(&files.tokenizer(16)));
         let e = e.unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}: cannot read (", at("missing.txt"))), "{e}");
-        assert!(e.ends_with(&format!("): {}", super::super::CHECK_PATHS)), "{e}");
+        assert!(e.ends_with(&format!("): {}", super::super::check_paths())), "{e}");
         let txt = files.write("t.txt", b"a man\n");
         assert_eq!(
             Dataset::load(&txt, &spec(16), None).unwrap_err().to_string(),
