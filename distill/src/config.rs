@@ -59,9 +59,10 @@ impl DataFiles {
     }
 }
 
-/// `file` as named in the cfg.toml at `cfg_path`: relative paths start from the cfg's folder.
-fn relative(cfg_path: &Path, file: impl AsRef<Path>) -> PathBuf {
-    cfg_path.parent().unwrap_or(Path::new(".")).join(file)
+/// `file` as named in the cfg.toml at `cfg_path`: relative paths start from the cfg's folder,
+/// `~/` from the home folder ([`crate::overrides::expand_home`]).
+fn relative(cfg_path: &Path, file: &str) -> PathBuf {
+    cfg_path.parent().unwrap_or(Path::new(".")).join(crate::overrides::expand_home(file))
 }
 
 /// `spec` (read from `cfg_path`) with every file it names made absolute (`data.train`,
@@ -276,6 +277,12 @@ mod tests {
         let e = RunConfig::from_spec(path, spec("")).unwrap_err().to_string();
         assert!(e.contains("data.train is missing"), "{e}");
         assert_eq!(DataFiles::of(path, &spec("")).unwrap(), None);
+        // `~/` is the home folder, as with --set, wherever the cfg is
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from) {
+            let cfg = RunConfig::from_spec(path, spec("train = \"~/t.npz\"\ntest = \"~/v.npz\"\n")).unwrap();
+            assert_eq!(cfg.data.train, home.join("t.npz"));
+            assert_eq!(cfg.data.held_out, HeldOut::File(home.join("v.npz")));
+        }
     }
 
     #[test]

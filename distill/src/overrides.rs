@@ -1,7 +1,7 @@
 //! Reading a cfg.toml with its `--set key.path=value` overrides: the text, the overrides applied
 //! to it, the schema's validation (`estimator_wasm::schema`), and each error placed where the
 //! mistake is: at its line in the file, or on the `--set` that brings it in.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::Config;
 use estimator_wasm::SpecError;
@@ -71,14 +71,73 @@ fn set_value(set: &str, key: &str, raw: &str) -> Result<toml::Value> {
         Err(e) => bare_string(set, raw, &e)?,
     };
     match value {
-        toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) && Path::new(&file).is_relative() => {
+        toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) && expand_home(&file).is_relative() => {
             let absolute = std::path::absolute(&file).map_err(|e| {
                 DistillError::Usage(format!("--set {set}: cannot resolve {file} against the current folder ({e})"))
             })?;
             Ok(toml::Value::String(absolute.to_string_lossy().into_owned()))
         }
+        toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) => {
+            Ok(toml::Value::String(expand_home(&file).to_string_lossy().into_owned()))
+        }
         other => Ok(other),
     }
+}
+
+/// A [`FILE_KEYS`] path with a leading `~` (`~` alone or `~/...`) taken as the home folder
+/// (`$HOME`), as a shell would: no shell expands it inside a cfg.toml or after the `=` of a
+/// `--set`. Other paths, `~user`, and any path when `$HOME` is unset are kept as written.
+pub fn expand_home(file: &str) -> PathBuf {
+    let home = || std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    match file.strip_prefix('~') {
+        Some("") => home().unwrap_or_else(|| PathBuf::from(file)),
+        Some(rest) if rest.starts_with('/') => {
+            home().map_or_else(|| PathBuf::from(file), |h| h.join(rest.trim_start_matches('/')))
+        }
+        _ => PathBuf::from(file),
+    }
+}
+
+/// `error` pinned on the `--set` it comes from: a refusal of the cfg at `path`, made after the
+/// schema accepted it (a precision `distill` does not train, a head the teacher cannot teach),
+/// names the key at fault; when a `--set` put that key's value there (the last one of the key,
+/// the one in effect), the file does not hold the mistake, so the message says `--set` as
+/// [`read_spec`] does for the schema's own errors. Other errors are returned unchanged.
+pub fn pin_on_set(error: DistillError, path: &Path, sets: &[String]) -> DistillError {
+    match error {
+        DistillError::Config { path: file, message } if file == path => {
+            let sets_key = |set: &&String| set.split_once('=').is_some_and(|(key, _)| names_key(&message, key.trim()));
+            match sets.iter().rev().find(sets_key) {
+                Some(set) => DistillError::Usage(format!("--set {set}: {message} (over {})", path.display())),
+                None => DistillError::Config { path: file, message },
+            }
+        }
+        DistillError::Restart { source, out, partial } => {
+            DistillError::Restart { source: Box::new(pin_on_set(*source, path, sets)), out, partial }
+        }
+        DistillError::Resumable { source, out, partial, world } => {
+            DistillError::Resumable { source: Box::new(pin_on_set(*source, path, sets)), out, partial, world }
+        }
+        other => other,
+    }
+}
+
+/// Whether `message` names `key` itself (`train.precision`), not a longer key that starts
+/// or ends with it (`train.precision_x`, `kd.train.precision`) nor a table under it.
+fn names_key(message: &str, key: &str) -> bool {
+    let part_of_key = |c: char| c.is_alphanumeric() || c == '_' || c == '.';
+    !key.is_empty()
+        && message.match_indices(key).any(|(at, _)| {
+            let before = message[..at].chars().next_back();
+            let after = message[at + key.len()..].chars().next();
+            // a sentence's full stop may follow a key; a `.` then a letter continues it
+            let after_ok = match after {
+                Some('.') => !message[at + key.len() + 1..].starts_with(|c: char| c.is_alphanumeric()),
+                Some(c) => !part_of_key(c),
+                None => true,
+            };
+            before.is_none_or(|c| !part_of_key(c)) && after_ok
+        })
 }
 
 /// Applies `--set key.path=value` overrides to the TOML text. `value` is read as a TOML value
@@ -251,6 +310,60 @@ mod tests {
             let want = std::path::absolute(here.join(raw)).unwrap();
             assert_eq!(table["data"]["train"].as_str(), Some(want.to_str().unwrap()), "{raw}");
         }
+    }
+
+    #[test]
+    fn a_refusal_of_a_set_value_names_the_set() {
+        let cfg = Path::new("c.toml");
+        let refused = || {
+            DistillError::config(cfg, "train.precision: distill runs \"fp32\", \"fp16\" or \"bf16\" (the other recipes are for `distill plan`)")
+        };
+        let sets = ["kd.alpha=0.5", "train.precision=pure_bf16"].map(String::from);
+        assert_eq!(
+            pin_on_set(refused(), cfg, &sets).to_string(),
+            "--set train.precision=pure_bf16: train.precision: distill runs \"fp32\", \"fp16\" or \"bf16\" (the other \
+             recipes are for `distill plan`) (over c.toml)"
+        );
+        // the last --set of the key is the one in effect
+        let twice = ["train.precision=fp16", " train.precision =pure_fp16"].map(String::from);
+        assert!(pin_on_set(refused(), cfg, &twice).to_string().starts_with("--set  train.precision =pure_fp16: "));
+        // the value came from the file, or the error is another file's: unchanged
+        let unrelated = ["kd.alpha=0.5", "train.precision_x=1", "train=1"].map(String::from);
+        assert_eq!(pin_on_set(refused(), cfg, &unrelated).to_string(), refused().to_string());
+        assert_eq!(pin_on_set(refused(), Path::new("other.toml"), &sets).to_string(), refused().to_string());
+        // inside a run's restart advice the refusal is pinned too
+        let restart = refused().resumable(Path::new("r"), Path::new("r.partial"));
+        assert!(pin_on_set(restart, cfg, &sets).to_string().starts_with("--set train.precision=pure_bf16: "));
+    }
+
+    #[test]
+    fn a_key_is_named_whole() {
+        assert!(names_key("train.precision: no", "train.precision"));
+        assert!(names_key("set train.precision.", "train.precision"));
+        assert!(names_key("(student.transformer.head = \"classifier\")", "student.transformer.head"));
+        assert!(!names_key("train.precision_x: no", "train.precision"));
+        assert!(!names_key("kd.train.precision: no", "train.precision"));
+        assert!(!names_key("student.transformer.head: no", "student.transformer"));
+        assert!(!names_key("anything", ""));
+    }
+
+    #[test]
+    fn a_home_path_starts_from_home() {
+        let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| !h.as_os_str().is_empty());
+        let Some(home) = home else { return };
+        assert_eq!(expand_home("~/corpus/t.txt"), home.join("corpus/t.txt"));
+        assert_eq!(expand_home("~"), home);
+        for kept in ["~user/t.txt", "a/~/t.txt", "t~.txt", "/abs/t.txt"] {
+            assert_eq!(expand_home(kept), PathBuf::from(kept), "{kept}");
+        }
+        // with --set, on a file key only
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let text = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n";
+        let doc = apply_sets(&path, text, &["data.train=~/t.txt".into(), "kd.note=~/x".into()]).unwrap();
+        let table: toml::Table = doc.parse().unwrap();
+        assert_eq!(table["data"]["train"].as_str(), Some(home.join("t.txt").to_str().unwrap()));
+        assert_eq!(table["kd"]["note"].as_str(), Some("~/x"));
     }
 
     #[test]

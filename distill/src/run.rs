@@ -90,6 +90,11 @@ fn one() -> usize {
 /// worker fails, a restarted worker continues the run that the command started, from rank 0's
 /// newest checkpoint, as `--resume` would.
 pub fn run(opts: &TrainOptions) -> Result<Report> {
+    start(opts).map_err(|e| crate::overrides::pin_on_set(e, &opts.student, &opts.sets))
+}
+
+/// [`run`], before its refusals are pinned on the `--set` they come from.
+fn start(opts: &TrainOptions) -> Result<Report> {
     let cfg = RunConfig::load(&opts.student, &opts.sets)?;
     let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
     let job = crate::dist::DistEnv::from_process()?;

@@ -55,6 +55,18 @@ fn out_of_range_value_names_the_key() {
 fn precisions_only_the_estimator_prices_are_refused() {
     let case = Case::edited("[teacher]", "[teacher]\nprecision = \"bf16_master\"");
     case.fails_with(TEACHER, CFG, &[CFG, "teacher.precision", "for `distill plan`"]);
+    // the same refusal of a value given with --set names the --set: the file does not hold it
+    let case = Case::new();
+    let out = case.command(TEACHER, CFG, "run").args(["--set", "train.precision=pure_bf16"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("error: --set train.precision=pure_bf16: train.precision: distill runs ")
+            && stderr.trim_end().ends_with(&format!("(over {})", case.path(CFG).display()))
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    assert!(!case.path("run").exists() && !case.path("run.partial").exists());
 }
 
 #[test]
