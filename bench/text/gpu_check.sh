@@ -67,7 +67,7 @@ print(r)' "$@"; }
 
 demo_sets=()
 [ -n "${DEMO_EPOCHS:-}" ] && demo_sets=(--set "train.epochs=$DEMO_EPOCHS")
-train demo examples/minilm/student-bf16.toml "${demo_sets[@]}" || die "the demo run failed"
+train demo examples/minilm/student-bf16.toml ${demo_sets[@]+"${demo_sets[@]}"} || die "the demo run failed"
 rate=$(field "$work/demo/report.json" student samples_per_s)
 teacher_rate=$(grep -ho 'cached in [0-9.]* s ([0-9]* samples/s)' "$work/demo.log" | grep -o '([0-9]*' | tr -d '(')
 note "demo: trained at $rate samples/s, teacher pass at ${teacher_rate:-?} samples/s"

@@ -72,7 +72,7 @@ fn set_value(set: &str, key: &str, raw: &str) -> Result<toml::Value> {
     };
     match value {
         toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) && expand_home(&file).is_relative() => {
-            let absolute = std::path::absolute(&file).map_err(|e| {
+            let absolute = std::path::absolute(expand_home(&file)).map_err(|e| {
                 DistillError::Usage(format!("--set {set}: cannot resolve {file} against the current folder ({e})"))
             })?;
             Ok(toml::Value::String(absolute.to_string_lossy().into_owned()))
@@ -86,7 +86,8 @@ fn set_value(set: &str, key: &str, raw: &str) -> Result<toml::Value> {
 
 /// A [`FILE_KEYS`] path with a leading `~` (`~` alone or `~/...`) taken as the home folder
 /// (`$HOME`), as a shell would: no shell expands it inside a cfg.toml or after the `=` of a
-/// `--set`. Other paths, `~user`, and any path when `$HOME` is unset are kept as written.
+/// `--set`. Other paths, `~user`, and any path when `$HOME` is unset are kept as written (a
+/// relative one, `~/x` among them then, resolved as any other).
 pub fn expand_home(file: &str) -> PathBuf {
     let home = || std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     match file.strip_prefix('~') {
@@ -100,13 +101,14 @@ pub fn expand_home(file: &str) -> PathBuf {
 
 /// `error` pinned on the `--set` it comes from: a refusal of the cfg at `path`, made after the
 /// schema accepted it (a precision `distill` does not train, a head the teacher cannot teach),
-/// names the key at fault; when a `--set` put that key's value there (the last one of the key,
+/// opens with the key at fault; when a `--set` put that key's value there (the last one of the key,
 /// the one in effect), the file does not hold the mistake, so the message says `--set` as
 /// [`read_spec`] does for the schema's own errors. Other errors are returned unchanged.
 pub fn pin_on_set(error: DistillError, path: &Path, sets: &[String]) -> DistillError {
     match error {
         DistillError::Config { path: file, message } if file == path => {
-            let sets_key = |set: &&String| set.split_once('=').is_some_and(|(key, _)| names_key(&message, key.trim()));
+            let sets_key =
+                |set: &&String| set.split_once('=').is_some_and(|(key, _)| opens_with_key(&message, key.trim()));
             match sets.iter().rev().find(sets_key) {
                 Some(set) => DistillError::Usage(format!("--set {set}: {message} (over {})", path.display())),
                 None => DistillError::Config { path: file, message },
@@ -122,22 +124,13 @@ pub fn pin_on_set(error: DistillError, path: &Path, sets: &[String]) -> DistillE
     }
 }
 
-/// Whether `message` names `key` itself (`train.precision`), not a longer key that starts
-/// or ends with it (`train.precision_x`, `kd.train.precision`) nor a table under it.
-fn names_key(message: &str, key: &str) -> bool {
+/// Whether `message` opens with `key` itself (`train.precision: ...`, `student.init = ...`):
+/// the key at fault, which every refusal names first; not a longer key that starts with it
+/// (`train.precision_x`), a table under it, nor a key named later as advice ("data.test is
+/// missing: ... set data.holdout") or in another reader's message ("TOML parse error at ...").
+fn opens_with_key(message: &str, key: &str) -> bool {
     let part_of_key = |c: char| c.is_alphanumeric() || c == '_' || c == '.';
-    !key.is_empty()
-        && message.match_indices(key).any(|(at, _)| {
-            let before = message[..at].chars().next_back();
-            let after = message[at + key.len()..].chars().next();
-            // a sentence's full stop may follow a key; a `.` then a letter continues it
-            let after_ok = match after {
-                Some('.') => !message[at + key.len() + 1..].starts_with(|c: char| c.is_alphanumeric()),
-                Some(c) => !part_of_key(c),
-                None => true,
-            };
-            before.is_none_or(|c| !part_of_key(c)) && after_ok
-        })
+    !key.is_empty() && message.strip_prefix(key).is_some_and(|rest| !rest.starts_with(part_of_key))
 }
 
 /// Applies `--set key.path=value` overrides to the TOML text. `value` is read as a TOML value
@@ -331,20 +324,37 @@ mod tests {
         let unrelated = ["kd.alpha=0.5", "train.precision_x=1", "train=1"].map(String::from);
         assert_eq!(pin_on_set(refused(), cfg, &unrelated).to_string(), refused().to_string());
         assert_eq!(pin_on_set(refused(), Path::new("other.toml"), &sets).to_string(), refused().to_string());
+        // a key named only as advice, or in a TOML error of the file itself, is not at fault
+        let file_only = [
+            "data.test is missing: set it to a held-out .npz, or set data.holdout = 0.1 to split data.train",
+            "TOML parse error at line 12, column 6: invalid number for key `train.lr`",
+        ];
+        let sets = ["data.train=x.npz", "train.lr=0.001"].map(String::from);
+        for message in file_only {
+            assert_eq!(
+                pin_on_set(DistillError::config(cfg, message), cfg, &sets).to_string(),
+                format!("c.toml: {message}")
+            );
+        }
+        let sets = ["kd.alpha=0.5", "train.precision=pure_bf16"].map(String::from);
         // inside a run's restart advice the refusal is pinned too
         let restart = refused().resumable(Path::new("r"), Path::new("r.partial"));
         assert!(pin_on_set(restart, cfg, &sets).to_string().starts_with("--set train.precision=pure_bf16: "));
     }
 
     #[test]
-    fn a_key_is_named_whole() {
-        assert!(names_key("train.precision: no", "train.precision"));
-        assert!(names_key("set train.precision.", "train.precision"));
-        assert!(names_key("(student.transformer.head = \"classifier\")", "student.transformer.head"));
-        assert!(!names_key("train.precision_x: no", "train.precision"));
-        assert!(!names_key("kd.train.precision: no", "train.precision"));
-        assert!(!names_key("student.transformer.head: no", "student.transformer"));
-        assert!(!names_key("anything", ""));
+    fn only_the_key_a_refusal_opens_with_is_at_fault() {
+        assert!(opens_with_key("train.precision: no", "train.precision"));
+        assert!(opens_with_key("student.transformer.head = \"classifier\" ...", "student.transformer.head"));
+        assert!(!opens_with_key("train.precision_x: no", "train.precision"));
+        assert!(!opens_with_key("kd.train.precision: no", "train.precision"));
+        assert!(!opens_with_key("student.transformer.head: no", "student.transformer"));
+        assert!(!opens_with_key("anything", ""));
+        // a key named later is advice, not the fault
+        assert!(!opens_with_key(
+            "data.test is missing: ... or set data.holdout = 0.1 to split data.train",
+            "data.train"
+        ));
     }
 
     #[test]
