@@ -71,14 +71,11 @@ fn set_value(set: &str, key: &str, raw: &str) -> Result<toml::Value> {
         Err(e) => bare_string(set, raw, &e)?,
     };
     match value {
-        toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) && expand_home(&file).is_relative() => {
+        toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) => {
             let absolute = std::path::absolute(expand_home(&file)).map_err(|e| {
                 DistillError::Usage(format!("--set {set}: cannot resolve {file} against the current folder ({e})"))
             })?;
             Ok(toml::Value::String(absolute.to_string_lossy().into_owned()))
-        }
-        toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) => {
-            Ok(toml::Value::String(expand_home(&file).to_string_lossy().into_owned()))
         }
         other => Ok(other),
     }
