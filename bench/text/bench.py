@@ -276,7 +276,7 @@ def measure(a) -> dict:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": a.command,
         "note": a.note,
-        "machine": {"cores": os.cpu_count(), "cpu": cpu_model(), "torch": torch.__version__, "load_average": [load_before, load_after]},
+        "machine": {"cores": os.cpu_count(), "cpu": cpu_model(), "gpu": gpu_name(torch), "torch": torch.__version__, "load_average": [load_before, load_after]},
         "settings": {"threads": a.threads, "batch": a.batch, "reps": a.reps, "warmup_calls": a.warmup, "pairs": a.pairs, "seed": a.seed, "max_tokens": MAX_TOKENS},
         "data": {
             "test_sentences": len(test),
@@ -288,6 +288,12 @@ def measure(a) -> dict:
         "teacher_file": a.teacher,
         "models": entries,
     }
+
+
+def gpu_name(torch):
+    """The first CUDA device's name, or None: the section says what the machine had (every
+    timing here is on the CPU either way)."""
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 
 
 def cpu_model() -> str:
@@ -305,13 +311,16 @@ def student_arg(text: str) -> tuple:
     name, sep, folder = text.partition("=")
     if not sep or not name or not folder:
         raise argparse.ArgumentTypeError(f"--student {text}: want NAME=RUN_DIR, e.g. main=runs/bench-text/main")
-    return name, folder
+    return name, os.path.expanduser(folder)
 
 
-def main():
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line; a leading `~` in a path is the home folder (the shell expands it only
+    where a word starts with it, not in `--data=~/d` or `--student main=~/run`)."""
+    path = os.path.expanduser
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default="data/minilm", help="teacher.pt, tokenizer.json, test.txt, retrieval.tsv")
-    p.add_argument("--teacher", help="default DATA/teacher.pt")
+    p.add_argument("--data", type=path, default="data/minilm", help="teacher.pt, tokenizer.json, test.txt, retrieval.tsv")
+    p.add_argument("--teacher", type=path, help="default DATA/teacher.pt")
     p.add_argument("--student", dest="students", type=student_arg, action="append", default=[], metavar="NAME=RUN_DIR")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
@@ -319,12 +328,16 @@ def main():
     p.add_argument("--warmup", type=int, default=3, help="untimed calls per model before timing")
     p.add_argument("--pairs", type=int, default=10000, help="random held-out sentence pairs for Spearman")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="runs/bench-text", help="folder of bench.json")
-    p.add_argument("--benchmarks", default="BENCHMARKS.md")
+    p.add_argument("--out", type=path, default="runs/bench-text", help="folder of bench.json")
+    p.add_argument("--benchmarks", type=path, default="BENCHMARKS.md")
     p.add_argument("--command", default="bench/text/bench.py")
     p.add_argument("--note", default="", help="a sentence for the section (e.g. a training subset)")
     p.add_argument("--report-only", action="store_true", help="rewrite the section from OUT/bench.json")
-    a = p.parse_args()
+    return p.parse_args(argv)
+
+
+def main():
+    a = parse_args()
     result_path = os.path.join(a.out, "bench.json")
     if a.report_only:
         if not os.path.isfile(result_path):

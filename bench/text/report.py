@@ -76,6 +76,12 @@ def target_rows(result: dict) -> str:
     return "\n".join(rows)
 
 
+def gpu_words(machine: dict) -> str:
+    """`no GPU`, or the GPU the machine had (results from before the key: none)."""
+    gpu = machine.get("gpu")
+    return f"a {gpu} present (not used: the timings are the CPU's)" if gpu else "no GPU"
+
+
 def section(result: dict) -> str:
     """The whole section, markers included."""
     s, d, mc = result["settings"], result["data"], result["machine"]
@@ -90,7 +96,7 @@ def section(result: dict) -> str:
     return f"""{START}
 ## Sentence encoder distilled from all-MiniLM-L6-v2 (`scripts/bench-text`)
 
-Measured {result['date']} with `{result['command']}` on {mc['cores']} cores ({mc['cpu']}), no GPU,
+Measured {result['date']} with `{result['command']}` on {mc['cores']} cores ({mc['cpu']}), {gpu_words(mc)},
 torch {mc['torch']}; one-minute load average {mc['load_average'][0]:.1f} before the timing and
 {mc['load_average'][1]:.1f} after it (the machine may be shared; the last column is the rate the
 process's CPU time implies, sentences / (CPU seconds / threads)).{note}

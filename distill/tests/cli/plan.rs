@@ -56,6 +56,31 @@ fn plan_prints_the_breakdown_and_the_largest_batch_per_gpu() {
     assert!(text(out).contains(&note), "{note}");
 }
 
+/// A path flag written `--flag=~/file` reaches `distill` with the `~` (the shell expands it
+/// only where a word starts with it): it is the home folder there too.
+#[test]
+fn a_path_flag_with_a_leading_tilde_is_in_the_home_folder() {
+    let case = Case::new();
+    let home = case.dir.path().to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+        .env("HOME", home)
+        .args(["plan", &format!("--student=~/{CFG}"), &format!("--teacher=~/{TEACHER}"), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["plan"]["params"]["teacher"], 2762);
+    // and a file that is not there is named as expanded, where the user can look for it
+    let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+        .env("HOME", home)
+        .args(["plan", "--student=~/missing.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{home}/missing.toml")), "{stderr}");
+}
+
 #[test]
 fn plan_refuses_a_cfg_without_a_held_out_set_as_the_trainer_does() {
     // `distill` refuses a cfg with neither data.test nor data.holdout; the plan resolves the

@@ -1,0 +1,38 @@
+"""The benchmark's command line and the machine line of its section (bench.py, report.py).
+
+    .venv/bin/python -m unittest bench/text/test_args.py
+"""
+import importlib.util
+import os
+import sys
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import report  # noqa: E402
+
+# by path: run from the repository root, the name `bench` is the folder bench/
+_spec = importlib.util.spec_from_file_location("text_bench", os.path.join(HERE, "bench.py"))
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+class Paths(unittest.TestCase):
+    def test_a_leading_tilde_is_the_home_folder_where_the_shell_left_it(self):
+        with mock.patch.dict(os.environ, {"HOME": "/home/u"}):
+            a = bench.parse_args(["--data=~/d", "--teacher=~/t.pt", "--out=~/o", "--student", "main=~/runs/m"])
+        self.assertEqual((a.data, a.teacher, a.out), ("/home/u/d", "/home/u/t.pt", "/home/u/o"))
+        self.assertEqual(a.students, [("main", "/home/u/runs/m")])
+        self.assertEqual(bench.parse_args([]).data, "data/minilm")
+
+
+class MachineLine(unittest.TestCase):
+    def test_says_which_gpu_the_machine_had(self):
+        self.assertEqual(report.gpu_words({"cores": 2}), "no GPU")
+        self.assertEqual(report.gpu_words({"gpu": None}), "no GPU")
+        self.assertEqual(report.gpu_words({"gpu": "NVIDIA H200"}), "a NVIDIA H200 present (not used: the timings are the CPU's)")
+
+
+if __name__ == "__main__":
+    unittest.main()
