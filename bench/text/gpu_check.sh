@@ -12,7 +12,7 @@
 #      rate measured in step 2, scaled by 0.7 for the longer sentences and the fourth layer);
 #   4. bench/text/bench.py measures both against the teacher on the CPU (2 threads, 3 passes).
 # OUT_DIR gets 7 small files (the device tool returns at most 8): summary.txt, teacher.log,
-# demo.log, deep.log, runs.tar.xz (each run's report.json, metrics.jsonl, config.toml),
+# demo.log, deep.log, runs.tar.gz (each run's report.json, metrics.jsonl, config.toml),
 # bench.json and bench.log (the BENCHMARKS.md section). Run folders stay in /tmp/gpu-text.
 # The whole script keeps within DEADLINE_S seconds (default 540) by sizing step 3.
 # Rehearse it without a GPU: DEVICE=cpu MAX_TRAIN=2000 DEMO_EPOCHS=1 MAX_EPOCHS=2 (the first
@@ -38,10 +38,12 @@ torch_lib=$("$py" -c 'import torch, os; print(os.path.join(os.path.dirname(torch
   die "$py has no torch"
 export LD_LIBRARY_PATH="$torch_lib:${LD_LIBRARY_PATH:-}"
 note "$(date -u +%FT%TZ) $("$py" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")'), $(nproc) cores"
-xz -dc "$bundle/distill.xz" >"$work/distill" && chmod +x "$work/distill" || die "cannot unpack distill"
+# unpacked with Python's lzma and tarfile: the device has python3, not necessarily xz
+unxz() { "$py" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"; }
+unxz "$bundle/distill.xz" "$work/distill" && chmod +x "$work/distill" || die "cannot unpack distill"
 bin="$work/distill"
 ldd "$bin" | grep 'not found' && die "libraries not found (ldd above)"
-tar -C "$data" -xJf "$bundle/text.tar.xz" || die "cannot unpack $bundle/text.tar.xz"
+"$py" -m tarfile -e "$bundle/text.tar.xz" "$data" || die "cannot unpack $bundle/text.tar.xz"
 if [ -n "${MAX_TRAIN:-}" ]; then
   for f in train train-large; do head -n "$MAX_TRAIN" "$data/$f.txt" >"$data/$f.cut" && mv "$data/$f.cut" "$data/$f.txt"; done
 fi
@@ -88,7 +90,7 @@ else
   note "deep: skipped, too little time left ($(elapsed) s gone)"
 fi
 
-tar -C "$work" -cJf "$out/runs.tar.xz" $(cd "$work" && ls -d {demo,deep}/{report.json,metrics.jsonl,config.toml} 2>/dev/null)
+tar -C "$work" -czf "$out/runs.tar.gz" $(cd "$work" && ls -d {demo,deep}/{report.json,metrics.jsonl,config.toml} 2>/dev/null)
 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 "$py" bench/text/bench.py --data "$data" "${students[@]}" --threads 2 --reps 3 \
   --out "$out" --benchmarks "$work/BENCHMARKS.md" --command "bench/text/gpu_check.sh (DEVICE=$device)" \
   --note "The students were trained with DEVICE=$device in bf16 autocast; the teacher is rebuilt from fp16-rounded weights (bench/text/gpu_pack.sh)." \
