@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 use distill::plan_command::PlanOptions;
 use distill::progress::Verbosity;
@@ -19,13 +20,13 @@ struct Args {
     command: Option<Command>,
     /// TorchScript teacher (torch.jit.script or torch.jit.trace), returning logits [N, classes]
     /// or a tuple/dict holding them (see teacher.output).
-    #[arg(long, value_parser = home_path, value_name = "FILE", required_unless_present = "resume")]
+    #[arg(long, value_parser = home_path(), value_name = "FILE", required_unless_present = "resume")]
     teacher: Option<PathBuf>,
     /// Student and run description (cfg.toml).
-    #[arg(long, value_parser = home_path, value_name = "CFG", required_unless_present = "resume")]
+    #[arg(long, value_parser = home_path(), value_name = "CFG", required_unless_present = "resume")]
     student: Option<PathBuf>,
     /// Output folder [default: runs/<cfg name>-<UTC time>].
-    #[arg(long, value_parser = home_path, value_name = "DIR", conflicts_with = "resume")]
+    #[arg(long, value_parser = home_path(), value_name = "DIR", conflicts_with = "resume")]
     out: Option<PathBuf>,
     /// Replace --out if it exists (only once this run has finished).
     #[arg(long)]
@@ -40,7 +41,7 @@ struct Args {
     /// newest checkpoint that loads; its teacher, data and student.init must be unchanged (with
     /// --teacher: the same teacher, moved to FILE since the run started). It trains the run's
     /// own copy of the cfg (DIR.partial/config.toml), not later edits to the file.
-    #[arg(long, value_parser = home_path, value_name = "DIR", conflicts_with_all = ["student", "baseline"])]
+    #[arg(long, value_parser = home_path(), value_name = "DIR", conflicts_with_all = ["student", "baseline"])]
     resume: Option<PathBuf>,
     /// Override a cfg.toml value, e.g. --set train.precision=bf16 or --set prune.sparsity=0.8
     /// (repeatable; recorded in the run's config.toml).
@@ -51,7 +52,7 @@ struct Args {
     stop_after_steps: Option<u64>,
     /// Keep the teacher's outputs on the train set in DIR and reuse them in later runs on the same
     /// teacher, data and [data]/[teacher] settings (a sweep over students runs the teacher once).
-    #[arg(long, value_parser = home_path, value_name = "DIR")]
+    #[arg(long, value_parser = home_path(), value_name = "DIR")]
     teacher_cache: Option<PathBuf>,
     /// In a data-parallel job, normalise each BatchNorm over the global batch (every rank's
     /// micro-batch: PyTorch's SyncBatchNorm, torchvision's --sync-bn) instead of each rank's own.
@@ -68,10 +69,10 @@ enum Command {
     /// layer, and the largest micro-batch per catalogue GPU.
     Plan {
         /// The run's cfg.toml.
-        #[arg(long, value_parser = home_path, value_name = "CFG")]
+        #[arg(long, value_parser = home_path(), value_name = "CFG")]
         student: PathBuf,
         /// TorchScript teacher: its exact parameter count replaces the cfg's [teacher] counts.
-        #[arg(long, value_parser = home_path, value_name = "FILE")]
+        #[arg(long, value_parser = home_path(), value_name = "FILE")]
         teacher: Option<PathBuf>,
         /// A catalogue GPU to check the fit against (overrides [estimate] gpu), e.g. A100-80GB.
         #[arg(long, value_name = "NAME")]
@@ -90,9 +91,13 @@ enum Command {
 
 /// A path flag's value with a leading `~` or `~/` as the home folder: the shell expands it in
 /// `--teacher ~/t.pt`, not in `--teacher=~/t.pt`, so `distill` does (as for file keys in a
-/// cfg.toml and in `--set`).
-fn home_path(value: &str) -> Result<PathBuf, String> {
-    Ok(distill::overrides::expand_home(value))
+/// cfg.toml and in `--set`). A path that is not UTF-8 is taken as it is, as clap's own
+/// `PathBuf` parser takes it.
+fn home_path() -> impl TypedValueParser<Value = PathBuf> {
+    OsStringValueParser::new().map(|value| match value.to_str() {
+        Some(text) => distill::overrides::expand_home(text),
+        None => PathBuf::from(value),
+    })
 }
 
 fn main() -> ExitCode {

@@ -79,6 +79,12 @@ fn a_path_flag_with_a_leading_tilde_is_in_the_home_folder() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("{home}/missing.toml")), "{stderr}");
+    // a path that is not UTF-8 is still a path (clap refused it once the flags expanded `~`)
+    use std::os::unix::ffi::OsStrExt;
+    let raw = std::ffi::OsStr::from_bytes(b"/nonexistent/\xff.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_distill")).arg("plan").arg("--student").arg(raw).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot read the student config"), "{stderr}");
 }
 
 #[test]
