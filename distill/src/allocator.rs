@@ -1,4 +1,5 @@
-//! How much memory glibc's malloc may keep: at most two arenas.
+//! Host memory: how much glibc's malloc may keep (at most two arenas), and how much the process
+//! held at its peak ([`peak_resident_bytes`], for `report.json`).
 //!
 //! glibc gives each thread that allocates an arena of its own (up to 8 per core) and returns a
 //! freed block to the arena it came from. libtorch allocates tensors on its intra-op worker
@@ -35,8 +36,53 @@ fn set_arena_max(_arenas: i32) -> bool {
     false
 }
 
+/// The process's peak resident set (`VmHWM` in `/proc/self/status`, Linux), bytes: all the host
+/// RAM it held at its high-water mark, libtorch's code, the teacher, cached teacher outputs,
+/// tensors and what malloc kept after frees included (on CPU, batches of varying length leave
+/// freed blocks malloc keeps for reuse, so it exceeds the estimator's prediction). `None` without
+/// `/proc`.
+pub fn peak_resident_bytes() -> Option<u64> {
+    own_status("VmHWM")
+}
+
+/// The line `key` of this process's `/proc/self/status`, in bytes.
+fn own_status(key: &str) -> Option<u64> {
+    std::fs::read_to_string("/proc/self/status").ok().as_deref().and_then(|s| status_bytes(s, key))
+}
+
+/// The line `key` of a `/proc/<pid>/status` text (`"VmHWM:\t  2048 kB"`), in bytes.
+fn status_bytes(status: &str, key: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))?;
+    let kib = line.trim().strip_suffix("kB")?;
+    kib.trim().parse::<u64>().ok().map(|k| k * 1024)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_peak_resident_line_is_read_in_bytes() {
+        let status = "Name:\tdistill\nVmPeak:\t 9999 kB\nVmHWM:\t    2048 kB\nVmRSS:\t 1024 kB\n";
+        assert_eq!(super::status_bytes(status, "VmHWM"), Some(2_097_152));
+        assert_eq!(super::status_bytes(status, "VmRSS"), Some(1_048_576));
+        assert_eq!(super::status_bytes("VmRSS:\t 1024 kB\n", "VmHWM"), None);
+        assert_eq!(super::status_bytes("VmHWM:\t 12 MB\n", "VmHWM"), None, "Linux writes kB");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_peak_covers_memory_touched_and_freed() {
+        // the current resident set before, plus a block touched then freed (mmap-sized, so
+        // munmap hands it back and the current figure falls while the peak keeps it)
+        let before = super::own_status("VmRSS").expect("Linux has /proc/self/status");
+        let block: u64 = 192 << 20;
+        let touched = vec![1u8; block as usize];
+        std::hint::black_box(&touched);
+        drop(touched);
+        let peak = super::peak_resident_bytes().expect("Linux has VmHWM");
+        // half the block: slack for what other test threads free meanwhile
+        assert!(peak >= before + block / 2, "peak {peak} under {before} + half the {block} bytes touched");
+    }
+
     #[test]
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn glibc_takes_the_cap() {

@@ -122,7 +122,7 @@ struct FinalLossParts {
     ce: f64,
 }
 
-/// Predicted (and on CUDA measured) memory of the run.
+/// Predicted and measured memory of the run: the device's (CUDA) and the host's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MemoryReport {
     /// `cuda:N` or `cpu`.
@@ -140,10 +140,15 @@ pub struct MemoryReport {
     /// CUDA only: the allocator's peak `reserved_bytes` (allocated plus its cached blocks).
     #[serde(default)]
     pub measured_peak_reserved_bytes: Option<u64>,
+    /// The process's peak resident set in host RAM (Linux `VmHWM`), bytes, on any device: see
+    /// [`crate::allocator::peak_resident_bytes`] for what it counts beyond the plan.
+    #[serde(default)]
+    pub measured_peak_resident_bytes: Option<u64>,
 }
 
 impl MemoryReport {
-    /// The memory `plan`, with the allocator's measured peak on a CUDA `device`.
+    /// The memory `plan`, with the allocator's measured peak on a CUDA `device` and the process's
+    /// peak resident set.
     pub fn measured(plan: MemoryPlan, device: tch::Device) -> MemoryReport {
         let peak = match device {
             tch::Device::Cuda(i) => crate::shim::cuda_memory(i).ok(),
@@ -157,6 +162,7 @@ impl MemoryReport {
             predicted_allocated_bytes: plan.predicted_allocated_bytes,
             measured_peak_allocated_bytes: peak.as_ref().map(|m| m.peak_allocated as u64),
             measured_peak_reserved_bytes: peak.as_ref().map(|m| m.peak_reserved as u64),
+            measured_peak_resident_bytes: crate::allocator::peak_resident_bytes(),
         }
     }
 }

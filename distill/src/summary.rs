@@ -5,7 +5,7 @@ use std::fmt::Write;
 use estimator_wasm::memory::render::human as bytes;
 
 use crate::objective::Agreement;
-use crate::report::Report;
+use crate::report::{MemoryReport, Report};
 
 impl Report {
     /// The human summary printed at the end of a run (stdout).
@@ -117,6 +117,9 @@ impl Report {
             );
         }
         let _ = writeln!(out, "\nwall time {:.1} s on {}", self.wall_seconds, self.device);
+        if let Some(m) = &self.memory {
+            let _ = writeln!(out, "{}", memory_line(m));
+        }
         if let Some(w) = &t.warning {
             let _ = writeln!(out, "{w}");
         }
@@ -136,6 +139,20 @@ pub fn compression(ratio: f64) -> String {
     } else {
         format!("{:.1}x more parameters", 1.0 / ratio)
     }
+}
+
+/// The run's memory in one line: the plan's prediction, then what was measured (the CUDA
+/// allocator's peak, the process's peak resident set in host RAM), each where known.
+pub fn memory_line(m: &MemoryReport) -> String {
+    let mut line =
+        format!("memory: predicted {} on {} at micro-batch {}", bytes(m.predicted_total_bytes), m.device, m.batch);
+    if let Some(peak) = m.measured_peak_allocated_bytes {
+        line.push_str(&format!("; peak allocated {} (CUDA allocator)", bytes(peak)));
+    }
+    if let Some(peak) = m.measured_peak_resident_bytes {
+        line.push_str(&format!("; peak resident {} (host RAM, whole process)", bytes(peak)));
+    }
+    line
 }
 
 /// `1234567` as `1,234,567`.
@@ -166,5 +183,27 @@ mod tests {
         assert_eq!(compression(1000.0 / 1030.0), "1.03x the teacher's parameters");
         assert_eq!(compression(1.0), "1.00x the teacher's parameters");
         assert_eq!(compression(1.06), "1.1x fewer parameters");
+    }
+
+    #[test]
+    fn memory_line_names_what_was_measured() {
+        let mut m = MemoryReport {
+            device: "cuda:0".into(),
+            capacity_bytes: 80 << 30,
+            batch: 64,
+            predicted_total_bytes: 3 << 29,
+            predicted_allocated_bytes: 1 << 30,
+            measured_peak_allocated_bytes: Some(5 << 28),
+            measured_peak_reserved_bytes: Some(3 << 29),
+            measured_peak_resident_bytes: Some(4_831_838_208),
+        };
+        assert_eq!(
+            memory_line(&m),
+            "memory: predicted 1.5 GiB on cuda:0 at micro-batch 64; peak allocated 1.2 GiB (CUDA \
+             allocator); peak resident 4.5 GiB (host RAM, whole process)"
+        );
+        m.device = "cpu".into();
+        (m.measured_peak_allocated_bytes, m.measured_peak_resident_bytes) = (None, None);
+        assert_eq!(memory_line(&m), "memory: predicted 1.5 GiB on cpu at micro-batch 64");
     }
 }

@@ -45,6 +45,10 @@ fn a_sentence_encoder_distils_exports_and_reloads_in_pytorch() {
     let text = report.data.train_text.as_ref().unwrap();
     assert_eq!((text.lines, text.blank_skipped, text.truncated, text.max_tokens), (2000, 0, 24, 64));
     assert_eq!(report.data.test_text.as_ref().unwrap().truncated, 3);
+    // host memory is measured on CPU too: the process's peak resident set (libtorch alone holds
+    // more than 64 MiB), beside the plan's prediction
+    let memory = report.memory.as_ref().unwrap();
+    assert!(memory.measured_peak_resident_bytes.unwrap() > 64 << 20, "{memory:?}");
     let epochs: Vec<_> =
         metrics_lines(&run.join("metrics.jsonl")).into_iter().filter(|l| l["kind"] == "epoch").collect();
     assert!(epochs[2]["loss"].as_f64() < epochs[0]["loss"].as_f64());
