@@ -41,6 +41,10 @@ pub enum DistillError {
     /// Stopped early on request (Ctrl-C or --stop-after-steps) after writing a checkpoint.
     #[error("stopped after step {step} with a checkpoint")]
     Interrupted { step: u64 },
+    /// Stopped on request (Ctrl-C) during the teacher's pass over the `set` set, before
+    /// training: no step was trained since the last checkpoint, if any.
+    #[error("interrupted during the teacher's pass over the {set} set ({done} of {total} samples), before training")]
+    TeacherPassInterrupted { set: &'static str, done: u64, total: u64 },
     /// Any error of a run that has checkpoints: they are kept, and the message says how to go on.
     #[error("{source}; checkpoints kept in {}: continue with {}", partial.display(), resume_command(out, *world))]
     Resumable { source: Box<DistillError>, out: PathBuf, partial: PathBuf, world: usize },
@@ -112,7 +116,7 @@ impl DistillError {
     /// True when the run stopped on request (exit code 130) rather than failed (2).
     pub fn is_interrupt(&self) -> bool {
         match self {
-            DistillError::Interrupted { .. } => true,
+            DistillError::Interrupted { .. } | DistillError::TeacherPassInterrupted { .. } => true,
             DistillError::Resumable { source, .. } => source.is_interrupt(),
             _ => false,
         }

@@ -2,11 +2,13 @@
 //! agreement on a held-out set.
 //! What a prediction is (the top-1 class of logits) is the objective's
 //! ([`Objective::predictions`]); here they are counted.
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use indicatif::ProgressBar;
 use tch::{Kind, Tensor};
 
 use crate::data::{Batch, Dataset};
-use crate::error::Result;
+use crate::error::{DistillError, Result};
 use crate::objective::Objective;
 use crate::student::Student;
 use crate::teacher::Teacher;
@@ -28,26 +30,48 @@ pub fn student_pass(student: &Student, data: &Dataset, objective: &dyn Objective
         .expect("the student's forward returns no error")
 }
 
-/// The teacher's [`HeldOutPass`] over `data`, in batches of `batch`, advancing `bar` by the
-/// samples done. Only predictions are kept: a language model's logits [N, S, V] of a whole
-/// test set would not fit.
+/// The teacher's [`HeldOutPass`] over `data` (the test set), in batches of `batch`, advancing
+/// `bar` by the samples done. Only predictions are kept: a language model's logits [N, S, V] of
+/// a whole test set would not fit.
 ///
 /// # Errors
-/// As [`Teacher::finite_output`].
+/// As [`Teacher::finite_output`]; [`DistillError::TeacherPassInterrupted`] when `stop` is set
+/// before a batch.
 pub fn teacher_pass(
     teacher: &Teacher,
     data: &Dataset,
     objective: &dyn Objective,
     batch: usize,
     bar: &ProgressBar,
+    stop: &AtomicBool,
 ) -> Result<HeldOutPass> {
+    let mut watch = StopWatch { stop, set: "test", done: 0, total: data.len() as u64 };
     let pass = held_out_pass(data, batch, objective, |b| {
+        watch.check()?;
         let out = teacher.finite_output(b, data);
+        watch.done += b.input.rows() as u64;
         bar.inc(b.input.rows() as u64);
         out
     });
     bar.finish_and_clear();
     pass
+}
+
+/// A teacher pass's samples done, and the stop flag it checks before each batch.
+struct StopWatch<'a> {
+    stop: &'a AtomicBool,
+    set: &'static str,
+    done: u64,
+    total: u64,
+}
+
+impl StopWatch<'_> {
+    fn check(&self) -> Result<()> {
+        match self.stop.load(Ordering::SeqCst) {
+            true => Err(DistillError::TeacherPassInterrupted { set: self.set, done: self.done, total: self.total }),
+            false => Ok(()),
+        }
+    }
 }
 
 /// Predictions of `forward`'s outputs over `data` in row order, and for token logits
@@ -93,14 +117,24 @@ fn in_row_order(data: &Dataset, batch: usize, mut f: impl FnMut(&Batch) -> Resul
     Ok(outputs.index_select(0, &rows.argsort(0, false).to_device(outputs.device())))
 }
 
-/// The teacher's outputs [N, ...] (fp32: logits [N, C], or embeddings) over a whole dataset, in
-/// order, in batches of `batch`, advancing `bar` by the samples done.
+/// The teacher's outputs [N, ...] (fp32: logits [N, C], or embeddings) over a whole dataset
+/// (the train set), in order, in batches of `batch`, advancing `bar` by the samples done.
 ///
 /// # Errors
-/// As [`Teacher::finite_output`]: a forward that fails, or a NaN/inf output (naming its row).
-pub fn teacher_outputs(teacher: &Teacher, data: &Dataset, batch: usize, bar: &ProgressBar) -> Result<Tensor> {
+/// As [`Teacher::finite_output`]: a forward that fails, or a NaN/inf output (naming its row);
+/// [`DistillError::TeacherPassInterrupted`] when `stop` is set before a batch.
+pub fn teacher_outputs(
+    teacher: &Teacher,
+    data: &Dataset,
+    batch: usize,
+    bar: &ProgressBar,
+    stop: &AtomicBool,
+) -> Result<Tensor> {
+    let mut watch = StopWatch { stop, set: "train", done: 0, total: data.len() as u64 };
     let outputs = in_row_order(data, batch, |b| {
+        watch.check()?;
         let out = teacher.finite_output(b, data);
+        watch.done += b.input.rows() as u64;
         bar.inc(b.input.rows() as u64);
         out
     });
@@ -114,4 +148,53 @@ pub fn accuracy(preds: &Tensor, labels: &Tensor) -> f64 {
     let scored = labels.ge(0);
     let hits = preds.eq_tensor(labels).logical_and(&scored).to_kind(Kind::Float).sum(Kind::Float);
     (hits / scored.to_kind(Kind::Float).sum(Kind::Float).clamp_min(1.0)).double_value(&[])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use tch::Device;
+
+    use super::*;
+    use crate::data::{Examples, Images, Normalizer};
+    use estimator_wasm::schema::Precision;
+
+    /// The digits fixture teacher and 10 random 8 x 8 images.
+    fn digits() -> (Teacher, Dataset) {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        let cfg = std::fs::read_to_string(fixtures.join("digits-student.toml")).unwrap();
+        let spec = estimator_wasm::schema::Config::from_toml_str(&cfg).unwrap();
+        let path = fixtures.join("teacher-scripted.pt");
+        let teacher = Teacher::load(&path, spec.teacher.output.clone(), Precision::Fp32, Device::Cpu).unwrap();
+        let raw = Tensor::rand([10, 1, 8, 8], (Kind::Float, Device::Cpu));
+        let images = Images::new(raw, Normalizer::new(&spec.data, Device::Cpu));
+        (teacher, Dataset::new(PathBuf::from("digits.npz"), Examples::Images(images), None))
+    }
+
+    #[test]
+    fn a_teacher_pass_stops_before_its_next_batch_when_asked() {
+        let (teacher, data) = digits();
+        let bar = ProgressBar::hidden();
+        let outputs = teacher_outputs(&teacher, &data, 4, &bar, &AtomicBool::new(false)).unwrap();
+        assert_eq!(outputs.size(), [10, 10]);
+        let interrupted = |e: DistillError| match e {
+            DistillError::TeacherPassInterrupted { set, done, total } => (set, done, total),
+            other => panic!("{other}"),
+        };
+        let stop = AtomicBool::new(true);
+        let e = teacher_outputs(&teacher, &data, 4, &bar, &stop).unwrap_err();
+        assert!(e.is_interrupt(), "exit status 130: {e}");
+        assert_eq!(interrupted(e), ("train", 0, 10));
+        let objective = crate::objective::from_spec(&estimator_wasm::schema::spec::KdSpec::default());
+        let e = teacher_pass(&teacher, &data, objective.as_ref(), 4, &bar, &stop).unwrap_err();
+        assert_eq!(interrupted(e), ("test", 0, 10));
+        // stopped after two batches of 4: the samples done are counted
+        let watch = StopWatch { stop: &stop, set: "train", done: 8, total: 10 };
+        let e = watch.check().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "interrupted during the teacher's pass over the train set (8 of 10 samples), before training"
+        );
+    }
 }

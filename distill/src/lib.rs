@@ -38,7 +38,8 @@
 //! `similarity` (Spearman of embedding cosines), `shrink`, `latency`, `rundir` (the output
 //! folder), `durable` (atomic writes), `fingerprint` (the input files a resume checks), `teacher_cache`
 //! (the teacher's train-set outputs on disk, for a resume or other runs),
-//! `progress`, `error`; `plan_command` is `distill plan`.
+//! `interrupt` (Ctrl-C: the stop flag, and what it does in each phase of the run), `progress`,
+//! `error`; `plan_command` is `distill plan`.
 pub mod allocator;
 pub mod amp;
 pub mod batches;
@@ -53,6 +54,7 @@ pub mod error;
 pub mod eval;
 pub mod export;
 pub mod fingerprint;
+pub mod interrupt;
 pub mod latency;
 pub mod load;
 pub mod loop_state;

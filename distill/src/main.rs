@@ -2,7 +2,6 @@
 //! line, and map it to an exit code (0 success, 2 error, 130 stopped by Ctrl-C).
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
@@ -115,15 +114,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    // First Ctrl-C, SIGTERM or SIGHUP (what torchrun sends the other workers when one fails, and
-    // Slurm's scancel and Kubernetes before their SIGKILL): checkpoint after the current step
-    // and stop; a second one exits at once.
-    let _ = ctrlc::set_handler(|| {
-        if distill::run::STOP.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        eprintln!("\ninterrupt: writing a checkpoint after this step (interrupt again to quit at once)");
-    });
+    distill::interrupt::install();
     let verbosity = if args.quiet { Verbosity::Quiet } else { Verbosity::Normal };
     let result = match &args.resume {
         Some(out) => distill::resume(

@@ -4,7 +4,6 @@
 //! (`students`), then `report.json` and the folder's final name; `--resume` continues an
 //! interrupted run from what its `run.json` kept.
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use estimator_wasm::schema::Config;
@@ -22,9 +21,6 @@ use crate::report::{DataParallelReport, DataReport, Report, RunFacts};
 use crate::rundir::RunDir;
 use crate::students::{check_baseline, Data, Students};
 use crate::teacher_cache::CacheKey;
-
-/// Set by the binary's Ctrl-C handler: the trainer checkpoints and stops after the current step.
-pub static STOP: AtomicBool = AtomicBool::new(false);
 
 /// What the command line asks of a training run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -304,7 +300,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let students = Students {
         settings: &settings,
         dir: &rundir.path(""),
-        stop: &STOP,
+        stop: &crate::interrupt::STOP,
         stop_after: opts.stop_after,
         baseline: opts.baseline,
         progress: &progress,

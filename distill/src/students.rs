@@ -22,6 +22,7 @@ use crate::durable::{create_dir_all, write_atomic};
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, teacher_outputs, teacher_pass};
 use crate::export::export;
+use crate::interrupt::Phase;
 use crate::metrics::MetricsLog;
 use crate::preflight::chance_warning;
 use crate::progress::Progress;
@@ -76,7 +77,8 @@ impl Students<'_> {
         let objective = crate::objective::from_spec(&spec.kd);
         let scored = objective.agreement().classifies();
         let bar = progress.samples("teacher", test_set.len() as u64);
-        let teacher_pass = teacher_pass(teacher, test_set, objective.as_ref(), eval_batch, &bar)?;
+        crate::interrupt::enter(Phase::Teacher);
+        let teacher_pass = teacher_pass(teacher, test_set, objective.as_ref(), eval_batch, &bar, self.stop)?;
         let teacher_test = teacher_pass.predictions;
         let teacher_accuracy = test_set.labels().filter(|_| scored).map(|y| accuracy(&teacher_test, y));
         let perplexity = teacher_pass.perplexity.map(|p| format!(", test perplexity {p:.3}")).unwrap_or_default();
@@ -203,7 +205,7 @@ impl Students<'_> {
         }
         let start = std::time::Instant::now();
         let bar = progress.samples("cache", n as u64);
-        let outputs = teacher_outputs(teacher, train, eval_batch, &bar)?;
+        let outputs = teacher_outputs(teacher, train, eval_batch, &bar, self.stop)?;
         let s = start.elapsed().as_secs_f64();
         progress.line(format!(
             "teacher: outputs of {n} train samples cached in {s:.1} s ({:.0} samples/s)",
@@ -362,10 +364,12 @@ pub fn run_student(
         }
     };
     check_stop_after(out.stop_after, trainer.step(), name)?;
+    crate::interrupt::enter(Phase::Training);
     let outcome = match trainer.run(progress, &mut metrics, name, Some(&checkpoints))? {
         RunEnd::Finished(outcome) => outcome,
         RunEnd::Stopped { step } => return Err(DistillError::Interrupted { step }),
     };
+    crate::interrupt::enter(Phase::Finishing);
     let report = export(inputs, trainer.into_trained(), &outcome, &out.dir)?;
     let json = serde_json::to_vec_pretty(&report).expect("report serialises");
     // into this rank's own folder (`done` may be rank 0's)

@@ -165,6 +165,10 @@ impl<'a> Trainer<'a> {
             let figures = StepFigures { seconds, ..update };
             self.log_step(&figures, epoch, lr, progress, metrics)?;
             let step = self.state.step();
+            if step == total {
+                // what remains is evaluation and export: an interrupt now lets them finish
+                crate::interrupt::enter(crate::interrupt::Phase::Finishing);
+            }
             let epoch_end = step % steps_per_epoch == 0;
             if epoch_end {
                 self.end_epoch(epoch, progress, metrics, name)?;
