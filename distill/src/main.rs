@@ -30,8 +30,9 @@ struct Args {
     /// Replace --out if it exists (only once this run has finished).
     #[arg(long)]
     overwrite: bool,
-    /// auto, cpu, cuda or cuda:N; auto picks CUDA when libtorch sees a GPU.
-    #[arg(long, default_value = "auto")]
+    /// auto, cpu, cuda or cuda:N; auto picks CUDA when libtorch sees a GPU (a resumed run keeps
+    /// its own).
+    #[arg(long, default_value = "auto", conflicts_with = "resume")]
     device: String,
     /// Also train the same student with alpha = 0 (labels only) and report the KD gain.
     #[arg(long)]

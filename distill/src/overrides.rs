@@ -184,7 +184,8 @@ fn bare_string(set: &str, raw: &str, error: &toml::de::Error) -> Result<toml::Va
         let why = error.message().trim().replace('\n', " ");
         let key = set.split_once('=').map_or(set, |(k, _)| k);
         return Err(DistillError::Usage(format!(
-            "--set {set}: {v} is not a TOML value ({why}); a string goes in quotes: --set '{key}=\"{v}\"'"
+            "--set {set}: {v} is not a TOML value ({why}); write a number as TOML does (0.5, 1e-3, \
+             at most 1.7e308), or a string in quotes: --set '{key}=\"{v}\"'"
         )));
     }
     Ok(toml::Value::String(raw.to_string()))
@@ -244,8 +245,11 @@ mod tests {
         assert_eq!(
             e("kd.alpha=.5"),
             "--set kd.alpha=.5: .5 is not a TOML value (invalid mantissa, expected digits); \
-             a string goes in quotes: --set 'kd.alpha=\".5\"'"
+             write a number as TOML does (0.5, 1e-3, at most 1.7e308), or a string in quotes: \
+             --set 'kd.alpha=\".5\"'"
         );
+        // a float beyond f64: the fix is a smaller number, not quotes alone
+        assert!(e("train.lr=1e400").contains("(floating-point number overflowed); write a number as TOML does"));
     }
 
     #[test]

@@ -59,11 +59,11 @@ impl Report {
                 b.map(|b| ppl(b.test_perplexity)),
             ));
         }
-        // a language model's samples are windows of S tokens: its throughput in tokens
+        // the training speed; a language model's samples are windows of S tokens: its speed in tokens
         let window = self.data.train_text.as_ref().filter(|t| t.packing.is_some()).map(|t| t.max_tokens as f64);
         let (unit, per) = match window {
-            Some(s) => ("throughput (tokens/s)", s),
-            None => ("throughput (samples/s)", 1.0),
+            Some(s) => ("training (tokens/s)", s),
+            None => ("training (samples/s)", 1.0),
         };
         lines.extend([
             row("parameters", group(t.params), group(s.params), b.map(|b| group(b.params))),

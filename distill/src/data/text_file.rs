@@ -325,6 +325,15 @@ mod tests {
         let e = load(&junk, 16, 14);
         assert!(e.starts_with(&format!("{}: not a Hugging Face tokenizer.json (", junk.display())), "{e}");
         assert!(e.ends_with("): point data.tokenizer at the teacher's tokenizer.json") && !e.contains('\n'), "{e}");
+        // valid JSON of another shape is not reported as a syntax error
+        let other = files.write("other.json", b"{\"a\": 1}");
+        assert_eq!(
+            load(&other, 16, 14),
+            format!(
+                "{}: not a Hugging Face tokenizer.json (valid JSON without a \"model\" key): point data.tokenizer at the teacher's tokenizer.json",
+                other.display()
+            )
+        );
         assert_eq!(
             load(&tok, 16, 13),
             format!(

@@ -65,9 +65,16 @@ impl TextTokenizer {
         }
         let mut tokenizer = Tokenizer::from_file(path).map_err(|e| {
             let e = e.to_string();
-            let first = e.lines().next().unwrap_or_default();
+            // the tokenizers crate's serde error on valid JSON of another shape reads like a
+            // syntax error ("expected `,` or `}`"): say which it is
+            let why = match std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            {
+                Some(json) if json.get("model").is_none() => "valid JSON without a \"model\" key".to_string(),
+                Some(_) => format!("valid JSON, but its tokenizer fields do not read: {}", first_line(&e)),
+                None => first_line(&e).to_string(),
+            };
             err(format!(
-                "not a Hugging Face tokenizer.json ({first}): point data.tokenizer at the teacher's tokenizer.json"
+                "not a Hugging Face tokenizer.json ({why}): point data.tokenizer at the teacher's tokenizer.json"
             ))
         })?;
         let size = tokenizer.get_vocab_size(true) as u64;
@@ -163,4 +170,8 @@ impl TextTokenizer {
         }
         Ok(out)
     }
+}
+/// The first line of a multi-line error message.
+fn first_line(message: &str) -> &str {
+    message.lines().next().unwrap_or_default()
 }

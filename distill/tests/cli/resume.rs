@@ -59,6 +59,10 @@ fn resume_without_an_interrupted_run_says_so() {
     let (code, stderr) = case.resume_run("nothing", &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no interrupted run there"), "{stderr}");
+    // a resumed run keeps its device (run.json): --device is refused, not silently ignored
+    let (code, stderr) = case.resume_run("nothing", &["--device", "cpu"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("'--resume <DIR>' cannot be used with '--device <DEVICE>'"), "{stderr}");
 }
 
 #[test]
