@@ -155,6 +155,21 @@ fn a_head_split_other_than_the_presets_teacher_is_refused() {
     );
     let e = init_from_teacher(&vs, &cfg(12), &[]).unwrap_err().to_string();
     assert!(e.contains("needs a BERT-style transformer teacher"), "past the check, on to the (empty) teacher: {e}");
+    // every example cfg that copies a preset's teacher splits attention as it does
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut checked = 0;
+    for dir in ["minilm", "smollm2"] {
+        for entry in std::fs::read_dir(examples.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let spec =
+                    estimator_wasm::schema::Config::from_toml_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+                super::init_plan::check_attention_split(&spec).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                checked += usize::from(!spec.student.init_from_teacher.is_empty() && spec.teacher.preset.is_some());
+            }
+        }
+    }
+    assert!(checked >= 7, "{checked} example cfgs copy a preset's teacher");
 }
 
 /// A student feed-forward narrower than the teacher's takes the neurons with the largest
