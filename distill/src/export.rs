@@ -24,7 +24,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use estimator_wasm::schema::{Config, PruneMethod};
+use estimator_wasm::schema::{Config, KdObjective, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
 use crate::data::{Dataset, ModelInput};
@@ -143,7 +143,8 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
     };
     Ok(StudentReport {
         alpha: spec.kd.alpha,
-        temperature: spec.kd.temperature,
+        // the embedding objectives have no temperature: reporting the default would mislead
+        temperature: (spec.kd.objective == KdObjective::Logits).then_some(spec.kd.temperature),
         params,
         test_accuracy: outcome.test_accuracy,
         agreement: outcome.agreement,

@@ -57,7 +57,9 @@ pub enum TrainOutputs {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StudentReport {
     pub alpha: f64,
-    pub temperature: f64,
+    /// `[kd] temperature` of a logit objective; `null` for embeddings, whose losses have none.
+    #[serde(default)]
+    pub temperature: Option<f64>,
     pub params: u64,
     /// Top-1 accuracy on the test labels (`null` for unlabelled data or embeddings).
     pub test_accuracy: Option<f64>,
@@ -344,7 +346,7 @@ mod tests {
     fn the_final_loss_parts_keep_their_names_and_place() {
         let report = StudentReport {
             alpha: 0.9,
-            temperature: 4.0,
+            temperature: Some(4.0),
             params: 10,
             test_accuracy: Some(0.5),
             agreement: None,

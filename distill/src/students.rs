@@ -24,6 +24,7 @@ use crate::eval::{accuracy, teacher_outputs, teacher_pass};
 use crate::export::export;
 use crate::interrupt::Phase;
 use crate::metrics::MetricsLog;
+use crate::objective::Agreement;
 use crate::preflight::chance_warning;
 use crate::progress::Progress;
 use crate::report::{Distilled, StudentReport, TeacherReport, TrainOutputs};
@@ -95,6 +96,13 @@ impl Students<'_> {
         };
         if let Some(w) = &warning {
             progress.warn(w.clone());
+        }
+        if objective.agreement() == Agreement::Cosine && test_set.len() < 3 {
+            progress.warn(format!(
+                "warning: {} holds {} sentence(s): the Spearman of pair cosines needs 3 or more (2 pairs with spread), so report.json will have none",
+                test_set.path().display(),
+                test_set.len()
+            ));
         }
         teacher.ensure_eval()?;
         if self.teacher_cache.is_some() && !(spec.kd.alpha > 0.0 && spec.teacher.cache_logits) {

@@ -95,7 +95,7 @@ impl Report {
                 out,
                 "compression {} (KD: T = {}, alpha = {})",
                 compression(self.compression_ratio),
-                s.temperature,
+                s.temperature.map_or("-".to_string(), |t| t.to_string()),
                 s.alpha
             ),
             Agreement::Cosine => write!(

@@ -78,6 +78,7 @@ fn scripted_teacher_with_dict_output() {
     assert_eq!(steps, (1..=13).map(|i| i * 10).chain([135]).collect::<Vec<_>>());
     assert_eq!(lines.iter().filter(|l| l["kind"] == "epoch").count(), 3);
     assert_eq!(report.student.steps, 135);
+    assert_eq!(report.student.temperature, Some(4.0), "a logit loss reports its temperature");
 
     // The alpha = 0 baseline trains the same student on labels alone; the KD gain is the
     // difference of the exported students' accuracies as PyTorch measures them.

@@ -41,6 +41,7 @@ fn a_sentence_encoder_distils_exports_and_reloads_in_pytorch() {
     assert!(s.agreement.unwrap() > 0.95, "cosine {:?}", s.agreement);
     assert!(s.spearman.unwrap() > 0.9, "spearman {:?}", s.spearman);
     assert_eq!((s.test_accuracy, report.teacher.test_accuracy), (None, None));
+    assert_eq!(s.temperature, None, "an embedding loss has no temperature to report");
     // The data as tokenised: 2000 train lines, 24 of them over 64 tokens (Python's count).
     let text = report.data.train_text.as_ref().unwrap();
     assert_eq!((text.lines, text.blank_skipped, text.truncated, text.max_tokens), (2000, 0, 24, 64));

@@ -242,3 +242,23 @@ torch.jit.script(Encoder().eval()).save('wide.pt')",
     assert!(stderr.contains(&needle), "{stderr}");
     assert!(stderr.contains("point data.tokenizer at the teacher's own tokenizer.json"), "{stderr}");
 }
+
+#[test]
+fn a_test_set_too_small_for_spearman_says_so() {
+    // two held-out sentences make one pair: its cosines have no spread, so no rank correlation
+    let case = text_case();
+    std::fs::copy(fixtures().join("text/text-teacher.pt"), case.path("text-teacher.pt")).unwrap();
+    let test = std::fs::read_to_string(case.path("text-test.txt")).unwrap();
+    let two: String = test.lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(case.path("text-test.txt"), two).unwrap();
+    let (code, stderr) = case.run("text-teacher.pt", "text-student.toml");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("text-test.txt holds 2 sentence(s): the Spearman of pair cosines needs 3 or more"),
+        "{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.path("run/report.json")).unwrap()).unwrap();
+    assert!(report["student"].get("spearman").is_none(), "{}", report["student"]);
+    assert!(report["student"]["temperature"].is_null(), "an embedding loss has no temperature");
+}
