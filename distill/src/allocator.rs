@@ -36,8 +36,9 @@ fn set_arena_max(_arenas: i32) -> bool {
     false
 }
 
-/// The process's peak resident set (`VmHWM` in `/proc/self/status`, Linux), bytes: all the host
-/// RAM it held at its high-water mark, libtorch's code, the teacher, cached teacher outputs,
+/// The process's peak resident set so far (`VmHWM` in `/proc/self/status`, Linux), bytes: all
+/// the host RAM it held at its high-water mark up to the call (the report takes it once the
+/// students are exported; teardown after it can add tens of MiB), libtorch's code, the teacher, cached teacher outputs,
 /// tensors and what malloc kept after frees included (on CPU, batches of varying length leave
 /// freed blocks malloc keeps for reuse, so it exceeds the estimator's prediction). `None` without
 /// `/proc`.

@@ -3,7 +3,10 @@
 //! doing when the signal comes ([`Phase`]), and so what the first interrupt does.
 //!
 //! The first one sets [`STOP`]: the teacher's passes stop before their next batch, training
-//! checkpoints after its current step, and a finished training still evaluates and exports.
+//! checkpoints after its current step, and from the last step on the run evaluates and exports.
+//! In a data-parallel job every rank gets the signal from its launcher (torchrun, Slurm); one
+//! rank interrupted alone during the teacher's pass stops, and the others then fail in their
+//! first collective naming it ("rank 1 is gone"): nothing was trained yet.
 //! The second one quits at once with `_exit(130)`: no atexit handlers, so libtorch's static
 //! destructors do not run under a forward still in flight (with `exit`, that forward failed
 //! with a libtorch assertion or a panic, blamed on the teacher).
@@ -24,7 +27,7 @@ pub enum Phase {
     Teacher = 1,
     /// Training steps (and the evaluations at each epoch's end).
     Training = 2,
-    /// A student's training is over: its final evaluation and export.
+    /// A student's last training step, its final evaluation and export.
     Finishing = 3,
 }
 
@@ -38,7 +41,7 @@ impl Phase {
             }
             Phase::Training => "interrupt: writing a checkpoint after this step (interrupt again to quit at once)",
             Phase::Finishing => {
-                "interrupt: training is over; finishing its evaluation and export (interrupt again to quit at once)"
+                "interrupt: the last step is under way or done; the run finishes it, its evaluation and export (interrupt again to quit at once)"
             }
         }
     }
@@ -68,10 +71,10 @@ pub fn phase() -> Phase {
 pub fn install() {
     let _ = ctrlc::set_handler(|| {
         if STOP.swap(true, Ordering::SeqCst) {
-            eprintln!("\ninterrupt: quitting now; no checkpoint written since the last one");
+            crate::progress::whole_line("\ninterrupt: quitting now\n");
             quit_now(130);
         }
-        eprintln!("\n{}", phase().first_interrupt());
+        crate::progress::whole_line(&format!("\n{}\n", phase().first_interrupt()));
     });
 }
 
@@ -98,6 +101,6 @@ mod tests {
         }
         assert!(Phase::Teacher.first_interrupt().contains("stopping the teacher's pass"));
         assert!(Phase::Training.first_interrupt().contains("checkpoint after this step"));
-        assert!(Phase::Finishing.first_interrupt().contains("finishing its evaluation and export"));
+        assert!(Phase::Finishing.first_interrupt().contains("finishes it, its evaluation and export"));
     }
 }

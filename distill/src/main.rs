@@ -30,8 +30,8 @@ struct Args {
     /// Replace --out if it exists (only once this run has finished).
     #[arg(long)]
     overwrite: bool,
-    /// auto, cpu, cuda or cuda:N; auto picks CUDA when libtorch sees a GPU (a resumed run keeps
-    /// its own).
+    /// auto, cpu, cuda or cuda:N; auto picks CUDA when libtorch sees a GPU (not with --resume: a
+    /// resumed run keeps the device it was started with).
     #[arg(long, default_value = "auto", conflicts_with = "resume")]
     device: String,
     /// Also train the same student with alpha = 0 (labels only) and report the KD gain.
@@ -148,7 +148,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            distill::progress::whole_line(&format!("error: {e}\n"));
             ExitCode::from(if e.is_interrupt() { 130 } else { 2 })
         }
     }

@@ -71,6 +71,19 @@ fn set_value(set: &str, key: &str, raw: &str) -> Result<toml::Value> {
         Err(e) => bare_string(set, raw, &e)?,
     };
     match value {
+        // `1e-400` reads as 0.0 without a word, and then "must be > 0" puzzles
+        toml::Value::Float(0.0)
+            if raw
+                .trim()
+                .split(['e', 'E'])
+                .next()
+                .is_some_and(|m| m.contains(['1', '2', '3', '4', '5', '6', '7', '8', '9'])) =>
+        {
+            Err(DistillError::Usage(format!(
+                "--set {set}: {} is below the smallest float (about 5e-324) and reads as 0; give a larger value",
+                raw.trim()
+            )))
+        }
         toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) => {
             let absolute = std::path::absolute(expand_home(&file)).map_err(|e| {
                 DistillError::Usage(format!("--set {set}: cannot resolve {file} against the current folder ({e})"))
@@ -183,10 +196,14 @@ fn bare_string(set: &str, raw: &str, error: &toml::de::Error) -> Result<toml::Va
     if meant {
         let why = error.message().trim().replace('\n', " ");
         let key = set.split_once('=').map_or(set, |(k, _)| k);
-        return Err(DistillError::Usage(format!(
-            "--set {set}: {v} is not a TOML value ({why}); write a number as TOML does (0.5, 1e-3, \
-             at most 1.7e308), or a string in quotes: --set '{key}=\"{v}\"'"
-        )));
+        // a number TOML cannot read wants a number written its way; quotes would make it a
+        // string, which a numeric key refuses
+        let numeric = number_like(v.trim_start_matches(['+', '-', '.']));
+        let fix = match numeric {
+            true => "write the number as TOML does: 0.5, 1e-3, 64 (floats up to about 1.8e308)".to_string(),
+            false => format!("a string goes in quotes: --set '{key}=\"{v}\"'"),
+        };
+        return Err(DistillError::Usage(format!("--set {set}: {v} is not a TOML value ({why}); {fix}")));
     }
     Ok(toml::Value::String(raw.to_string()))
 }
@@ -245,11 +262,19 @@ mod tests {
         assert_eq!(
             e("kd.alpha=.5"),
             "--set kd.alpha=.5: .5 is not a TOML value (invalid mantissa, expected digits); \
-             write a number as TOML does (0.5, 1e-3, at most 1.7e308), or a string in quotes: \
-             --set 'kd.alpha=\".5\"'"
+             write the number as TOML does: 0.5, 1e-3, 64 (floats up to about 1.8e308)"
         );
-        // a float beyond f64: the fix is a smaller number, not quotes alone
-        assert!(e("train.lr=1e400").contains("(floating-point number overflowed); write a number as TOML does"));
+        // a float beyond f64: the fix is another number, not quotes (a numeric key refuses a
+        // string); below the smallest float it would read as 0 and then fail "> 0"
+        assert!(e("train.lr=1e400").ends_with("(floating-point number overflowed); write the number as TOML does: 0.5, 1e-3, 64 (floats up to about 1.8e308)"));
+        assert_eq!(
+            e("train.lr=1e-400"),
+            "--set train.lr=1e-400: 1e-400 is below the smallest float (about 5e-324) and reads as 0; give a larger value"
+        );
+        let zero = read_spec(&path, &["kd.alpha=0.0".to_string()]).map_err(|e| e.to_string());
+        assert!(!zero.is_err_and(|e| e.contains("smallest float")), "a written 0.0 is 0");
+        // a broken array or quoted string still says how to quote
+        assert!(e("data.train=\"x").contains("a string goes in quotes"));
     }
 
     #[test]

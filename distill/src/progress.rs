@@ -109,3 +109,9 @@ impl Progress {
         self.epochs.finish_and_clear();
     }
 }
+
+/// Writes `line` (its own newlines included) to stderr in one call, so that the lines of a
+/// data-parallel job's ranks, which share a terminal, come out whole.
+pub fn whole_line(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+}

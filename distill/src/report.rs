@@ -142,7 +142,8 @@ pub struct MemoryReport {
     /// CUDA only: the allocator's peak `reserved_bytes` (allocated plus its cached blocks).
     #[serde(default)]
     pub measured_peak_reserved_bytes: Option<u64>,
-    /// The process's peak resident set in host RAM (Linux `VmHWM`), bytes, on any device: see
+    /// The process's peak resident set in host RAM (Linux `VmHWM`) until the report, bytes, on
+    /// any device (a data-parallel job's: rank 0's); see
     /// [`crate::allocator::peak_resident_bytes`] for what it counts beyond the plan.
     #[serde(default)]
     pub measured_peak_resident_bytes: Option<u64>,

@@ -150,7 +150,7 @@ pub fn memory_line(m: &MemoryReport) -> String {
         line.push_str(&format!("; peak allocated {} (CUDA allocator)", bytes(peak)));
     }
     if let Some(peak) = m.measured_peak_resident_bytes {
-        line.push_str(&format!("; peak resident {} (host RAM, whole process)", bytes(peak)));
+        line.push_str(&format!("; peak resident {} (host RAM, this process until now)", bytes(peak)));
     }
     line
 }
@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(
             memory_line(&m),
             "memory: predicted 1.5 GiB on cuda:0 at micro-batch 64; peak allocated 1.2 GiB (CUDA \
-             allocator); peak resident 4.5 GiB (host RAM, whole process)"
+             allocator); peak resident 4.5 GiB (host RAM, this process until now)"
         );
         m.device = "cpu".into();
         (m.measured_peak_allocated_bytes, m.measured_peak_resident_bytes) = (None, None);

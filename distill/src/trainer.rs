@@ -142,6 +142,11 @@ impl<'a> Trainer<'a> {
         progress.start(name, epochs, steps_per_epoch, self.state.step());
         let mut order: Option<(u64, Vec<i64>)> = None;
         while self.state.step() < total {
+            if self.state.step() + 1 == total {
+                // the last step: an interrupt from now on lets it, the evaluation and the export
+                // finish (stopping would checkpoint a finished run)
+                crate::interrupt::enter(crate::interrupt::Phase::Finishing);
+            }
             let (epoch, i) = (self.state.step() / steps_per_epoch, self.state.step() % steps_per_epoch);
             if order.as_ref().map(|(e, _)| *e) != Some(epoch) {
                 let (seed, batch) = (spec.train.seed, self.batches.size);
@@ -165,10 +170,6 @@ impl<'a> Trainer<'a> {
             let figures = StepFigures { seconds, ..update };
             self.log_step(&figures, epoch, lr, progress, metrics)?;
             let step = self.state.step();
-            if step == total {
-                // what remains is evaluation and export: an interrupt now lets them finish
-                crate::interrupt::enter(crate::interrupt::Phase::Finishing);
-            }
             let epoch_end = step % steps_per_epoch == 0;
             if epoch_end {
                 self.end_epoch(epoch, progress, metrics, name)?;
