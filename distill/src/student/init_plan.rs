@@ -5,8 +5,6 @@
 //! and what was copied ([`TeacherInit`]).
 use std::collections::{BTreeSet, HashMap};
 
-use estimator_wasm::schema::layer_ops::Op;
-use estimator_wasm::schema::Config;
 use tch::nn::VarStore;
 use tch::Tensor;
 
@@ -64,47 +62,6 @@ impl TeacherInit {
 }
 
 pub const KEY: &str = "student.init_from_teacher";
-
-/// Where the cfg names the teacher's preset (`[teacher] preset`), checks that the student splits
-/// attention as the teacher does: the same `heads`, `kv_heads` and `rope_theta`. None of them is
-/// in the teacher's parameters (a head split is a reshape, rotary positions a formula), so a
-/// copied layer with another split trains silently as a different function. Without a preset
-/// the student's values are taken as the teacher's.
-///
-/// # Errors
-/// [`DistillError::Usage`] naming the key to set and the teacher's value.
-pub fn check_attention_split(spec: &Config) -> Result<()> {
-    let (Some(student), Some(name)) = (spec.student.transformer.as_ref(), spec.teacher.preset.as_deref()) else {
-        return Ok(());
-    };
-    if spec.student.init_from_teacher.is_empty() {
-        return Ok(()); // a student that copies nothing may split attention as it likes
-    }
-    let Ok(layers) = estimator_wasm::schema::teacher_presets::preset_layers(name, &spec.data) else {
-        return Ok(()); // the schema reports a preset that does not fit the data
-    };
-    let Some(teacher) = layers.iter().find_map(|l| match &l.op {
-        Op::SelfAttention(a) => Some(a),
-        _ => None,
-    }) else {
-        return Ok(());
-    };
-    let wrong = |key: &str, theirs: String| {
-        Err(DistillError::Usage(format!(
-            "{KEY}: the teacher ({name}) has {key} = {theirs}, and a copied layer splits its attention as the teacher's does: set student.transformer.{key} = {theirs}"
-        )))
-    };
-    if student.heads != teacher.heads {
-        return wrong("heads", teacher.heads.to_string());
-    }
-    if student.kv_heads() != teacher.kv_heads {
-        return wrong("kv_heads", teacher.kv_heads.to_string());
-    }
-    if student.rope_theta != teacher.rope_theta {
-        return wrong("rope_theta", teacher.rope_theta.map_or("none".into(), |t| t.to_string()));
-    }
-    Ok(())
-}
 
 /// Which part of the teacher's tensor(s) a student variable takes.
 pub enum Take {

@@ -21,8 +21,8 @@
 //! A Llama teacher (`embed_tokens.weight`) is mapped by [`super::llama_init`] instead.
 //!
 //! The heads count is not in the teacher's parameters: the student's `heads` must be the
-//! teacher's for a copied layer to compute what the teacher's does, which is checked where the
-//! cfg names the teacher's preset ([`super::init_plan::check_attention_split`]).
+//! teacher's for a copied layer to compute what the teacher's does, which the schema checks where
+//! `[teacher]` describes the teacher (a preset or an arch).
 use std::collections::HashMap;
 
 use estimator_wasm::schema::{Config, MlpKind, NormKind, NormPosition};
@@ -30,7 +30,7 @@ use tch::nn::VarStore;
 use tch::Tensor;
 
 pub use super::init_plan::TeacherInit;
-use super::init_plan::{apply_plan, check_attention_split, layer_count, strongest_neurons, Take, Transfer, KEY};
+use super::init_plan::{apply_plan, layer_count, strongest_neurons, Take, Transfer, KEY};
 use crate::error::{DistillError, Result};
 
 /// Copies the teacher's weights `teacher` (name, tensor; e.g. from `Teacher::named_parameters`)
@@ -43,7 +43,6 @@ use crate::error::{DistillError, Result};
 /// parameter the mapping needs is missing, or a shape differs from the student's (a student
 /// feed-forward wider than the teacher's included; a narrower one takes the strongest neurons).
 pub fn init_from_teacher(vs: &VarStore, spec: &Config, teacher: &[(String, Tensor)]) -> Result<TeacherInit> {
-    check_attention_split(spec)?;
     if let Some(prefix) = super::llama_init::llama_prefix(teacher) {
         return super::llama_init::init_from_llama(vs, spec, teacher, prefix);
     }

@@ -366,6 +366,45 @@ mod tests {
         assert!(Config::from_toml_str(&format!("{ENCODER}[prune]\nmethod = \"structured\"\nsparsity = 0.5\n")).is_ok());
     }
 
+    /// A head split is in no teacher parameter: a student copying layers of the teacher that
+    /// `[teacher]` describes must split attention as it does (a MiniLM student of 8 heads trained
+    /// silently as another function before). Every example cfg that copies a teacher passes.
+    #[test]
+    fn a_copying_student_splits_attention_as_the_described_teacher() {
+        let minilm = |heads: u64| {
+            ENCODER
+                .replace("classes = 384\n", "classes = 384\n[teacher]\npreset = \"all-minilm-l6-v2\"\n")
+                .replace("[student]\n", "[student]\ninit_from_teacher = [0, 5]\n")
+                .replace("d_model = 192\nheads = 6", &format!("d_model = 384\nheads = {heads}"))
+        };
+        assert_eq!(
+            Config::from_toml_str(&minilm(8)).unwrap_err().to_string(),
+            "student.transformer.heads: is 8, but the all-minilm-l6-v2 teacher has 12, and a layer copied by \
+             student.init_from_teacher splits its attention as the teacher's does: set heads to the teacher's"
+        );
+        assert!(Config::from_toml_str(&minilm(12)).is_ok());
+        // a student that copies nothing splits as it likes; a teacher given by arch is checked too
+        assert!(Config::from_toml_str(&minilm(8).replace("init_from_teacher = [0, 5]\n", "")).is_ok());
+        let arch = ENCODER.replace("classes = 384\n", "classes = 384\n[teacher.arch]\nfamily = \"transformer\"\nactivation = \"gelu\"\n[teacher.arch.transformer]\nvocab = 30522\nlayers = 4\nd_model = 192\nheads = 4\nmax_positions = 512\ntoken_types = 2\nnorm_position = \"post\"\nhead = \"embedding\"\n");
+        let e =
+            Config::from_toml_str(&arch.replace("[student]\n", "[student]\ninit_from_teacher = [0, 3]\n")).unwrap_err();
+        assert!(e.to_string().starts_with("student.transformer.heads: is 6, but teacher.arch has 4"), "{e}");
+
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut copying = 0;
+        for dir in ["minilm", "smollm2"] {
+            for entry in std::fs::read_dir(examples.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "toml") {
+                    let c = Config::from_toml_str(&std::fs::read_to_string(&path).unwrap())
+                        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    copying += usize::from(!c.student.init_from_teacher.is_empty() && c.teacher.preset.is_some());
+                }
+            }
+        }
+        assert!(copying >= 7, "{copying} example cfgs copy a preset's teacher");
+    }
+
     #[test]
     fn structured_pruning_narrows_a_transformers_feed_forward_only() {
         let c = Config::from_toml_str(ENCODER).unwrap();

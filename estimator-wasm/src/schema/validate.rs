@@ -3,6 +3,7 @@
 //! by expanding it (`crate::schema::arch`), a preset teacher by its table
 //! (`crate::schema::teacher_presets`), a GPU name by the catalogue.
 use crate::schema::errors::SpecError;
+use crate::schema::layer_ops::Op;
 use crate::schema::limits::{self, MAX_BATCH, MAX_BLOCKS, MAX_EPOCHS, MAX_LAYERS, MAX_SIZE};
 use crate::schema::spec::*;
 use crate::schema::student_spec::*;
@@ -23,6 +24,7 @@ impl Config {
             t.validate_parallel("student.transformer", self.estimate.tensor_parallel)?;
         }
         self.validate_outputs()?;
+        self.validate_teacher_copy()?;
         match &self.prune {
             Some(prune) => prune.validate(&self.train, &self.student),
             None => Ok(()),
@@ -31,6 +33,45 @@ impl Config {
 }
 
 impl Config {
+    /// A student that copies teacher layers (`student.init_from_teacher`) splits attention as the
+    /// teacher that `[teacher]` describes (preset or arch) does: the same `heads`, `kv_heads` and
+    /// `rope_theta`. None is in the teacher's parameters (a head split is a reshape, rotary
+    /// positions a formula), so a copied layer with another split would train silently as another
+    /// function. A teacher described by counts alone is taken at the student's word.
+    fn validate_teacher_copy(&self) -> Result<(), SpecError> {
+        let Some(student) = self.student.transformer.as_ref().filter(|_| !self.student.init_from_teacher.is_empty())
+        else {
+            return Ok(());
+        };
+        let (layers, described) = match (&self.teacher.preset, &self.teacher.arch) {
+            (Some(name), _) => {
+                (crate::schema::teacher_presets::preset_layers(name, &self.data)?, format!("the {name} teacher"))
+            }
+            (None, Some(arch)) => (crate::schema::arch::layers(arch, &self.data)?, "teacher.arch".to_string()),
+            (None, None) => return Ok(()),
+        };
+        let Some(teacher) = layers.iter().find_map(|l| match &l.op {
+            Op::SelfAttention(a) => Some(a),
+            _ => None,
+        }) else {
+            return Ok(());
+        };
+        let theta = |t: Option<f64>| t.map_or("none (learned positions)".to_string(), |t| t.to_string());
+        for (key, mine, theirs) in [
+            ("heads", student.heads.to_string(), teacher.heads.to_string()),
+            ("kv_heads", student.kv_heads().to_string(), teacher.kv_heads.to_string()),
+            ("rope_theta", theta(student.rope_theta), theta(teacher.rope_theta)),
+        ] {
+            if mine != theirs {
+                return invalid(
+                    &format!("student.transformer.{key}"),
+                    &format!("is {mine}, but {described} has {theirs}, and a layer copied by student.init_from_teacher splits its attention as the teacher's does: set {key} to the teacher's"),
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// What the student outputs, what the data feeds it and what `[kd]` compares must agree.
     fn validate_outputs(&self) -> Result<(), SpecError> {
         let head = self.student.transformer.as_ref().map(|t| t.head);
