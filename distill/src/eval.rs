@@ -46,13 +46,7 @@ pub fn teacher_pass(
     stop: &AtomicBool,
 ) -> Result<HeldOutPass> {
     let mut watch = StopWatch { stop, set: "test", done: 0, total: data.len() as u64 };
-    let pass = held_out_pass(data, batch, objective, |b| {
-        watch.check()?;
-        let out = teacher.finite_output(b, data);
-        watch.done += b.input.rows() as u64;
-        bar.inc(b.input.rows() as u64);
-        out
-    });
+    let pass = held_out_pass(data, batch, objective, |b| watch.forward(teacher, data, b, bar));
     bar.finish_and_clear();
     pass
 }
@@ -66,6 +60,16 @@ struct StopWatch<'a> {
 }
 
 impl StopWatch<'_> {
+    /// The teacher's checked output on batch `b` of `data`, unless the stop flag is set;
+    /// counts the batch's samples and advances `bar` by them.
+    fn forward(&mut self, teacher: &Teacher, data: &Dataset, b: &Batch, bar: &ProgressBar) -> Result<Tensor> {
+        self.check()?;
+        let out = teacher.finite_output(b, data);
+        self.done += b.input.rows() as u64;
+        bar.inc(b.input.rows() as u64);
+        out
+    }
+
     fn check(&self) -> Result<()> {
         match self.stop.load(Ordering::SeqCst) {
             true => Err(DistillError::TeacherPassInterrupted { set: self.set, done: self.done, total: self.total }),
@@ -131,13 +135,7 @@ pub fn teacher_outputs(
     stop: &AtomicBool,
 ) -> Result<Tensor> {
     let mut watch = StopWatch { stop, set: "train", done: 0, total: data.len() as u64 };
-    let outputs = in_row_order(data, batch, |b| {
-        watch.check()?;
-        let out = teacher.finite_output(b, data);
-        watch.done += b.input.rows() as u64;
-        bar.inc(b.input.rows() as u64);
-        out
-    });
+    let outputs = in_row_order(data, batch, |b| watch.forward(teacher, data, b, bar));
     bar.finish_and_clear();
     outputs
 }

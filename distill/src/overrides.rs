@@ -72,18 +72,10 @@ fn set_value(set: &str, key: &str, raw: &str) -> Result<toml::Value> {
     };
     match value {
         // `1e-400` reads as 0.0 without a word, and then "must be > 0" puzzles
-        toml::Value::Float(0.0)
-            if raw
-                .trim()
-                .split(['e', 'E'])
-                .next()
-                .is_some_and(|m| m.contains(['1', '2', '3', '4', '5', '6', '7', '8', '9'])) =>
-        {
-            Err(DistillError::Usage(format!(
-                "--set {set}: {} is below the smallest float (about 5e-324) and reads as 0; give a larger value",
-                raw.trim()
-            )))
-        }
+        toml::Value::Float(0.0) if nonzero_mantissa(raw) => Err(DistillError::Usage(format!(
+            "--set {set}: {} is below the smallest float (about 5e-324) and reads as 0; give a larger value",
+            raw.trim()
+        ))),
         toml::Value::String(file) if FILE_KEYS.contains(&key.trim()) => {
             let absolute = std::path::absolute(expand_home(&file)).map_err(|e| {
                 DistillError::Usage(format!("--set {set}: cannot resolve {file} against the current folder ({e})"))
@@ -92,6 +84,11 @@ fn set_value(set: &str, key: &str, raw: &str) -> Result<toml::Value> {
         }
         other => Ok(other),
     }
+}
+
+/// Whether the float `raw` (`1e-400`, `0.0`) has a digit other than 0 before its exponent.
+fn nonzero_mantissa(raw: &str) -> bool {
+    raw.trim().split(['e', 'E']).next().is_some_and(|m| m.contains(['1', '2', '3', '4', '5', '6', '7', '8', '9']))
 }
 
 /// A [`FILE_KEYS`] path with a leading `~` (`~` alone or `~/...`) taken as the home folder

@@ -171,6 +171,7 @@ impl TextTokenizer {
         Ok(out)
     }
 }
+
 /// The first line of a multi-line error message.
 fn first_line(message: &str) -> &str {
     message.lines().next().unwrap_or_default()
