@@ -104,10 +104,11 @@ extern "C" {
 
 // Joins the group of `world` processes whose store listens at addr:port (rank 0 serves it unless
 // `agent_store`: torchrun's agent already does), keys under `prefix`, with a Gloo backend bound to
-// the interfaces in GLOO_SOCKET_IFNAME (comma-separated) or this host's address; with
-// `nccl_device` >= 0, CUDA tensors go through an NCCL backend on that device.
+// the interfaces `ifnames` names (comma-separated, GLOO_SOCKET_IFNAME's form) or, when NULL, this
+// host's address; with `nccl_device` >= 0, CUDA tensors go through an NCCL backend on that
+// device, else through Gloo too.
 char* dist_group_new(const char* addr, int port, int rank, int world, int64_t timeout_ms, int agent_store,
-                     const char* prefix, int nccl_device, void** out) {
+                     const char* prefix, int nccl_device, const char* ifnames, void** out) {
   GUARD({
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10d::TCPStoreOptions opts;
@@ -119,7 +120,7 @@ char* dist_group_new(const char* addr, int port, int rank, int world, int64_t ti
     auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(addr), opts);
     c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), tcp);
     auto gloo_opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    if (const char* ifnames = std::getenv("GLOO_SOCKET_IFNAME"); ifnames && *ifnames) {
+    if (ifnames && *ifnames) {
       std::stringstream list(ifnames);
       std::string name;
       while (std::getline(list, name, ',')) {
@@ -135,8 +136,23 @@ char* dist_group_new(const char* addr, int port, int rank, int world, int64_t ti
     if (nccl_device >= 0) {
       auto nccl = distill_nccl_backend(store, rank, world, nccl_device, timeout);
       pg->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
+    } else {
+      // Without NCCL, Gloo takes CUDA tensors too: ProcessGroupGloo stages them through host
+      // memory itself (its CUDA broadcast and all-reduce work), as torch.distributed does for
+      // backend "gloo"; unregistered, the first collective on a CUDA tensor fails with "No
+      // backend type associated with device type cuda".
+      pg->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, backend);
     }
     *out = new Group{pg, store, rank, world};
+  })
+}
+
+// The name of the backend that takes tensors of device type `cuda` (1) or CPU (0) in `out` (for
+// the caller to free with distill_free), or the error of a device type with none.
+char* dist_group_backend(void* group, int cuda, char** out) {
+  GUARD({
+    auto type = cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
+    *out = strdup(static_cast<Group*>(group)->pg->getBackend(type)->getBackendName().c_str());
   })
 }
 

@@ -10,7 +10,7 @@ use tch::{Device, Tensor};
 use crate::config::{HeldOut, RunConfig};
 use crate::data::{Dataset, TextLayout, TextTokenizer};
 use crate::error::Result;
-use crate::memory_plan::LoadedSizes;
+use crate::memory_plan::{LoadedSizes, TextLengths};
 use crate::preflight::{
     check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, tokenizer_warning, TeacherOutput,
 };
@@ -93,6 +93,7 @@ impl Loaded {
     /// datasets' sizes (samples, and bytes per sample as kept on the device).
     pub fn sizes(&self) -> LoadedSizes {
         let train = &self.train;
+        let lengths = |d: &Dataset| d.text().map(|t| (0..t.len()).map(|i| t.sentence(i).len()).collect::<Vec<_>>());
         LoadedSizes {
             teacher_params: self.teacher.params,
             dataset: DatasetSize {
@@ -100,6 +101,7 @@ impl Loaded {
                 test_samples: self.test.len() as u64,
                 sample_bytes: train.sample_bytes(),
             },
+            text: lengths(train).map(|train| TextLengths { train, test: lengths(&self.test).unwrap_or_default() }),
         }
     }
 }

@@ -5,27 +5,32 @@
 use std::path::Path;
 
 use estimator_wasm::memory::render::human;
-use estimator_wasm::schema::catalogue::DEFAULT_CUDA_CONTEXT;
-use estimator_wasm::schema::teacher_presets::preset_layers;
-use estimator_wasm::schema::{arch, Config, Target};
-use estimator_wasm::{estimate, max_batch, DatasetSize, EstimateError, Gpu, Inputs, TeacherModel};
+use estimator_wasm::schema::catalogue::cuda_device;
+use estimator_wasm::schema::{Config, Target};
+use estimator_wasm::{estimate, max_batch, DatasetSize, EstimateError, Gpu, Inputs, Plan, TeacherModel, TextWidths};
 use tch::Device;
 
+use crate::data::widths::{batch_widths, pass_widths};
 use crate::error::{DistillError, Result};
 use crate::progress::Progress;
 
-/// The cuBLAS workspace that PyTorch's default `CUBLAS_WORKSPACE_CONFIG` (`:4096:2:16:8`)
-/// allocates through the caching allocator: 4096 KiB x 2 + 16 KiB x 8 = 8320 KiB, as the
-/// estimator's catalogue prices cards before sm90 (`aten/src/ATen/cuda/CublasHandlePool.cpp`).
-/// The run's own CUDA device is priced with it whatever its generation.
-pub const CUBLAS_WORKSPACE: u64 = (4096 * 2 + 16 * 8) * 1024;
-
 /// What only the loaded run knows: the teacher's exact parameter count (from its TorchScript
-/// file) and the datasets as kept on the device.
-#[derive(Debug, Clone, Copy)]
+/// file), the datasets as kept on the device, and for text its sentences' lengths.
+#[derive(Debug, Clone)]
 pub struct LoadedSizes {
     pub teacher_params: u64,
     pub dataset: DatasetSize,
+    /// Text padded per batch (not a language model's full windows); `None` otherwise.
+    pub text: Option<TextLengths>,
+}
+
+/// The token counts of a text run's sentences (special tokens included, after truncation).
+#[derive(Debug, Clone, Default)]
+pub struct TextLengths {
+    /// Every training sentence's, in file order.
+    pub train: Vec<usize>,
+    /// Every held-out sentence's.
+    pub test: Vec<usize>,
 }
 
 /// The estimator's plan of the run on its device, for the report.
@@ -37,9 +42,29 @@ pub struct MemoryPlan {
     pub capacity_bytes: u64,
     /// The micro-batch the plan was made for.
     pub batch: u64,
-    /// The estimator's peak: everything on the device, and the caching allocator's part, bytes.
+    /// The estimator's peak of everything on the device (context and fragmentation reserve
+    /// included), bytes.
     pub predicted_total_bytes: u64,
+    /// The caching allocator's peak `allocated_bytes` over every moment of the run (teacher
+    /// pass, steps, evaluation; workspaces included): what `measured_peak_allocated_bytes`
+    /// measures, bytes.
     pub predicted_allocated_bytes: u64,
+    /// The allocator's peak `reserved_bytes` (segments), bytes.
+    pub predicted_reserved_bytes: u64,
+}
+
+impl MemoryPlan {
+    /// The figures of `plan` on `capacity`'s device.
+    fn of(plan: &Plan, capacity: &Capacity) -> MemoryPlan {
+        MemoryPlan {
+            device: capacity.name.clone(),
+            capacity_bytes: capacity.gpu.memory,
+            batch: plan.batch,
+            predicted_total_bytes: plan.totals.total,
+            predicted_allocated_bytes: plan.peak_allocated(),
+            predicted_reserved_bytes: plan.totals.reserved,
+        }
+    }
 }
 
 /// The memory a run may fill on its device: the device's name, and the device as the estimator
@@ -58,6 +83,7 @@ pub struct MemoryPlanner {
     priced: Config,
     inputs: Inputs,
     capacity: Capacity,
+    text: Option<TextLengths>,
 }
 
 impl MemoryPlanner {
@@ -70,8 +96,17 @@ impl MemoryPlanner {
             batch: None,
             teacher: Some(counted_teacher(sizes.teacher_params, spec)),
             dataset: Some(sizes.dataset),
+            device: device.is_cuda().then_some(capacity.gpu),
+            text: None,
         };
-        Some(MemoryPlanner { priced, inputs, capacity })
+        let text = sizes.text.clone().filter(|_| !spec.student.is_language_model());
+        Some(MemoryPlanner { priced, inputs, capacity, text })
+    }
+
+    /// The inputs at micro-batch `batch`: for text, the widths of the batches the run will cut.
+    fn inputs_at(&self, batch: u64) -> Inputs {
+        let text = self.text.as_ref().map(|t| text_widths(t, &self.priced, Some(batch)));
+        Inputs { batch: Some(batch), text, ..self.inputs.clone() }
     }
 
     /// The estimator's target for this device: `cuda` on a CUDA device, else `cpu`.
@@ -100,7 +135,25 @@ impl MemoryPlanner {
             ));
         };
         let n = self.inputs.dataset.map(|d| d.train_samples).unwrap_or(b).max(1);
-        Ok(b.min(n))
+        if self.text.is_none() || b >= n {
+            return Ok(b.min(n));
+        }
+        // Text: the search above prices every row at the widest batch's width, which few
+        // batches have; the batches the run will cut at each size fit more.
+        let budget = self.capacity.gpu.memory - (self.capacity.gpu.memory as f64 * margin).ceil() as u64;
+        let fits = |b: u64| {
+            estimate(&self.priced, &self.inputs_at(b)).map(|p| p.totals.total <= budget).unwrap_or(false)
+        };
+        let (mut lo, mut hi) = (b, n + 1);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
     }
 
     /// The plan at micro-batch `batch`, or at the train set's size when that is smaller (the
@@ -113,8 +166,7 @@ impl MemoryPlanner {
     pub fn plan(&self, batch: u64, auto: bool, cfg_path: &Path, progress: &Progress) -> Result<MemoryPlan> {
         let train_samples = self.inputs.dataset.map_or(0, |d| d.train_samples);
         let batch = if train_samples > 0 { batch.min(train_samples) } else { batch };
-        let inputs = Inputs { batch: Some(batch), ..self.inputs.clone() };
-        let plan = estimate(&self.priced, &inputs)
+        let plan = estimate(&self.priced, &self.inputs_at(batch))
             .map_err(|e: EstimateError| DistillError::config(cfg_path, e.to_string()))?;
         let capacity = &self.capacity;
         if auto && plan.batch >= train_samples {
@@ -132,48 +184,47 @@ impl MemoryPlanner {
                 plan.to_table()
             ));
         }
-        Ok(MemoryPlan {
-            device: capacity.name.clone(),
-            capacity_bytes: capacity.gpu.memory,
-            batch: plan.batch,
-            predicted_total_bytes: plan.totals.total,
-            predicted_allocated_bytes: plan.totals.allocated,
-        })
+        Ok(MemoryPlan::of(&plan, capacity))
     }
 }
 
-/// A teacher of `params` parameters, with the cfg's layer description when it has one.
-pub fn counted_teacher(params: u64, spec: &Config) -> TeacherModel {
-    let layers = match (&spec.teacher.preset, &spec.teacher.arch) {
-        (Some(name), _) => preset_layers(name, &spec.data).ok(),
-        (None, Some(a)) => arch::layers(a, &spec.data).ok(),
-        _ => None,
-    };
-    TeacherModel { params, buffers: spec.teacher.buffers.unwrap_or(0), layers }
+/// The widths of the batches a text run of `spec` cuts from sentences of `lengths` at
+/// micro-batch `batch` (the epochs' own orders, [`batch_widths`]), and of its passes in length
+/// order ([`pass_widths`]); without a batch, every training batch is priced at
+/// `data.input_shape[0]`.
+pub fn text_widths(lengths: &TextLengths, spec: &Config, batch: Option<u64>) -> TextWidths {
+    let (train, bucket) = (&spec.train, spec.data.bucket_by_length);
+    let eval_b = train.eval_batch_size as usize;
+    TextWidths {
+        train: batch.map_or_else(Vec::new, |b| batch_widths(&lengths.train, b as usize, train.epochs, train.seed, bucket)),
+        teacher_pass: pass_widths(&lengths.train, eval_b),
+        evaluation: pass_widths(&lengths.test, eval_b),
+    }
 }
 
-/// The memory `distill` may fill on `device`: the CUDA device's total memory (with the CUDA
-/// runtime's context, [`DEFAULT_CUDA_CONTEXT`], and cuBLAS workspace, [`CUBLAS_WORKSPACE`]), or
-/// the memory the OS reports available for the CPU (no runtime outside the allocator).
+/// A teacher of `params` parameters (and the cfg's `teacher.buffers`); the estimator takes its
+/// layers from the cfg's `preset` or `arch`, at each width it prices.
+pub fn counted_teacher(params: u64, spec: &Config) -> TeacherModel {
+    TeacherModel { params, buffers: spec.teacher.buffers.unwrap_or(0), layers: None }
+}
+
+/// The memory `distill` may fill on `device`: the CUDA device's total memory, priced with the
+/// CUDA runtime's context and the cuBLAS workspace its compute capability and
+/// `CUBLAS_WORKSPACE_CONFIG` give ([`cuda_device`]), or the memory the OS reports available
+/// for the CPU (no runtime outside the allocator).
 pub fn device_capacity(device: Device) -> Option<Capacity> {
-    let (name, memory, cuda) = match device {
+    match device {
         Device::Cuda(i) => {
             let (_, total) = crate::shim::cuda_mem_info(i).ok()?;
-            (format!("cuda:{i}"), total, true)
+            let (major, _) = crate::shim::cuda_capability(i).ok()?;
+            let config = std::env::var("CUBLAS_WORKSPACE_CONFIG").ok();
+            Some(Capacity { name: format!("cuda:{i}"), gpu: cuda_device(total, major, config.as_deref()) })
         }
-        _ => ("cpu".to_string(), available_ram()?, false),
-    };
-    let gpu = Gpu {
-        // the estimator names a device in one message only, for a CPU-priced run on a GPU,
-        // which a device's own target never is; `Capacity::name` is the device's name
-        name: if cuda { "cuda" } else { "cpu" },
-        memory,
-        cuda_context: if cuda { DEFAULT_CUDA_CONTEXT } else { 0 },
-        cublas_workspace: if cuda { CUBLAS_WORKSPACE } else { 0 },
-        bf16: true,
-        mig_of: None,
-    };
-    Some(Capacity { name, gpu })
+        _ => {
+            let gpu = Gpu { name: "cpu", memory: available_ram()?, cuda_context: 0, cublas_workspace: 0, bf16: true, mig_of: None };
+            Some(Capacity { name: "cpu".to_string(), gpu })
+        }
+    }
 }
 
 /// `MemAvailable` from /proc/meminfo, in bytes.
@@ -195,6 +246,7 @@ mod tests {
         let sizes = LoadedSizes {
             teacher_params: 100_000,
             dataset: DatasetSize { train_samples, test_samples: 10, sample_bytes: 784 },
+            text: None,
         };
         let mut planner = MemoryPlanner::on(Device::Cpu, &spec, &sizes).unwrap();
         planner.capacity.gpu.memory = memory;
@@ -216,9 +268,10 @@ mod tests {
     }
 
     #[test]
-    fn the_cuda_runtime_is_priced_as_the_catalogue_prices_a_card_before_sm90() {
-        let t4 = estimator_wasm::gpu("T4").unwrap();
-        assert_eq!(CUBLAS_WORKSPACE, t4.cublas_workspace);
-        assert_eq!(DEFAULT_CUDA_CONTEXT, t4.cuda_context);
+    fn the_cuda_runtime_is_priced_as_the_catalogue_prices_the_same_generation() {
+        let (t4, h200) = (estimator_wasm::gpu("T4").unwrap(), estimator_wasm::gpu("H200").unwrap());
+        assert_eq!(cuda_device(t4.memory, 7, None).cublas_workspace, t4.cublas_workspace);
+        assert_eq!(cuda_device(h200.memory, 9, None).cublas_workspace, h200.cublas_workspace);
+        assert_eq!(cuda_device(1, 9, None).cuda_context, h200.cuda_context);
     }
 }

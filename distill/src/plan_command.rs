@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 use estimator_wasm::schema::{Config, Target};
 use estimator_wasm::{
     estimate, max_batch_per_gpu, memory::render::human, DatasetSize, EstimateError, Inputs, Plan, TeacherModel,
+    TextWidths,
 };
 use serde::Serialize;
 use tch::Device;
 
 use crate::config::{DataFiles, HeldOut};
 use crate::error::{first_line, DistillError, Result};
-use crate::memory_plan::counted_teacher;
+use crate::memory_plan::{counted_teacher, text_widths, TextLengths};
 
 /// `distill plan` flags.
 #[derive(Debug, Clone)]
@@ -38,6 +39,15 @@ pub struct PlanOptions {
 struct PlanJson<'a> {
     plan: &'a Plan,
     max_batch: Vec<GpuBatch>,
+    /// What the data files told the plan: the datasets' sizes, and for text the widths of the
+    /// batches the run will cut.
+    data: DataJson<'a>,
+}
+
+#[derive(Serialize)]
+struct DataJson<'a> {
+    dataset: Option<&'a DatasetSize>,
+    text: Option<&'a TextWidths>,
 }
 
 #[derive(Serialize)]
@@ -70,10 +80,16 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
     }
     // the data files as the trainer resolves them: no held-out set is refused here too
     let files = DataFiles::of(path, &spec)?;
+    let batch = opts.batch.or(match spec.train.batch_size {
+        estimator_wasm::schema::BatchSize::Fixed(b) => Some(b),
+        estimator_wasm::schema::BatchSize::Auto => None,
+    });
     let inputs = Inputs {
         batch: opts.batch,
         teacher: opts.teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
         dataset: files.as_ref().and_then(|f| dataset(f, &spec)),
+        device: None,
+        text: files.as_ref().and_then(|f| text_lengths(f, &spec)).map(|l| text_widths(&l, &spec, batch)),
     };
     let bad = |e: EstimateError| match &e {
         EstimateError::Invalid { key, .. } if key == "teacher" && opts.teacher.is_none() => {
@@ -88,11 +104,15 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
         .map(|(g, batch)| GpuBatch { gpu: g.name, memory: g.memory, batch })
         .collect();
     if opts.json {
-        return Ok(serde_json::to_string_pretty(&PlanJson { plan: &plan, max_batch: per_gpu })
+        let data = DataJson { dataset: inputs.dataset.as_ref(), text: inputs.text.as_ref() };
+        return Ok(serde_json::to_string_pretty(&PlanJson { plan: &plan, max_batch: per_gpu, data })
             .expect("plan serialises")
             + "\n");
     }
     let mut out = plan.to_table();
+    if let Some(text) = &inputs.text {
+        out.push_str(&text_note(text));
+    }
     if let (Some(files), None) = (&files, &inputs.dataset) {
         out.push_str(&unread_data_note(files));
     }
@@ -105,6 +125,21 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
         out.push_str(&format!("  {:<24} {:>10}  {batch}\n", g.gpu, human(g.memory)));
     }
     Ok(out)
+}
+
+/// The note of a text plan: the widths its data gives the batches (each padded to its longest
+/// sentence), which it prices instead of `data.input_shape[0]`.
+fn text_note(text: &TextWidths) -> String {
+    let largest = |pairs: &[(u64, u64)]| match pairs.iter().max_by_key(|&&(rows, width)| rows * width) {
+        Some((rows, width)) => format!("{rows} x {width} tokens"),
+        None => "at data.input_shape[0]".into(),
+    };
+    format!(
+        "text as the data pads it (largest batches): training {}, the teacher's pass {}, evaluation {}\n",
+        largest(&text.train),
+        largest(&text.teacher_pass),
+        largest(&text.evaluation)
+    )
 }
 
 /// The note of a plan made without the data files `files` name because one cannot be read: the
@@ -161,4 +196,28 @@ fn language_model_windows(path: &Path, tokenizer: &Path, spec: &Config) -> Optio
     let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
     let tokenizer = TextTokenizer::load(tokenizer, spec.data.input_shape[0], vocab, TextLayout::Packed).ok()?;
     Dataset::load(path, &spec.data, Some(&tokenizer)).ok().map(|d| d.len() as u64)
+}
+
+/// The sentences' token counts of a text run that pads per batch (not a language model), as the
+/// trainer tokenises them; `None` for other data or when a file cannot be read. A held-out split
+/// of the train file is priced with the train file's sentences (the split is drawn at run time).
+fn text_lengths(files: &DataFiles, spec: &Config) -> Option<TextLengths> {
+    use crate::data::{Dataset, TextLayout, TextTokenizer};
+    if spec.student.is_language_model() {
+        return None;
+    }
+    let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
+    let tokenizer =
+        TextTokenizer::load(files.tokenizer.as_deref()?, spec.data.input_shape[0], vocab, TextLayout::Sentences).ok()?;
+    let lengths = |path: &Path| -> Option<Vec<usize>> {
+        let d = Dataset::load(path, &spec.data, Some(&tokenizer)).ok()?;
+        let t = d.text()?;
+        Some((0..t.len()).map(|i| t.sentence(i).len()).collect())
+    };
+    let train = lengths(&files.train)?;
+    let test = match &files.held_out {
+        HeldOut::File(test) => lengths(test)?,
+        HeldOut::Split(_) => train.clone(),
+    };
+    Some(TextLengths { train, test })
 }

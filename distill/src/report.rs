@@ -133,10 +133,17 @@ pub struct MemoryReport {
     pub capacity_bytes: u64,
     /// The micro-batch the plan was made for (the resolved `"auto"` one included).
     pub batch: u64,
-    /// The estimator's peak: everything the process needs on the device, and the caching
-    /// allocator's `allocated` part, bytes.
+    /// The estimator's peak of everything the process needs on the device (CUDA context and
+    /// fragmentation reserve included), bytes.
     pub predicted_total_bytes: u64,
+    /// The plan's peak of the caching allocator's `allocated_bytes` over the whole run (teacher
+    /// pass, training steps, evaluation; cuBLAS workspaces included): the quantity
+    /// `measured_peak_allocated_bytes` measures, bytes.
     pub predicted_allocated_bytes: u64,
+    /// The plan's peak of the allocator's `reserved_bytes` (its segments), bytes; compare with
+    /// `measured_peak_reserved_bytes`.
+    #[serde(default)]
+    pub predicted_reserved_bytes: u64,
     /// CUDA only: the allocator's peak `allocated_bytes` over the whole run.
     pub measured_peak_allocated_bytes: Option<u64>,
     /// CUDA only: the allocator's peak `reserved_bytes` (allocated plus its cached blocks).
@@ -163,6 +170,7 @@ impl MemoryReport {
             batch: plan.batch,
             predicted_total_bytes: plan.predicted_total_bytes,
             predicted_allocated_bytes: plan.predicted_allocated_bytes,
+            predicted_reserved_bytes: plan.predicted_reserved_bytes,
             measured_peak_allocated_bytes: peak.as_ref().map(|m| m.peak_allocated as u64),
             measured_peak_reserved_bytes: peak.as_ref().map(|m| m.peak_reserved as u64),
             measured_peak_resident_bytes: crate::allocator::peak_resident_bytes(),

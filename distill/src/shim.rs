@@ -1,6 +1,7 @@
 //! Safe wrappers over `csrc/shim.cpp`: autocast with a chosen dtype on CPU or CUDA, the CUDA
 //! caching allocator's statistics (`torch.cuda.max_memory_allocated` and friends), and ATen's
-//! fused AdamW kernel; and over `csrc/script_names.cpp`: a TorchScript file's input names.
+//! fused AdamW kernel; over `csrc/script_names.cpp`: a TorchScript file's input names; and over
+//! `csrc/cuda_device.cpp`: a CUDA device's compute capability.
 use std::ffi::{c_char, c_int, CStr};
 
 use estimator_wasm::schema::Precision;
@@ -23,6 +24,7 @@ extern "C" {
     fn distill_cuda_reset_peak(device: c_int) -> *mut c_char;
     fn distill_cuda_mem_info(device: c_int, free: *mut i64, total: *mut i64) -> *mut c_char;
     fn distill_cuda_empty_cache() -> *mut c_char;
+    fn distill_cuda_capability(device: c_int, major: *mut c_int, minor: *mut c_int) -> *mut c_char;
     #[allow(clippy::too_many_arguments)]
     fn distill_fused_adamw(
         params: *const *mut torch_sys::C_tensor,
@@ -130,6 +132,17 @@ pub fn cuda_mem_info(index: usize) -> Result<(u64, u64)> {
     Ok((free as u64, total as u64))
 }
 
+/// The compute capability (major, minor) of CUDA device `index` (`csrc/cuda_device.cpp`).
+///
+/// # Errors
+/// [`DistillError::Torch`] without CUDA or without such a device.
+pub fn cuda_capability(index: usize) -> Result<(u32, u32)> {
+    let (mut major, mut minor) = (0 as c_int, 0 as c_int);
+    // SAFETY: two valid out-pointers.
+    check(unsafe { distill_cuda_capability(index as c_int, &mut major, &mut minor) })?;
+    Ok((major.max(0) as u32, minor.max(0) as u32))
+}
+
 /// Resets the peak counters of CUDA device `index` (`torch.cuda.reset_peak_memory_stats`).
 pub fn cuda_reset_peak(index: usize) -> Result<()> {
     check(unsafe { distill_cuda_reset_peak(index as c_int) })
@@ -234,7 +247,12 @@ mod tests {
     #[test]
     fn cuda_statistics_count_an_allocation_or_fail_in_one_line() {
         if !tch::Cuda::is_available() {
-            let errors = [cuda_memory(0).map(|_| ()), cuda_mem_info(0).map(|_| ()), cuda_reset_peak(0)];
+            let errors = [
+                cuda_memory(0).map(|_| ()),
+                cuda_mem_info(0).map(|_| ()),
+                cuda_reset_peak(0),
+                cuda_capability(0).map(|_| ()),
+            ];
             for e in errors {
                 let text = e.unwrap_err().to_string();
                 assert!(text.starts_with("libtorch: ") && !text.contains('\n'), "{text:?}");
@@ -251,5 +269,7 @@ mod tests {
         assert_eq!(cuda_memory(0).unwrap().allocated, before.allocated);
         let (free, total) = cuda_mem_info(0).unwrap();
         assert!(0 < free && free <= total);
+        let (major, _) = cuda_capability(0).unwrap();
+        assert!((3..=20).contains(&major), "compute capability {major}.x");
     }
 }

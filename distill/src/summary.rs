@@ -141,13 +141,31 @@ pub fn compression(ratio: f64) -> String {
     }
 }
 
-/// The run's memory in one line: the plan's prediction, then what was measured (the CUDA
-/// allocator's peak, the process's peak resident set in host RAM), each where known.
+/// The run's memory in one line: the plan's prediction, then what was measured beside the same
+/// quantity predicted (the CUDA allocator's peak allocated and reserved bytes, with the
+/// prediction's error), and the process's peak resident set in host RAM, each where known.
 pub fn memory_line(m: &MemoryReport) -> String {
     let mut line =
         format!("memory: predicted {} on {} at micro-batch {}", bytes(m.predicted_total_bytes), m.device, m.batch);
+    let error = |predicted: u64, measured: u64| match measured {
+        0 => String::new(),
+        _ => format!(", {:+.1}%", 100.0 * (predicted as f64 - measured as f64) / measured as f64),
+    };
     if let Some(peak) = m.measured_peak_allocated_bytes {
-        line.push_str(&format!("; peak allocated {} (CUDA allocator)", bytes(peak)));
+        line.push_str(&format!(
+            "; CUDA allocator peak allocated {} (predicted {}{})",
+            bytes(peak),
+            bytes(m.predicted_allocated_bytes),
+            error(m.predicted_allocated_bytes, peak)
+        ));
+    }
+    if let (Some(peak), true) = (m.measured_peak_reserved_bytes, m.predicted_reserved_bytes > 0) {
+        line.push_str(&format!(
+            ", reserved {} (predicted {}{})",
+            bytes(peak),
+            bytes(m.predicted_reserved_bytes),
+            error(m.predicted_reserved_bytes, peak)
+        ));
     }
     if let Some(peak) = m.measured_peak_resident_bytes {
         line.push_str(&format!("; peak resident {} (host RAM, this process until now)", bytes(peak)));
@@ -193,17 +211,21 @@ mod tests {
             batch: 64,
             predicted_total_bytes: 3 << 29,
             predicted_allocated_bytes: 1 << 30,
+            predicted_reserved_bytes: 5 << 28,
             measured_peak_allocated_bytes: Some(5 << 28),
-            measured_peak_reserved_bytes: Some(3 << 29),
+            measured_peak_reserved_bytes: Some(1 << 29),
             measured_peak_resident_bytes: Some(4_831_838_208),
         };
+        // each measured figure beside the same quantity predicted, with the error
         assert_eq!(
             memory_line(&m),
-            "memory: predicted 1.5 GiB on cuda:0 at micro-batch 64; peak allocated 1.2 GiB (CUDA \
-             allocator); peak resident 4.5 GiB (host RAM, this process until now)"
+            "memory: predicted 1.5 GiB on cuda:0 at micro-batch 64; CUDA allocator peak allocated 1.2 GiB \
+             (predicted 1.0 GiB, -20.0%), reserved 512.0 MiB (predicted 1.2 GiB, +150.0%); peak resident 4.5 GiB \
+             (host RAM, this process until now)"
         );
         m.device = "cpu".into();
-        (m.measured_peak_allocated_bytes, m.measured_peak_resident_bytes) = (None, None);
+        (m.measured_peak_allocated_bytes, m.measured_peak_reserved_bytes, m.measured_peak_resident_bytes) =
+            (None, None, None);
         assert_eq!(memory_line(&m), "memory: predicted 1.5 GiB on cpu at micro-batch 64");
     }
 }

@@ -13,6 +13,7 @@
 //! * [`text_file`]: `.txt` with one sentence per line, tokenised by the teacher's tokenizer.
 //! * [`token_stream`]: a language model's lines packed into full windows, with next-token labels.
 //! * [`tokenizer`]: the teacher's `tokenizer.json` (`data.tokenizer`), checked and set up.
+//! * [`widths`]: the padded widths of a text run's batches, for the memory plan.
 use std::path::Path;
 
 use estimator_wasm::schema::DataSpec;
@@ -37,6 +38,7 @@ pub mod text;
 pub mod text_file;
 pub mod token_stream;
 pub mod tokenizer;
+pub mod widths;
 
 pub use dataset::{permutation, Dataset, Examples};
 pub use images::Images;

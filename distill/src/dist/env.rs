@@ -29,6 +29,9 @@ pub struct DistEnv {
     pub restart: u64,
     /// Store key prefix: `distill/<restart count>`.
     pub prefix: String,
+    /// `GLOO_SOCKET_IFNAME`: the network interfaces Gloo binds, comma-separated (`None`: the
+    /// address this host's name resolves to).
+    pub gloo_interfaces: Option<String>,
 }
 
 impl DistEnv {
@@ -103,6 +106,7 @@ impl DistEnv {
             agent_store,
             restart,
             prefix: format!("distill/{restart}"),
+            gloo_interfaces: var("GLOO_SOCKET_IFNAME").filter(|v| !v.trim().is_empty()),
         }))
     }
 
@@ -144,7 +148,8 @@ mod tests {
                 master_port: 29500,
                 agent_store: true,
                 restart: 2,
-                prefix: "distill/2".into()
+                prefix: "distill/2".into(),
+                gloo_interfaces: None,
             }
         );
     }

@@ -17,9 +17,11 @@ extern "C" {
         agent_store: c_int,
         prefix: *const c_char,
         nccl_device: c_int,
+        ifnames: *const c_char,
         out: *mut *mut c_void,
     ) -> *mut c_char;
     pub fn dist_group_free(group: *mut c_void);
+    pub fn dist_group_backend(group: *mut c_void, cuda: c_int, out: *mut *mut c_char) -> *mut c_char;
     pub fn dist_broadcast(group: *mut c_void, ts: *const TensorPtr, n: c_int, root: c_int) -> *mut c_char;
     pub fn dist_allreduce(group: *mut c_void, t: TensorPtr, op: c_int) -> *mut c_char;
     pub fn dist_barrier(group: *mut c_void) -> *mut c_char;

@@ -66,6 +66,12 @@ impl ProcessGroup {
         let addr = CString::new(env.master_addr.as_str())
             .map_err(|_| DistillError::Usage("MASTER_ADDR holds a NUL byte".into()))?;
         let prefix = CString::new(env.prefix.as_str()).expect("a prefix of digits");
+        let ifnames = env
+            .gloo_interfaces
+            .as_deref()
+            .map(CString::new)
+            .transpose()
+            .map_err(|_| DistillError::Usage("GLOO_SOCKET_IFNAME holds a NUL byte".into()))?;
         let mut handle = std::ptr::null_mut();
         // SAFETY: the strings outlive the call; `handle` is written on success only.
         let message = unsafe {
@@ -81,6 +87,7 @@ impl ProcessGroup {
                     Backend::Nccl { device } => device as i32,
                     Backend::Gloo => -1,
                 },
+                ifnames.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
                 &mut handle,
             )
         };
@@ -94,6 +101,19 @@ impl ProcessGroup {
         );
         ffi::check(message, &what)?;
         Ok(ProcessGroup { handle, rank: env.rank, world: env.world, agent_store: env.agent_store, backend })
+    }
+
+    /// The name of the c10d backend that takes this group's tensors on CUDA (`cuda`) or on the
+    /// CPU: `gloo` or `nccl`.
+    ///
+    /// # Errors
+    /// [`DistillError::Distributed`] when no backend is registered for that device type.
+    pub fn backend_for(&self, cuda: bool) -> Result<String> {
+        let mut out = std::ptr::null_mut();
+        // SAFETY: the group handle is live until drop; `out` is written on success only.
+        let message = unsafe { ffi::dist_group_backend(self.handle, i32::from(cuda), &mut out) };
+        ffi::check(message, "the group's backend")?;
+        Ok(crate::shim::take_message(out).unwrap_or_default())
     }
 
     /// Combines `t` (a CPU tensor) across the ranks in place.
@@ -194,5 +214,37 @@ impl Drop for ProcessGroup {
     fn drop(&mut self) {
         // SAFETY: made by dist_group_new, freed once.
         unsafe { ffi::dist_group_free(self.handle) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group of one rank on the loopback interface, its store on a free port.
+    fn alone() -> ProcessGroup {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let env = DistEnv {
+            rank: 0,
+            world: 1,
+            local_rank: 0,
+            master_addr: "127.0.0.1".into(),
+            master_port: port,
+            agent_store: false,
+            restart: 0,
+            prefix: "distill/0".into(),
+            gloo_interfaces: Some("lo".into()),
+        };
+        ProcessGroup::join(&env, Duration::from_secs(20), Backend::Gloo).unwrap()
+    }
+
+    /// A Gloo job on CUDA failed at its first broadcast ("No backend type associated with device
+    /// type cuda", H200, 2026-12-04): Gloo must be registered for CUDA tensors too. The
+    /// registration is the same on a machine without a GPU.
+    #[test]
+    fn a_gloo_group_takes_cuda_tensors_through_gloo() {
+        let group = alone();
+        assert_eq!(group.backend_for(false).unwrap(), "gloo");
+        assert_eq!(group.backend_for(true).unwrap(), "gloo");
     }
 }

@@ -300,3 +300,13 @@ pub struct Plan {
     /// Assumptions and warnings, one sentence each.
     pub notes: Vec<String>,
 }
+
+impl Plan {
+    /// The caching allocator's peak `allocated_bytes` over every moment of the plan (the
+    /// teacher's pass, the step, the evaluation): what `torch.cuda.max_memory_allocated`
+    /// measures over a run. The device total's moment ([`Plan::peak_moment`]) is the one whose
+    /// segments peak, which may hold fewer allocated bytes.
+    pub fn peak_allocated(&self) -> u64 {
+        self.moments.iter().map(|m| m.allocated).max().unwrap_or(self.totals.allocated).max(self.totals.allocated)
+    }
+}

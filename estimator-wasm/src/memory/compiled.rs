@@ -19,7 +19,7 @@ pub(crate) type LiveSets = Vec<(String, Vec<Size>)>;
 #[derive(Debug, Clone)]
 pub(crate) struct Setup {
     pub runtime: Runtime,
-    pub gpu: Option<&'static Gpu>,
+    pub gpu: Option<Gpu>,
     pub target: Target,
     pub precision: Precision,
     /// The micro-batch the config fixes (or the caller passed); `None` for `"auto"`.

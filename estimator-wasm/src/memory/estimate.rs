@@ -85,7 +85,7 @@ impl MemoryModel {
             stage: self.student.stages.len() as u64 - 1,
         });
         let fit = self.setup.gpu.filter(|_| cuda).map(|g| Fit {
-            gpu: *g,
+            gpu: g,
             capacity: g.memory,
             free: g.memory.saturating_sub(total),
             short: total.saturating_sub(g.memory),
@@ -157,13 +157,15 @@ pub(crate) fn check_batch(b: u64) -> Result<(), EstimateError> {
 /// Estimates the memory of one training step of `config`.
 ///
 /// The micro-batch is `inputs.batch`, else `train.batch_size`; with `batch_size = "auto"` and
-/// an `[estimate] gpu`, the largest batch that fits it (keeping `estimate.safety_margin` free).
+/// an `[estimate] gpu` (or the caller's device), the largest batch that fits it (keeping
+/// `estimate.safety_margin` free). Text with [`Inputs::text`] is priced at its batches' widths
+/// (`crate::memory::text_widths`).
 ///
 /// # Errors
 /// [`EstimateError`]: an invalid config, an unknown teacher size or GPU, a batch of 0 or
 /// `"auto"` without a GPU, or sizes past 2^64 bytes. Never panics.
 pub fn estimate(config: &Config, inputs: &Inputs) -> Result<Plan, EstimateError> {
-    let model = MemoryModel::new(config, inputs)?;
+    let model = search_model(config, inputs)?;
     let b = match (model.default_batch(), model.gpu()) {
         (Some(b), _) => b,
         (None, Some(gpu)) => {
@@ -178,7 +180,23 @@ pub fn estimate(config: &Config, inputs: &Inputs) -> Result<Plan, EstimateError>
             ))
         }
     };
-    model.plan(b)
+    match &inputs.text {
+        Some(text) => crate::memory::text_widths::plan(config, inputs, text, b),
+        None => model.plan(b),
+    }
+}
+
+/// The model a batch search prices: `config` as written, or for text with [`Inputs::text`]
+/// every row at the widest training batch's width (the rows each width has depend on the
+/// batch, which the search is looking for).
+fn search_model(config: &Config, inputs: &Inputs) -> Result<MemoryModel, EstimateError> {
+    match &inputs.text {
+        Some(text) => {
+            let widest = crate::memory::text_widths::widest(config, text);
+            crate::memory::text_widths::model_at(config, inputs, text, widest)
+        }
+        None => MemoryModel::new(config, inputs),
+    }
 }
 
 /// The largest micro-batch of `config` that fits `gpu`, keeping `safety_margin` (a fraction in
@@ -195,7 +213,7 @@ pub fn max_batch(
     gpu: &Gpu,
     safety_margin: f64,
 ) -> Result<Option<u64>, EstimateError> {
-    let model = MemoryModel::new(config, inputs)?;
+    let model = search_model(config, inputs)?;
     Ok(crate::memory::batch::search(&model, gpu, safety_margin)?.batch)
 }
 

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use crate::memory::errors::EstimateError;
 use crate::schema::arch::Layer;
+use crate::schema::catalogue::Gpu;
 use crate::schema::limits::{self, MAX_BATCH, MAX_LAYER_LIST};
 
 /// What `distill` (or another caller) knows beyond the cfg.toml.
@@ -16,6 +17,29 @@ pub struct Inputs {
     /// The datasets `distill` keeps on the device; `None` leaves them (and the size of the
     /// cached teacher logits) out.
     pub dataset: Option<DatasetSize>,
+    /// The run's own device (its memory, CUDA context and cuBLAS workspace), which prices the
+    /// runtime instead of `[estimate] gpu`; `None` takes the cfg's.
+    pub device: Option<Gpu>,
+    /// Text as the run pads it: the widths of its batches instead of `data.input_shape`'s
+    /// (`None`: every batch at `data.input_shape[0]` tokens, an upper bound).
+    pub text: Option<TextWidths>,
+}
+
+/// The padded widths (tokens per row) of a text run's batches, as its data makes them: each
+/// batch is padded to its longest sentence (`distill`'s dynamic padding), so what a step holds
+/// depends on the batch's rows and width, not on `data.input_shape`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TextWidths {
+    /// The training batches that can peak, as (rows, width) pairs: for each width, the most
+    /// rows any batch of that width has (a smaller batch of the same or a narrower width holds
+    /// less). Empty: priced at the micro-batch and `data.input_shape[0]`.
+    pub train: Vec<(u64, u64)>,
+    /// The batches of the teacher's pass over the train set that can peak, as (rows, width)
+    /// pairs (at most `train.eval_batch_size` rows). Empty: `train.eval_batch_size` rows at
+    /// `data.input_shape[0]`.
+    pub teacher_pass: Vec<(u64, u64)>,
+    /// The batches of the evaluation over the test set that can peak, likewise.
+    pub evaluation: Vec<(u64, u64)>,
 }
 
 /// A teacher as the estimator needs it.
@@ -32,7 +56,7 @@ pub struct TeacherModel {
 
 /// Train and test sets resident on the device, as `distill` keeps them (the size of the data
 /// set for the memory estimate, not the data).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct DatasetSize {
     pub train_samples: u64,
     pub test_samples: u64,

@@ -163,7 +163,12 @@ pub fn price(layer: &Layer, x: Chain, next_id: &mut StorageId, ctx: &Ctx) -> Res
                 Pool::Max => {
                     b.save_chain(&x)?;
                     b.save(per(n_out, DType::I64)?);
-                    // the indices also exist in a no-grad forward only transiently: none there
+                    // a no-grad forward on CUDA still computes the int64 indices (only the CPU
+                    // takes the index-free kernel: `max_pool2d` in
+                    // aten/src/ATen/native/MaxPooling.cpp); they live until the output's next op
+                    if b.ctx.cuda {
+                        b.scratch(Scratch::Inference, per(n_out, DType::I64)?);
+                    }
                 }
                 Pool::Avg => b.save_chain(&x)?,
                 Pool::None => {}

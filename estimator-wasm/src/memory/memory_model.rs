@@ -54,6 +54,17 @@ impl MemoryModel {
         let forward = Forward::price(config, &c.ctx)?;
         let ranges = stage_ranges(config, forward.layers.len())?;
         let (mut layers, x0_saved) = forward.layer_plans(&ranges, config.student.checkpointing)?;
+        if c.recipe.autocast {
+            // distill evaluates without autocast (`distill/src/eval.rs`): the no-grad forward
+            // runs in the weights' dtype, which sizes its activations and attention scores
+            let mut ctx = c.ctx;
+            ctx.recipe.autocast = false;
+            ctx.recipe.compute = ctx.recipe.weight;
+            let lives = Forward::price(config, &ctx)?.inference_lives()?;
+            for (lp, live) in layers.iter_mut().zip(lives) {
+                lp.inference_live = live;
+            }
+        }
         let checkpointing = arch::checkpoint_segments(forward.layers.len(), config.student.checkpointing).is_some();
         let teacher = c.teacher()?;
         let kd = config.kd.alpha > 0.0 && teacher.is_some();
@@ -82,9 +93,9 @@ impl MemoryModel {
         self.setup.default_batch
     }
 
-    /// The GPU the config names, if any.
-    pub fn gpu(&self) -> Option<&'static Gpu> {
-        self.setup.gpu
+    /// The GPU the plan fits: the caller's device, else the one the config names, if any.
+    pub fn gpu(&self) -> Option<&Gpu> {
+        self.setup.gpu.as_ref()
     }
 
     /// The fraction of the GPU's memory `estimate.safety_margin` keeps free.

@@ -31,11 +31,12 @@ mod step_tensors;
 mod student_chain;
 mod summary;
 mod teacher_plan;
+mod text_widths;
 mod transformer_blocks;
 
 pub use batch::BatchSearch;
 pub use breakdown::{Cat, Categories, Moment, MomentBytes, Plan, Totals};
 pub use errors::EstimateError;
 pub use estimate::{estimate, max_batch, max_batch_per_gpu};
-pub use inputs::{DatasetSize, Inputs, TeacherModel};
+pub use inputs::{DatasetSize, Inputs, TeacherModel, TextWidths};
 pub use memory_model::MemoryModel;

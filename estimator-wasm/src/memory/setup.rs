@@ -18,9 +18,10 @@ impl Setup {
     pub(crate) fn of(config: &Config, inputs: &Inputs) -> Result<Setup, EstimateError> {
         let est = &config.estimate;
         let cuda = est.target == Target::Cuda;
-        let gpu = match &est.gpu {
-            Some(name) => Some(catalogue::gpu(name)?),
-            None => None,
+        let gpu = match (&inputs.device, &est.gpu) {
+            (Some(device), _) => Some(*device),
+            (None, Some(name)) => Some(*catalogue::gpu(name)?),
+            (None, None) => None,
         };
         let parallel = est.data_parallel > 1 || est.tensor_parallel > 1 || est.pipeline_stages > 1;
         let runtime = Runtime {
@@ -81,14 +82,14 @@ impl<'a> Compile<'a> {
             cuda,
             recipe,
             ctx: Ctx { recipe, cuda, tp: config.estimate.tensor_parallel, text: config.data.tokenizer.is_some() },
-            notes: precision_notes(config, setup.gpu, cuda),
+            notes: precision_notes(config, setup.gpu.as_ref(), cuda),
         }
     }
 }
 
 /// Notes on the precision, the family and the target that the plan prices differently from
 /// how `distill` trains (or cannot price exactly).
-pub(crate) fn precision_notes(config: &Config, gpu: Option<&'static Gpu>, cuda: bool) -> Vec<String> {
+pub(crate) fn precision_notes(config: &Config, gpu: Option<&Gpu>, cuda: bool) -> Vec<String> {
     let mut notes = Vec::new();
     let p = config.train.precision;
     if let Some(why) = crate::schema::untrainable(config) {

@@ -84,16 +84,37 @@ impl Compile<'_> {
             shared_pre.push((Cat::TeacherWeights, pool));
         }
         if cuda {
+            // one workspace per (cuBLAS handle, stream): the main thread's from its first
+            // matmul on, and from the first backward on a second one, autograd's device
+            // thread's (it takes a handle of its own: measured, docs/memory-model.md section 7)
+            // (the first opens a segment of its own; the second is an ordinary request, which
+            // below 10 MiB fits in the first one's 20 MiB segment)
             let mut ws = AllocatorPool::default();
             ws.workspace(self.runtime.cublas_workspace, true);
             shared_pre.push((Cat::CublasWorkspace, ws));
+            let mut autograd = AllocatorPool::default();
+            autograd.tensor(self.runtime.cublas_workspace, true);
+            shared_train.push((Cat::CublasWorkspace, autograd));
         }
         let mut cache_build = AllocatorPool::default();
         if let Some(d) = self.inputs.dataset {
+            // images and vectors stay on the device with their int64 labels; text stays on the
+            // host (`distill/src/data/text.rs` pads each batch there), only a language model's
+            // next-token labels [N, S] int64 go to the device
+            let seq = config.data.input_shape.first().copied().unwrap_or(1);
+            let (input_bytes, label_bytes) = match (config.data.tokenizer.is_some(), config.student.is_language_model()) {
+                (false, _) => (d.sample_bytes, 8),
+                (true, true) => (0, mul(seq, 8, "labels")?),
+                (true, false) => (0, 0),
+            };
             let mut data = AllocatorPool::default();
             for samples in [d.train_samples, d.test_samples] {
-                data.tensor(mul(samples, d.sample_bytes, "dataset")?, cuda);
-                data.tensor(mul(samples, 8, "labels")?, cuda);
+                if input_bytes > 0 {
+                    data.tensor(mul(samples, input_bytes, "dataset")?, cuda);
+                }
+                if label_bytes > 0 {
+                    data.tensor(mul(samples, label_bytes, "labels")?, cuda);
+                }
             }
             shared_pre.push((Cat::Dataset, data));
             let mut cache = AllocatorPool::default();

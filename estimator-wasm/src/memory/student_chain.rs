@@ -150,6 +150,27 @@ impl Forward {
     }
 }
 
+impl Forward {
+    /// Each layer's live set in a no-grad forward as this pricing runs it: its input and output
+    /// (when it makes a new tensor) and its inference scratch.
+    ///
+    /// # Errors
+    /// [`EstimateError::Overflow`] on sizes past 2^64 bytes.
+    pub(crate) fn inference_lives(&self) -> Result<Vec<Vec<Size>>, EstimateError> {
+        let mut lives = Vec::with_capacity(self.priced.len());
+        for (p, x) in self.priced.iter().zip(&self.inputs_of) {
+            let mut live = Vec::new();
+            if x.id != p.output.id {
+                live.push(x.size()?);
+                live.push(p.output.size()?);
+            }
+            live.extend(p.inference_scratch.iter().copied());
+            lives.push(live);
+        }
+        Ok(lives)
+    }
+}
+
 /// [`layer::price`] with the layer's output size checked too (every later per-layer size is
 /// then exact).
 pub(crate) fn price(l: &Layer, x: Chain, next: &mut StorageId, ctx: &Ctx) -> Result<Priced, EstimateError> {

@@ -17,6 +17,48 @@ pub const DEFAULT_CUDA_CONTEXT: u64 = 768 * MIB;
 const CUBLAS_DEFAULT: u64 = 4096 * KIB * 2 + 16 * KIB * 8;
 const CUBLAS_SM90: u64 = 32 * MIB;
 
+/// The cuBLAS workspace PyTorch gives each (cuBLAS handle, CUDA stream) pair on a device of
+/// compute capability `sm_major`.x, in bytes: `CUBLAS_WORKSPACE_CONFIG` when `config` holds one
+/// PyTorch can read, else its default, 32 MiB from Hopper (sm90) on and `:4096:2:16:8` = 8320 KiB
+/// before (`getChosenWorkspaceSize` in `aten/src/ATen/cuda/CublasHandlePool.cpp`). cuBLASLt
+/// shares it. Measured on an H200 with torch 2.11: 33,554,432 B on the first matmul, and as much
+/// again on each other thread or stream that runs one (`docs/memory-model.md`, section 7).
+pub fn cublas_workspace(sm_major: u32, config: Option<&str>) -> u64 {
+    match config.and_then(parse_workspace_config) {
+        Some(bytes) => bytes,
+        None if sm_major >= 9 => CUBLAS_SM90,
+        None => CUBLAS_DEFAULT,
+    }
+}
+
+/// A CUDA device that is not (necessarily) in the catalogue, as a run finds it: `memory` bytes
+/// (`cudaMemGetInfo`'s total), compute capability `sm_major`.x, and the process's
+/// `CUBLAS_WORKSPACE_CONFIG` (see [`cublas_workspace`]).
+pub fn cuda_device(memory: u64, sm_major: u32, workspace_config: Option<&str>) -> Gpu {
+    Gpu {
+        name: "cuda",
+        memory,
+        cuda_context: DEFAULT_CUDA_CONTEXT,
+        cublas_workspace: cublas_workspace(sm_major, workspace_config),
+        bf16: sm_major >= 8,
+        mig_of: None,
+    }
+}
+
+/// `CUBLAS_WORKSPACE_CONFIG` as PyTorch reads it: every `:SIZE:COUNT` pair (SIZE in KiB) adds
+/// SIZE x COUNT KiB; `None` when the text holds no pair.
+pub fn parse_workspace_config(text: &str) -> Option<u64> {
+    let mut total: Option<u64> = None;
+    let mut parts = text.split(':').skip(1);
+    while let (Some(size), Some(count)) = (parts.next(), parts.next()) {
+        let (Ok(size), Ok(count)) = (size.trim().parse::<u64>(), count.trim().parse::<u64>()) else {
+            return None;
+        };
+        total = Some(total.unwrap_or(0).saturating_add(size.saturating_mul(count).saturating_mul(KIB)));
+    }
+    total
+}
+
 /// One GPU (or MIG slice) the estimator can plan for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Gpu {
@@ -133,5 +175,16 @@ mod tests {
         assert!(!gpu("T4").unwrap().bf16);
         assert_eq!(gpu("H100-80GB").unwrap().cublas_workspace, 32 * MIB);
         assert_eq!(gpu("A100-80GB").unwrap().cublas_workspace, 8320 * KIB);
+    }
+
+    #[test]
+    fn the_workspace_follows_the_device_generation_and_cublas_workspace_config() {
+        assert_eq!(cublas_workspace(9, None), 33_554_432); // measured on the H200
+        assert_eq!(cublas_workspace(8, None), 8320 * KIB);
+        assert_eq!(cublas_workspace(10, Some(":4096:8")), 32 * MIB);
+        assert_eq!(cublas_workspace(9, Some(":16:8")), 128 * KIB);
+        assert_eq!(cublas_workspace(9, Some(":4096:2:16:8")), 8320 * KIB);
+        assert_eq!(cublas_workspace(9, Some("garbage")), 32 * MIB);
+        assert_eq!(parse_workspace_config(":0:0"), Some(0));
     }
 }

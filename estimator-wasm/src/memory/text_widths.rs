@@ -1,0 +1,157 @@
+//! Text as the run pads it ([`TextWidths`]): `distill` pads each batch to its longest sentence,
+//! so a step holds memory for its batch's rows x width, not for `data.input_shape[0]` tokens per
+//! row. A model compiled at each width the run's batches have prices their steps; the
+//! evaluation and the teacher's pass come from models compiled at their own widths.
+//!
+//! Measured on an H200 (2026-12-04): a MiniLM-shaped student at batch 4,096 over 20,000 WordNet
+//! sentences (13 tokens on average, 117 at most, `data.input_shape = [128]`) peaked at 29.2 GiB;
+//! priced at 4,096 x 128 tokens the plan said 37.2 GiB. Its widest step is the epoch's last,
+//! partial batch (3,616 rows of the longest sentences, 117 tokens), 0.81x the tokens.
+use crate::memory::breakdown::Plan;
+use crate::memory::errors::EstimateError;
+use crate::memory::inputs::{Inputs, TextWidths};
+use crate::memory::memory_model::MemoryModel;
+use crate::schema::Config;
+
+/// `config`'s model compiled at training width `width` (tokens), with the evaluation and the
+/// teacher's pass priced at the batches `text` gives them (the one of each that holds the most);
+/// `inputs.text` is not read.
+///
+/// # Errors
+/// As [`MemoryModel::new`].
+pub(crate) fn model_at(config: &Config, inputs: &Inputs, text: &TextWidths, width: u64) -> Result<MemoryModel, EstimateError> {
+    let plain = Inputs { text: None, ..inputs.clone() };
+    let compile = |rows: u64, w: u64| {
+        let mut c = at_width(config, w);
+        c.train.eval_batch_size = rows.max(1);
+        MemoryModel::new(&c, &plain)
+    };
+    let mut model = compile(config.train.eval_batch_size, width)?;
+    let eval_b = config.train.eval_batch_size;
+    let full = full_width(config);
+    let or_full = |pairs: &[(u64, u64)]| if pairs.is_empty() { vec![(eval_b, full)] } else { pairs.to_vec() };
+    let cuda = model.setup.runtime.cuda;
+    let mut evaluation: Option<(u64, crate::memory::compiled::EvalPlan)> = None;
+    for (rows, w) in or_full(&text.evaluation) {
+        let eval = compile(rows.min(eval_b), w)?.eval;
+        let bytes = eval.live.1.plus(&eval.batch).reserved(cuda);
+        if evaluation.as_ref().is_none_or(|(b, _)| bytes > *b) {
+            evaluation = Some((bytes, eval));
+        }
+    }
+    let mut teacher_pass: Option<(u64, crate::memory::compiled::EvalPlan)> = None;
+    for (rows, w) in or_full(&text.teacher_pass) {
+        let eval = compile(rows.min(eval_b), w)?.eval;
+        let bytes = eval.teacher_live.1.reserved(cuda);
+        if teacher_pass.as_ref().is_none_or(|(b, _)| bytes > *b) {
+            teacher_pass = Some((bytes, eval));
+        }
+    }
+    if let Some((_, e)) = evaluation {
+        model.eval.live = e.live;
+        model.eval.batch = e.batch;
+    }
+    if let Some((_, t)) = teacher_pass {
+        model.eval.teacher_live = t.teacher_live;
+    }
+    model.layout = crate::memory::compiled::ScanLayout::of(&model.student, model.teacher.as_ref(), &model.eval);
+    Ok(model)
+}
+
+/// The plan at micro-batch `b` of a text run whose batches `text` describes: the step of the
+/// training shape that needs the most device memory, reported at micro-batch `b`.
+///
+/// # Errors
+/// As [`MemoryModel::plan`].
+pub(crate) fn plan(config: &Config, inputs: &Inputs, text: &TextWidths, b: u64) -> Result<Plan, EstimateError> {
+    let full = full_width(config);
+    let shapes = match text.train.is_empty() {
+        true => vec![(b, full)],
+        false => text.train.clone(),
+    };
+    let mut best: Option<Plan> = None;
+    for (rows, width) in shapes {
+        let plan = model_at(config, inputs, text, width)?.plan(rows.clamp(1, b))?;
+        if best.as_ref().is_none_or(|p| plan.totals.total > p.totals.total) {
+            best = Some(plan);
+        }
+    }
+    let mut plan = best.ok_or_else(|| EstimateError::overflow("an empty plan"))?;
+    plan.batch = b;
+    Ok(plan)
+}
+
+/// The widest training batch `text` has, in tokens (`data.input_shape[0]` without any).
+pub(crate) fn widest(config: &Config, text: &TextWidths) -> u64 {
+    text.train.iter().map(|&(_, w)| w).max().unwrap_or_else(|| full_width(config))
+}
+
+/// `data.input_shape[0]`: the most tokens a row holds.
+fn full_width(config: &Config) -> u64 {
+    config.data.input_shape.first().copied().unwrap_or(1)
+}
+
+/// `config` with its rows `width` tokens wide (at least 1, at most `data.input_shape[0]`).
+fn at_width(config: &Config, width: u64) -> Config {
+    let mut c = config.clone();
+    let w = width.clamp(1, full_width(config));
+    if let Some(s) = c.data.input_shape.first_mut() {
+        *s = w;
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::catalogue::gpu;
+
+    fn encoder() -> Config {
+        Config::from_toml_str(
+            "[data]\ntokenizer = \"t.json\"\ninput_shape = [128]\nclasses = 64\n\
+             [teacher]\nparams = 1000000\ncache_logits = false\n\
+             [student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n\
+             [student.transformer]\nvocab = 1000\nlayers = 2\nd_model = 64\nheads = 4\nmlp_width = 256\n\
+             max_positions = 128\nhead = \"embedding\"\npooling = \"mean\"\n\
+             [kd]\nobjective = \"embedding_mse\"\nalpha = 1.0\n[train]\nbatch_size = 256\neval_batch_size = 64\n\
+             [estimate]\ntarget = \"cuda\"\n",
+        )
+        .unwrap()
+    }
+
+    fn inputs() -> Inputs {
+        Inputs { device: Some(*gpu("H200").unwrap()), ..Inputs::default() }
+    }
+
+    #[test]
+    fn a_step_is_priced_at_its_batch_width_not_the_cfg_width() {
+        let c = encoder();
+        let full = crate::memory::estimate::estimate(&c, &inputs()).unwrap();
+        let text = TextWidths { train: vec![(256, 128)], teacher_pass: vec![(64, 128)], evaluation: vec![(64, 128)] };
+        let same = plan(&c, &inputs(), &text, 256).unwrap();
+        assert_eq!(same.totals, full.totals, "every batch at the full width is the plain plan");
+        // a run whose widest batch is 32 tokens: exactly the plan of a cfg 32 tokens wide
+        let narrow = TextWidths { train: vec![(256, 32)], teacher_pass: vec![(64, 32)], evaluation: vec![(64, 32)] };
+        let mut c32 = c.clone();
+        c32.data.input_shape = vec![32];
+        let expected = crate::memory::estimate::estimate(&c32, &inputs()).unwrap();
+        assert_eq!(plan(&c, &inputs(), &narrow, 256).unwrap().totals, expected.totals);
+        assert!(expected.totals.allocated < full.totals.allocated);
+    }
+
+    #[test]
+    fn the_peak_is_the_shape_that_needs_most_and_reports_the_micro_batch() {
+        let c = encoder();
+        // a partial last batch of long sentences against full batches of short ones
+        let text =
+            TextWidths { train: vec![(256, 20), (100, 120)], teacher_pass: vec![(64, 120)], evaluation: vec![(64, 60)] };
+        let p = plan(&c, &inputs(), &text, 256).unwrap();
+        assert_eq!(p.batch, 256);
+        let one = |rows, w| plan(&c, &inputs(), &TextWidths { train: vec![(rows, w)], ..text.clone() }, 256).unwrap();
+        let (short, long) = (one(256, 20), one(100, 120));
+        assert_eq!(p.totals.total, short.totals.total.max(long.totals.total));
+        assert!(long.totals.total > short.totals.total);
+        assert_eq!(widest(&c, &text), 120);
+        assert_eq!(widest(&c, &TextWidths::default()), 128);
+    }
+}

@@ -1,0 +1,128 @@
+//! The plan against the CUDA caching allocator: every run recorded on a GPU
+//! (`fidelity/gpu/*/runs.toml`: the run's cfg, its data statistics, what the allocator measured)
+//! is priced as `distill` prices its own run on that device (`distill/src/memory_plan.rs`: the cfg
+//! at `target = "cuda"`, the teacher's exact count, the datasets, text batch widths, the device's
+//! memory and compute capability), and the prediction must be within 5% of the measured peak
+//! allocated bytes and 10% of the peak reserved bytes. The table is printed.
+use std::path::{Path, PathBuf};
+
+use estimator_wasm::schema::catalogue::cuda_device;
+use estimator_wasm::schema::Target;
+use estimator_wasm::{estimate, Config, DatasetSize, Inputs, TeacherModel, TextWidths};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Fixture {
+    provenance: Provenance,
+    run: Vec<Run>,
+}
+
+#[derive(Deserialize)]
+struct Provenance {
+    device: String,
+    memory_bytes: u64,
+    compute_capability: u32,
+    date: String,
+}
+
+#[derive(Deserialize)]
+struct Run {
+    name: String,
+    batch: u64,
+    teacher_params: u64,
+    train_samples: u64,
+    test_samples: u64,
+    sample_bytes: u64,
+    text_train: Option<Vec<(u64, u64)>>,
+    text_teacher_pass: Option<Vec<(u64, u64)>>,
+    text_evaluation: Option<Vec<(u64, u64)>>,
+    measured_peak_allocated_bytes: u64,
+    measured_peak_reserved_bytes: u64,
+    predicted_allocated_bytes_before: u64,
+}
+
+/// The recorded GPU sessions, one folder each.
+fn sessions() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity/gpu");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("runs.toml").exists())
+        .collect();
+    dirs.sort();
+    assert!(!dirs.is_empty(), "no recorded GPU session under {}", root.display());
+    dirs
+}
+
+/// Predicted (peak allocated, peak reserved) bytes of `run` on the fixture's device.
+fn predict(dir: &Path, p: &Provenance, run: &Run) -> (u64, u64) {
+    let cfg_path = dir.join(format!("{}.toml", run.name));
+    let text = std::fs::read_to_string(&cfg_path).unwrap();
+    let mut config = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{}: {e}", cfg_path.display()));
+    // as distill prices a run on its own device
+    config.estimate.target = Target::Cuda;
+    let inputs = Inputs {
+        batch: Some(run.batch),
+        teacher: Some(TeacherModel {
+            params: run.teacher_params,
+            buffers: config.teacher.buffers.unwrap_or(0),
+            layers: None,
+        }),
+        dataset: Some(DatasetSize {
+            train_samples: run.train_samples,
+            test_samples: run.test_samples,
+            sample_bytes: run.sample_bytes,
+        }),
+        device: Some(cuda_device(p.memory_bytes, p.compute_capability, None)),
+        text: run.text_train.as_ref().map(|train| TextWidths {
+            train: train.clone(),
+            teacher_pass: run.text_teacher_pass.clone().unwrap_or_default(),
+            evaluation: run.text_evaluation.clone().unwrap_or_default(),
+        }),
+    };
+    let plan = estimate(&config, &inputs).unwrap_or_else(|e| panic!("{}: {e}", run.name));
+    (plan.peak_allocated(), plan.totals.reserved)
+}
+
+fn error(predicted: u64, measured: u64) -> f64 {
+    (predicted as f64 - measured as f64) / measured as f64
+}
+
+#[test]
+fn the_plan_holds_on_every_recorded_gpu_run() {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let mut failures = Vec::new();
+    for dir in sessions() {
+        let fixture: Fixture = basic_toml::from_str(&std::fs::read_to_string(dir.join("runs.toml")).unwrap()).unwrap();
+        let p = &fixture.provenance;
+        println!("{} ({}), {}", p.device, dir.file_name().unwrap().to_string_lossy(), p.date);
+        println!(
+            "{:<22} {:>6} {:>12} {:>12} {:>8} {:>9} {:>12} {:>12} {:>8}",
+            "run", "batch", "alloc MiB", "predicted", "error", "before", "reserved", "predicted", "error"
+        );
+        for run in &fixture.run {
+            let (alloc, reserved) = predict(&dir, p, run);
+            let (ea, er) =
+                (error(alloc, run.measured_peak_allocated_bytes), error(reserved, run.measured_peak_reserved_bytes));
+            println!(
+                "{:<22} {:>6} {:>12.1} {:>12.1} {:>+7.1}% {:>+8.1}% {:>12.1} {:>12.1} {:>+7.1}%",
+                run.name,
+                run.batch,
+                mib(run.measured_peak_allocated_bytes),
+                mib(alloc),
+                100.0 * ea,
+                100.0 * error(run.predicted_allocated_bytes_before, run.measured_peak_allocated_bytes),
+                mib(run.measured_peak_reserved_bytes),
+                mib(reserved),
+                100.0 * er
+            );
+            if ea.abs() > 0.05 {
+                failures.push(format!("{}: allocated {:+.1}% (more than 5%)", run.name, 100.0 * ea));
+            }
+            if er.abs() > 0.10 {
+                failures.push(format!("{}: reserved {:+.1}% (more than 10%)", run.name, 100.0 * er));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "the plan misses the allocator:\n{}", failures.join("\n"));
+}
