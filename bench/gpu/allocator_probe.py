@@ -112,6 +112,42 @@ def conv_cnn():
                           "over": torch.cuda.max_memory_allocated() - base}), flush=True)
 
 
+@probe
+def lm_loss():
+    """distill's whole-sequence KD loss of a causal LM (objective/logit_kd.rs, kd.loss_chunk = 0)
+    at the SmolLM2 student's shapes: student logits [8, 128, 49152] bf16 (autocast's output),
+    the teacher's as distill holds them (fp32), next-token labels with the last position
+    ignored. Peak over the live logits, in the forward of the loss and in its backward."""
+    import torch
+    d, (b, s, v) = "cuda", (8, 128, 49152)
+    torch.ones(2, 2, device=d) @ torch.ones(2, 2, device=d)
+    student = torch.randn(b, s, v, device=d, dtype=torch.bfloat16, requires_grad=True)
+    teacher = torch.randn(b, s, v, device=d)
+    labels = torch.randint(0, v, (b, s), device=d)
+    labels[:, -1] = -100
+    one = b * s * v * 4
+    torch.cuda.synchronize(); base = torch.cuda.memory_allocated(); torch.cuda.reset_peak_memory_stats()
+    flat = labels.reshape(-1)
+    keep = flat.ge(0).nonzero().squeeze(1)
+    st, tt, y = student.flatten(0, 1).index_select(0, keep), teacher.flatten(0, 1).index_select(0, keep), flat.index_select(0, keep)
+    s32 = st.float()
+    ce = torch.nn.functional.nll_loss(s32.log_softmax(-1), y)
+    s_logp = (s32 / 1.0).log_softmax(-1)
+    t_logp = (tt.float() / 1.0).log_softmax(-1)
+    kd = torch.nn.functional.kl_div(s_logp, t_logp, reduction="sum", log_target=True) / st.shape[0]
+    loss = 0.5 * kd + 0.5 * ce
+    torch.cuda.synchronize()
+    fwd_peak, after = torch.cuda.max_memory_allocated() - base, torch.cuda.memory_allocated() - base
+    del st, tt, s32, s_logp, t_logp
+    torch.cuda.reset_peak_memory_stats()
+    loss.backward()
+    torch.cuda.synchronize()
+    print(json.dumps({"probe": "lm_loss", "fp32_bsv_bytes": one, "forward_peak_over_logits": fwd_peak,
+                      "held_after_forward": after, "backward_peak_over_base": torch.cuda.max_memory_allocated() - base,
+                      "forward_peak_in_fp32_bsv": fwd_peak / one, "held_in_fp32_bsv": after / one,
+                      "backward_peak_in_fp32_bsv": (torch.cuda.max_memory_allocated() - base) / one}), flush=True)
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--one":
         PROBES[sys.argv[2]]()

@@ -22,7 +22,7 @@ for spec in sys.argv[4:]:
     sub, _, overrides = rest.partition(":")
     run = logs / sub
     report = json.loads((run / "report.json").read_text())
-    cfg = re.sub(r'"/tmp/w2?/p/', '"', (run / "config.toml").read_text())
+    cfg = re.sub(r'"(/tmp/w2?/p|' + re.escape(str(Path.cwd())) + ')/', '"', (run / "config.toml").read_text())
     (out / f"{name}.toml").write_text(cfg)
     sets = [a for kv in overrides.split(",") if kv for a in ("--set", f'data.{kv.split("=")[0]}="{kv.split("=", 1)[1]}"')]
     mem = report["memory"]

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use estimator_wasm::schema::arch::checkpoint_segments;
-use tch::{nn::VarStore, Kind, Tensor};
+use tch::{nn::VarStore, Tensor};
 
 use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
@@ -221,11 +221,18 @@ impl<'a> Trainer<'a> {
         }))
     }
 
-    /// One forward and backward on the first `batch` training samples, leaving the optimiser,
-    /// the step and the metrics untouched (checks that the batch fits the device).
+    /// One forward and backward on the training batch that needs the most memory (see
+    /// [`crate::data::widths::widest_batch`]), leaving the optimiser, the step and the metrics
+    /// untouched: checks that the batch fits the device.
     pub fn probe(&self) -> Result<()> {
-        let n = self.batches.size as i64;
-        let (data, soft) = self.batch_of(&Tensor::arange(n, (Kind::Int64, self.inputs.settings.device())))?;
+        let spec = self.inputs.settings.spec();
+        let rows = crate::data::widths::widest_batch(
+            self.inputs.train,
+            self.batches.size,
+            spec.train.seed,
+            spec.data.bucket_by_length,
+        );
+        let (data, soft) = self.batch_of(&Tensor::from_slice(&rows).to_device(self.inputs.settings.device()))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let batch =
             StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step: 0, weight: 1.0 };

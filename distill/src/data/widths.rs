@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::buckets::bucketed;
-use super::permutation;
+use super::{permutation, Dataset};
 
 /// Epochs whose orders are walked: later ones draw from the same sentences and add little.
 pub const MAX_EPOCHS: u64 = 16;
@@ -30,6 +30,21 @@ pub fn batch_widths(lengths: &[usize], batch: usize, epochs: u64, seed: u64, buc
         }
     }
     frontier(batches)
+}
+
+/// The rows of the first epoch's training batch of `size` rows that holds the most padded
+/// tokens (rows x its longest sentence), for the step that checks a batch fits: the first
+/// `size` rows of data that is not text.
+pub fn widest_batch(data: &Dataset, size: usize, seed: u64, bucket: bool) -> Vec<i64> {
+    let Some(text) = data.text() else {
+        return (0..size as i64).collect();
+    };
+    let order = match bucket {
+        true => data.epoch_order(seed, 0, size),
+        false => permutation(data.len(), seed, 0),
+    };
+    let tokens = |rows: &[i64]| rows.len() * rows.iter().map(|&i| text.sentence(i as usize).len()).max().unwrap_or(0);
+    order.chunks(size.max(1)).max_by_key(|rows| tokens(rows)).map(<[i64]>::to_vec).unwrap_or_default()
 }
 
 /// The batches of a pass in length order (the evaluation, the teacher's pass over the train

@@ -42,10 +42,21 @@ impl Compile<'_> {
             true => Size::per(mul(mul(loss_rows, classes, "loss")?, logits.dtype.bytes(), "loss")?),
             false => logits.size()?,
         };
+        // (distill/src/objective/logit_kd.rs; the peak over the loss measured on an H200 for a
+        // causal LM's [8 x 128, 49152] logits in bf16: 8.44 x the fp32 [rows, V] bytes, as
+        // listed here, over the held logits; docs/memory-model.md section 7)
         let mut saved: Vec<Size> = vec![fp32_logits, Size::per(mul(rows, 8, "labels")?), Size::fixed(4)];
-        let mut transient = vec![fp32_logits];
+        let mut transient = Vec::new();
+        if vocab_parallel {
+            // token logits: the predicting rows are picked with index_select, copies of the
+            // student's (in its dtype) and the teacher's (fp32) rows alive through the loss
+            transient.push(Size::per(mul(mul(loss_rows, classes, "loss")?, logits.dtype.bytes(), "loss")?));
+            if kd {
+                transient.push(fp32_logits);
+            }
+        }
         if logits.dtype != DType::F32 {
-            transient.push(fp32_logits); // student.to_kind(Float)
+            transient.push(fp32_logits); // student.to_kind(Float), alive through the loss
         }
         let mut grads = vec![fp32_logits, fp32_logits];
         if chunked {
@@ -56,8 +67,11 @@ impl Compile<'_> {
             grads.extend([Size::per(hidden), Size::per(hidden)]);
         }
         if kd {
-            saved.extend([fp32_logits, fp32_logits]); // log_softmax(s/T), exp(log_softmax(t/T))
-            transient.extend([fp32_logits, fp32_logits]); // s/T, t/T
+            // saved: log_softmax(s/T) and exp(log_softmax(t/T)), which kl_div(log_target)'s
+            // product keeps; at its peak log_softmax(t/T), (t - s) and the product are alive
+            // too (s/T and t/T are gone by then)
+            saved.extend([fp32_logits, fp32_logits]);
+            transient.extend([fp32_logits, fp32_logits, fp32_logits]);
             grads.extend([fp32_logits, fp32_logits]);
         }
         Ok(LossPlan {
