@@ -141,9 +141,8 @@ impl MemoryPlanner {
         // Text: the search above prices every row at the widest batch's width, which few
         // batches have; the batches the run will cut at each size fit more.
         let budget = self.capacity.gpu.memory - (self.capacity.gpu.memory as f64 * margin).ceil() as u64;
-        let fits = |b: u64| {
-            estimate(&self.priced, &self.inputs_at(b)).map(|p| p.totals.total <= budget).unwrap_or(false)
-        };
+        let fits =
+            |b: u64| estimate(&self.priced, &self.inputs_at(b)).map(|p| p.totals.total <= budget).unwrap_or(false);
         let (mut lo, mut hi) = (b, n + 1);
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
@@ -196,7 +195,8 @@ pub fn text_widths(lengths: &TextLengths, spec: &Config, batch: Option<u64>) -> 
     let (train, bucket) = (&spec.train, spec.data.bucket_by_length);
     let eval_b = train.eval_batch_size as usize;
     TextWidths {
-        train: batch.map_or_else(Vec::new, |b| batch_widths(&lengths.train, b as usize, train.epochs, train.seed, bucket)),
+        train: batch
+            .map_or_else(Vec::new, |b| batch_widths(&lengths.train, b as usize, train.epochs, train.seed, bucket)),
         teacher_pass: pass_widths(&lengths.train, eval_b),
         evaluation: pass_widths(&lengths.test, eval_b),
     }
@@ -221,7 +221,14 @@ pub fn device_capacity(device: Device) -> Option<Capacity> {
             Some(Capacity { name: format!("cuda:{i}"), gpu: cuda_device(total, major, config.as_deref()) })
         }
         _ => {
-            let gpu = Gpu { name: "cpu", memory: available_ram()?, cuda_context: 0, cublas_workspace: 0, bf16: true, mig_of: None };
+            let gpu = Gpu {
+                name: "cpu",
+                memory: available_ram()?,
+                cuda_context: 0,
+                cublas_workspace: 0,
+                bf16: true,
+                mig_of: None,
+            };
             Some(Capacity { name: "cpu".to_string(), gpu })
         }
     }

@@ -208,7 +208,8 @@ fn text_lengths(files: &DataFiles, spec: &Config) -> Option<TextLengths> {
     }
     let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
     let tokenizer =
-        TextTokenizer::load(files.tokenizer.as_deref()?, spec.data.input_shape[0], vocab, TextLayout::Sentences).ok()?;
+        TextTokenizer::load(files.tokenizer.as_deref()?, spec.data.input_shape[0], vocab, TextLayout::Sentences)
+            .ok()?;
     let lengths = |path: &Path| -> Option<Vec<usize>> {
         let d = Dataset::load(path, &spec.data, Some(&tokenizer)).ok()?;
         let t = d.text()?;

@@ -129,4 +129,3 @@ fn the_plan_holds_on_every_recorded_gpu_run() {
     }
     assert!(failures.is_empty(), "the plan misses the allocator:\n{}", failures.join("\n"));
 }
-

@@ -102,7 +102,8 @@ impl Compile<'_> {
             // host (`distill/src/data/text.rs` pads each batch there), only a language model's
             // next-token labels [N, S] int64 go to the device
             let seq = config.data.input_shape.first().copied().unwrap_or(1);
-            let (input_bytes, label_bytes) = match (config.data.tokenizer.is_some(), config.student.is_language_model()) {
+            let (input_bytes, label_bytes) = match (config.data.tokenizer.is_some(), config.student.is_language_model())
+            {
                 (false, _) => (d.sample_bytes, 8),
                 (true, true) => (0, mul(seq, 8, "labels")?),
                 (true, false) => (0, 0),

@@ -19,7 +19,12 @@ use crate::schema::Config;
 ///
 /// # Errors
 /// As [`MemoryModel::new`].
-pub(crate) fn model_at(config: &Config, inputs: &Inputs, text: &TextWidths, width: u64) -> Result<MemoryModel, EstimateError> {
+pub(crate) fn model_at(
+    config: &Config,
+    inputs: &Inputs,
+    text: &TextWidths,
+    width: u64,
+) -> Result<MemoryModel, EstimateError> {
     let plain = Inputs { text: None, ..inputs.clone() };
     let compile = |rows: u64, w: u64| {
         let mut c = at_width(config, w);
@@ -143,8 +148,11 @@ mod tests {
     fn the_peak_is_the_shape_that_needs_most_and_reports_the_micro_batch() {
         let c = encoder();
         // a partial last batch of long sentences against full batches of short ones
-        let text =
-            TextWidths { train: vec![(256, 20), (100, 120)], teacher_pass: vec![(64, 120)], evaluation: vec![(64, 60)] };
+        let text = TextWidths {
+            train: vec![(256, 20), (100, 120)],
+            teacher_pass: vec![(64, 120)],
+            evaluation: vec![(64, 60)],
+        };
         let p = plan(&c, &inputs(), &text, 256).unwrap();
         assert_eq!(p.batch, 256);
         let one = |rows, w| plan(&c, &inputs(), &TextWidths { train: vec![(rows, w)], ..text.clone() }, 256).unwrap();
