@@ -25,6 +25,10 @@ pub enum DistillError {
     /// fp16: the loss scaler skipped `skipped` steps in a row (`amp::MAX_CONSECUTIVE_SKIPS`).
     #[error("fp16: {skipped} steps in a row skipped for a non-finite loss or gradients (the last at step {step}, epoch {epoch}, loss {value}; loss scale backed off to {scale}): the scale is not the cause; lower train.lr, use train.precision = \"bf16\" or \"fp32\", or check the data for NaN/inf")]
     Overflow { skipped: u64, step: u64, epoch: u64, value: f64, scale: f64 },
+    /// The loss has no graph to any trainable parameter of the student ([`crate::backward`]):
+    /// there is nothing to train, and libtorch's autograd would crash on it.
+    #[error("nothing to train: the loss depends on no trainable parameter of the student (kd.alpha = 0 leaves the label term alone, and this data has no labels): set kd.alpha > 0")]
+    NothingToTrain,
     /// A student tensor (parameter or buffer) is NaN/inf when training ends: nothing is exported.
     #[error("student tensor {name} holds {count} NaN/inf value(s) of {numel} after training: not exported; lower train.lr, or check the data and student.init for NaN/inf")]
     NonFinite { name: String, count: i64, numel: i64 },
@@ -97,7 +101,8 @@ impl DistillError {
             | DistillError::Teacher { .. }
             | DistillError::Diverged { .. }
             | DistillError::Overflow { .. }
-            | DistillError::NonFinite { .. } => DistillError::Restart { source, out, partial },
+            | DistillError::NonFinite { .. }
+            | DistillError::NothingToTrain => DistillError::Restart { source, out, partial },
             _ => DistillError::Resumable { source, out, partial, world: 1 },
         }
     }

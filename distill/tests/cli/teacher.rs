@@ -262,3 +262,23 @@ fn a_test_set_too_small_for_spearman_says_so() {
     assert!(report["student"].get("spearman").is_none(), "{}", report["student"]);
     assert!(report["student"]["temperature"].is_null(), "an embedding loss has no temperature");
 }
+
+#[test]
+fn alpha_zero_with_an_embedding_objective_is_refused_before_any_work() {
+    // no label term is left to train: libtorch crashed on the backward of a loss without a
+    // graph (exit 139, no message, the .partial folder left)
+    let case = Case::new();
+    for f in ["text-student.toml", "text-train.txt", "text-test.txt", "tokenizer.json", "text-teacher.pt"] {
+        std::fs::copy(fixtures().join("text").join(f), case.path(f)).unwrap();
+    }
+    let out =
+        case.command("text-teacher.pt", "text-student.toml", "run").args(["--set", "kd.alpha=0"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("kd.alpha: is 0, which leaves only the label term, and objective = \"embedding_mse\" has none: nothing would train; set alpha > 0"),
+        "{stderr}"
+    );
+    assert!(!case.path("run").exists() && !case.path("run.partial").exists());
+}

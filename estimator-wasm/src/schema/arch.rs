@@ -366,6 +366,24 @@ mod tests {
         assert!(Config::from_toml_str(&format!("{ENCODER}[prune]\nmethod = \"structured\"\nsparsity = 0.5\n")).is_ok());
     }
 
+    /// An embedding objective has no label term: at `kd.alpha = 0` nothing would train (the
+    /// trainer crashed in libtorch's backward, exit 139), so the schema refuses it for the
+    /// trainer, `distill plan` and the page alike; the logit objective trains its labels.
+    #[test]
+    fn alpha_zero_without_a_label_term_is_refused() {
+        for objective in ["embedding_mse", "embedding_cosine"] {
+            let text = ENCODER.replace("\"embedding_mse\"", &format!("\"{objective}\"\nalpha = 0.0"));
+            assert_eq!(
+                Config::from_toml_str(&text).unwrap_err().to_string(),
+                format!("kd.alpha: is 0, which leaves only the label term, and objective = \"{objective}\" has none: nothing would train; set alpha > 0 (1: the embedding distance alone)")
+            );
+            assert!(Config::from_toml_str(&text.replace("alpha = 0.0", "alpha = 0.1")).is_ok());
+        }
+        let logits =
+            "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [8]\n[kd]\nalpha = 0.0\n";
+        Config::from_toml_str(logits).expect("alpha 0 trains on the labels");
+    }
+
     /// A head split is in no teacher parameter: a student copying layers of the teacher that
     /// `[teacher]` describes must split attention as it does (a MiniLM student of 8 heads trained
     /// silently as another function before). Every example cfg that copies a teacher passes.

@@ -378,6 +378,10 @@ impl KdSpec {
         if !(0.0..=1.0).contains(&self.alpha) {
             return invalid("kd.alpha", "must be in [0, 1] (0 = labels only, 1 = soft targets only)");
         }
+        if self.alpha == 0.0 && self.objective != KdObjective::Logits {
+            let name = self.objective.name();
+            return invalid("kd.alpha", &format!("is 0, which leaves only the label term, and objective = \"{name}\" has none: nothing would train; set alpha > 0 (1: the embedding distance alone)"));
+        }
         Ok(())
     }
 }
