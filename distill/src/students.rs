@@ -85,12 +85,12 @@ impl Students<'_> {
         let perplexity = teacher_pass.perplexity.map(|p| format!(", test perplexity {p:.3}")).unwrap_or_default();
         let (chance_accuracy, warning) = match teacher_accuracy {
             Some(a) => {
-                progress.line(format!("teacher: {} parameters, test accuracy {a:.4}{perplexity}", teacher.params));
+                progress.line(format!("teacher: {}, test accuracy {a:.4}{perplexity}", teacher.params_text()));
                 let (chance, warning) = chance_warning(a, test_set, spec.data.classes);
                 (Some(chance), warning)
             }
             None => {
-                progress.line(format!("teacher: {} parameters", teacher.params));
+                progress.line(format!("teacher: {}", teacher.params_text()));
                 (None, None)
             }
         };
@@ -164,6 +164,7 @@ impl Students<'_> {
         let teacher = TeacherReport {
             path: teacher.path.display().to_string(),
             params: teacher.params,
+            params_source: Some(teacher.params_source),
             file_bytes: teacher.file_bytes,
             test_accuracy: teacher_accuracy,
             chance_accuracy,

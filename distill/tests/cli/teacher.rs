@@ -282,3 +282,50 @@ fn alpha_zero_with_an_embedding_objective_is_refused_before_any_work() {
     );
     assert!(!case.path("run").exists() && !case.path("run.partial").exists());
 }
+
+#[test]
+fn teachers_whose_weights_are_constants_are_counted_and_the_report_says_how() {
+    // A torch.jit.freeze'd teacher and distill's own traced student.pt hold their weights as
+    // constants, no parameters: both were refused with "teacher.params: is 0", a key the cfg
+    // does not hold, and `--set teacher.params=N` changed nothing.
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+torch.jit.freeze(torch.jit.load('teacher-scripted.pt').eval()).save('frozen.pt')
+class Rescale(torch.nn.Module):
+    def forward(self, x):
+        return x.flatten(1)[:, :10] * 2.0
+torch.jit.script(Rescale()).save('no-tensors.pt')",
+    );
+    let teacher_of = |out: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(case.path(&format!("{out}/report.json"))).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["teacher"].clone()
+    };
+    let ok = |out: &std::process::Output| {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+    };
+    ok(&case.command("frozen.pt", CFG, "frozen").args(["--set", "train.epochs=1"]).output().unwrap());
+    // the conv (its BatchNorm folded in by the freeze) and the linear layer
+    let t = teacher_of("frozen");
+    assert_eq!((t["params"].as_u64(), t["params_source"].as_str()), (Some(2730), Some("constants")), "{t}");
+    // distill's export of a 64-32-10 MLP: 64 x 32 + 32 + 32 x 10 + 10 = 2410
+    std::fs::write(
+        case.path("plain.toml"),
+        std::fs::read_to_string(case.path(CFG)).unwrap().replace("output = \"logits\"", ""),
+    )
+    .unwrap();
+    ok(&case.command("frozen/student.pt", "plain.toml", "again").args(["--set", "train.epochs=1"]).output().unwrap());
+    let t = teacher_of("again");
+    assert_eq!((t["params"].as_u64(), t["params_source"].as_str()), (Some(2410), Some("constants")), "{t}");
+    // a module holding no tensor at all: the cfg's count, or a line asking for it
+    let out = case.command("no-tensors.pt", "plain.toml", "none").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no-tensors.pt: holds no parameters, buffers or tensor constants to count: give its parameter count as teacher.params in the cfg.toml"), "{stderr}");
+    let set = ["--set", "teacher.params=500", "--set", "train.epochs=1"];
+    ok(&case.command("no-tensors.pt", "plain.toml", "none").args(set).output().unwrap());
+    let t = teacher_of("none");
+    assert_eq!((t["params"].as_u64(), t["params_source"].as_str()), (Some(500), Some("cfg")), "{t}");
+}
