@@ -384,6 +384,22 @@ mod tests {
         Config::from_toml_str(logits).expect("alpha 0 trains on the labels");
     }
 
+    /// The soft term in fp32 is sound for temperatures 0.01 to 100: 1e6 trained on rounding
+    /// noise (a negative KD term, exit 0), 1e-300 made the loss NaN and was blamed on train.lr.
+    #[test]
+    fn temperature_outside_its_sound_range_is_refused_with_the_reason() {
+        let cfg = |t: &str| {
+            format!("[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n[kd]\ntemperature = {t}\n")
+        };
+        for bad in ["1e-300", "0.009", "100.5", "1e6"] {
+            let e = Config::from_toml_str(&cfg(bad)).unwrap_err().to_string();
+            assert!(e.starts_with("kd.temperature: must be between 0.01 and 100 (typical: 1 to 20): above 100 the soft term T^2 x KL of softmax(z / T) falls into fp32 rounding"), "{bad}: {e}");
+        }
+        for good in ["0.01", "1.0", "20", "100"] {
+            Config::from_toml_str(&cfg(good)).unwrap_or_else(|e| panic!("{good}: {e}"));
+        }
+    }
+
     /// A head split is in no teacher parameter: a student copying layers of the teacher that
     /// `[teacher]` describes must split attention as it does (a MiniLM student of 8 heads trained
     /// silently as another function before). Every example cfg that copies a teacher passes.
