@@ -400,6 +400,21 @@ mod tests {
         }
     }
 
+    /// A `[prune]` table that prunes nothing (sparsity 0, no L1) was accepted silently; sparsity
+    /// 0 with an L1 penalty is the penalty alone, and stays.
+    #[test]
+    fn a_prune_table_that_does_nothing_is_refused() {
+        let cfg = |p: &str| {
+            format!("[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [8]\n[prune]\n{p}\n")
+        };
+        assert_eq!(
+            Config::from_toml_str(&cfg("sparsity = 0.0")).unwrap_err().to_string(),
+            "prune.sparsity: is 0 and prune.l1 is 0: this [prune] table does nothing; set sparsity in (0, 1), or l1 > 0 for the L1 penalty alone, or remove [prune] for a dense student"
+        );
+        Config::from_toml_str(&cfg("sparsity = 0.0\nl1 = 0.01")).unwrap();
+        Config::from_toml_str(&cfg("sparsity = 0.05")).unwrap();
+    }
+
     /// A head split is in no teacher parameter: a student copying layers of the teacher that
     /// `[teacher]` describes must split attention as it does (a MiniLM student of 8 heads trained
     /// silently as another function before). Every example cfg that copies a teacher passes.

@@ -445,6 +445,14 @@ impl PruneSpec {
         if !(0.0..1.0).contains(&self.sparsity) {
             return invalid("prune.sparsity", "must be in [0, 1)");
         }
+        if self.sparsity == 0.0 && self.l1 == 0.0 {
+            let fix =
+                "set sparsity in (0, 1), or l1 > 0 for the L1 penalty alone, or remove [prune] for a dense student";
+            return invalid(
+                "prune.sparsity",
+                &format!("is 0 and prune.l1 is 0: this [prune] table does nothing; {fix}"),
+            );
+        }
         if !(0.0..=self.sparsity).contains(&self.initial_sparsity) {
             return invalid("prune.initial_sparsity", "must be in [0, sparsity]");
         }
