@@ -42,9 +42,13 @@ pub enum DistillError {
     /// libtorch reported an error outside the cases above.
     #[error("libtorch: {0}")]
     Torch(String),
-    /// Stopped early on request (Ctrl-C or --stop-after-steps) after writing a checkpoint.
+    /// Stopped early by Ctrl-C (or SIGTERM) after writing a checkpoint.
     #[error("stopped after step {step} with a checkpoint")]
     Interrupted { step: u64 },
+    /// Stopped where `--stop-after-steps` asked, after writing a checkpoint: not a failure
+    /// (`main` exits 0 with this line, no `error:`).
+    #[error("stopped after step {step} as --stop-after-steps asked, with a checkpoint")]
+    StoppedAsAsked { step: u64 },
     /// Stopped on request (Ctrl-C) during the teacher's pass over the `set` set, before
     /// training: no step was trained since the last checkpoint, if any.
     #[error("interrupted during the teacher's pass over the {set} set ({done} of {total} samples), before training")]
@@ -118,12 +122,33 @@ impl DistillError {
         }
     }
 
-    /// True when the run stopped on request (exit code 130) rather than failed (2).
+    /// True when the run stopped on request (Ctrl-C: exit code 130; `--stop-after-steps`: 0)
+    /// rather than failed (2).
     pub fn is_interrupt(&self) -> bool {
         match self {
-            DistillError::Interrupted { .. } | DistillError::TeacherPassInterrupted { .. } => true,
+            DistillError::Interrupted { .. }
+            | DistillError::TeacherPassInterrupted { .. }
+            | DistillError::StoppedAsAsked { .. } => true,
             DistillError::Resumable { source, .. } => source.is_interrupt(),
             _ => false,
+        }
+    }
+
+    /// True when the run stopped where `--stop-after-steps` asked (exit code 0).
+    pub fn is_requested_stop(&self) -> bool {
+        match self {
+            DistillError::StoppedAsAsked { .. } => true,
+            DistillError::Resumable { source, .. } => source.is_requested_stop(),
+            _ => false,
+        }
+    }
+
+    /// A student's loop that stopped after `step`: where `--stop-after-steps` (`stop_after`)
+    /// asked, or else by Ctrl-C.
+    pub fn stopped(step: u64, stop_after: Option<u64>) -> Self {
+        match stop_after == Some(step) {
+            true => DistillError::StoppedAsAsked { step },
+            false => DistillError::Interrupted { step },
         }
     }
 }

@@ -376,7 +376,7 @@ pub fn run_student(
     crate::interrupt::enter(Phase::Training);
     let outcome = match trainer.run(progress, &mut metrics, name, Some(&checkpoints))? {
         RunEnd::Finished(outcome) => outcome,
-        RunEnd::Stopped { step } => return Err(DistillError::Interrupted { step }),
+        RunEnd::Stopped { step } => return Err(DistillError::stopped(step, out.stop_after)),
     };
     crate::interrupt::enter(Phase::Finishing);
     let report = export(inputs, trainer.into_trained(), &outcome, &out.dir)?;
