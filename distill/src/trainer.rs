@@ -140,7 +140,8 @@ impl<'a> Trainer<'a> {
         let (n, epochs, total) = (self.inputs.train.len(), spec.train.epochs, self.schedule.total);
         let steps_per_epoch = self.batches.steps_per_epoch;
         progress.start(name, epochs, steps_per_epoch, self.state.step());
-        self.pruner.as_ref().and_then(Pruner::rounding_warning).into_iter().for_each(|w| progress.warn(w));
+        let pruning = self.pruner.as_ref().and_then(Pruner::rounding_warning);
+        self.schedule.warmup_warning().into_iter().chain(pruning).for_each(|w| progress.warn(w));
         let mut order: Option<(u64, Vec<i64>)> = None;
         while self.state.step() < total {
             if self.state.step() + 1 == total {
