@@ -457,12 +457,7 @@ pub fn build_student_from(
             Ok(m) if m.is_dir() => return Err(unreadable("a folder, not a file".into())),
             Ok(_) => {}
         }
-        vs.load(path).map_err(|e| {
-            DistillError::config(
-                cfg_path,
-                format!("student.init = {}: {}", path.display(), crate::error::first_line(&e.to_string())),
-            )
-        })?;
+        vs.load(path).map_err(|e| crate::student::init_error(cfg_path, path, &e))?;
     }
     Ok((vs, student, from_teacher))
 }
