@@ -47,13 +47,14 @@ impl RunDir {
                 out.display()
             )));
         }
+        // what --overwrite would refuse is never offered it
+        check_replaceable(out)?;
         if out.exists() && !overwrite {
             return Err(DistillError::Usage(format!(
                 "{} already exists: pass --overwrite to replace it when this run finishes, or choose another --out",
                 out.display()
             )));
         }
-        check_replaceable(out)?;
         let partial = partial_path(out);
         if let Some(pid) = holder(&partial) {
             return Err(DistillError::Usage(format!(
@@ -245,8 +246,9 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// run's last file. Anything else at `out` is the user's and stays.
 fn check_replaceable(out: &Path) -> Result<()> {
     if out.exists() && !out.join("report.json").is_file() {
+        let what = if out.is_dir() { "a folder" } else { "a file" };
         return Err(DistillError::Usage(format!(
-            "{} exists and is not a finished distill run (no report.json): --overwrite replaces only runs; choose another --out",
+            "{} is {what} that is not a finished distill run (no report.json), which distill never replaces, --overwrite or not: move it away or choose another --out",
             out.display()
         )));
     }
@@ -323,10 +325,13 @@ mod tests {
         std::fs::write(notes.join("data.txt"), "mine").unwrap();
         let file = dir.path().join("afile");
         std::fs::write(&file, "mine").unwrap();
-        for out in [&notes, &file] {
-            let e = RunDir::create(out, true).unwrap_err().to_string();
-            assert!(e.contains("not a finished distill run"), "{e}");
-            assert!(!partial_path(out).exists());
+        // with or without --overwrite: the line does not offer a flag that would then refuse
+        for (out, what) in [(&notes, "a folder"), (&file, "a file")] {
+            for overwrite in [false, true] {
+                let e = RunDir::create(out, overwrite).unwrap_err().to_string();
+                assert_eq!(e, format!("{} is {what} that is not a finished distill run (no report.json), which distill never replaces, --overwrite or not: move it away or choose another --out", out.display()));
+                assert!(!partial_path(out).exists());
+            }
         }
         assert_eq!(std::fs::read_to_string(notes.join("data.txt")).unwrap(), "mine");
         // the backup name is appended, so a sibling `exp.replaced` is not touched

@@ -213,6 +213,20 @@ fn existing_output_needs_overwrite_and_survives_a_failed_run() {
 }
 
 #[test]
+fn a_file_at_the_output_is_not_offered_overwrite_which_would_refuse_it() {
+    // "run already exists: pass --overwrite", and --overwrite then refused it: one line, the
+    // same with the flag or without, says what to do instead
+    let case = Case::new();
+    std::fs::write(case.path("run"), "notes").unwrap();
+    let line = format!("error: {} is a file that is not a finished distill run (no report.json), which distill never replaces, --overwrite or not: move it away or choose another --out\n", case.path("run").display());
+    for extra in [&[][..], &["--overwrite"]] {
+        let out = case.command(TEACHER, CFG, "run").args(extra).output().unwrap();
+        assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()), (Some(2), line.clone()));
+    }
+    assert_eq!(std::fs::read_to_string(case.path("run")).unwrap(), "notes");
+}
+
+#[test]
 fn diverging_loss_stops_with_step_and_value() {
     let case = Case::edited("lr = 0.01", "lr = 1e30");
     case.fails_with(TEACHER, CFG, &["loss became", "at step 2 (epoch 1)", "lower train.lr"]);
