@@ -407,7 +407,9 @@ mod tests {
         let p = spec.prune.unwrap();
         let schedule = PruneSchedule::new(&p, 10, 3).unwrap();
         let mut pruner = Pruner::new(&p, schedule, &student, &crate::student::trainable(&vs)).unwrap();
-        (0..=30).for_each(|t| drop(pruner.maybe_prune(t, &mut student)));
+        (0..=30).for_each(|t| {
+            pruner.maybe_prune(t, &mut student);
+        });
         (pruner, student)
     }
 
