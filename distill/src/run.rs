@@ -238,6 +238,10 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         verbosity: if private.is_some() { Verbosity::Quiet } else { opts.verbosity },
         ..opts.clone()
     };
+    if reopened.is_none() {
+        // refused before the teacher and data load (a second run on a folder still being written)
+        RunDir::check_free(out, opts.overwrite)?;
+    }
     if let Some(cache) = &opts.teacher_cache {
         crate::teacher_cache::check_folder(cache, out)?;
     }

@@ -37,10 +37,35 @@ impl RunDir {
     /// Claims `out`, creating `<out>.partial`.
     ///
     /// # Errors
-    /// [`DistillError::Usage`] when `out` has no folder name of its own (`.`, `..`, `/`), exists
-    /// without `overwrite` or is not an earlier distill run, or a `.partial` from an interrupted
-    /// run is in the way, or the folder cannot be created (read-only or missing parent).
+    /// As [`RunDir::check_free`], or when the folder cannot be created (read-only or missing
+    /// parent).
     pub fn create(out: &Path, overwrite: bool) -> Result<RunDir> {
+        Self::check_free(out, overwrite)?;
+        let partial = partial_path(out);
+        create_dir_all(&partial).map_err(|e| {
+            DistillError::Usage(format!(
+                "cannot create the output folder {} ({e}): choose another --out",
+                partial.display()
+            ))
+        })?;
+        // a run that started in the same instant holds it now: refused before this one owns it
+        let lock = hold(&partial).map_err(|pid| {
+            DistillError::Usage(format!(
+                "{} was just taken by another distill process{pid}: choose another --out",
+                partial.display()
+            ))
+        })?;
+        Ok(RunDir { out: out.to_path_buf(), partial, overwrite, committed: false, created: true, _lock: lock })
+    }
+
+    /// Whether a new run may claim `out`, without claiming it: checked before any work, and
+    /// again by [`RunDir::create`].
+    ///
+    /// # Errors
+    /// [`DistillError::Usage`] when `out` has no folder name of its own (`.`, `..`, `/`), exists
+    /// without `overwrite` or is not an earlier distill run, or its `.partial` folder is held by
+    /// a running distill or left from an interrupted run.
+    pub fn check_free(out: &Path, overwrite: bool) -> Result<()> {
         if out.file_name().is_none() {
             return Err(DistillError::Usage(format!(
                 "--out {}: name a folder of its own for the run (for example runs/student-1)",
@@ -71,20 +96,7 @@ impl RunDir {
             };
             return Err(DistillError::Usage(format!("{} is left from an interrupted run: {how}", partial.display())));
         }
-        create_dir_all(&partial).map_err(|e| {
-            DistillError::Usage(format!(
-                "cannot create the output folder {} ({e}): choose another --out",
-                partial.display()
-            ))
-        })?;
-        // a run that started in the same instant holds it now: refused before this one owns it
-        let lock = hold(&partial).map_err(|pid| {
-            DistillError::Usage(format!(
-                "{} was just taken by another distill process{pid}: choose another --out",
-                partial.display()
-            ))
-        })?;
-        Ok(RunDir { out: out.to_path_buf(), partial, overwrite, committed: false, created: true, _lock: lock })
+        Ok(())
     }
 
     /// Reopens the `.partial` folder of an interrupted run for `--resume`: `out` is the run's

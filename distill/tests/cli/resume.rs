@@ -59,7 +59,8 @@ fn a_run_holds_its_folder_against_a_second_run_and_resume() {
     // same folder: refused with the holder's pid, and the first run is untouched
     let case = Case::edited("epochs = 3", "epochs = 20");
     let child = started_run(&case);
-    let second = case.command(TEACHER, CFG, "run").output().unwrap();
+    // refused before any work: a teacher that is not there is never reached
+    let second = case.command("missing.pt", CFG, "run").output().unwrap();
     let resumed = case.resume("run", &[]);
     let held = format!("run.partial is in use by another distill process (pid {}) that is still running", child.id());
     for out in [&second, &resumed] {
