@@ -70,13 +70,7 @@ impl Teacher {
     /// [`DistillError::Teacher`] when it holds none and the cfg gives no count.
     pub fn counted_or(mut self, declared: Option<u64>) -> Result<Teacher> {
         if self.params == 0 {
-            let Some(n) = declared else {
-                return Err(DistillError::teacher(
-                    &self.path,
-                    "holds no parameters, buffers or tensor constants to count: give its parameter count as teacher.params in the cfg.toml (for the memory plan)",
-                ));
-            };
-            (self.params, self.params_source) = (n, ParamsSource::Cfg);
+            (self.params, self.params_source) = (params_or_declared(&self.path, 0, declared)?, ParamsSource::Cfg);
         }
         Ok(self)
     }
@@ -387,6 +381,22 @@ fn load_counted(path: &Path, device: Device) -> std::result::Result<(CModule, u6
         return Ok((module, params, ParamsSource::Parameters));
     }
     Ok((module, count_tensors(path)?, ParamsSource::Constants))
+}
+
+/// The parameter count `counted` of the teacher at `path`, or the cfg's `teacher.params`
+/// (`declared`) when the module holds no tensor to count (`counted` 0).
+///
+/// # Errors
+/// [`DistillError::Teacher`] when it holds none and the cfg gives no count.
+pub fn params_or_declared(path: &Path, counted: u64, declared: Option<u64>) -> Result<u64> {
+    match (counted, declared) {
+        (0, Some(n)) => Ok(n),
+        (0, None) => Err(DistillError::teacher(
+            path,
+            "holds no parameters, buffers or tensor constants to count: give its parameter count as teacher.params in the cfg.toml (for the memory plan)",
+        )),
+        (n, _) => Ok(n),
+    }
 }
 
 /// The elements of every distinct tensor the TorchScript file at `path` holds

@@ -328,4 +328,21 @@ torch.jit.script(Rescale()).save('no-tensors.pt')",
     ok(&case.command("no-tensors.pt", "plain.toml", "none").args(set).output().unwrap());
     let t = teacher_of("none");
     assert_eq!((t["params"].as_u64(), t["params_source"].as_str()), (Some(500), Some("cfg")), "{t}");
+    // distill plan counts them alike
+    let plan = |teacher: &str, sets: &[&str]| {
+        let cfg = case.path("plain.toml");
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_distill"));
+        c.args(["plan", "--student", cfg.to_str().unwrap(), "--teacher", case.path(teacher).to_str().unwrap()]);
+        c.args(sets).output().unwrap()
+    };
+    let frozen = plan("frozen.pt", &[]);
+    assert!(String::from_utf8_lossy(&frozen.stdout).contains(", teacher 2730;"), "{frozen:?}");
+    let none = plan("no-tensors.pt", &[]);
+    assert!(
+        String::from_utf8_lossy(&none.stderr)
+            .contains("no-tensors.pt: holds no parameters, buffers or tensor constants to count"),
+        "{none:?}"
+    );
+    let declared = plan("no-tensors.pt", &["--set", "teacher.params=500"]);
+    assert!(String::from_utf8_lossy(&declared.stdout).contains(", teacher 500;"), "{declared:?}");
 }
