@@ -380,7 +380,8 @@ fn load_counted(path: &Path, device: Device) -> std::result::Result<(CModule, u6
     if params > 0 {
         return Ok((module, params, ParamsSource::Parameters));
     }
-    Ok((module, count_tensors(path)?, ParamsSource::Constants))
+    // a module the shim cannot walk counts 0: the cfg's teacher.params then, or a line asking for it
+    Ok((module, count_tensors(path).unwrap_or(0), ParamsSource::Constants))
 }
 
 /// The parameter count `counted` of the teacher at `path`, or the cfg's `teacher.params`
@@ -393,7 +394,7 @@ pub fn params_or_declared(path: &Path, counted: u64, declared: Option<u64>) -> R
         (0, Some(n)) => Ok(n),
         (0, None) => Err(DistillError::teacher(
             path,
-            "holds no parameters, buffers or tensor constants to count: give its parameter count as teacher.params in the cfg.toml (for the memory plan)",
+            "holds no parameters, buffers or tensor constants that distill can count: give its parameter count as teacher.params in the cfg.toml (for the memory plan)",
         )),
         (n, _) => Ok(n),
     }

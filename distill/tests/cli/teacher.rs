@@ -323,7 +323,7 @@ torch.jit.script(Rescale()).save('no-tensors.pt')",
     let out = case.command("no-tensors.pt", "plain.toml", "none").output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("no-tensors.pt: holds no parameters, buffers or tensor constants to count: give its parameter count as teacher.params in the cfg.toml"), "{stderr}");
+    assert!(stderr.contains("no-tensors.pt: holds no parameters, buffers or tensor constants that distill can count: give its parameter count as teacher.params in the cfg.toml"), "{stderr}");
     let set = ["--set", "teacher.params=500", "--set", "train.epochs=1"];
     ok(&case.command("no-tensors.pt", "plain.toml", "none").args(set).output().unwrap());
     let t = teacher_of("none");
@@ -340,7 +340,7 @@ torch.jit.script(Rescale()).save('no-tensors.pt')",
     let none = plan("no-tensors.pt", &[]);
     assert!(
         String::from_utf8_lossy(&none.stderr)
-            .contains("no-tensors.pt: holds no parameters, buffers or tensor constants to count"),
+            .contains("no-tensors.pt: holds no parameters, buffers or tensor constants that distill can count"),
         "{none:?}"
     );
     let declared = plan("no-tensors.pt", &["--set", "teacher.params=500"]);
