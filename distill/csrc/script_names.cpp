@@ -3,14 +3,40 @@
 // cannot pass them by keyword (student(input_ids=..., attention_mask=...)). Its own file because
 // the TorchScript headers are slow to compile. Returns NULL on success or a malloc'd error
 // message that the caller frees with distill_free (csrc/shim.cpp).
+//
+// Also counts the tensor elements a module holds where tch cannot see them: a frozen
+// (torch.jit.freeze) or traced module keeps its weights as constants of its methods' graphs,
+// not as parameters.
 #include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/script.h>
 
 #include <cstring>
 #include <exception>
 #include <string>
+#include <unordered_set>
 #include <vector>
+
+namespace {
+
+// Adds the elements of `t` to `total` unless a tensor of the same storage was counted.
+void count(const at::Tensor& t, std::unordered_set<const void*>& seen, int64_t& total) {
+  const void* key = t.has_storage() ? t.storage().unsafeGetStorageImpl() : static_cast<const void*>(t.unsafeGetTensorImpl());
+  if (seen.insert(key).second) total += t.numel();
+}
+
+// The tensor constants of `block` and of the blocks nested in its nodes (if, loop).
+void count_constants(torch::jit::Block* block, std::unordered_set<const void*>& seen, int64_t& total) {
+  for (auto* node : block->nodes()) {
+    for (auto* inner : node->blocks()) count_constants(inner, seen, total);
+    if (node->kind() != c10::prim::Constant) continue;
+    auto value = torch::jit::toIValue(node->output());
+    if (value && value->isTensor()) count(value->toTensor(), seen, total);
+  }
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -35,6 +61,31 @@ char* distill_name_inputs(const char* path, const char** names, int n) {
     }
     fn.setSchema(schema.cloneWithArguments(std::move(args)));
     module.save(path);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return strdup(e.what());
+  } catch (...) {
+    return strdup("unknown C++ exception");
+  }
+}
+
+// Loads the TorchScript file at `path` on the CPU and writes to `out` the elements of every
+// distinct tensor it holds: the attributes of it and its submodules (parameters, buffers, other
+// tensors) and the tensor constants of their methods' graphs.
+char* distill_count_tensors(const char* path, int64_t* out) {
+  try {
+    auto module = torch::jit::load(path, c10::kCPU);
+    std::unordered_set<const void*> seen;
+    int64_t total = 0;
+    for (const auto& sub : module.modules()) {
+      for (const auto& attribute : sub.named_attributes(/*recurse=*/false)) {
+        if (attribute.value.isTensor()) count(attribute.value.toTensor(), seen, total);
+      }
+      for (const auto& method : sub.get_methods()) {
+        count_constants(torch::jit::toGraphFunction(method.function()).graph()->block(), seen, total);
+      }
+    }
+    *out = total;
     return nullptr;
   } catch (const std::exception& e) {
     return strdup(e.what());

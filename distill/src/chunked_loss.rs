@@ -74,7 +74,7 @@ pub fn chunked_loss(
             Some(sc) => sc.scaled(&root),
             None => root,
         };
-        let mut out = Tensor::f_run_backward(&[&root], &targets, false, false)?;
+        let mut out = crate::backward::run_backward(&root, &targets)?;
         let g_hidden = out.pop().unwrap_or_else(Tensor::new);
         for (acc, g) in grads.iter_mut().zip(out).filter(|(_, g)| g.defined()) {
             // in place: a second [vocab, d] gradient of the tied embedding would double it

@@ -25,6 +25,10 @@ pub enum DistillError {
     /// fp16: the loss scaler skipped `skipped` steps in a row (`amp::MAX_CONSECUTIVE_SKIPS`).
     #[error("fp16: {skipped} steps in a row skipped for a non-finite loss or gradients (the last at step {step}, epoch {epoch}, loss {value}; loss scale backed off to {scale}): the scale is not the cause; lower train.lr, use train.precision = \"bf16\" or \"fp32\", or check the data for NaN/inf")]
     Overflow { skipped: u64, step: u64, epoch: u64, value: f64, scale: f64 },
+    /// The loss has no graph to any trainable parameter of the student ([`crate::backward`]):
+    /// there is nothing to train, and libtorch's autograd would crash on it.
+    #[error("nothing to train: the loss depends on no trainable parameter of the student (kd.alpha = 0 leaves the label term alone, and this data has no labels): set kd.alpha > 0")]
+    NothingToTrain,
     /// A student tensor (parameter or buffer) is NaN/inf when training ends: nothing is exported.
     #[error("student tensor {name} holds {count} NaN/inf value(s) of {numel} after training: not exported; lower train.lr, or check the data and student.init for NaN/inf")]
     NonFinite { name: String, count: i64, numel: i64 },
@@ -38,9 +42,13 @@ pub enum DistillError {
     /// libtorch reported an error outside the cases above.
     #[error("libtorch: {0}")]
     Torch(String),
-    /// Stopped early on request (Ctrl-C or --stop-after-steps) after writing a checkpoint.
+    /// Stopped early by Ctrl-C (or SIGTERM) after writing a checkpoint.
     #[error("stopped after step {step} with a checkpoint")]
     Interrupted { step: u64 },
+    /// Stopped where `--stop-after-steps` asked, after writing a checkpoint: not a failure
+    /// (`main` exits 0 with this line, no `error:`).
+    #[error("stopped after step {step} as --stop-after-steps asked, with a checkpoint")]
+    StoppedAsAsked { step: u64 },
     /// Stopped on request (Ctrl-C) during the teacher's pass over the `set` set, before
     /// training: no step was trained since the last checkpoint, if any.
     #[error("interrupted during the teacher's pass over the {set} set ({done} of {total} samples), before training")]
@@ -97,7 +105,8 @@ impl DistillError {
             | DistillError::Teacher { .. }
             | DistillError::Diverged { .. }
             | DistillError::Overflow { .. }
-            | DistillError::NonFinite { .. } => DistillError::Restart { source, out, partial },
+            | DistillError::NonFinite { .. }
+            | DistillError::NothingToTrain => DistillError::Restart { source, out, partial },
             _ => DistillError::Resumable { source, out, partial, world: 1 },
         }
     }
@@ -113,12 +122,33 @@ impl DistillError {
         }
     }
 
-    /// True when the run stopped on request (exit code 130) rather than failed (2).
+    /// True when the run stopped on request (Ctrl-C: exit code 130; `--stop-after-steps`: 0)
+    /// rather than failed (2).
     pub fn is_interrupt(&self) -> bool {
         match self {
-            DistillError::Interrupted { .. } | DistillError::TeacherPassInterrupted { .. } => true,
+            DistillError::Interrupted { .. }
+            | DistillError::TeacherPassInterrupted { .. }
+            | DistillError::StoppedAsAsked { .. } => true,
             DistillError::Resumable { source, .. } => source.is_interrupt(),
             _ => false,
+        }
+    }
+
+    /// True when the run stopped where `--stop-after-steps` asked (exit code 0).
+    pub fn is_requested_stop(&self) -> bool {
+        match self {
+            DistillError::StoppedAsAsked { .. } => true,
+            DistillError::Resumable { source, .. } => source.is_requested_stop(),
+            _ => false,
+        }
+    }
+
+    /// A student's loop that stopped after `step`: where `--stop-after-steps` (`stop_after`)
+    /// asked, or else by Ctrl-C.
+    pub fn stopped(step: u64, stop_after: Option<u64>) -> Self {
+        match stop_after == Some(step) {
+            true => DistillError::StoppedAsAsked { step },
+            false => DistillError::Interrupted { step },
         }
     }
 }

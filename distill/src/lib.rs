@@ -20,7 +20,7 @@
 //! 5. `trainer.rs`: the loop: batches, the parameter update, bookkeeping, evaluation,
 //!    checkpoints.
 //! 6. `step.rs`: one forward and backward (`shim` autocast, `objective`, `amp` loss scaling,
-//!    gradient checkpointing).
+//!    gradient checkpointing; `backward`, the autograd call, refused for a loss without a graph).
 //! 7. `export.rs`: writes the trained student and measures it: the student's report section.
 //! 8. `report.rs`: `report.json`'s fields, built once ([`report::Report::new`]), and the printed
 //!    summary.
@@ -42,6 +42,7 @@
 //! `error`; `plan_command` is `distill plan`.
 pub mod allocator;
 pub mod amp;
+pub mod backward;
 pub mod batches;
 pub mod channels_last;
 pub mod checkpoint;

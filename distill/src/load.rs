@@ -64,7 +64,8 @@ impl Loaded {
             HeldOut::Split(fraction) => train.split(*fraction, spec.train.seed)?,
         };
         let (train, test) = (train.to_device(device), test.to_device(device));
-        let teacher = Teacher::load(teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?;
+        let teacher = Teacher::load(teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?
+            .counted_or(spec.teacher.params)?;
         let warnings = match (&tokenizer, cfg.data.tokenizer.as_deref()) {
             (Some(t), Some(path)) => tokenizer_warning(t.vocab_size(), &teacher.named_parameters()?, path),
             _ => None,

@@ -1,5 +1,6 @@
 //! The `distill` command line: parse flags, call the library, print the result or one error
-//! line, and map it to an exit code (0 success, 2 error, 130 stopped by Ctrl-C).
+//! line, and map it to an exit code (0 success or a stop `--stop-after-steps` asked for, 2 error,
+//! 130 stopped by Ctrl-C).
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -47,7 +48,8 @@ struct Args {
     /// (repeatable; recorded in the run's config.toml).
     #[arg(long = "set", value_name = "KEY=VALUE", conflicts_with = "resume")]
     sets: Vec<String>,
-    /// Write a checkpoint and stop after N optimiser steps of a student (continue with --resume).
+    /// Write a checkpoint and stop after N optimiser steps of a student, exit code 0 (continue
+    /// with --resume).
     #[arg(long, value_name = "N")]
     stop_after_steps: Option<u64>,
     /// Keep the teacher's outputs on the train set in DIR and reuse them in later runs on the same
@@ -139,11 +141,19 @@ fn main() -> ExitCode {
             sync_batch_norm: args.sync_batch_norm,
         }),
     };
+    // a data-parallel job's summary (or stop line) comes from rank 0 alone
+    let rank0 = distill::dist::DistEnv::from_process().ok().flatten().is_none_or(|e| e.rank == 0);
     match result {
         Ok(report) => {
-            // a data-parallel job's summary comes from rank 0 alone
-            if distill::dist::DistEnv::from_process().ok().flatten().is_none_or(|e| e.rank == 0) {
+            if rank0 {
                 print!("{}", report.summary());
+            }
+            ExitCode::SUCCESS
+        }
+        // a stop that was asked for: its line says where the checkpoint is and how to go on
+        Err(e) if e.is_requested_stop() => {
+            if rank0 {
+                distill::progress::whole_line(&format!("{e}\n"));
             }
             ExitCode::SUCCESS
         }

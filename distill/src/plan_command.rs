@@ -165,7 +165,7 @@ fn unread_data_note(files: &DataFiles) -> String {
 pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
     let (_, params) = crate::teacher::load_torchscript(path, Device::Cpu)
         .map_err(|e| DistillError::teacher(path, format!("not a TorchScript file ({})", first_line(&e.to_string()))))?;
-    Ok(counted_teacher(params, spec))
+    Ok(counted_teacher(crate::teacher::params_or_declared(path, params, spec.teacher.params)?, spec))
 }
 
 /// Train and test sets as `distill` would keep them, from the .npz headers or the .txt lines

@@ -249,6 +249,40 @@ impl Pruner {
         }
     }
 
+    /// The share of zeros in the pruned weights now (every conv/linear weight that magnitude
+    /// pruning masks; the weight of each layer whose units structured pruning removes): what
+    /// the weights hold, which the schedule's figure is not where units round down.
+    pub fn measured_sparsity(&self) -> f64 {
+        let weights = self.masked.iter().map(|m| &m.weight).chain(self.units.iter().map(|u| &u.incoming[0]));
+        let (zeros, all) = weights.fold((0i64, 0i64), |(z, n), w| {
+            (z + w.numel() as i64 - w.count_nonzero(None::<i64>).int64_value(&[]), n + w.numel() as i64)
+        });
+        zeros as f64 / all.max(1) as f64
+    }
+
+    /// A warning when structured pruning removes fewer units than `prune.sparsity` asks, whole
+    /// units being `floor(width x sparsity)` of a layer: each layer short by more than a tenth
+    /// of what it was asked, and the sparsity that removes one more unit in each.
+    pub fn rounding_warning(&self) -> Option<String> {
+        let target = self.spec.sparsity;
+        let short: Vec<(&str, u64, u64)> = (self.units.iter())
+            .map(|u| {
+                let width = u.mask.size()[0] as u64;
+                (u.layer.as_str(), width - kept_units(width, target), width)
+            })
+            .filter(|&(_, removed, width)| (removed as f64) < 0.9 * target * width as f64)
+            .collect();
+        let more = short.iter().map(|&(_, removed, width)| (removed + 1) as f64 / width as f64).fold(0.0, f64::max);
+        let layers: Vec<String> =
+            short.iter().map(|(l, r, w)| format!("{l} {r} of {w} ({:.3})", *r as f64 / *w as f64)).collect();
+        (!short.is_empty()).then(|| {
+            format!(
+                "warning: prune.sparsity = {target} removes floor(width x {target}) whole units of each layer, fewer than asked: {} (the epoch lines and report.json give the sparsity the weights hold); to remove one more unit in each, set prune.sparsity >= {more:.4}",
+                layers.join(", ")
+            )
+        })
+    }
+
     /// Zeroes the gradients of pruned weights (before an optimiser step).
     pub fn mask_grads(&self, params: &[&Tensor], grads: &mut [Tensor]) {
         for m in &self.masked {
@@ -361,5 +395,43 @@ mod tests {
         assert_eq!(keep, [true, false, false, false, true]);
         let keep = Vec::<bool>::try_from(&keep_mask(&scores, 2)).unwrap();
         assert_eq!(keep, [true, false, true, false, true], "the earlier of the tied 0.1s goes first");
+    }
+
+    /// A pruned student of hidden widths `hidden` at its final sparsity: its pruner.
+    fn pruned(hidden: &str, prune: &str) -> (Pruner, Student) {
+        let _guard = crate::test_rng::lock();
+        let text = format!("[data]\ninput_shape = [64]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = {hidden}\n[prune]\n{prune}\n");
+        let spec = estimator_wasm::schema::Config::from_toml_str(&text).unwrap();
+        let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+        let mut student = Student::new(&vs.root(), &spec).unwrap();
+        let p = spec.prune.unwrap();
+        let schedule = PruneSchedule::new(&p, 10, 3).unwrap();
+        let mut pruner = Pruner::new(&p, schedule, &student, &crate::student::trainable(&vs)).unwrap();
+        (0..=30).for_each(|t| {
+            pruner.maybe_prune(t, &mut student);
+        });
+        (pruner, student)
+    }
+
+    #[test]
+    fn the_sparsity_given_is_what_the_weights_hold_and_short_rounding_is_warned() {
+        // structured 0.05 of 16 units removes floor(0.8) = 0: it said "sparsity 0.050", silently
+        let (p, _) = pruned("[16]", "method = \"structured\"\nsparsity = 0.05");
+        assert_eq!(p.measured_sparsity(), 0.0);
+        assert_eq!(
+            p.rounding_warning().as_deref(),
+            Some("warning: prune.sparsity = 0.05 removes floor(width x 0.05) whole units of each layer, fewer than asked: fc1 0 of 16 (0.000) (the epoch lines and report.json give the sparsity the weights hold); to remove one more unit in each, set prune.sparsity >= 0.0625")
+        );
+        // 0.3 of [16, 40]: fc1 loses 4 (0.25, short by a sixth), fc2 12 (exactly 0.3): only fc1
+        let (p, _) = pruned("[16, 40]", "method = \"structured\"\nsparsity = 0.3");
+        assert_eq!(p.measured_sparsity(), (4.0 * 64.0 + 12.0 * 16.0) / (16.0 * 64.0 + 40.0 * 16.0));
+        let w = p.rounding_warning().unwrap();
+        assert!(w.contains("fewer than asked: fc1 4 of 16 (0.250) (the epoch") && w.ends_with(">= 0.3125"), "{w}");
+        assert_eq!(pruned("[16]", "method = \"structured\"\nsparsity = 0.5").0.measured_sparsity(), 0.5);
+        assert_eq!(pruned("[16]", "method = \"structured\"\nsparsity = 0.5").0.rounding_warning(), None);
+        // magnitude: round(0.8 x n) zeros of fc1 (64 x 16) and head (16 x 10)
+        let (p, _) = pruned("[16]", "sparsity = 0.8");
+        assert_eq!(p.measured_sparsity(), (0.8f64 * 1184.0).round() / 1184.0);
+        assert_eq!(p.rounding_warning(), None);
     }
 }

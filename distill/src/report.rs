@@ -16,6 +16,10 @@ pub struct TeacherReport {
     pub path: String,
     /// Parameter elements of the TorchScript module.
     pub params: u64,
+    /// What `params` counted: the module's `"parameters"`, the `"constants"` of a frozen or
+    /// traced module, or the cfg's `teacher.params` (`"cfg"`; `null` in older reports).
+    #[serde(default)]
+    pub params_source: Option<crate::teacher::ParamsSource>,
     pub file_bytes: u64,
     /// Top-1 accuracy on the test labels (`null` for unlabelled data or embeddings).
     pub test_accuracy: Option<f64>,

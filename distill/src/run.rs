@@ -164,7 +164,9 @@ pub fn resume(
     verbosity: Verbosity,
     stop_after: Option<u64>,
 ) -> Result<Report> {
-    let rundir = RunDir::reopen(out)?;
+    let job = crate::dist::DistEnv::from_process()?;
+    // a job's ranks above 0 read rank 0's folder, which rank 0 holds
+    let rundir = RunDir::reopen(out, job.as_ref().is_none_or(|e| e.rank == 0))?;
     let out = &rundir.out.clone();
     let saved = rundir.path("run.json");
     let text = std::fs::read_to_string(&saved).map_err(|e| DistillError::io(&saved, e))?;
@@ -181,7 +183,6 @@ pub fn resume(
     opts.stop_after = stop_after;
     let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;
     let cfg = RunConfig::from_spec(&opts.student, spec)?;
-    let job = crate::dist::DistEnv::from_process()?;
     // the cfg file as it reads now (with the run's --set values): edits to it are not trained
     let rank0 = job.as_ref().is_none_or(|e| e.rank == 0);
     if rank0 && RunConfig::load(&opts.student, &opts.sets).is_ok_and(|now| changed_since(&now.spec, &saved.config)) {
@@ -237,6 +238,10 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         verbosity: if private.is_some() { Verbosity::Quiet } else { opts.verbosity },
         ..opts.clone()
     };
+    if reopened.is_none() {
+        // refused before the teacher and data load (a second run on a folder still being written)
+        RunDir::check_free(out, opts.overwrite)?;
+    }
     if let Some(cache) = &opts.teacher_cache {
         crate::teacher_cache::check_folder(cache, out)?;
     }

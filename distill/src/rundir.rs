@@ -6,7 +6,13 @@
 //! removes its `.partial` folder; one with checkpoints keeps it for `--resume`, and a reopened
 //! one (`--resume`, a torchrun restart) is never removed: it was there before. An earlier result
 //! in `<out>` survives any failure.
-use std::io::Write;
+//!
+//! A run holds its folder while it lives: an advisory lock (`flock`) on `.partial/.lock`, which
+//! holds the process id and dies with the process. A second run or `--resume` on that folder
+//! is refused while it is held, so that two processes never write one folder.
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::durable::{create_dir_all, publish, sync_contents, write_atomic};
@@ -22,30 +28,65 @@ pub struct RunDir {
     committed: bool,
     /// Made by this run ([`RunDir::create`]), so removed when it fails before a checkpoint.
     created: bool,
+    /// The lock on `.partial/.lock` while this process holds the folder (`None`: a job's rank
+    /// above 0 reading rank 0's folder, which rank 0 holds).
+    _lock: Option<File>,
 }
 
 impl RunDir {
     /// Claims `out`, creating `<out>.partial`.
     ///
     /// # Errors
-    /// [`DistillError::Usage`] when `out` has no folder name of its own (`.`, `..`, `/`), exists
-    /// without `overwrite` or is not an earlier distill run, or a `.partial` from an interrupted
-    /// run is in the way, or the folder cannot be created (read-only or missing parent).
+    /// As [`RunDir::check_free`], or when the folder cannot be created (read-only or missing
+    /// parent).
     pub fn create(out: &Path, overwrite: bool) -> Result<RunDir> {
+        Self::check_free(out, overwrite)?;
+        let partial = partial_path(out);
+        create_dir_all(&partial).map_err(|e| {
+            DistillError::Usage(format!(
+                "cannot create the output folder {} ({e}): choose another --out",
+                partial.display()
+            ))
+        })?;
+        // a run that started in the same instant holds it now: refused before this one owns it
+        let lock = hold(&partial).map_err(|pid| {
+            DistillError::Usage(format!(
+                "{} was just taken by another distill process{pid}: choose another --out",
+                partial.display()
+            ))
+        })?;
+        Ok(RunDir { out: out.to_path_buf(), partial, overwrite, committed: false, created: true, _lock: lock })
+    }
+
+    /// Whether a new run may claim `out`, without claiming it: checked before any work, and
+    /// again by [`RunDir::create`].
+    ///
+    /// # Errors
+    /// [`DistillError::Usage`] when `out` has no folder name of its own (`.`, `..`, `/`), exists
+    /// without `overwrite` or is not an earlier distill run, or its `.partial` folder is held by
+    /// a running distill or left from an interrupted run.
+    pub fn check_free(out: &Path, overwrite: bool) -> Result<()> {
         if out.file_name().is_none() {
             return Err(DistillError::Usage(format!(
                 "--out {}: name a folder of its own for the run (for example runs/student-1)",
                 out.display()
             )));
         }
+        // what --overwrite would refuse is never offered it
+        check_replaceable(out)?;
         if out.exists() && !overwrite {
             return Err(DistillError::Usage(format!(
                 "{} already exists: pass --overwrite to replace it when this run finishes, or choose another --out",
                 out.display()
             )));
         }
-        check_replaceable(out)?;
         let partial = partial_path(out);
+        if let Some(pid) = holder(&partial) {
+            return Err(DistillError::Usage(format!(
+                "{} is in use by another distill process{pid} that is still running: wait for it to finish or stop it, or choose another --out",
+                partial.display()
+            )));
+        }
         if partial.exists() {
             // `--resume` needs the run.json of the run; without it only deleting helps
             let how = if partial.join("run.json").is_file() {
@@ -55,21 +96,17 @@ impl RunDir {
             };
             return Err(DistillError::Usage(format!("{} is left from an interrupted run: {how}", partial.display())));
         }
-        create_dir_all(&partial).map_err(|e| {
-            DistillError::Usage(format!(
-                "cannot create the output folder {} ({e}): choose another --out",
-                partial.display()
-            ))
-        })?;
-        Ok(RunDir { out: out.to_path_buf(), partial, overwrite, committed: false, created: true })
+        Ok(())
     }
 
     /// Reopens the `.partial` folder of an interrupted run for `--resume`: `out` is the run's
     /// `--out`, or its `.partial` folder itself (then the run's `out` is the name without it).
+    /// `owner`: this process holds the folder (all but a job's ranks above 0, which read the
+    /// folder that rank 0 holds).
     ///
     /// # Errors
-    /// [`DistillError::Usage`] when there is none.
-    pub fn reopen(out: &Path) -> Result<RunDir> {
+    /// [`DistillError::Usage`] when there is none, or another process holds it.
+    pub fn reopen(out: &Path, owner: bool) -> Result<RunDir> {
         let named = out.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".partial"));
         let out = match named {
             Some(name) if !name.is_empty() && out.join("run.json").is_file() => &out.with_file_name(name),
@@ -98,7 +135,18 @@ impl RunDir {
                 out.display()
             )));
         }
-        Ok(RunDir { out: out.to_path_buf(), partial, overwrite: true, committed: false, created: false })
+        let lock = if owner {
+            hold(&partial).map_err(|pid| {
+                DistillError::Usage(format!(
+                    "--resume {}: {} is in use by another distill process{pid} that is still running: wait for it to finish or stop it, then resume",
+                    out.display(),
+                    partial.display()
+                ))
+            })?
+        } else {
+            None
+        };
+        Ok(RunDir { out: out.to_path_buf(), partial, overwrite: true, committed: false, created: false, _lock: lock })
     }
 
     /// True when the folder stays after a failure: a student of this run has written a
@@ -143,6 +191,8 @@ impl RunDir {
             std::fs::rename(&self.out, &old).map_err(|e| DistillError::io(&self.out, e))?;
         }
         publish(&self.partial, &self.out).map_err(|e| DistillError::io(&self.out, e))?;
+        // the lock has served (this process still holds it until it drops): not part of the result
+        let _ = std::fs::remove_file(self.out.join(LOCK));
         if replacing {
             let _ = std::fs::remove_dir_all(&old);
         }
@@ -157,6 +207,39 @@ impl Drop for RunDir {
             let _ = std::fs::remove_dir_all(&self.partial);
         }
     }
+}
+
+/// The lock file inside a run's `.partial` folder.
+const LOCK: &str = ".lock";
+
+/// Takes the lock on `partial`'s lock file and writes this process's id into it; `Err` holds
+/// `" (pid N)"` of the process holding it (or `""` when unknown). `Ok(None)` when the lock file
+/// cannot be opened (a read-only folder): the run's own writes then fail, naming the folder.
+fn hold(partial: &Path) -> std::result::Result<Option<File>, String> {
+    let open = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(partial.join(LOCK));
+    let Ok(mut f) = open else { return Ok(None) };
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(pid_of(&mut f));
+    }
+    let _ = f.set_len(0).and_then(|()| f.write_all(std::process::id().to_string().as_bytes()));
+    Ok(Some(f))
+}
+
+/// `Some(" (pid N)")` when a live process holds `partial` (`Some("")` when its id is unknown),
+/// `None` when no process does.
+fn holder(partial: &Path) -> Option<String> {
+    let mut f = File::open(partial.join(LOCK)).ok()?;
+    // SAFETY: flock on a descriptor this function owns; a shared lock taken is released on close.
+    let held = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0;
+    held.then(|| pid_of(&mut f))
+}
+
+/// `" (pid N)"` from a lock file's contents, or `""`.
+fn pid_of(f: &mut File) -> String {
+    let mut text = String::new();
+    let _ = f.read_to_string(&mut text);
+    text.trim().parse::<u32>().map(|pid| format!(" (pid {pid})")).unwrap_or_default()
 }
 
 /// `<out>.partial`, beside `out`.
@@ -175,8 +258,9 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// run's last file. Anything else at `out` is the user's and stays.
 fn check_replaceable(out: &Path) -> Result<()> {
     if out.exists() && !out.join("report.json").is_file() {
+        let what = if out.is_dir() { "a folder" } else { "a file" };
         return Err(DistillError::Usage(format!(
-            "{} exists and is not a finished distill run (no report.json): --overwrite replaces only runs; choose another --out",
+            "{} is {what} that is not a finished distill run (no report.json), which distill never replaces, --overwrite or not: move it away or choose another --out",
             out.display()
         )));
     }
@@ -212,8 +296,9 @@ mod tests {
         assert_eq!(synced.pop().as_deref(), Some(dir.path()));
         assert_eq!(synced.pop(), Some(partial.clone()));
         synced.sort();
-        assert_eq!(synced, [partial.join("metrics.jsonl"), partial.join("report.json")]);
+        assert_eq!(synced, [partial.join(".lock"), partial.join("metrics.jsonl"), partial.join("report.json")]);
         assert_eq!(std::fs::read_to_string(out.join("report.json")).unwrap(), "new");
+        assert!(!out.join(LOCK).exists(), "the lock file is not part of the result");
         assert!(!partial_path(&out).exists());
         let siblings: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(siblings, ["run"], "the replaced run is gone, nothing else is left");
@@ -225,15 +310,15 @@ mod tests {
         std::fs::create_dir(dir.path().join("a.partial")).unwrap();
         std::fs::write(dir.path().join("a.partial/run.json"), "{}").unwrap();
         for given in ["a", "a.partial"] {
-            let run = RunDir::reopen(&dir.path().join(given)).unwrap();
+            let run = RunDir::reopen(&dir.path().join(given), false).unwrap();
             assert_eq!((run.out.clone(), run.partial.clone()), (dir.path().join("a"), dir.path().join("a.partial")));
             std::mem::forget(run); // keep the folder (Drop removes one without checkpoints)
         }
-        let e = RunDir::reopen(&dir.path().join("b.partial")).unwrap_err().to_string();
+        let e = RunDir::reopen(&dir.path().join("b.partial"), true).unwrap_err().to_string();
         assert!(e.contains("no interrupted run there"), "{e}");
         // a folder of the user's where the run will finish: refused before any work
         std::fs::create_dir(dir.path().join("a")).unwrap();
-        let e = RunDir::reopen(&dir.path().join("a")).unwrap_err().to_string();
+        let e = RunDir::reopen(&dir.path().join("a"), true).unwrap_err().to_string();
         let a = dir.path().join("a");
         assert_eq!(e, format!("--resume {0}: {0} exists and is not a finished distill run (no report.json), so the resumed run could not take its name: move it away, then resume again", a.display()));
         assert!(dir.path().join("a.partial/run.json").is_file());
@@ -252,10 +337,13 @@ mod tests {
         std::fs::write(notes.join("data.txt"), "mine").unwrap();
         let file = dir.path().join("afile");
         std::fs::write(&file, "mine").unwrap();
-        for out in [&notes, &file] {
-            let e = RunDir::create(out, true).unwrap_err().to_string();
-            assert!(e.contains("not a finished distill run"), "{e}");
-            assert!(!partial_path(out).exists());
+        // with or without --overwrite: the line does not offer a flag that would then refuse
+        for (out, what) in [(&notes, "a folder"), (&file, "a file")] {
+            for overwrite in [false, true] {
+                let e = RunDir::create(out, overwrite).unwrap_err().to_string();
+                assert_eq!(e, format!("{} is {what} that is not a finished distill run (no report.json), which distill never replaces, --overwrite or not: move it away or choose another --out", out.display()));
+                assert!(!partial_path(out).exists());
+            }
         }
         assert_eq!(std::fs::read_to_string(notes.join("data.txt")).unwrap(), "mine");
         // the backup name is appended, so a sibling `exp.replaced` is not touched
@@ -281,10 +369,38 @@ mod tests {
         let partial = partial_path(&out);
         std::fs::create_dir(&partial).unwrap();
         std::fs::write(partial.join("run.json"), "{}").unwrap();
-        drop(RunDir::reopen(&out).unwrap());
+        drop(RunDir::reopen(&out, true).unwrap());
         assert!(partial.join("run.json").is_file());
         let fresh = dir.path().join("fresh");
         drop(RunDir::create(&fresh, false).unwrap());
         assert!(!partial_path(&fresh).exists(), "a new run's folder goes when it fails before a checkpoint");
+    }
+
+    #[test]
+    fn a_folder_is_held_by_its_run_until_the_run_ends() {
+        // a second run, or --resume, on the folder of a run that is still going is refused with
+        // the holder's pid (flock locks of two open files conflict within one process too)
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let partial = partial_path(&out);
+        let first = RunDir::create(&out, false).unwrap();
+        std::fs::write(partial.join("run.json"), "{}").unwrap();
+        let pid = std::process::id();
+        let e = RunDir::create(&out, false).unwrap_err().to_string();
+        assert_eq!(e, format!("{} is in use by another distill process (pid {pid}) that is still running: wait for it to finish or stop it, or choose another --out", partial.display()));
+        let e = RunDir::reopen(&out, true).unwrap_err().to_string();
+        assert_eq!(e, format!("--resume {}: {} is in use by another distill process (pid {pid}) that is still running: wait for it to finish or stop it, then resume", out.display(), partial.display()));
+        // a job's rank above 0 reads the folder its rank 0 holds
+        drop(RunDir::reopen(&out, false).unwrap());
+        drop(first);
+        // the lock dies with its holder: the folder is then an interrupted run's, to resume
+        std::fs::create_dir(&partial).unwrap();
+        std::fs::write(partial.join("run.json"), "{}").unwrap();
+        let resumed = RunDir::reopen(&out, true).unwrap();
+        assert_eq!(std::fs::read_to_string(partial.join(LOCK)).unwrap(), pid.to_string());
+        assert!(RunDir::reopen(&out, true).is_err(), "held by the resumed run");
+        drop(resumed);
+        drop(RunDir::reopen(&out, true).unwrap());
+        assert!(partial.join("run.json").is_file());
     }
 }

@@ -34,6 +34,17 @@ impl Schedule {
         let progress = ((step - warmup) as f64 / (n - 1) as f64).min(1.0);
         self.min_lr + (self.lr - self.min_lr) * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
     }
+
+    /// A warning when `train.warmup_steps` is longer than the run, which then warms up over all
+    /// its steps (reaching `train.lr` at the last, never decaying) instead of what was asked.
+    pub fn warmup_warning(&self) -> Option<String> {
+        (self.warmup > self.total).then(|| {
+            format!(
+                "warning: train.warmup_steps = {} is longer than the run's {} optimiser steps: the warm-up is cut to the whole run (train.lr only at the last step, no decay); set warmup_steps below {} (typically 5-10% of the steps)",
+                self.warmup, self.total, self.total
+            )
+        })
+    }
 }
 
 #[cfg(test)]
@@ -52,6 +63,16 @@ mod tests {
         assert!((mid - 0.0505).abs() < 1e-4, "{mid}");
         // Monotone non-increasing after warm-up.
         assert!((10..109).all(|i| s.at(i + 1) <= s.at(i)));
+    }
+
+    #[test]
+    fn a_warmup_longer_than_the_run_is_warned_about() {
+        let s = |warmup| Schedule { lr: 0.4, min_lr: 0.0, warmup, total: 135 };
+        assert_eq!(
+            s(1000).warmup_warning().as_deref(),
+            Some("warning: train.warmup_steps = 1000 is longer than the run's 135 optimiser steps: the warm-up is cut to the whole run (train.lr only at the last step, no decay); set warmup_steps below 135 (typically 5-10% of the steps)")
+        );
+        assert_eq!((s(135).warmup_warning(), s(10).warmup_warning()), (None, None));
     }
 
     #[test]

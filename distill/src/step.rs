@@ -21,6 +21,7 @@ use estimator_wasm::schema::Precision;
 use tch::{Device, Kind, Tensor};
 
 use crate::amp::GradScaler;
+use crate::backward::run_backward;
 use crate::chunked_loss::chunked_loss;
 use crate::data::ModelInput;
 use crate::dist::sync_batch_norm::synchronised;
@@ -155,11 +156,14 @@ pub fn forward_backward(
         let (loss, backprop) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight);
         let predictions = cfg.objective.predictions(&h.detach());
         if let Some(ddp) = cfg.ddp {
+            if !backprop.requires_grad() {
+                return Err(crate::DistillError::NothingToTrain);
+            }
             ddp.before_backward()?;
             backprop.f_backward().map_err(|e| ddp.backward_error(e))?;
             return Ok(Gradients { loss, predictions, grads: ddp.grads() });
         }
-        let out = Tensor::f_run_backward(&[&backprop], params, false, false)?;
+        let out = run_backward(&backprop, params)?;
         return Ok(Gradients { loss, predictions, grads: out });
     }
 
@@ -243,7 +247,7 @@ fn backward_into(
     if let Some(input) = input {
         targets.push(input);
     }
-    let mut out = Tensor::f_run_backward(&[root], &targets, false, false)?;
+    let mut out = run_backward(root, &targets)?;
     let grad_in = if input.is_some() { out.pop().unwrap_or_else(Tensor::new) } else { Tensor::new() };
     for (&i, g) in which.iter().zip(out).filter(|(_, g)| g.defined()) {
         // in place (the gradients are autograd's fresh tensors): no second copy of a large one

@@ -85,12 +85,12 @@ impl Students<'_> {
         let perplexity = teacher_pass.perplexity.map(|p| format!(", test perplexity {p:.3}")).unwrap_or_default();
         let (chance_accuracy, warning) = match teacher_accuracy {
             Some(a) => {
-                progress.line(format!("teacher: {} parameters, test accuracy {a:.4}{perplexity}", teacher.params));
+                progress.line(format!("teacher: {}, test accuracy {a:.4}{perplexity}", teacher.params_text()));
                 let (chance, warning) = chance_warning(a, test_set, spec.data.classes);
                 (Some(chance), warning)
             }
             None => {
-                progress.line(format!("teacher: {} parameters", teacher.params));
+                progress.line(format!("teacher: {}", teacher.params_text()));
                 (None, None)
             }
         };
@@ -164,6 +164,7 @@ impl Students<'_> {
         let teacher = TeacherReport {
             path: teacher.path.display().to_string(),
             params: teacher.params,
+            params_source: Some(teacher.params_source),
             file_bytes: teacher.file_bytes,
             test_accuracy: teacher_accuracy,
             chance_accuracy,
@@ -375,7 +376,7 @@ pub fn run_student(
     crate::interrupt::enter(Phase::Training);
     let outcome = match trainer.run(progress, &mut metrics, name, Some(&checkpoints))? {
         RunEnd::Finished(outcome) => outcome,
-        RunEnd::Stopped { step } => return Err(DistillError::Interrupted { step }),
+        RunEnd::Stopped { step } => return Err(DistillError::stopped(step, out.stop_after)),
     };
     crate::interrupt::enter(Phase::Finishing);
     let report = export(inputs, trainer.into_trained(), &outcome, &out.dir)?;
@@ -456,12 +457,7 @@ pub fn build_student_from(
             Ok(m) if m.is_dir() => return Err(unreadable("a folder, not a file".into())),
             Ok(_) => {}
         }
-        vs.load(path).map_err(|e| {
-            DistillError::config(
-                cfg_path,
-                format!("student.init = {}: {}", path.display(), crate::error::first_line(&e.to_string())),
-            )
-        })?;
+        vs.load(path).map_err(|e| crate::student::init_error(cfg_path, path, &e))?;
     }
     Ok((vs, student, from_teacher))
 }

@@ -19,8 +19,9 @@ pub struct Teacher {
     pub path: PathBuf,
     module: CModule,
     output: Option<OutputSelector>,
-    /// Parameter elements of the TorchScript module (exact, from its attributes).
+    /// Parameter elements of the TorchScript module (exact), and what counted them.
     pub params: u64,
+    pub params_source: ParamsSource,
     pub file_bytes: u64,
     /// dtype of the teacher's weights, hence of its inputs.
     kind: Kind,
@@ -41,7 +42,7 @@ impl Teacher {
         let file_bytes = std::fs::metadata(path)
             .map_err(|e| err(format!("cannot read the teacher ({e}); pass --teacher <file.pt>")))?
             .len();
-        let (mut module, params) = load_torchscript(path, device).map_err(|e| {
+        let (mut module, params, params_source) = load_counted(path, device).map_err(|e| {
             err(format!(
                 "not a TorchScript file ({}); save the teacher with torch.jit.script(model).save(path) or torch.jit.trace",
                 first_line(&e.to_string())
@@ -58,7 +59,30 @@ impl Teacher {
         }
         let restrided = device == Device::Cpu && channels_last_weights(&module)?;
         let restrided = AtomicBool::new(restrided);
-        Ok(Teacher { path: path.to_path_buf(), module, output, params, file_bytes, kind, precision, restrided })
+        let path = path.to_path_buf();
+        Ok(Teacher { path, module, output, params, params_source, file_bytes, kind, precision, restrided })
+    }
+
+    /// This teacher, its parameter count taken from the cfg's `teacher.params` (`declared`)
+    /// when the module holds no tensor that could be counted.
+    ///
+    /// # Errors
+    /// [`DistillError::Teacher`] when it holds none and the cfg gives no count.
+    pub fn counted_or(mut self, declared: Option<u64>) -> Result<Teacher> {
+        if self.params == 0 {
+            (self.params, self.params_source) = (params_or_declared(&self.path, 0, declared)?, ParamsSource::Cfg);
+        }
+        Ok(self)
+    }
+
+    /// `N parameters`, and what counted them when it was not the module's parameters.
+    pub fn params_text(&self) -> String {
+        let how = match self.params_source {
+            ParamsSource::Parameters => "",
+            ParamsSource::Constants => " (counted from its constants: a frozen or traced module)",
+            ParamsSource::Cfg => " (teacher.params of the cfg.toml: the module holds no tensor to count)",
+        };
+        format!("{} parameters{how}", self.params)
     }
 
     /// The teacher's output (logits [B, classes], or an embedding [B, E]) in fp32 for the model
@@ -326,16 +350,71 @@ impl Teacher {
     }
 }
 
-/// Loads the TorchScript file `path` onto `device` and counts its parameter elements (exact,
-/// from the module's attributes; buffers such as BatchNorm statistics excluded): the one loader
-/// of `distill` and `distill plan`.
+/// What a teacher's parameter count (`report.json` `teacher.params`) counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamsSource {
+    /// The module's parameters (buffers such as BatchNorm statistics excluded).
+    Parameters,
+    /// A module without parameters (`torch.jit.freeze`d, or traced with its weights baked in,
+    /// as distill's own `student.pt`): every distinct tensor it holds, its attributes and the
+    /// constants of its code.
+    Constants,
+    /// `teacher.params` of the cfg.toml: the module holds no tensor to count.
+    Cfg,
+}
+
+/// Loads the TorchScript file `path` onto `device` and counts its parameter elements (exact;
+/// for a module without parameters, the tensors it holds as constants: [`ParamsSource`]): the
+/// one loader of `distill` and `distill plan`.
 ///
 /// # Errors
 /// libtorch's error when the file is missing or not TorchScript; callers word it for the user.
 pub fn load_torchscript(path: &Path, device: Device) -> std::result::Result<(CModule, u64), tch::TchError> {
+    load_counted(path, device).map(|(module, params, _)| (module, params))
+}
+
+fn load_counted(path: &Path, device: Device) -> std::result::Result<(CModule, u64, ParamsSource), tch::TchError> {
     let module = CModule::load_on_device(path, device)?;
-    let params = module.named_parameters()?.iter().map(|(_, t)| t.numel() as u64).sum();
-    Ok((module, params))
+    let params: u64 = module.named_parameters()?.iter().map(|(_, t)| t.numel() as u64).sum();
+    if params > 0 {
+        return Ok((module, params, ParamsSource::Parameters));
+    }
+    // a module the shim cannot walk counts 0: the cfg's teacher.params then, or a line asking for it
+    Ok((module, count_tensors(path).unwrap_or(0), ParamsSource::Constants))
+}
+
+/// The parameter count `counted` of the teacher at `path`, or the cfg's `teacher.params`
+/// (`declared`) when the module holds no tensor to count (`counted` 0).
+///
+/// # Errors
+/// [`DistillError::Teacher`] when it holds none and the cfg gives no count.
+pub fn params_or_declared(path: &Path, counted: u64, declared: Option<u64>) -> Result<u64> {
+    match (counted, declared) {
+        (0, Some(n)) => Ok(n),
+        (0, None) => Err(DistillError::teacher(
+            path,
+            "holds no parameters, buffers or tensor constants that distill can count: give its parameter count as teacher.params in the cfg.toml (for the memory plan)",
+        )),
+        (n, _) => Ok(n),
+    }
+}
+
+/// The elements of every distinct tensor the TorchScript file at `path` holds
+/// (`csrc/script_names.cpp`: loads it a second time, on the CPU, which only a module without
+/// parameters needs).
+fn count_tensors(path: &Path) -> std::result::Result<u64, tch::TchError> {
+    use std::os::unix::ffi::OsStrExt;
+    extern "C" {
+        fn distill_count_tensors(path: *const std::ffi::c_char, out: *mut i64) -> *mut std::ffi::c_char;
+    }
+    let text = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| tch::TchError::Torch(e.to_string()))?;
+    let mut total = 0i64;
+    // SAFETY: a NUL-terminated path that outlives the call, and an i64 the shim writes.
+    match crate::shim::take_message(unsafe { distill_count_tensors(text.as_ptr(), &mut total) }) {
+        Some(message) => Err(tch::TchError::Torch(message)),
+        None => Ok(total as u64),
+    }
 }
 
 /// Restrides every 4-D floating parameter of `module` (a convolution's weight) channels-last

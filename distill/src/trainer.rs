@@ -140,6 +140,8 @@ impl<'a> Trainer<'a> {
         let (n, epochs, total) = (self.inputs.train.len(), spec.train.epochs, self.schedule.total);
         let steps_per_epoch = self.batches.steps_per_epoch;
         progress.start(name, epochs, steps_per_epoch, self.state.step());
+        let pruning = self.pruner.as_ref().and_then(Pruner::rounding_warning);
+        self.schedule.warmup_warning().into_iter().chain(pruning).for_each(|w| progress.warn(w));
         let mut order: Option<(u64, Vec<i64>)> = None;
         while self.state.step() < total {
             if self.state.step() + 1 == total {
@@ -388,7 +390,7 @@ impl<'a> Trainer<'a> {
                 _ => None,
             },
         };
-        let sparsity = self.pruner.as_ref().map(|p| p.schedule.applied_at(self.state.step()));
+        let sparsity = self.pruner.as_ref().map(Pruner::measured_sparsity);
         let line = self.state.epoch_line(epoch, held_out, sparsity);
         metrics.write(&line)?;
         let figure = |label: &str, v: Option<f64>| v.map(|v| format!(" {label} {v:.4}")).unwrap_or_default();

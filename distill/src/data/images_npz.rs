@@ -100,10 +100,15 @@ enum Array {
 
 fn read_array<R: std::io::Read + std::io::Seek>(npz: &mut NpzArchive<R>, name: &str, path: &Path) -> Result<Array> {
     let err = |m: String| DistillError::data(path, m);
-    let file = npz
-        .by_name(name)
-        .map_err(|e| err(format!("cannot read array {name} ({e})")))?
-        .ok_or_else(|| err(format!("has no array named {name}: save it with numpy.savez(path, x=inputs, y=labels)")))?;
+    // what the file holds, for a missing array: `arr_0, arr_1` from numpy.savez(path, a, b)
+    let mut held: Vec<String> = npz.array_names().map(|n| format!("{n:?}")).collect();
+    held.sort();
+    let held = if held.is_empty() { "none".to_string() } else { held.join(", ") };
+    let file = npz.by_name(name).map_err(|e| err(format!("cannot read array {name} ({e})")))?.ok_or_else(|| {
+        err(format!(
+            "has no array named {name:?} (it holds {held}): save it with numpy.savez(path, x=inputs, y=labels), the arrays named by keyword"
+        ))
+    })?;
     let shape = file.shape().to_vec();
     if file.order() == Order::Fortran {
         return Err(err(format!("array {name} is Fortran-ordered: save numpy.ascontiguousarray({name})")));

@@ -66,7 +66,12 @@ fn token_rows(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor) -> (T
 /// `labels` [B] (Int64). `teacher = None` (alpha = 0, no teacher) makes `kd` zero.
 pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, temperature: f64, alpha: f64) -> LossParts {
     let student = student.to_kind(Kind::Float);
-    let ce = student.log_softmax(-1, Kind::Float).nll_loss(labels);
+    // no row (a language model's batch whose positions all lack a next token): a term of 0,
+    // with its graph, where the mean over no rows is NaN (blamed on train.lr as a divergence)
+    let ce = match student.size()[0] {
+        0 => student.sum(Kind::Float) * 0.0,
+        _ => student.log_softmax(-1, Kind::Float).nll_loss(labels),
+    };
     let kd = match teacher {
         Some(teacher) if alpha > 0.0 => soft_target_loss(&student, teacher, temperature),
         _ => Tensor::zeros([], (Kind::Float, student.device())),
@@ -145,6 +150,20 @@ mod tests {
         assert!((scalar(&parts.ce) - ce).abs() < 1e-6, "{}", scalar(&parts.ce));
         assert!((scalar(&parts.loss) - (0.5 * kl1 / 2.0 + 0.5 * ce)).abs() < 1e-6);
         assert_eq!(Vec::<Vec<i64>>::try_from(kd.predictions(&s)).unwrap(), [vec![0, 0, 0]]);
+    }
+
+    #[test]
+    fn a_token_batch_without_a_predicting_position_scores_zero_not_nan() {
+        // every label -100 (no next token anywhere): no row is scored; the loss parts are 0,
+        // and the gradient 0, where CE's mean over no rows was NaN ("loss became NaN: lower
+        // train.lr")
+        let s = Tensor::from_slice(&[0.5f32, -1.0, 2.0, 0.0]).reshape([1, 2, 2]).set_requires_grad(true);
+        let t = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).reshape([1, 2, 2]);
+        let y = Tensor::from_slice(&[-100i64, -100]).reshape([1, 2]);
+        let parts = LogitKd { temperature: 2.0, alpha: 0.5 }.loss(&s, Some(&t), Some(&y));
+        assert_eq!([scalar(&parts.loss), scalar(&parts.kd), scalar(&parts.ce)], [0.0; 3]);
+        parts.loss.backward();
+        assert_eq!(Vec::<f32>::try_from(s.grad().reshape([-1])).unwrap(), [0.0; 4]);
     }
 
     #[test]

@@ -24,6 +24,27 @@ use tch::{nn, nn::VarStore, Tensor};
 use crate::data::ModelInput;
 use crate::error::Result;
 
+/// The line of a `student.init` file (`path`, named in `cfg_path`) that does not load: for a
+/// variable it lacks, the names it holds (a PyTorch `state_dict`'s prefix, `model.fc1.weight`,
+/// shows at once), else libtorch's reason.
+pub fn init_error(cfg_path: &Path, path: &Path, e: &tch::TchError) -> crate::DistillError {
+    let why = match e {
+        tch::TchError::TensorNameNotFound(name, _) => {
+            let mut held: Vec<String> = (Tensor::read_safetensors(path).or_else(|_| Tensor::load_multi(path)))
+                .map(|named| named.into_iter().map(|(n, _)| format!("{n:?}")).collect())
+                .unwrap_or_default();
+            held.sort();
+            let n = held.len();
+            let more = if n > 8 { format!(", ... ({n} in all)") } else { String::new() };
+            held.truncate(8);
+            let held = if n == 0 { "none".to_string() } else { held.join(", ") + &more };
+            format!("has no tensor {name:?} of this student (it holds {held}): give it one tensor per student variable under that name, e.g. a run's student.safetensors")
+        }
+        e => crate::error::first_line(&e.to_string()),
+    };
+    crate::DistillError::config(cfg_path, format!("student.init = {}: {why}", path.display()))
+}
+
 pub mod attention;
 pub mod embedding;
 pub mod feed_forward;

@@ -105,7 +105,19 @@ fn data_files_of_an_unknown_kind_or_text_without_a_tokenizer() {
 fn data_without_labels() {
     let case = Case::new();
     Tensor::write_npz(&[("x", zeros(&[4, 1, 8, 8]))], case.path("digits-train.npz")).unwrap();
-    case.fails_with(TEACHER, CFG, &["digits-train.npz", "no array named y"]);
+    case.fails_with(
+        TEACHER,
+        CFG,
+        &["digits-train.npz: has no array named \"y\" (it holds \"x\"): save it with numpy.savez"],
+    );
+    // numpy.savez(path, x, y) names its arrays by position: the line says what the file holds
+    let (x, y) = (zeros(&[4, 1, 8, 8]), Tensor::zeros([4], (tch::Kind::Int64, tch::Device::Cpu)));
+    Tensor::write_npz(&[("arr_0", x), ("arr_1", y)], case.path("digits-train.npz")).unwrap();
+    case.fails_with(
+        TEACHER,
+        CFG,
+        &["digits-train.npz: has no array named \"x\" (it holds \"arr_0\", \"arr_1\"): save it with numpy.savez(path, x=inputs, y=labels), the arrays named by keyword"],
+    );
 }
 
 #[test]
@@ -201,6 +213,20 @@ fn existing_output_needs_overwrite_and_survives_a_failed_run() {
 }
 
 #[test]
+fn a_file_at_the_output_is_not_offered_overwrite_which_would_refuse_it() {
+    // "run already exists: pass --overwrite", and --overwrite then refused it: one line, the
+    // same with the flag or without, says what to do instead
+    let case = Case::new();
+    std::fs::write(case.path("run"), "notes").unwrap();
+    let line = format!("error: {} is a file that is not a finished distill run (no report.json), which distill never replaces, --overwrite or not: move it away or choose another --out\n", case.path("run").display());
+    for extra in [&[][..], &["--overwrite"]] {
+        let out = case.command(TEACHER, CFG, "run").args(extra).output().unwrap();
+        assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()), (Some(2), line.clone()));
+    }
+    assert_eq!(std::fs::read_to_string(case.path("run")).unwrap(), "notes");
+}
+
+#[test]
 fn diverging_loss_stops_with_step_and_value() {
     let case = Case::edited("lr = 0.01", "lr = 1e30");
     case.fails_with(TEACHER, CFG, &["loss became", "at step 2 (epoch 1)", "lower train.lr"]);
@@ -275,4 +301,20 @@ fn a_student_init_that_cannot_be_read_names_the_key_and_the_path_rule() {
         case.fails_with(TEACHER, CFG, &["student.init = ", why, "in a cfg.toml relative to its folder"]);
         assert!(!case.path("out").exists(), "{init}: nothing written");
     }
+}
+
+#[test]
+fn a_student_init_missing_a_variable_lists_what_it_holds() {
+    // a PyTorch state_dict saved whole (its "model." prefix): the line named the missing
+    // variable alone, not what the file holds
+    let case = Case::edited("[student]", "[student]\ninit = \"sd.safetensors\"");
+    let w = Tensor::zeros([32, 64], (Kind::Float, Device::Cpu));
+    Tensor::write_safetensors(&[("model.fc1.weight", &w), ("model.fc1.bias", &w.get(0))], case.path("sd.safetensors"))
+        .unwrap();
+    let needle = format!("student.init = {}: has no tensor \"", case.path("sd.safetensors").display());
+    case.fails_with(
+        TEACHER,
+        CFG,
+        &[&needle, "of this student (it holds \"model.fc1.bias\", \"model.fc1.weight\"): give it one tensor per student variable"],
+    );
 }

@@ -124,10 +124,22 @@ impl Case {
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
-    /// Starts a run of the case into `out` and stops it after `steps` optimiser steps.
+    /// Starts a run of the case into `out` and stops it after `steps` optimiser steps: a stop
+    /// that was asked for, exit 0 with one line saying so and how to continue (it was exit 130
+    /// and an `error:` line, as for a failure).
     pub fn stopped_run(&self, out: &str, steps: &str) {
         let stopped = self.command(TEACHER, CFG, out).args(["--stop-after-steps", steps]).output().unwrap();
-        assert_eq!(stopped.status.code(), Some(130), "{}", String::from_utf8_lossy(&stopped.stderr));
+        let stderr = String::from_utf8_lossy(&stopped.stderr);
+        assert_eq!(stopped.status.code(), Some(0), "{stderr}");
+        let (out, partial) = (self.path(out), self.path(&format!("{out}.partial")));
+        assert_eq!(
+            stderr,
+            format!(
+                "stopped after step {steps} as --stop-after-steps asked, with a checkpoint; checkpoints kept in {}: continue with `distill --resume {}`\n",
+                partial.display(),
+                out.display()
+            )
+        );
     }
 }
 

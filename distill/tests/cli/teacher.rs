@@ -262,3 +262,87 @@ fn a_test_set_too_small_for_spearman_says_so() {
     assert!(report["student"].get("spearman").is_none(), "{}", report["student"]);
     assert!(report["student"]["temperature"].is_null(), "an embedding loss has no temperature");
 }
+
+#[test]
+fn alpha_zero_with_an_embedding_objective_is_refused_before_any_work() {
+    // no label term is left to train: libtorch crashed on the backward of a loss without a
+    // graph (exit 139, no message, the .partial folder left)
+    let case = Case::new();
+    for f in ["text-student.toml", "text-train.txt", "text-test.txt", "tokenizer.json", "text-teacher.pt"] {
+        std::fs::copy(fixtures().join("text").join(f), case.path(f)).unwrap();
+    }
+    let out =
+        case.command("text-teacher.pt", "text-student.toml", "run").args(["--set", "kd.alpha=0"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("kd.alpha: is 0, which leaves only the label term, and objective = \"embedding_mse\" has none: nothing would train; set alpha > 0"),
+        "{stderr}"
+    );
+    assert!(!case.path("run").exists() && !case.path("run.partial").exists());
+}
+
+#[test]
+fn teachers_whose_weights_are_constants_are_counted_and_the_report_says_how() {
+    // A torch.jit.freeze'd teacher and distill's own traced student.pt hold their weights as
+    // constants, no parameters: both were refused with "teacher.params: is 0", a key the cfg
+    // does not hold, and `--set teacher.params=N` changed nothing.
+    let case = Case::new();
+    python(
+        case.dir.path(),
+        "import torch
+torch.jit.freeze(torch.jit.load('teacher-scripted.pt').eval()).save('frozen.pt')
+class Rescale(torch.nn.Module):
+    def forward(self, x):
+        return x.flatten(1)[:, :10] * 2.0
+torch.jit.script(Rescale()).save('no-tensors.pt')",
+    );
+    let teacher_of = |out: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(case.path(&format!("{out}/report.json"))).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["teacher"].clone()
+    };
+    let ok = |out: &std::process::Output| {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+    };
+    ok(&case.command("frozen.pt", CFG, "frozen").args(["--set", "train.epochs=1"]).output().unwrap());
+    // the conv (its BatchNorm folded in by the freeze) and the linear layer
+    let t = teacher_of("frozen");
+    assert_eq!((t["params"].as_u64(), t["params_source"].as_str()), (Some(2730), Some("constants")), "{t}");
+    // distill's export of a 64-32-10 MLP: 64 x 32 + 32 + 32 x 10 + 10 = 2410
+    std::fs::write(
+        case.path("plain.toml"),
+        std::fs::read_to_string(case.path(CFG)).unwrap().replace("output = \"logits\"", ""),
+    )
+    .unwrap();
+    ok(&case.command("frozen/student.pt", "plain.toml", "again").args(["--set", "train.epochs=1"]).output().unwrap());
+    let t = teacher_of("again");
+    assert_eq!((t["params"].as_u64(), t["params_source"].as_str()), (Some(2410), Some("constants")), "{t}");
+    // a module holding no tensor at all: the cfg's count, or a line asking for it
+    let out = case.command("no-tensors.pt", "plain.toml", "none").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no-tensors.pt: holds no parameters, buffers or tensor constants that distill can count: give its parameter count as teacher.params in the cfg.toml"), "{stderr}");
+    let set = ["--set", "teacher.params=500", "--set", "train.epochs=1"];
+    ok(&case.command("no-tensors.pt", "plain.toml", "none").args(set).output().unwrap());
+    let t = teacher_of("none");
+    assert_eq!((t["params"].as_u64(), t["params_source"].as_str()), (Some(500), Some("cfg")), "{t}");
+    // distill plan counts them alike
+    let plan = |teacher: &str, sets: &[&str]| {
+        let cfg = case.path("plain.toml");
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_distill"));
+        c.args(["plan", "--student", cfg.to_str().unwrap(), "--teacher", case.path(teacher).to_str().unwrap()]);
+        c.args(sets).output().unwrap()
+    };
+    let frozen = plan("frozen.pt", &[]);
+    assert!(String::from_utf8_lossy(&frozen.stdout).contains(", teacher 2730;"), "{frozen:?}");
+    let none = plan("no-tensors.pt", &[]);
+    assert!(
+        String::from_utf8_lossy(&none.stderr)
+            .contains("no-tensors.pt: holds no parameters, buffers or tensor constants that distill can count"),
+        "{none:?}"
+    );
+    let declared = plan("no-tensors.pt", &["--set", "teacher.params=500"]);
+    assert!(String::from_utf8_lossy(&declared.stdout).contains(", teacher 500;"), "{declared:?}");
+}

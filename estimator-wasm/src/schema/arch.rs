@@ -366,6 +366,55 @@ mod tests {
         assert!(Config::from_toml_str(&format!("{ENCODER}[prune]\nmethod = \"structured\"\nsparsity = 0.5\n")).is_ok());
     }
 
+    /// An embedding objective has no label term: at `kd.alpha = 0` nothing would train (the
+    /// trainer crashed in libtorch's backward, exit 139), so the schema refuses it for the
+    /// trainer, `distill plan` and the page alike; the logit objective trains its labels.
+    #[test]
+    fn alpha_zero_without_a_label_term_is_refused() {
+        for objective in ["embedding_mse", "embedding_cosine"] {
+            let text = ENCODER.replace("\"embedding_mse\"", &format!("\"{objective}\"\nalpha = 0.0"));
+            assert_eq!(
+                Config::from_toml_str(&text).unwrap_err().to_string(),
+                format!("kd.alpha: is 0, which leaves only the label term, and objective = \"{objective}\" has none: nothing would train; set alpha > 0 (1: the embedding distance alone)")
+            );
+            assert!(Config::from_toml_str(&text.replace("alpha = 0.0", "alpha = 0.1")).is_ok());
+        }
+        let logits =
+            "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [8]\n[kd]\nalpha = 0.0\n";
+        Config::from_toml_str(logits).expect("alpha 0 trains on the labels");
+    }
+
+    /// The soft term in fp32 is sound for temperatures 0.01 to 100: 1e6 trained on rounding
+    /// noise (a negative KD term, exit 0), 1e-300 made the loss NaN and was blamed on train.lr.
+    #[test]
+    fn temperature_outside_its_sound_range_is_refused_with_the_reason() {
+        let cfg = |t: &str| {
+            format!("[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\n[kd]\ntemperature = {t}\n")
+        };
+        for bad in ["1e-300", "0.009", "100.5", "1e6"] {
+            let e = Config::from_toml_str(&cfg(bad)).unwrap_err().to_string();
+            assert!(e.starts_with("kd.temperature: must be between 0.01 and 100 (typical: 1 to 20): above 100 the soft term T^2 x KL of softmax(z / T) falls into fp32 rounding"), "{bad}: {e}");
+        }
+        for good in ["0.01", "1.0", "20", "100"] {
+            Config::from_toml_str(&cfg(good)).unwrap_or_else(|e| panic!("{good}: {e}"));
+        }
+    }
+
+    /// A `[prune]` table that prunes nothing (sparsity 0, no L1) was accepted silently; sparsity
+    /// 0 with an L1 penalty is the penalty alone, and stays.
+    #[test]
+    fn a_prune_table_that_does_nothing_is_refused() {
+        let cfg = |p: &str| {
+            format!("[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [8]\n[prune]\n{p}\n")
+        };
+        assert_eq!(
+            Config::from_toml_str(&cfg("sparsity = 0.0")).unwrap_err().to_string(),
+            "prune.sparsity: is 0 and prune.l1 is 0: this [prune] table does nothing; set sparsity in (0, 1), or l1 > 0 for the L1 penalty alone, or remove [prune] for a dense student"
+        );
+        Config::from_toml_str(&cfg("sparsity = 0.0\nl1 = 0.01")).unwrap();
+        Config::from_toml_str(&cfg("sparsity = 0.05")).unwrap();
+    }
+
     /// A head split is in no teacher parameter: a student copying layers of the teacher that
     /// `[teacher]` describes must split attention as it does (a MiniLM student of 8 heads trained
     /// silently as another function before). Every example cfg that copies a teacher passes.
