@@ -227,13 +227,7 @@ impl<'a> Trainer<'a> {
     /// [`crate::data::widths::widest_batch`]), leaving the optimiser, the step and the metrics
     /// untouched: checks that the batch fits the device.
     pub fn probe(&self) -> Result<()> {
-        let spec = self.inputs.settings.spec();
-        let rows = crate::data::widths::widest_batch(
-            self.inputs.train,
-            self.batches.size,
-            spec.train.seed,
-            spec.data.bucket_by_length,
-        );
+        let rows = crate::data::widths::widest_batch(self.inputs.train, self.batches.size, self.inputs.settings.spec());
         let (data, soft) = self.batch_of(&Tensor::from_slice(&rows).to_device(self.inputs.settings.device()))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let batch =

@@ -4,6 +4,8 @@
 //! widths are those the run will meet, not a bound.
 use std::collections::BTreeMap;
 
+use estimator_wasm::schema::Config;
+
 use super::buckets::bucketed;
 use super::{permutation, Dataset};
 
@@ -33,15 +35,16 @@ pub fn batch_widths(lengths: &[usize], batch: usize, epochs: u64, seed: u64, buc
 }
 
 /// The rows of the first epoch's training batch of `size` rows that holds the most padded
-/// tokens (rows x its longest sentence), for the step that checks a batch fits: the first
-/// `size` rows of data that is not text.
-pub fn widest_batch(data: &Dataset, size: usize, seed: u64, bucket: bool) -> Vec<i64> {
+/// tokens (rows x its longest sentence), in `spec`'s order (`train.seed`,
+/// `data.bucket_by_length`), for the step that checks a batch fits: the first `size` rows of
+/// data that is not text.
+pub fn widest_batch(data: &Dataset, size: usize, spec: &Config) -> Vec<i64> {
     let Some(text) = data.text() else {
         return (0..size as i64).collect();
     };
-    let order = match bucket {
-        true => data.epoch_order(seed, 0, size),
-        false => permutation(data.len(), seed, 0),
+    let order = match spec.data.bucket_by_length {
+        true => data.epoch_order(spec.train.seed, 0, size),
+        false => permutation(data.len(), spec.train.seed, 0),
     };
     let tokens = |rows: &[i64]| rows.len() * rows.iter().map(|&i| text.sentence(i as usize).len()).max().unwrap_or(0);
     order.chunks(size.max(1)).max_by_key(|rows| tokens(rows)).map(<[i64]>::to_vec).unwrap_or_default()
@@ -108,5 +111,24 @@ mod tests {
         // sorted: [1, 2, 3] [4, 5, 6] [7]: a full batch 6 wide and the last one 7 wide
         assert_eq!(pass_widths(&[7, 3, 1, 6, 2, 5, 4], 3), vec![(3, 6), (1, 7)]);
         assert_eq!(pass_widths(&[5, 5, 5, 5], 2), vec![(2, 5)]);
+    }
+
+    #[test]
+    fn the_probe_takes_the_batch_of_the_most_padded_tokens() {
+        use crate::data::{Examples, Text};
+        // sentences of 1..=10 tokens in batches of 4, one sorted pool: [1-4] 4 wide, [5-8] 8
+        // wide (32 tokens), and the last [9, 10] (20 tokens): the probe takes [5-8]
+        let sentences: Vec<Vec<u32>> = (1..=10).map(|n| vec![7; n]).collect();
+        let text = Text::new(&sentences, 0, 16, (0, 0));
+        let data = Dataset::new("t.txt".into(), Examples::Text(text), None);
+        let spec = Config::from_toml_str(
+            "[data]\ntokenizer = \"t.json\"\ninput_shape = [16]\nclasses = 4\nbucket_by_length = true\n\
+             [student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n[student.transformer]\nvocab = 8\nlayers = 1\n\
+             d_model = 4\nheads = 1\nmlp_width = 4\nhead = \"embedding\"\n[kd]\nobjective = \"embedding_mse\"\n",
+        )
+        .unwrap();
+        let mut widths: Vec<usize> = widest_batch(&data, 4, &spec).iter().map(|&i| i as usize + 1).collect();
+        widths.sort_unstable();
+        assert_eq!(widths, [5, 6, 7, 8]);
     }
 }
