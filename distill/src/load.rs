@@ -4,6 +4,7 @@
 //! that is not the teacher).
 use std::path::Path;
 
+use estimator_wasm::schema::{BatchSize, Config};
 use estimator_wasm::DatasetSize;
 use tch::{Device, Tensor};
 
@@ -34,7 +35,7 @@ pub struct Loaded {
 
 impl Loaded {
     /// Loads the data files and the teacher at `teacher` that `cfg` names onto `device`, and
-    /// checks them on a probe batch of up to 8 train samples.
+    /// checks them on a probe batch of up to 8 train samples ([`probe_rows`]).
     ///
     /// # Errors
     /// [`crate::DistillError::Data`] or [`crate::DistillError::Teacher`] naming the file at
@@ -72,7 +73,7 @@ impl Loaded {
         };
 
         // Preflight on a probe batch: teacher output shape, finite, in eval mode; student != teacher.
-        let probe = Tensor::arange(train.len().min(8) as i64, (tch::Kind::Int64, device));
+        let probe = Tensor::arange(probe_rows(spec, train.len()), (tch::Kind::Int64, device));
         let probe = train.batch(&probe);
         let probe_logits = teacher.output(&probe.input)?;
         let expected = match crate::objective::from_spec(&spec.kd).agreement() {
@@ -104,5 +105,42 @@ impl Loaded {
             },
             text: lengths(train).map(|train| TextLengths { train, test: lengths(&self.test).unwrap_or_default() }),
         }
+    }
+}
+
+/// Rows of the preflight's probe batch: at most 8, and no more than the micro-batch and the
+/// evaluation batch the cfg sets, so the checks' teacher and student passes stay within what the
+/// memory plan prices (a causal LM's teacher returns fp32 logits [rows, S, vocab]: 8 windows of
+/// 1,024 tokens over 32,000 tokens held 4.5 GB against a plan of 278 MiB at batch 1). At least
+/// 2 where the evaluation batch and the data allow: the eval-mode check compares a batch with its
+/// first half.
+pub fn probe_rows(spec: &Config, train_samples: usize) -> i64 {
+    let micro_batch = match spec.train.batch_size {
+        BatchSize::Fixed(b) => b.max(2),
+        BatchSize::Auto => u64::MAX,
+    };
+    let rows = 8u64.min(micro_batch).min(spec.train.eval_batch_size).min(train_samples as u64);
+    rows.max(1) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_batch_is_no_larger_than_the_batches_the_plan_prices() {
+        let spec = |train: &str| {
+            Config::from_toml_str(&format!(
+                "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [4]\n[train]\n{train}\n"
+            ))
+            .unwrap()
+        };
+        assert_eq!(probe_rows(&spec("batch_size = 64"), 1000), 8);
+        // the eval-mode check needs two rows: as many as the evaluation's batch
+        assert_eq!(probe_rows(&spec("batch_size = 1"), 1000), 2);
+        assert_eq!(probe_rows(&spec("batch_size = 1\neval_batch_size = 1"), 1000), 1);
+        assert_eq!(probe_rows(&spec("batch_size = 64\neval_batch_size = 2"), 1000), 2);
+        assert_eq!(probe_rows(&spec("batch_size = \"auto\""), 1000), 8);
+        assert_eq!(probe_rows(&spec("batch_size = 64"), 3), 3);
     }
 }
