@@ -98,6 +98,15 @@ struct SumOverRanks : public torch::autograd::Function<SumOverRanks> {
 // DDP's broadcast bucket for parameters and buffers at start-up (distributed.py: 250 MiB).
 constexpr size_t kBroadcastBytes = 250u * 1024 * 1024;
 
+// While it lives, libtorch logs only fatal messages: joining a group that cannot be reached
+// logs each retry with C++ stack frames (dozens of lines before the one that says why), and the
+// caller turns the exception that follows into one line naming the launch variables.
+struct QuietLog {
+  int saved = FLAGS_caffe2_log_level;
+  QuietLog() { FLAGS_caffe2_log_level = 3; }
+  ~QuietLog() { FLAGS_caffe2_log_level = saved; }
+};
+
 }  // namespace
 
 extern "C" {
@@ -110,6 +119,7 @@ extern "C" {
 char* dist_group_new(const char* addr, int port, int rank, int world, int64_t timeout_ms, int agent_store,
                      const char* prefix, int nccl_device, const char* ifnames, void** out) {
   GUARD({
+    QuietLog quiet;
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10d::TCPStoreOptions opts;
     opts.port = static_cast<std::uint16_t>(port);

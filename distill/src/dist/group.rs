@@ -63,6 +63,9 @@ impl ProcessGroup {
     /// group cannot be set up (no rank 0 listening in time, a port in use, no such interface
     /// in `GLOO_SOCKET_IFNAME`, NCCL without a GPU).
     pub fn join(env: &DistEnv, timeout: Duration, backend: Backend) -> Result<ProcessGroup> {
+        if let Some(names) = &env.gloo_interfaces {
+            check_interfaces(names, &host_interfaces())?;
+        }
         let addr = CString::new(env.master_addr.as_str())
             .map_err(|_| DistillError::Usage("MASTER_ADDR holds a NUL byte".into()))?;
         let prefix = CString::new(env.prefix.as_str()).expect("a prefix of digits");
@@ -99,7 +102,12 @@ impl ProcessGroup {
             env.master_addr,
             env.master_port
         );
-        ffi::check(message, &what)?;
+        ffi::check(message, &what).map_err(|e| match e {
+            DistillError::Distributed(text) => {
+                DistillError::Distributed(format!("{}; {}", text.trim_end_matches('.'), join_fix(&text)))
+            }
+            e => e,
+        })?;
         Ok(ProcessGroup { handle, rank: env.rank, world: env.world, agent_store: env.agent_store, backend })
     }
 
@@ -210,6 +218,52 @@ impl ProcessGroup {
     }
 }
 
+/// The fix for a group that could not be joined, by what libtorch said (`text`).
+fn join_fix(text: &str) -> &'static str {
+    if text.contains("timed out") || text.contains("Timed out") || text.contains("connect") {
+        "check MASTER_ADDR and MASTER_PORT (rank 0's host, reachable from this one, and a free port there), and \
+         that every rank of WORLD_SIZE was started"
+    } else {
+        "check the launch variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GLOO_SOCKET_IFNAME)"
+    }
+}
+
+/// The network interfaces of this host (`/sys/class/net`), sorted; empty where that is unreadable.
+fn host_interfaces() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned())).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Refuses a `GLOO_SOCKET_IFNAME` naming an interface this host does not have (Gloo takes
+/// interface names, comma-separated: not NCCL's `^` exclusions or `=` exact-match prefixes), in
+/// one line listing those it has; nothing is checked when the host's list is unknown (`present`
+/// empty).
+///
+/// # Errors
+/// [`DistillError::Usage`] naming the variable, the unknown name and the interfaces present.
+pub fn check_interfaces(names: &str, present: &[String]) -> Result<()> {
+    if present.is_empty() {
+        return Ok(());
+    }
+    for name in names.split(',') {
+        if !present.iter().any(|p| p == name) {
+            let hint = if name.starts_with('^') || name.starts_with('=') {
+                " (Gloo takes interface names, comma-separated; ^ and = are NCCL_SOCKET_IFNAME's syntax)"
+            } else {
+                ""
+            };
+            return Err(DistillError::Usage(format!(
+                "GLOO_SOCKET_IFNAME={names}: this host has no network interface {name:?}{hint}; it has {}",
+                present.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         // SAFETY: made by dist_group_new, freed once.
@@ -236,6 +290,23 @@ mod tests {
             gloo_interfaces: Some("lo".into()),
         };
         ProcessGroup::join(&env, Duration::from_secs(20), Backend::Gloo).unwrap()
+    }
+
+    #[test]
+    fn an_interface_the_host_lacks_is_named_with_those_it_has() {
+        let present = ["eth0".to_string(), "lo".to_string()];
+        assert!(check_interfaces("lo", &present).is_ok());
+        assert!(check_interfaces("eth0,lo", &present).is_ok());
+        assert_eq!(
+            check_interfaces("^lo", &present).unwrap_err().to_string(),
+            "GLOO_SOCKET_IFNAME=^lo: this host has no network interface \"^lo\" (Gloo takes interface names, \
+             comma-separated; ^ and = are NCCL_SOCKET_IFNAME's syntax); it has eth0, lo"
+        );
+        assert_eq!(
+            check_interfaces("lo,eth1", &present).unwrap_err().to_string(),
+            "GLOO_SOCKET_IFNAME=lo,eth1: this host has no network interface \"eth1\"; it has eth0, lo"
+        );
+        assert!(check_interfaces("anything", &[]).is_ok());
     }
 
     /// A Gloo job on CUDA failed at its first broadcast ("No backend type associated with device

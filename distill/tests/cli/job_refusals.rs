@@ -23,6 +23,40 @@ fn a_rank_alone_gives_up_after_the_timeout_naming_the_endpoint() {
     assert!(!case.path("out").exists() && !case.path("out.partial").exists(), "nothing written");
 }
 
+/// A rank above 0 whose rank 0 never listens: libtorch logged every retry with C++ stack frames
+/// (dozens of lines before the readable one); now one line naming the variables to check.
+#[test]
+fn a_master_that_never_answers_is_one_line_naming_the_variables() {
+    let case = Case::new();
+    let port = free_port();
+    let mut c = case.command(TEACHER, CFG, "out");
+    c.env("RANK", "1").env("WORLD_SIZE", "2").env("MASTER_ADDR", "127.0.0.1").env("MASTER_PORT", port.to_string());
+    let out = c.env("DISTILL_DIST_TIMEOUT_S", "2").env("GLOO_SOCKET_IFNAME", "lo").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("rank 1 of 2 joining the Gloo group at 127.0.0.1:{port}")), "{err}");
+    assert!(err.contains("check MASTER_ADDR and MASTER_PORT"), "{err}");
+}
+
+/// NCCL's exclusion syntax in Gloo's variable: Gloo's own check named neither the variable nor
+/// the interfaces present.
+#[test]
+fn an_interface_gloo_cannot_bind_is_named_before_the_group_forms() {
+    let case = Case::new();
+    let mut c = case.command(TEACHER, CFG, "out");
+    c.env("RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", free_port().to_string());
+    let out = c.env("DISTILL_DIST_TIMEOUT_S", "2").env("GLOO_SOCKET_IFNAME", "^lo").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: GLOO_SOCKET_IFNAME=^lo: this host has no network interface \"^lo\""), "{err}");
+    assert!(err.contains("; it has ") && err.contains("lo"), "{err}");
+}
+
 #[test]
 fn launch_variables_that_cannot_work_are_refused_in_one_line() {
     let case = Case::new();
