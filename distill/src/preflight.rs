@@ -275,6 +275,35 @@ pub fn chance_warning(accuracy: f64, test: &Dataset, classes: u64) -> (f64, Opti
     (chance, Some(warning))
 }
 
+/// Below this spread (the largest distance of a held-out sentence's unit embedding from their
+/// mean direction), a teacher's embeddings are one point: the differences are within 16-bit
+/// rounding (bf16 keeps 8 bits of mantissa, 4e-3), and real sentence encoders spread them over
+/// 0.5 or more (all-MiniLM-L6-v2 on WordNet: 0.9).
+pub const COLLAPSED_SPREAD: f64 = 2e-2;
+
+/// The problem with a teacher whose embeddings `embeddings` [N, E] of the held-out sentences
+/// are all (nearly) the same direction: it gives nothing to learn, and no figure that compares
+/// cosines (Spearman, cosine agreement) means anything; `None` for fewer than 2 rows or a
+/// teacher whose embeddings spread.
+pub fn collapse_problem(embeddings: &Tensor) -> Option<String> {
+    let n = embeddings.size().first().copied().unwrap_or(0);
+    if embeddings.dim() != 2 || n < 2 {
+        return None;
+    }
+    let e = embeddings.to_kind(Kind::Double);
+    let unit = &e / e.norm_scalaropt_dim(2.0, [1i64], true).clamp_min(1e-30);
+    let mean = unit.mean_dim(&[0i64][..], true, Kind::Double);
+    let spread = (&unit - &mean).norm_scalaropt_dim(2.0, [1i64], false).max().double_value(&[]);
+    (spread < COLLAPSED_SPREAD).then(|| {
+        format!(
+            "its embeddings of the {n} held-out sentences are all the same direction (each within {spread:.2e} of their \
+             mean, under {COLLAPSED_SPREAD}): a teacher that maps every sentence to one point teaches nothing, and no \
+             Spearman or cosine figure could mean anything; check that the file is the trained teacher and that it \
+             returns one embedding per sentence"
+        )
+    })
+}
+
 /// Refuses a student that computes the same function as the teacher (docs/kd-pitfalls.md T4: KD from a
 /// copy of yourself has a zero KL term and silently wastes the run).
 pub fn check_not_identical(
@@ -386,6 +415,23 @@ mod tests {
         let warning = warning.unwrap();
         assert!(warning.starts_with("warning: the teacher's test accuracy 0.5470 is at chance level (the most frequent class is 0.4000 of the 100 test labels)"), "{warning}");
         assert!(warning.contains("normalised test inputs span [6.0000, 6.0000], mean 6.0000, std 0.0000"), "{warning}");
+    }
+
+    #[test]
+    fn a_teacher_whose_embeddings_are_one_point_is_named() {
+        let rows = |v: &[f32], n: i64| Tensor::from_slice(v).reshape([n, v.len() as i64 / n]);
+        // identical, and identical up to a scale (the same direction)
+        let same = rows(&[0.6, 0.8, 0.6, 0.8, 1.2, 1.6], 3);
+        let p = collapse_problem(&same).unwrap();
+        assert!(
+            p.starts_with("its embeddings of the 3 held-out sentences are all the same direction (each within 0.00e0 "),
+            "{p}"
+        );
+        // differences within 16-bit rounding
+        assert!(collapse_problem(&rows(&[0.6, 0.8, 0.601, 0.8, 0.6, 0.799], 3)).is_some());
+        // a spread like a real encoder's, and too few rows to tell
+        assert_eq!(collapse_problem(&rows(&[1.0, 0.0, 0.0, 1.0, 0.7, 0.7], 3)), None);
+        assert_eq!(collapse_problem(&rows(&[0.6, 0.8], 1)), None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::export::export;
 use crate::interrupt::Phase;
 use crate::metrics::MetricsLog;
 use crate::objective::Agreement;
-use crate::preflight::chance_warning;
+use crate::preflight::{chance_warning, collapse_problem};
 use crate::progress::Progress;
 use crate::report::{Distilled, StudentReport, TeacherReport, TrainOutputs};
 use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
@@ -96,6 +96,9 @@ impl Students<'_> {
         };
         if let Some(w) = &warning {
             progress.warn(w.clone());
+        }
+        if objective.agreement() == Agreement::Cosine {
+            collapse_problem(&teacher_test).map_or(Ok(()), |p| Err(DistillError::teacher(&teacher.path, p)))?;
         }
         if objective.agreement() == Agreement::Cosine && test_set.len() < 3 {
             progress.warn(format!(

@@ -243,6 +243,32 @@ torch.jit.script(Encoder().eval()).save('wide.pt')",
     assert!(stderr.contains("point data.tokenizer at the teacher's own tokenizer.json"), "{stderr}");
 }
 
+/// A collapsed teacher (every sentence one embedding, or nearly) trained to the end with exit 0
+/// and a Spearman of null or of noise: it is refused before training, saying why.
+#[test]
+fn a_teacher_whose_embeddings_are_one_point_is_refused_before_training() {
+    let case = text_case();
+    python(
+        case.dir.path(),
+        "import torch
+class Constant(torch.nn.Module):
+    def __init__(self, wobble: float):
+        super().__init__()
+        self.wobble = wobble
+        self.direction = torch.nn.Parameter(torch.linspace(0.5, 1.5, 32))
+    def forward(self, input_ids, attention_mask):
+        one = self.direction.expand(input_ids.shape[0], 32) + 0.0 * attention_mask.sum(1, keepdim=True)
+        return one + self.wobble * input_ids[:, 1:2].float()
+torch.jit.script(Constant(0.0).eval()).save('constant.pt')
+torch.jit.script(Constant(1e-6).eval()).save('nearly.pt')",
+    );
+    for teacher in ["constant.pt", "nearly.pt"] {
+        let needles =
+            [teacher, "its embeddings of the 300 held-out sentences are all the same direction", "teaches nothing"];
+        case.fails_with(teacher, "text-student.toml", &needles);
+    }
+}
+
 #[test]
 fn a_test_set_too_small_for_spearman_says_so() {
     // two held-out sentences make one pair: its cosines have no spread, so no rank correlation
