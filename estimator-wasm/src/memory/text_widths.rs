@@ -8,9 +8,11 @@
 //! priced at 4,096 x 128 tokens the plan said 37.2 GiB. Its widest step is the epoch's last,
 //! partial batch (3,616 rows of the longest sentences, 117 tokens), 0.81x the tokens.
 use crate::memory::breakdown::Plan;
+use crate::memory::compiled::EvalPlan;
 use crate::memory::errors::EstimateError;
 use crate::memory::inputs::{Inputs, TextWidths};
 use crate::memory::memory_model::MemoryModel;
+use crate::memory::runtime::AllocatorPool;
 use crate::schema::Config;
 
 /// `config`'s model compiled at training width `width` (tokens), with the evaluation and the
@@ -36,29 +38,22 @@ pub(crate) fn model_at(
     let full = full_width(config);
     let or_full = |pairs: &[(u64, u64)]| if pairs.is_empty() { vec![(eval_b, full)] } else { pairs.to_vec() };
     let cuda = model.setup.runtime.cuda;
-    let mut evaluation: Option<(u64, crate::memory::compiled::EvalPlan)> = None;
-    for (rows, w) in or_full(&text.evaluation) {
-        let eval = compile(rows.min(eval_b), w)?.eval;
-        let bytes = eval.live.1.plus(&eval.batch).reserved(cuda);
-        if evaluation.as_ref().is_none_or(|(b, _)| bytes > *b) {
-            evaluation = Some((bytes, eval));
+    // the pass of `pairs` whose `held` pools need the most segments
+    let largest = |pairs: &[(u64, u64)], held: fn(&EvalPlan) -> AllocatorPool| -> Result<EvalPlan, EstimateError> {
+        let mut best: Option<(u64, EvalPlan)> = None;
+        for (rows, w) in or_full(pairs) {
+            let eval = compile(rows.min(eval_b), w)?.eval;
+            let bytes = held(&eval).reserved(cuda);
+            if best.as_ref().is_none_or(|(b, _)| bytes > *b) {
+                best = Some((bytes, eval));
+            }
         }
-    }
-    let mut teacher_pass: Option<(u64, crate::memory::compiled::EvalPlan)> = None;
-    for (rows, w) in or_full(&text.teacher_pass) {
-        let eval = compile(rows.min(eval_b), w)?.eval;
-        let bytes = eval.teacher_live.1.reserved(cuda);
-        if teacher_pass.as_ref().is_none_or(|(b, _)| bytes > *b) {
-            teacher_pass = Some((bytes, eval));
-        }
-    }
-    if let Some((_, e)) = evaluation {
-        model.eval.live = e.live;
-        model.eval.batch = e.batch;
-    }
-    if let Some((_, t)) = teacher_pass {
-        model.eval.teacher_live = t.teacher_live;
-    }
+        Ok(best.expect("or_full gives at least one batch").1)
+    };
+    let evaluation = largest(&text.evaluation, |e| e.live.1.plus(&e.batch))?;
+    let teacher_pass = largest(&text.teacher_pass, |e| e.teacher_live.1)?;
+    (model.eval.live, model.eval.batch) = (evaluation.live, evaluation.batch);
+    model.eval.teacher_live = teacher_pass.teacher_live;
     model.layout = crate::memory::compiled::ScanLayout::of(&model.student, model.teacher.as_ref(), &model.eval);
     Ok(model)
 }
