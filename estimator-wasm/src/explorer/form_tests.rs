@@ -308,3 +308,27 @@ fn a_pasted_cfg_is_bounded_in_size() {
     let e = ExplorerForm::from_cfg(&format!("{fits}#"), "T4").unwrap_err();
     assert_eq!((e.field, e.message.as_str()), (Some(FormField::Cfg), "this cfg.toml is 4.0 MiB; at most 4 MiB"));
 }
+
+/// A pasted cfg.toml whose teacher's vocabulary is padded (`teacher.vocab`) is priced at the
+/// teacher's width and exported with the key, so `distill` trains what the page planned.
+#[test]
+fn a_pasted_padded_teacher_vocabulary_is_priced_and_exported() {
+    let cfg = |teacher: &str| {
+        format!(
+            "[data]\ntokenizer = \"t.json\"\ninput_shape = [64]\nclasses = 100\n[student]\nfamily = \"transformer\"\n\
+             [student.transformer]\nlayers = 2\nd_model = 64\nheads = 4\nvocab = 100\nhead = \"lm\"\n\
+             [teacher]\nparams = 1000\ncache_logits = false\n{teacher}[train]\nbatch_size = 8\n"
+        )
+    };
+    let plain = ExplorerForm::from_cfg(&cfg(""), "T4").unwrap();
+    let padded = ExplorerForm::from_cfg(&cfg("vocab = 228\n"), "T4").unwrap();
+    let exported = padded.cfg_toml().unwrap();
+    assert!(exported.contains("\nvocab = 228\n"), "{exported}");
+    let logits = |f: &ExplorerForm| {
+        let plan = crate::estimate(&f.config().unwrap(), &crate::Inputs::default()).unwrap();
+        plan.moments.iter().map(|m| m.categories.get(crate::Cat::Logits)).max().unwrap()
+    };
+    // the teacher's fp32 logits [8, 64, 228] against [8, 64, 100], CUDA-rounded
+    let grow = logits(&padded) - logits(&plain);
+    assert!((8 * 64 * 128 * 4..=8 * 64 * 128 * 4 + 4096).contains(&grow), "{grow}");
+}

@@ -27,6 +27,10 @@ impl Compile<'_> {
             config.data.classes
         };
         let rows = logits.elems / classes.max(1);
+        let teacher_classes = match config.teacher.padded_vocab(config.data.classes) {
+            Some((width, _)) if vocab_parallel => width.div_ceil(config.estimate.tensor_parallel),
+            _ => classes,
+        };
         if config.kd.objective != KdObjective::Logits {
             let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
             return Ok(embedding_loss(fp32_logits, logits.size()?, logits.dtype, config.kd.objective, rows, kd));
@@ -79,8 +83,9 @@ impl Compile<'_> {
             transient,
             grads,
             student_logits,
-            // the teacher's logits are whole: its module returns every position at once
-            teacher_logits: kd.then_some(Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?)),
+            // the teacher's logits are whole: its module returns every position at once, at
+            // its own width (`teacher.vocab`: a padded vocabulary is cut by a view of them)
+            teacher_logits: kd.then_some(Size::per(mul(mul(rows, teacher_classes, "loss")?, 4, "loss")?)),
             rows,
         })
     }

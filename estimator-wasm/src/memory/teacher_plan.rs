@@ -22,10 +22,11 @@ impl Compile<'_> {
     pub(crate) fn teacher(&mut self) -> Result<Option<(TeacherModel, LiveSets)>, EstimateError> {
         let (config, inputs, notes) = (self.config, self.inputs, &mut self.notes);
         let spec = &config.teacher;
+        let data = spec.logit_data(&config.data);
         let layers: Option<Vec<Layer>> = match (&inputs.teacher, &spec.preset, &spec.arch) {
             (Some(TeacherModel { layers: Some(l), .. }), _, _) => Some(l.clone()),
-            (_, Some(name), _) => Some(teacher_presets::preset_layers(name, &config.data)?),
-            (_, _, Some(arch)) => Some(arch::layers(arch, &config.data)?),
+            (_, Some(name), _) => Some(teacher_presets::preset_layers(name, &data)?),
+            (_, _, Some(arch)) => Some(arch::layers(arch, &data)?),
             _ => None,
         };
         let from_layers = layers
@@ -99,7 +100,7 @@ impl Compile<'_> {
                     "the teacher's working set is a lower bound (input and logits only): give [teacher] preset or arch"
                         .into(),
                 );
-                let logits = mul(config.data.classes, 4, "teacher logits")?;
+                let logits = mul(data.classes, 4, "teacher logits")?;
                 let input = Size::per(mul(input_elems, dtype.bytes(), "teacher input")?);
                 live.push(("teacher".into(), vec![input, Size::per(logits), Size::per(logits)]));
             }

@@ -28,6 +28,7 @@ pub mod teacher_presets;
 pub mod toml_text;
 pub mod trainable;
 pub mod validate;
+mod validate_teacher;
 
 pub use catalogue::{catalogue, gpu, Gpu};
 pub use dtype::{DType, Recipe};
@@ -35,4 +36,5 @@ pub use errors::{SpecError, UnknownGpu};
 pub use spec::*;
 pub use student_spec::*;
 pub use trainable::untrainable;
-pub use validate::{check_safety_margin, check_teacher_counts};
+pub use validate::check_safety_margin;
+pub use validate_teacher::check_teacher_counts;

@@ -146,6 +146,27 @@ pub struct TeacherSpec {
     /// The teacher's architecture in the `[student]` schema (`[teacher.arch]`), for the estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<Box<StudentSpec>>,
+    /// A language model's teacher whose vocabulary is padded past its tokenizer's: the width of
+    /// its logits [B, S, vocab] (e.g. 640 for a tokenizer of 512 tokens, rows added to round
+    /// the embedding up). KD then compares the teacher's first `data.classes` columns (the
+    /// vocabulary shared with the tokenizer and the student, renormalised over it) and
+    /// `student.init_from_teacher` copies the first `data.classes` rows of its token tables.
+    /// `None`: the teacher's logits are `data.classes` wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vocab: Option<u64>,
+}
+
+impl TeacherSpec {
+    /// `data` as the teacher reads it: `classes` is the width of its logits (`vocab` when set).
+    pub fn logit_data(&self, data: &DataSpec) -> DataSpec {
+        DataSpec { classes: self.vocab.unwrap_or(data.classes), ..data.clone() }
+    }
+
+    /// `(the teacher's logit width, the shared vocabulary)` when the teacher's vocabulary is
+    /// padded past the student's `classes`; `None` when their widths are one.
+    pub fn padded_vocab(&self, classes: u64) -> Option<(u64, u64)> {
+        self.vocab.filter(|&v| v > classes).map(|v| (v, classes))
+    }
 }
 
 /// What the distillation term compares (`[kd] objective`).
@@ -205,6 +226,7 @@ impl Default for TeacherSpec {
             buffers: None,
             preset: None,
             arch: None,
+            vocab: None,
         }
     }
 }

@@ -3,7 +3,6 @@
 //! by expanding it (`crate::schema::arch`), a preset teacher by its table
 //! (`crate::schema::teacher_presets`), a GPU name by the catalogue.
 use crate::schema::errors::SpecError;
-use crate::schema::layer_ops::Op;
 use crate::schema::limits::{self, MAX_BATCH, MAX_BLOCKS, MAX_EPOCHS, MAX_LAYERS, MAX_SIZE};
 use crate::schema::spec::*;
 use crate::schema::student_spec::*;
@@ -18,7 +17,7 @@ impl Config {
         self.student.validate(&self.data)?;
         self.kd.validate()?;
         self.train.validate()?;
-        self.teacher.validate(&self.data)?;
+        self.teacher.validate(&self.data, self.student.is_language_model())?;
         self.estimate.validate()?;
         if let Some(t) = &self.student.transformer {
             t.validate_parallel("student.transformer", self.estimate.tensor_parallel)?;
@@ -33,45 +32,6 @@ impl Config {
 }
 
 impl Config {
-    /// A student that copies teacher layers (`student.init_from_teacher`) splits attention as the
-    /// teacher that `[teacher]` describes (preset or arch) does: the same `heads`, `kv_heads` and
-    /// `rope_theta`. None is in the teacher's parameters (a head split is a reshape, rotary
-    /// positions a formula), so a copied layer with another split would train silently as another
-    /// function. A teacher described by counts alone is taken at the student's word.
-    fn validate_teacher_copy(&self) -> Result<(), SpecError> {
-        let Some(student) = self.student.transformer.as_ref().filter(|_| !self.student.init_from_teacher.is_empty())
-        else {
-            return Ok(());
-        };
-        let (layers, described) = match (&self.teacher.preset, &self.teacher.arch) {
-            (Some(name), _) => {
-                (crate::schema::teacher_presets::preset_layers(name, &self.data)?, format!("the {name} teacher"))
-            }
-            (None, Some(arch)) => (crate::schema::arch::layers(arch, &self.data)?, "teacher.arch".to_string()),
-            (None, None) => return Ok(()),
-        };
-        let Some(teacher) = layers.iter().find_map(|l| match &l.op {
-            Op::SelfAttention(a) => Some(a),
-            _ => None,
-        }) else {
-            return Ok(());
-        };
-        let theta = |t: Option<f64>| t.map_or("none (learned positions)".to_string(), |t| t.to_string());
-        for (key, mine, theirs) in [
-            ("heads", student.heads.to_string(), teacher.heads.to_string()),
-            ("kv_heads", student.kv_heads().to_string(), teacher.kv_heads.to_string()),
-            ("rope_theta", theta(student.rope_theta), theta(teacher.rope_theta)),
-        ] {
-            if mine != theirs {
-                return invalid(
-                    &format!("student.transformer.{key}"),
-                    &format!("is {mine}, but {described} has {theirs}, and a layer copied by student.init_from_teacher splits its attention as the teacher's does: set {key} to the teacher's"),
-                );
-            }
-        }
-        Ok(())
-    }
-
     /// What the student outputs, what the data feeds it and what `[kd]` compares must agree.
     fn validate_outputs(&self) -> Result<(), SpecError> {
         let head = self.student.transformer.as_ref().map(|t| t.head);
@@ -172,7 +132,7 @@ impl StudentSpec {
     }
 
     /// Validates this architecture with error keys under `prefix` (`student` or `teacher.arch`).
-    fn validate_at(&self, prefix: &str, data: &DataSpec) -> Result<(), SpecError> {
+    pub(crate) fn validate_at(&self, prefix: &str, data: &DataSpec) -> Result<(), SpecError> {
         let key = |k: &str| format!("{prefix}.{k}");
         match self.family {
             Family::Mlp if !self.channels.is_empty() => {
@@ -354,22 +314,6 @@ impl TransformerSpec {
     }
 }
 
-impl TeacherSpec {
-    fn validate(&self, data: &DataSpec) -> Result<(), SpecError> {
-        if self.preset.is_some() && self.arch.is_some() {
-            return invalid("teacher.preset", "give either preset or arch, not both");
-        }
-        check_teacher_counts(self.params.unwrap_or(1), self.buffers.unwrap_or(0))?;
-        if let Some(name) = &self.preset {
-            crate::schema::teacher_presets::preset_layers(name, data)?;
-        }
-        if let Some(arch) = &self.arch {
-            arch.validate_at("teacher.arch", data)?;
-        }
-        Ok(())
-    }
-}
-
 impl KdSpec {
     fn validate(&self) -> Result<(), SpecError> {
         // measured on random logits in fp32 against fp64: T^2 KL is off by 3e-5 at T = 100, 1e-3
@@ -481,17 +425,6 @@ pub fn check_safety_margin(margin: f64) -> Result<(), SpecError> {
     invalid("estimate.safety_margin", "must be a fraction in [0, 1) (typical: 0.05)")
 }
 
-/// `teacher.params` and `teacher.buffers` (or the counts a caller passes): 1 to 2^50
-/// parameters (a thousand times the largest published model; their bytes then fit 64 bits)
-/// and at most 2^50 buffers.
-///
-/// # Errors
-/// [`SpecError::Invalid`] on `teacher.params` or `teacher.buffers` otherwise.
-pub fn check_teacher_counts(params: u64, buffers: u64) -> Result<(), SpecError> {
-    limits::within("teacher.params", params, 1, 1 << 50)?;
-    limits::within("teacher.buffers", buffers, 0, 1 << 50)
-}
-
-fn invalid<T>(key: &str, message: &str) -> Result<T, SpecError> {
+pub(crate) fn invalid<T>(key: &str, message: &str) -> Result<T, SpecError> {
     Err(SpecError::Invalid { key: key.to_string(), message: message.to_string() })
 }
