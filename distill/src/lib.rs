@@ -26,11 +26,13 @@
 //!    summary.
 //!
 //! Side trips, each one job: `overrides` (reading a cfg.toml with `--set`), `load` (data and
-//! teacher onto the device, checked by `preflight` before any output), `memory_plan` (the
+//! teacher onto the device, checked by `preflight` and, for a language model's
+//! vocabularies, `vocab_check` before any output), `memory_plan` (the
 //! estimator on the device: its capacity, the largest batch that fits, the plan's figures),
 //! `data` (images from npz with their normalisation; text from .txt tokenised by the teacher's
 //! tokenizer.json; seeded and length-bucketed orders), `teacher` (TorchScript, eval, no_grad),
-//! `student` (the network interface; its kinds: layers from `estimator_wasm::schema::arch`, and
+//! `student_build` (a student built
+//! with its starting weights: the teacher's, a file), `student` (the network interface; its kinds: layers from `estimator_wasm::schema::arch`, and
 //! transformers, initialised from a BERT teacher on request), `objective` (the distillation loss:
 //! logits or embeddings), `precision` (what a precision means to libtorch, and which ones
 //! train), `batches`, `loop_state` (the loop's position and running sums), `metrics`
@@ -79,6 +81,7 @@ pub mod shrink;
 pub mod similarity;
 pub mod step;
 pub mod student;
+pub mod student_build;
 pub mod students;
 pub mod summary;
 pub mod teacher;
@@ -87,6 +90,7 @@ pub mod teacher_cache;
 mod test_rng;
 pub mod train_io;
 pub mod trainer;
+pub mod vocab_check;
 
 pub use error::{DistillError, Result};
 pub use run::{resume, run, TrainOptions};

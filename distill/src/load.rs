@@ -4,20 +4,19 @@
 //! that is not the teacher).
 use std::path::Path;
 
-use estimator_wasm::schema::{BatchSize, Config};
+use estimator_wasm::schema::Config;
 use estimator_wasm::DatasetSize;
 use tch::{Device, Tensor};
 
 use crate::config::{HeldOut, RunConfig};
 use crate::data::{Dataset, TextLayout, TextTokenizer};
 use crate::error::Result;
-use crate::memory_plan::{LoadedSizes, TextLengths};
-use crate::preflight::{
-    check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, tokenizer_warning, TeacherOutput,
-};
+use crate::memory_plan::{unplanned_pass_rows, LoadedSizes, TextLengths};
+use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
 use crate::student::{StudentInit, TeacherInit, TeacherWeights};
-use crate::students::{build_student_from, teacher_weights};
+use crate::student_build::{build_student_from, teacher_weights};
 use crate::teacher::Teacher;
+use crate::vocab_check::{phantom_tokens_warning, tokenizer_warning, VocabSizes};
 
 /// The datasets on the device and the teacher.
 pub struct Loaded {
@@ -65,19 +64,31 @@ impl Loaded {
             HeldOut::Split(fraction) => train.split(*fraction, spec.train.seed)?,
         };
         let (train, test) = (train.to_device(device), test.to_device(device));
+        let padded = spec.teacher.padded_vocab(spec.data.classes);
         let teacher = Teacher::load(teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?
-            .counted_or(spec.teacher.params)?;
-        let warnings = match (&tokenizer, cfg.data.tokenizer.as_deref()) {
+            .counted_or(spec.teacher.params)?
+            .with_padded_vocab(padded);
+        let vocab = VocabSizes {
+            classes: spec.data.classes,
+            tokenizer: tokenizer.as_ref().map(|t| t.vocab_size()),
+            teacher: spec.teacher.vocab,
+        };
+        let mut warnings: Vec<String> = match (&tokenizer, cfg.data.tokenizer.as_deref()) {
             (Some(t), Some(path)) => tokenizer_warning(t.vocab_size(), &teacher.named_parameters()?, path),
             _ => None,
-        };
+        }
+        .into_iter()
+        .collect();
+        if spec.student.is_language_model() {
+            warnings.extend(phantom_tokens_warning(&vocab));
+        }
 
         // Preflight on a probe batch: teacher output shape, finite, in eval mode; student != teacher.
         let probe = Tensor::arange(probe_rows(spec, train.len()), (tch::Kind::Int64, device));
         let probe = train.batch(&probe);
         let probe_logits = teacher.output(&probe.input)?;
         let expected = match crate::objective::from_spec(&spec.kd).agreement() {
-            _ if spec.student.is_language_model() => TeacherOutput::TokenLogits { seq: probe.input.x.size()[1] },
+            _ if spec.student.is_language_model() => TeacherOutput::TokenLogits { seq: probe.input.x.size()[1], vocab },
             crate::objective::Agreement::Cosine => TeacherOutput::Embedding,
             crate::objective::Agreement::Top1 => TeacherOutput::Logits,
         };
@@ -88,7 +99,7 @@ impl Loaded {
         let init = StudentInit { teacher: teacher_weights.as_ref(), file: cfg.init.as_deref() };
         let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;
         check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;
-        Ok(Loaded { train, test, teacher, teacher_weights, teacher_init, warnings: warnings.into_iter().collect() })
+        Ok(Loaded { train, test, teacher, teacher_weights, teacher_init, warnings })
     }
 
     /// What the memory plan needs of the loaded run: the teacher's parameter count and the
@@ -108,19 +119,10 @@ impl Loaded {
     }
 }
 
-/// Rows of the preflight's probe batch: at most 8, and no more than the micro-batch and the
-/// evaluation batch the cfg sets, so the checks' teacher and student passes stay within what the
-/// memory plan prices (a causal LM's teacher returns fp32 logits [rows, S, vocab]: 8 windows of
-/// 1,024 tokens over 32,000 tokens held 4.5 GB against a plan of 278 MiB at batch 1). At least
-/// 2 where the evaluation batch and the data allow: the eval-mode check compares a batch with its
-/// first half.
+/// Rows of the preflight's probe batch: [`unplanned_pass_rows`], and no more than the train set
+/// holds.
 pub fn probe_rows(spec: &Config, train_samples: usize) -> i64 {
-    let micro_batch = match spec.train.batch_size {
-        BatchSize::Fixed(b) => b.max(2),
-        BatchSize::Auto => u64::MAX,
-    };
-    let rows = 8u64.min(micro_batch).min(spec.train.eval_batch_size).min(train_samples as u64);
-    rows.max(1) as i64
+    unplanned_pass_rows(spec).min(train_samples as i64).max(1)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::data::{Dataset, ModelInput};
 use crate::error::{DistillError, Result};
 use crate::student::Student;
 use crate::teacher::Teacher;
+use crate::vocab_check::{token_logits_problem, VocabSizes};
 
 /// `--device auto|cpu|cuda|cuda:N`: auto picks CUDA device 0 when libtorch sees one.
 ///
@@ -60,8 +61,9 @@ pub enum TeacherOutput {
     Logits,
     /// An embedding [B, classes] (an embedding objective).
     Embedding,
-    /// A language model's next-token logits [B, seq, vocab] (`head = "lm"`).
-    TokenLogits { seq: i64 },
+    /// A language model's next-token logits [B, seq, vocab] (`head = "lm"`), their width
+    /// checked against the vocabularies of `vocab`.
+    TokenLogits { seq: i64, vocab: VocabSizes },
 }
 
 /// The teacher's output on a probe batch must be what `expected` says, of width `classes`.
@@ -80,29 +82,12 @@ pub fn check_teacher_shape(
     let problem = match expected {
         TeacherOutput::Logits => shape_problem(&size, batch, classes),
         TeacherOutput::Embedding => embedding_problem(&size, batch, classes),
-        TeacherOutput::TokenLogits { seq } => token_logits_problem(&size, batch, seq, classes),
+        TeacherOutput::TokenLogits { seq, vocab } => token_logits_problem(&size, batch, seq, &vocab),
     };
     match problem {
         Some(problem) => Err(DistillError::teacher(&teacher.path, problem)),
         None => Ok(()),
     }
-}
-
-/// What is wrong with a language-model teacher's output of shape `size` for token ids
-/// [batch, seq] under `data.classes = vocab` (expected [batch, seq, vocab]); `None` when right.
-fn token_logits_problem(size: &[i64], batch: i64, seq: i64, vocab: u64) -> Option<String> {
-    let expected = format!("expected next-token logits [B, S, vocab] = [{batch}, {seq}, {vocab}]");
-    Some(match *size {
-        [b, s, v] if b == batch && s == seq && v == vocab as i64 => return None,
-        [b, s, v] if b == batch && s == seq => format!(
-            "the teacher outputs logits over {v} tokens (shape {size:?}), but data.classes = student.transformer.vocab = {vocab}: \
-             set both to {v}, the teacher's vocabulary"
-        ),
-        _ => format!(
-            "the teacher outputs shape {size:?} for token ids [{batch}, {seq}]; {expected}: return the logits of every position \
-             (forward(input_ids, attention_mask) -> [B, S, vocab])"
-        ),
-    })
 }
 
 /// What is wrong with a teacher embedding of shape `size` for a batch of `batch` under
@@ -324,36 +309,6 @@ pub fn check_not_identical(
     Ok(())
 }
 
-/// Names that end a teacher's token embedding table in common checkpoints: BERT, GPT-2, LLaMA
-/// and OPT (Hugging Face), Meta's LLaMA, GPT-NeoX, T5.
-const TOKEN_TABLES: [&str; 6] = [
-    "word_embeddings.weight",
-    "wte.weight",
-    "embed_tokens.weight",
-    "tok_embeddings.weight",
-    "embed_in.weight",
-    "shared.weight",
-];
-
-/// A warning when `tokenizer` (of `tokens` tokens) looks like another model's than the teacher
-/// whose parameters are `teacher`: its token embedding table (found by name, [`TOKEN_TABLES`])
-/// has more than `tokens / 0.9` rows. Ids of another vocabulary fit such a table and run, but
-/// mean other words, so the student would learn from nonsense. Tables padded past their
-/// tokenizer (to a multiple of 64 or 128 for speed) stay within 10%; a larger tokenizer than the
-/// table fails in the teacher's forward instead ([`crate::teacher::Teacher::output`]).
-pub fn tokenizer_warning(tokens: u64, teacher: &[(String, Tensor)], tokenizer: &std::path::Path) -> Option<String> {
-    let (name, table) = teacher.iter().find(|(n, t)| t.dim() == 2 && TOKEN_TABLES.iter().any(|s| n.ends_with(s)))?;
-    let rows = table.size()[0] as u64;
-    (tokens * 10 < rows * 9).then(|| {
-        format!(
-            "warning: data.tokenizer {} has {tokens} tokens but the teacher's token embedding {name} has {rows} rows: \
-             it may be another model's tokenizer (its ids would mean other words to the teacher); point data.tokenizer \
-             at the teacher's own tokenizer.json",
-            tokenizer.display()
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -471,29 +426,5 @@ mod tests {
         let test = labelled(&[1, 1]);
         assert_eq!(chance_warning(1.0, &test, 3), (0.5, None));
         assert!(chance_warning(0.5, &test, 3).1.is_some(), "half right on a balanced pair is chance");
-    }
-
-    #[test]
-    fn a_tokenizer_much_smaller_than_the_teachers_table_is_warned_about() {
-        let table =
-            |name: &str, rows: i64| vec![(name.to_string(), Tensor::zeros([rows, 4], (Kind::Float, Device::Cpu)))];
-        let path = std::path::Path::new("tok.json");
-        let bert = table("0.embeddings.word_embeddings.weight", 30522);
-        // a BPE tokenizer of 8,000 tokens against BERT's 30,522 rows
-        assert_eq!(
-            tokenizer_warning(8000, &bert, path).unwrap(),
-            "warning: data.tokenizer tok.json has 8000 tokens but the teacher's token embedding \
-             0.embeddings.word_embeddings.weight has 30522 rows: it may be another model's tokenizer (its ids would mean \
-             other words to the teacher); point data.tokenizer at the teacher's own tokenizer.json"
-        );
-        // its own tokenizer, and tables padded past theirs (Pythia 50,277 in 50,304; Qwen2
-        // 151,665 in 151,936)
-        assert_eq!(tokenizer_warning(30522, &bert, path), None);
-        assert_eq!(tokenizer_warning(50277, &table("gpt_neox.embed_in.weight", 50304), path), None);
-        assert_eq!(tokenizer_warning(151665, &table("model.embed_tokens.weight", 151936), path), None);
-        // the 10% edge, and no table found by name
-        assert_eq!(tokenizer_warning(900, &table("wte.weight", 1000), path), None);
-        assert!(tokenizer_warning(899, &table("wte.weight", 1000), path).is_some());
-        assert_eq!(tokenizer_warning(10, &table("fc1.weight", 1000), path), None);
     }
 }

@@ -40,6 +40,17 @@ pub struct TeacherReport {
     /// Language models: the teacher's test perplexity, on the same windows as the student's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_perplexity: Option<f64>,
+    /// A vocabulary padded past the tokenizer's (`teacher.vocab`): KD and the teacher's
+    /// perplexity use its first `shared` logits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padded_vocab: Option<PaddedVocab>,
+}
+
+/// The teacher's logit width and the vocabulary it shares with the tokenizer and the student.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaddedVocab {
+    pub logits: u64,
+    pub shared: u64,
 }
 
 /// How a run had the teacher's outputs on the train set (its soft targets).

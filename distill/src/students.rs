@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use estimator_wasm::schema::Config;
-use tch::{nn::VarStore, Device, Tensor};
+use tch::{Device, Tensor};
 
 use crate::checkpoint;
 use crate::config::RunSettings;
@@ -27,8 +27,9 @@ use crate::metrics::MetricsLog;
 use crate::objective::Agreement;
 use crate::preflight::{chance_warning, collapse_problem};
 use crate::progress::Progress;
-use crate::report::{Distilled, StudentReport, TeacherReport, TrainOutputs};
-use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
+use crate::report::{Distilled, PaddedVocab, StudentReport, TeacherReport, TrainOutputs};
+use crate::student::TeacherWeights;
+use crate::student_build::build_student_from;
 use crate::teacher::Teacher;
 use crate::teacher_cache::{self, CacheKey, Keyless};
 use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
@@ -37,7 +38,7 @@ use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 pub struct Data<'a> {
     pub train: &'a Dataset,
     pub test: &'a Dataset,
-    /// [`teacher_weights`], for `student.init_from_teacher`.
+    /// [`crate::student_build::teacher_weights`], for `student.init_from_teacher`.
     pub teacher_weights: Option<&'a TeacherWeights>,
 }
 
@@ -175,6 +176,7 @@ impl Students<'_> {
             train_outputs: Some(train_outputs),
             train_outputs_seconds,
             test_perplexity: teacher_pass.perplexity,
+            padded_vocab: teacher.padded_vocab.map(|(logits, shared)| PaddedVocab { logits, shared }),
         };
         Ok(Distilled { teacher, student, baseline })
     }
@@ -398,101 +400,4 @@ fn check_stop_after(stop_after: Option<u64>, step: u64, name: &str) -> Result<()
         ))),
         _ => Ok(()),
     }
-}
-
-/// What `student.init_from_teacher` takes: the teacher's parameters (fp32 on the CPU, whatever
-/// `teacher.precision` is) and, for a factorised head (`head_rank`), the first training inputs
-/// of `train` (on `device`) to fit it on; `None` when `spec` does not ask for them.
-///
-/// # Errors
-/// [`DistillError::Teacher`] when the teacher cannot be loaded again in fp32.
-pub fn teacher_weights(
-    spec: &Config,
-    teacher: &Teacher,
-    train: &Dataset,
-    device: Device,
-) -> Result<Option<TeacherWeights>> {
-    if spec.student.init_from_teacher.is_empty() {
-        return Ok(None);
-    }
-    let params = teacher.in_fp32(Device::Cpu)?.named_parameters()?;
-    let factorised = spec.student.transformer.as_ref().is_some_and(|t| t.head_rank.is_some());
-    let sample = factorised.then(|| {
-        let rows = (train.len() as i64).min(head_fit::HEAD_FIT_WINDOWS);
-        train.batch(&Tensor::arange(rows, (tch::Kind::Int64, device))).input
-    });
-    Ok(Some(TeacherWeights { params, sample }))
-}
-
-/// Seeds libtorch, builds the student of `spec` (read from `cfg_path`) and applies `init`: the
-/// teacher's weights (returning what was copied), then `student.init`.
-///
-/// # Errors
-/// [`DistillError::Config`] naming `cfg_path` for a student that cannot be built or an `init`
-/// that does not load; [`DistillError::Usage`] for teacher weights that do not fit the student.
-pub fn build_student_from(
-    spec: &Config,
-    init: StudentInit,
-    cfg_path: &Path,
-    device: Device,
-) -> Result<(VarStore, Student, Option<TeacherInit>)> {
-    tch::manual_seed(spec.train.seed as i64);
-    let mut vs = VarStore::new(device);
-    let student = Student::new(&vs.root(), spec)?;
-    let from_teacher = match init.teacher {
-        Some(weights) => Some(start_from_teacher(&vs, &student, spec, weights)?),
-        None => None,
-    };
-    if let Some(path) = init.file {
-        let unreadable = |why: String| {
-            DistillError::config(
-                cfg_path,
-                format!(
-                    "student.init = {}: {why}: point it at a .safetensors file of this student's variables, e.g. a run's \
-                     student.safetensors ({})",
-                    path.display(),
-                    crate::data::PATHS_RULE
-                ),
-            )
-        };
-        match std::fs::metadata(path) {
-            Err(e) => return Err(unreadable(format!("cannot read ({e})"))),
-            Ok(m) if m.is_dir() => return Err(unreadable("a folder, not a file".into())),
-            Ok(_) => {}
-        }
-        vs.load(path).map_err(|e| crate::student::init_error(cfg_path, path, &e))?;
-    }
-    Ok((vs, student, from_teacher))
-}
-
-/// Copies the teacher's weights into the student, then fits a factorised head to the teacher's.
-fn start_from_teacher(
-    vs: &VarStore,
-    student: &Student,
-    spec: &Config,
-    weights: &TeacherWeights,
-) -> Result<TeacherInit> {
-    let mut init = init_from_teacher(vs, spec, &weights.params)?;
-    // a teacher without an LM head (not a Llama) leaves the factors random, as a whole head
-    // is left, and `kept` says so
-    if let (Some(sample), Some(head)) = (&weights.sample, llama_init::teacher_head(&weights.params, &init.prefix)) {
-        init.head_fit = Some(head_fit::fit_head(student, vs, head, sample)?);
-        init.kept.retain(|name| !name.starts_with("head."));
-    }
-    Ok(init)
-}
-
-/// [`build_student_from`] with `student.init` alone (`init`, resolved), for students that take
-/// nothing from the teacher.
-///
-/// # Errors
-/// As [`build_student_from`].
-pub fn build_student(
-    spec: &Config,
-    init: Option<&Path>,
-    cfg_path: &Path,
-    device: Device,
-) -> Result<(VarStore, Student)> {
-    let init = StudentInit { teacher: None, file: init };
-    build_student_from(spec, init, cfg_path, device).map(|(vs, student, _)| (vs, student))
 }

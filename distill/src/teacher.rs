@@ -29,6 +29,9 @@ pub struct Teacher {
     /// Its convolution weights restrided channels-last ([`channels_last_weights`]); cleared
     /// when a forward needs the file's strides.
     restrided: AtomicBool,
+    /// `(its logits' width, the vocabulary shared with the student)` when its vocabulary is
+    /// padded past the tokenizer's (`teacher.vocab`): [`Teacher::output`] cuts to the shared.
+    pub padded_vocab: Option<(u64, u64)>,
 }
 
 impl Teacher {
@@ -60,7 +63,25 @@ impl Teacher {
         let restrided = device == Device::Cpu && channels_last_weights(&module)?;
         let restrided = AtomicBool::new(restrided);
         let path = path.to_path_buf();
-        Ok(Teacher { path, module, output, params, params_source, file_bytes, kind, precision, restrided })
+        Ok(Teacher {
+            path,
+            module,
+            output,
+            params,
+            params_source,
+            file_bytes,
+            kind,
+            precision,
+            restrided,
+            padded_vocab: None,
+        })
+    }
+
+    /// This teacher, its logits cut to their first `shared` columns when they are `full` wide
+    /// (`padded` = `(full, shared)`, `TeacherSpec::padded_vocab`; [`crate::vocab_check::shared_vocab`]).
+    pub fn with_padded_vocab(mut self, padded: Option<(u64, u64)>) -> Teacher {
+        self.padded_vocab = padded;
+        self
     }
 
     /// This teacher, its parameter count taken from the cfg's `teacher.params` (`declared`)
@@ -133,7 +154,7 @@ impl Teacher {
             };
             DistillError::teacher(&self.path, format!("{fix} ({reason})"))
         })?;
-        let output = self.select(out)?;
+        let output = crate::vocab_check::shared_vocab(self.select(out)?, self.padded_vocab);
         Ok(output.to_kind(Kind::Float))
     }
 
@@ -280,7 +301,8 @@ impl Teacher {
     /// # Errors
     /// As [`Teacher::load`].
     pub fn in_fp32(&self, device: Device) -> Result<Teacher> {
-        Teacher::load(&self.path, self.output.clone(), Precision::Fp32, device)
+        Ok(Teacher::load(&self.path, self.output.clone(), Precision::Fp32, device)?
+            .with_padded_vocab(self.padded_vocab))
     }
 
     /// The teacher's parameters by their TorchScript names (for a Hugging Face BERT,

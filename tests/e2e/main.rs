@@ -8,6 +8,7 @@ mod export;
 mod head_rank;
 mod language_model;
 mod optimizer;
+mod padded_vocab;
 mod stability;
 mod teachers;
 mod text;

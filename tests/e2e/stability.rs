@@ -8,7 +8,7 @@ use distill::config::{RunConfig, RunSettings};
 use distill::data::{permutation, Dataset, Examples, Images, Normalizer};
 use distill::metrics::MetricsLog;
 use distill::progress::{Progress, Verbosity};
-use distill::students::build_student;
+use distill::student_build::build_student;
 use distill::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 use distill::DistillError;
 use e2e::{digits_config, fixture, metrics_lines, serial, train};

@@ -37,7 +37,8 @@ use crate::error::{DistillError, Result};
 /// SmolLM2 example: C is 576 x 576).
 pub const HEAD_FIT_WINDOWS: i64 = 64;
 
-/// Windows per no-grad forward while collecting the hidden states.
+/// Windows per no-grad forward while collecting the hidden states, at most (fewer when the
+/// run's micro-batch or evaluation batch is smaller).
 const CHUNK: i64 = 8;
 
 /// The damping added to C's diagonal, as a share of its mean diagonal.
@@ -58,12 +59,18 @@ pub struct HeadFit {
 
 /// Fits `head.down.weight` [r, d] and `head.up.weight` [V, r] of `student` (variables `vs`) to
 /// the teacher's head `teacher_head` [V, d] on the student's hidden states over `sample` (token
-/// ids [N, S] and their mask), under `no_grad`.
+/// ids [N, S] and their mask), under `no_grad`, the body run on `pass_rows` windows at a time.
 ///
 /// # Errors
 /// [`DistillError::Usage`] when the student has no factorised head, or `teacher_head` is not
 /// [V, d] of the student's vocabulary and width.
-pub fn fit_head(student: &Student, vs: &VarStore, teacher_head: &Tensor, sample: &ModelInput) -> Result<HeadFit> {
+pub fn fit_head(
+    student: &Student,
+    vs: &VarStore,
+    teacher_head: &Tensor,
+    sample: &ModelInput,
+    pass_rows: i64,
+) -> Result<HeadFit> {
     let vars = vs.variables();
     let (Some(down), Some(up)) = (vars.get("head.down.weight"), vars.get("head.up.weight")) else {
         return Err(DistillError::Usage("student.transformer.head_rank: the student has no factorised head".into()));
@@ -75,7 +82,7 @@ pub fn fit_head(student: &Student, vs: &VarStore, teacher_head: &Tensor, sample:
             teacher_head.size()
         )));
     }
-    let (moments, tokens) = tch::no_grad(|| hidden_moments(student, sample, d));
+    let (moments, tokens) = tch::no_grad(|| hidden_moments(student, sample, d, pass_rows));
     let (down_w, up_w, kept) = factorise(teacher_head, &moments, rank);
     tch::no_grad(|| {
         down.shallow_clone().copy_(&down_w.to_kind(down.kind()).to_device(down.device()));
@@ -100,27 +107,33 @@ impl Moments {
 
 /// The [`Moments`] (float64, CPU) of the student's last hidden states (the input of its head
 /// block) at the mask's non-padding positions of `sample`, and the number of those positions.
-fn hidden_moments(student: &Student, sample: &ModelInput, d: i64) -> (Moments, i64) {
+/// The body runs on at most `pass_rows` windows at a time (no more than the batches the memory
+/// plan prices) and the sums are accumulated, so neither the device nor the host holds the
+/// hidden states of the whole sample.
+fn hidden_moments(student: &Student, sample: &ModelInput, d: i64, pass_rows: i64) -> (Moments, i64) {
     let net = student.net();
     let body = 0..net.block_count() - 1;
     let rows = sample.rows();
-    let mut parts = Vec::new();
+    let step = pass_rows.clamp(1, CHUNK);
+    let mut second = Tensor::zeros([d, d], (Kind::Double, Device::Cpu));
+    let mut sum = Tensor::zeros([d], (Kind::Double, Device::Cpu));
+    let mut tokens = 0;
     let mut start = 0;
     while start < rows {
-        let part = sample.narrow(start, CHUNK.min(rows - start));
+        let part = sample.narrow(start, step.min(rows - start));
         let h = net.forward_blocks(&part.x, body.clone(), part.mask.as_ref(), false).to_kind(Kind::Double);
         let h = h.reshape([-1, d]).to_device(Device::Cpu);
-        parts.push(match &part.mask {
+        let h = match &part.mask {
             Some(mask) => h.index_select(0, &mask.reshape([-1]).to_device(Device::Cpu).nonzero().squeeze_dim(1)),
             None => h,
-        });
-        start += CHUNK;
+        };
+        second += h.tr().matmul(&h);
+        sum += h.sum_dim_intlist(0, false, None);
+        tokens += h.size()[0];
+        start += step;
     }
-    let h = match parts.is_empty() {
-        true => Tensor::zeros([0, d], (Kind::Double, Device::Cpu)),
-        false => Tensor::cat(&parts, 0),
-    };
-    (Moments::of(&h), h.size()[0])
+    let n = tokens.max(1) as f64;
+    (Moments { second: second / n, mean: sum / n }, tokens)
 }
 
 /// The factors (`down` [r, d], `up` [V, r], float64) of the rank-r map closest to `w`^T [d, V]

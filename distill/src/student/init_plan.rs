@@ -142,7 +142,10 @@ pub fn strongest_neurons(fc1: &Tensor, fc2: &Tensor, width: i64) -> Tensor {
 pub fn shape_message(dst: &str, src: &str, teacher: &[i64], student: &[i64]) -> String {
     let (t, s) = (format!("{teacher:?}"), format!("{student:?}"));
     let fix = match dst {
-        "embed.tokens.weight" => format!("set student.transformer.vocab = {} and d_model = {}", teacher[0], teacher[1]),
+        "embed.tokens.weight" | "head.weight" if teacher.first() != student.first() => {
+            crate::vocab_check::vocab_table_fix(src, teacher, student)
+        }
+        "embed.tokens.weight" => format!("set student.transformer.d_model = {} (the teacher's width)", teacher[1]),
         "embed.positions.weight" => format!("set student.transformer.max_positions = {}", teacher[0]),
         "embed.token_types.weight" => format!("set student.transformer.token_types = {}", teacher[0]),
         d if d.ends_with("fc1.weight") || d.ends_with("fc1.bias") => {

@@ -84,7 +84,7 @@ pub fn trainable(vs: &VarStore) -> Vec<(String, Tensor)> {
 /// file (`student.init`, resolved).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StudentInit<'a> {
-    /// `crate::students::teacher_weights`; `None` without `student.init_from_teacher`.
+    /// `crate::student_build::teacher_weights`; `None` without `student.init_from_teacher`.
     pub teacher: Option<&'a TeacherWeights>,
     pub file: Option<&'a Path>,
 }

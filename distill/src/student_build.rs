@@ -1,0 +1,115 @@
+//! Building a student: libtorch seeded, the network of the cfg, then its starting weights: the
+//! teacher's (`student.init_from_teacher`, with a factorised head fitted to the teacher's) and
+//! then a `student.init` file.
+use std::path::Path;
+
+use estimator_wasm::schema::Config;
+use tch::nn::VarStore;
+use tch::{Device, Tensor};
+
+use crate::data::Dataset;
+use crate::error::{DistillError, Result};
+use crate::memory_plan::unplanned_pass_rows;
+use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
+use crate::teacher::Teacher;
+
+/// What `student.init_from_teacher` takes: the teacher's parameters (fp32 on the CPU, whatever
+/// `teacher.precision` is) and, for a factorised head (`head_rank`), the first training inputs
+/// of `train` (on `device`) to fit it on; `None` when `spec` does not ask for them. A teacher
+/// vocabulary padded past the tokenizer's (`teacher.vocab`) gives its token tables' shared rows.
+///
+/// # Errors
+/// [`DistillError::Teacher`] when the teacher cannot be loaded again in fp32.
+pub fn teacher_weights(
+    spec: &Config,
+    teacher: &Teacher,
+    train: &Dataset,
+    device: Device,
+) -> Result<Option<TeacherWeights>> {
+    if spec.student.init_from_teacher.is_empty() {
+        return Ok(None);
+    }
+    let params = crate::vocab_check::shared_vocab_tables(
+        teacher.in_fp32(Device::Cpu)?.named_parameters()?,
+        teacher.padded_vocab,
+    );
+    let factorised = spec.student.transformer.as_ref().is_some_and(|t| t.head_rank.is_some());
+    let sample = factorised.then(|| {
+        let rows = (train.len() as i64).min(head_fit::HEAD_FIT_WINDOWS);
+        train.batch(&Tensor::arange(rows, (tch::Kind::Int64, device))).input
+    });
+    Ok(Some(TeacherWeights { params, sample }))
+}
+
+/// Seeds libtorch, builds the student of `spec` (read from `cfg_path`) and applies `init`: the
+/// teacher's weights (returning what was copied), then `student.init`.
+///
+/// # Errors
+/// [`DistillError::Config`] naming `cfg_path` for a student that cannot be built or an `init`
+/// that does not load; [`DistillError::Usage`] for teacher weights that do not fit the student.
+pub fn build_student_from(
+    spec: &Config,
+    init: StudentInit,
+    cfg_path: &Path,
+    device: Device,
+) -> Result<(VarStore, Student, Option<TeacherInit>)> {
+    tch::manual_seed(spec.train.seed as i64);
+    let mut vs = VarStore::new(device);
+    let student = Student::new(&vs.root(), spec)?;
+    let from_teacher = match init.teacher {
+        Some(weights) => Some(start_from_teacher(&vs, &student, spec, weights)?),
+        None => None,
+    };
+    if let Some(path) = init.file {
+        let unreadable = |why: String| {
+            DistillError::config(
+                cfg_path,
+                format!(
+                    "student.init = {}: {why}: point it at a .safetensors file of this student's variables, e.g. a run's \
+                     student.safetensors ({})",
+                    path.display(),
+                    crate::data::PATHS_RULE
+                ),
+            )
+        };
+        match std::fs::metadata(path) {
+            Err(e) => return Err(unreadable(format!("cannot read ({e})"))),
+            Ok(m) if m.is_dir() => return Err(unreadable("a folder, not a file".into())),
+            Ok(_) => {}
+        }
+        vs.load(path).map_err(|e| crate::student::init_error(cfg_path, path, &e))?;
+    }
+    Ok((vs, student, from_teacher))
+}
+
+/// Copies the teacher's weights into the student, then fits a factorised head to the teacher's.
+fn start_from_teacher(
+    vs: &VarStore,
+    student: &Student,
+    spec: &Config,
+    weights: &TeacherWeights,
+) -> Result<TeacherInit> {
+    let mut init = init_from_teacher(vs, spec, &weights.params)?;
+    // a teacher without an LM head (not a Llama) leaves the factors random, as a whole head
+    // is left, and `kept` says so
+    if let (Some(sample), Some(head)) = (&weights.sample, llama_init::teacher_head(&weights.params, &init.prefix)) {
+        init.head_fit = Some(head_fit::fit_head(student, vs, head, sample, unplanned_pass_rows(spec))?);
+        init.kept.retain(|name| !name.starts_with("head."));
+    }
+    Ok(init)
+}
+
+/// [`build_student_from`] with `student.init` alone (`init`, resolved), for students that take
+/// nothing from the teacher.
+///
+/// # Errors
+/// As [`build_student_from`].
+pub fn build_student(
+    spec: &Config,
+    init: Option<&Path>,
+    cfg_path: &Path,
+    device: Device,
+) -> Result<(VarStore, Student)> {
+    let init = StudentInit { teacher: None, file: init };
+    build_student_from(spec, init, cfg_path, device).map(|(vs, student, _)| (vs, student))
+}
