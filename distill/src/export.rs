@@ -30,7 +30,7 @@ use tch::{nn::VarStore, CModule, Device, Tensor};
 use crate::data::{Dataset, ModelInput};
 use crate::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
 use crate::error::{DistillError, Result};
-use crate::latency::{measure, Latency};
+use crate::latency::{large_batch, measure, Latency};
 use crate::prune::{LayerSparsity, Pruner};
 use crate::report::{PruneReport, ShrunkReport, StudentReport};
 use crate::shrink::{shrink, zero_dead_inputs};
@@ -287,7 +287,7 @@ fn cpu_latency(spec: &Config, file: &Path, test: &Dataset) -> Result<Latency> {
         Some(_) => test.chunks(batch as usize).next().expect("a test set holds a sample").input.to_device(Device::Cpu),
         None => student.example_input(batch),
     };
-    Ok(measure(&student, &input))
+    Ok(measure(&student, &input, large_batch(spec.train.eval_batch_size)))
 }
 
 #[cfg(test)]

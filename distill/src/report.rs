@@ -391,7 +391,7 @@ mod tests {
             skipped_steps: 0,
             final_loss_scale: None,
             samples_dropped_per_epoch: 0,
-            latency: Latency { batch_1_ms: 0.25, batch_256_ms: 1.0, threads: 1 },
+            latency: Latency { batch_1_ms: 0.25, large_batch: 256, large_batch_ms: 1.0, threads: 1 },
             prune: None,
         };
         let json = serde_json::to_string(&report).unwrap();
