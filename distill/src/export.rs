@@ -287,7 +287,7 @@ fn cpu_latency(spec: &Config, file: &Path, test: &Dataset) -> Result<Latency> {
         Some(_) => test.chunks(batch as usize).next().expect("a test set holds a sample").input.to_device(Device::Cpu),
         None => student.example_input(batch),
     };
-    Ok(measure(&student, &input))
+    Ok(crate::phase_times::during(crate::phase_times::Phase::Latency, || measure(&student, &input)))
 }
 
 #[cfg(test)]

@@ -40,7 +40,8 @@
 //! `similarity` (Spearman of embedding cosines), `shrink`, `latency`, `rundir` (the output
 //! folder), `durable` (atomic writes), `fingerprint` (the input files a resume checks), `teacher_cache`
 //! (the teacher's train-set outputs on disk, for a resume or other runs),
-//! `interrupt` (Ctrl-C: the stop flag, and what it does in each phase of the run), `progress`,
+//! `interrupt` (Ctrl-C: the stop flag, and what it does in each phase of the run), `phase_times`
+//! (where the wall time went, for the report), `progress`,
 //! `error`; `plan_command` is `distill plan`.
 pub mod allocator;
 pub mod amp;
@@ -66,6 +67,7 @@ pub mod metrics;
 pub mod objective;
 pub mod optim;
 pub mod overrides;
+pub mod phase_times;
 pub mod plan_command;
 pub mod precision;
 pub mod preflight;

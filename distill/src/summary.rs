@@ -117,6 +117,7 @@ impl Report {
             );
         }
         let _ = writeln!(out, "\nwall time {:.1} s on {}", self.wall_seconds, self.device);
+        let _ = writeln!(out, "{}", self.phases.line(self.wall_seconds));
         if let Some(m) = &self.memory {
             let _ = writeln!(out, "{}", memory_line(m));
         }
