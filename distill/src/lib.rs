@@ -23,7 +23,7 @@
 //!    gradient checkpointing; `backward`, the autograd call, refused for a loss without a graph).
 //! 7. `export.rs`: writes the trained student and measures it: the student's report section.
 //! 8. `report.rs`: `report.json`'s fields, built once ([`report::Report::new`]), and the printed
-//!    summary.
+//!    summary; `report_html/` draws `report.html` from it and the students' `metrics.jsonl`.
 //!
 //! Side trips, each one job: `overrides` (reading a cfg.toml with `--set`), `load` (data and
 //! teacher onto the device, checked by `preflight` and, for a language model's
@@ -75,6 +75,7 @@ pub mod progress;
 pub mod prune;
 pub mod prune_schedule;
 pub mod report;
+pub mod report_html;
 pub mod run;
 pub mod rundir;
 pub mod schedule;

@@ -170,6 +170,11 @@ pub struct MemoryReport {
     /// [`crate::allocator::peak_resident_bytes`] for what it counts beyond the plan.
     #[serde(default)]
     pub measured_peak_resident_bytes: Option<u64>,
+    /// The plan at its peak moment, part by part: `[name, bytes]` by category, then the
+    /// fragmentation reserve and the CUDA context where non-zero (`report.html` sets it beside
+    /// the measured peaks).
+    #[serde(default)]
+    pub predicted_breakdown: Vec<(String, u64)>,
 }
 
 impl MemoryReport {
@@ -190,6 +195,7 @@ impl MemoryReport {
             measured_peak_allocated_bytes: peak.as_ref().map(|m| m.peak_allocated as u64),
             measured_peak_reserved_bytes: peak.as_ref().map(|m| m.peak_reserved as u64),
             measured_peak_resident_bytes: crate::allocator::peak_resident_bytes(),
+            predicted_breakdown: plan.predicted_breakdown,
         }
     }
 }

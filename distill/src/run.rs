@@ -349,6 +349,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
             let report = Report::new(run, distilled);
             let json = serde_json::to_string_pretty(&report).expect("report serialises");
             rundir.write("report.json", json.as_bytes())?;
+            crate::report_html::write(&report, &rundir.path(""))?;
             // run.json goes only once the run has its name: a failed rename stays resumable
             let kept = rundir.kept();
             let partial = rundir.partial.clone();

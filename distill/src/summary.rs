@@ -216,6 +216,7 @@ mod tests {
             measured_peak_allocated_bytes: Some(5 << 28),
             measured_peak_reserved_bytes: Some(1 << 29),
             measured_peak_resident_bytes: Some(4_831_838_208),
+            predicted_breakdown: Vec::new(),
         };
         // each measured figure beside the same quantity predicted, with the error
         assert_eq!(
