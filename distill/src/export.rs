@@ -287,7 +287,9 @@ fn cpu_latency(spec: &Config, file: &Path, test: &Dataset) -> Result<Latency> {
         Some(_) => test.chunks(batch as usize).next().expect("a test set holds a sample").input.to_device(Device::Cpu),
         None => student.example_input(batch),
     };
-    Ok(measure(&student, &input, large_batch(spec.train.eval_batch_size)))
+    Ok(crate::phase_times::during(crate::phase_times::Phase::Latency, || {
+        measure(&student, &input, large_batch(spec.train.eval_batch_size))
+    }))
 }
 
 #[cfg(test)]

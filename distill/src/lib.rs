@@ -23,7 +23,7 @@
 //!    gradient checkpointing; `backward`, the autograd call, refused for a loss without a graph).
 //! 7. `export.rs`: writes the trained student and measures it: the student's report section.
 //! 8. `report.rs`: `report.json`'s fields, built once ([`report::Report::new`]), and the printed
-//!    summary.
+//!    summary; `report_html/` draws `report.html` from it and the students' `metrics.jsonl`.
 //!
 //! Side trips, each one job: `overrides` (reading a cfg.toml with `--set`), `load` (data and
 //! teacher onto the device, checked by `preflight` and, for a language model's
@@ -40,7 +40,8 @@
 //! `similarity` (Spearman of embedding cosines), `shrink`, `latency`, `rundir` (the output
 //! folder), `durable` (atomic writes), `fingerprint` (the input files a resume checks), `teacher_cache`
 //! (the teacher's train-set outputs on disk, for a resume or other runs),
-//! `interrupt` (Ctrl-C: the stop flag, and what it does in each phase of the run), `progress`,
+//! `interrupt` (Ctrl-C: the stop flag, and what it does in each phase of the run), `phase_times`
+//! (where the wall time went, for the report), `progress`,
 //! `error`; `plan_command` is `distill plan`.
 pub mod allocator;
 pub mod amp;
@@ -66,6 +67,7 @@ pub mod metrics;
 pub mod objective;
 pub mod optim;
 pub mod overrides;
+pub mod phase_times;
 pub mod plan_command;
 pub mod precision;
 pub mod preflight;
@@ -73,6 +75,7 @@ pub mod progress;
 pub mod prune;
 pub mod prune_schedule;
 pub mod report;
+pub mod report_html;
 pub mod run;
 pub mod rundir;
 pub mod schedule;

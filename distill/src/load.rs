@@ -12,6 +12,7 @@ use crate::config::{HeldOut, RunConfig};
 use crate::data::{Dataset, TextLayout, TextTokenizer};
 use crate::error::Result;
 use crate::memory_plan::{unplanned_pass_rows, LoadedSizes, TextLengths};
+use crate::phase_times::Phase;
 use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
 use crate::student::{StudentInit, TeacherInit, TeacherWeights};
 use crate::student_build::{build_student_from, teacher_weights};
@@ -41,6 +42,7 @@ impl Loaded {
     /// fault and the fix; [`crate::DistillError::Config`] for a student that cannot be built.
     pub fn load(cfg: &RunConfig, teacher: &Path, device: Device) -> Result<Loaded> {
         let spec = &cfg.spec;
+        crate::phase_times::switch(Phase::Data);
         let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
         let tokenizer = cfg.data.tokenizer.as_deref();
         let layout = if spec.student.is_language_model() { TextLayout::Packed } else { TextLayout::Sentences };
@@ -64,6 +66,7 @@ impl Loaded {
             HeldOut::Split(fraction) => train.split(*fraction, spec.train.seed)?,
         };
         let (train, test) = (train.to_device(device), test.to_device(device));
+        crate::phase_times::switch(Phase::TeacherLoad);
         let padded = spec.teacher.padded_vocab(spec.data.classes);
         let teacher = Teacher::load(teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?
             .counted_or(spec.teacher.params)?
@@ -99,6 +102,7 @@ impl Loaded {
         let init = StudentInit { teacher: teacher_weights.as_ref(), file: cfg.init.as_deref() };
         let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;
         check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;
+        crate::phase_times::switch(Phase::Other);
         Ok(Loaded { train, test, teacher, teacher_weights, teacher_init, warnings })
     }
 

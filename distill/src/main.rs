@@ -103,6 +103,7 @@ fn home_path() -> impl TypedValueParser<Value = PathBuf> {
 }
 
 fn main() -> ExitCode {
+    distill::phase_times::process_started();
     distill::allocator::limit_malloc_arenas();
     let args = Args::parse();
     if let Some(Command::Plan { student, teacher, gpu, batch, json, sets }) = args.command {

@@ -51,6 +51,10 @@ pub struct MemoryPlan {
     pub predicted_allocated_bytes: u64,
     /// The allocator's peak `reserved_bytes` (segments), bytes.
     pub predicted_reserved_bytes: u64,
+    /// What the plan holds at its peak moment: bytes by category (`student_weights`,
+    /// `activations`, ...), then what it adds outside the tensors (`fragmentation`,
+    /// `cuda_context`, `nccl`), each where non-zero.
+    pub predicted_breakdown: Vec<(String, u64)>,
 }
 
 impl MemoryPlan {
@@ -63,8 +67,17 @@ impl MemoryPlan {
             predicted_total_bytes: plan.totals.total,
             predicted_allocated_bytes: plan.peak_allocated(),
             predicted_reserved_bytes: plan.totals.reserved,
+            predicted_breakdown: breakdown(plan),
         }
     }
+}
+
+/// The plan's bytes by category at its peak moment, then its reserves outside the tensors.
+fn breakdown(plan: &Plan) -> Vec<(String, u64)> {
+    let t = &plan.totals;
+    let outside = [("fragmentation", t.fragmentation), ("cuda_context", t.cuda_context), ("nccl", t.nccl)];
+    let outside = outside.into_iter().filter(|&(_, b)| b > 0).map(|(n, b)| (n.to_string(), b));
+    plan.peak.iter().map(|(cat, b)| (cat.name().to_string(), b)).chain(outside).collect()
 }
 
 /// The memory a run may fill on its device: the device's name, and the device as the estimator

@@ -8,6 +8,7 @@ use crate::data::{Dataset, TextStats};
 use crate::latency::Latency;
 use crate::memory_plan::MemoryPlan;
 use crate::objective::{Agreement, LossValues};
+use crate::phase_times::PhaseSeconds;
 use crate::prune::{LayerSparsity, PruneSchedule};
 
 /// The teacher, as measured in this run.
@@ -169,6 +170,11 @@ pub struct MemoryReport {
     /// [`crate::allocator::peak_resident_bytes`] for what it counts beyond the plan.
     #[serde(default)]
     pub measured_peak_resident_bytes: Option<u64>,
+    /// The plan at its peak moment, part by part: `[name, bytes]` by category, then the
+    /// fragmentation reserve and the CUDA context where non-zero (`report.html` sets it beside
+    /// the measured peaks).
+    #[serde(default)]
+    pub predicted_breakdown: Vec<(String, u64)>,
 }
 
 impl MemoryReport {
@@ -189,6 +195,7 @@ impl MemoryReport {
             measured_peak_allocated_bytes: peak.as_ref().map(|m| m.peak_allocated as u64),
             measured_peak_reserved_bytes: peak.as_ref().map(|m| m.peak_reserved as u64),
             measured_peak_resident_bytes: crate::allocator::peak_resident_bytes(),
+            predicted_breakdown: plan.predicted_breakdown,
         }
     }
 }
@@ -293,7 +300,11 @@ pub struct RunFacts {
     pub data: DataReport,
     /// The estimator's plan on the device (`None` where its memory is unknown).
     pub memory: Option<MemoryPlan>,
+    /// From the process's start (or, for a later run in the same process, the run's) to the
+    /// report.
     pub wall_seconds: f64,
+    /// `wall_seconds` split by phase ([`crate::phase_times`]).
+    pub phases: PhaseSeconds,
     pub output_dir: String,
     /// The data-parallel job this run was one rank of (`None`: one process).
     pub data_parallel: Option<DataParallelReport>,
@@ -328,7 +339,11 @@ pub struct Report {
     pub kd_gain_points: Option<f64>,
     /// The estimator's plan on this device (and, on CUDA, the measured allocator peak).
     pub memory: Option<MemoryReport>,
+    /// Seconds from the process's start to the report (a later run in the same process: from its
+    /// own start).
     pub wall_seconds: f64,
+    /// Where `wall_seconds` went, per phase; the phases sum to it ([`crate::phase_times`]).
+    pub phases: PhaseSeconds,
     pub output_dir: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_parallel: Option<DataParallelReport>,
@@ -356,6 +371,7 @@ impl Report {
             baseline,
             memory: run.memory.map(|m| MemoryReport::measured(m, run.device)),
             wall_seconds: run.wall_seconds,
+            phases: run.phases,
             output_dir: run.output_dir,
             data_parallel: run.data_parallel,
         }

@@ -206,6 +206,7 @@ pub fn resume(
 
 fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
     let start = Instant::now();
+    crate::phase_times::start_run();
     let device = parse_device(&opts.device)?;
     // what every rank refuses from the cfg alone, before any joins the group: a rank that
     // refused after joining could leave while another is still connecting, which would then
@@ -328,12 +329,15 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     match students.distil(&mut loaded.teacher, &data) {
         Ok(distilled) => {
             // every fact of the report is known now: it is built once, here
+            let (phases, wall_seconds) =
+                crate::phase_times::finish().unwrap_or_else(|| (Default::default(), start.elapsed().as_secs_f64()));
             let run = RunFacts {
                 config: settings.cfg_path().display().to_string(),
                 device,
                 data: DataReport::new(&loaded.train, &loaded.test, &settings.spec().data),
                 memory,
-                wall_seconds: start.elapsed().as_secs_f64(),
+                wall_seconds,
+                phases,
                 output_dir: rundir.out.display().to_string(),
                 data_parallel: group.as_ref().map(|g| DataParallelReport {
                     world_size: g.world,
@@ -345,6 +349,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
             let report = Report::new(run, distilled);
             let json = serde_json::to_string_pretty(&report).expect("report serialises");
             rundir.write("report.json", json.as_bytes())?;
+            crate::report_html::write(&report, &rundir.path(""))?;
             // run.json goes only once the run has its name: a failed rename stays resumable
             let kept = rundir.kept();
             let partial = rundir.partial.clone();

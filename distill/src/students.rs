@@ -25,6 +25,7 @@ use crate::export::export;
 use crate::interrupt::Phase;
 use crate::metrics::MetricsLog;
 use crate::objective::Agreement;
+use crate::phase_times::{during, Phase as Timed};
 use crate::preflight::{chance_warning, collapse_problem};
 use crate::progress::Progress;
 use crate::report::{Distilled, PaddedVocab, StudentReport, TeacherReport, TrainOutputs};
@@ -80,7 +81,9 @@ impl Students<'_> {
         let scored = objective.agreement().classifies();
         let bar = progress.samples("teacher", test_set.len() as u64);
         crate::interrupt::enter(Phase::Teacher);
-        let teacher_pass = teacher_pass(teacher, test_set, objective.as_ref(), eval_batch, &bar, self.stop)?;
+        let teacher_pass = during(Timed::TeacherPass, || {
+            teacher_pass(teacher, test_set, objective.as_ref(), eval_batch, &bar, self.stop)
+        })?;
         let teacher_test = teacher_pass.predictions;
         let teacher_accuracy = test_set.labels().filter(|_| scored).map(|y| accuracy(&teacher_test, y));
         let perplexity = teacher_pass.perplexity.map(|p| format!(", test perplexity {p:.3}")).unwrap_or_default();
@@ -126,7 +129,8 @@ impl Students<'_> {
             }
             (true, true) => {
                 let start = std::time::Instant::now();
-                let (outputs, how) = self.cached_outputs(teacher, train_set, eval_batch)?;
+                let (outputs, how) =
+                    during(Timed::TeacherPass, || self.cached_outputs(teacher, train_set, eval_batch))?;
                 (SoftTargets::Cached(outputs), how, Some(start.elapsed().as_secs_f64()))
             }
             (true, false) => (SoftTargets::Live(teacher), TrainOutputs::Live, None),
@@ -379,16 +383,18 @@ pub fn run_student(
     };
     check_stop_after(out.stop_after, trainer.step(), name)?;
     crate::interrupt::enter(Phase::Training);
-    let outcome = match trainer.run(progress, &mut metrics, name, Some(&checkpoints))? {
+    let outcome = match during(Timed::Training, || trainer.run(progress, &mut metrics, name, Some(&checkpoints)))? {
         RunEnd::Finished(outcome) => outcome,
         RunEnd::Stopped { step } => return Err(DistillError::stopped(step, out.stop_after)),
     };
     crate::interrupt::enter(Phase::Finishing);
-    let report = export(inputs, trainer.into_trained(), &outcome, &out.dir)?;
-    let json = serde_json::to_vec_pretty(&report).expect("report serialises");
-    // into this rank's own folder (`done` may be rank 0's)
-    write_atomic(&out.path("student-report.json"), |f| f.write_all(&json))?;
-    Ok(report)
+    during(Timed::Export, || {
+        let report = export(inputs, trainer.into_trained(), &outcome, &out.dir)?;
+        let json = serde_json::to_vec_pretty(&report).expect("report serialises");
+        // into this rank's own folder (`done` may be rank 0's)
+        write_atomic(&out.path("student-report.json"), |f| f.write_all(&json))?;
+        Ok(report)
+    })
 }
 
 /// `--stop-after-steps N` stops a student when it completes step N: refused when this student

@@ -117,6 +117,7 @@ impl Report {
             );
         }
         let _ = writeln!(out, "\nwall time {:.1} s on {}", self.wall_seconds, self.device);
+        let _ = writeln!(out, "{}", self.phases.line(self.wall_seconds));
         if let Some(m) = &self.memory {
             let _ = writeln!(out, "{}", memory_line(m));
         }
@@ -215,6 +216,7 @@ mod tests {
             measured_peak_allocated_bytes: Some(5 << 28),
             measured_peak_reserved_bytes: Some(1 << 29),
             measured_peak_resident_bytes: Some(4_831_838_208),
+            predicted_breakdown: Vec::new(),
         };
         // each measured figure beside the same quantity predicted, with the error
         assert_eq!(

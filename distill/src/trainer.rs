@@ -27,6 +27,7 @@ use crate::loop_state::{HeldOut, LoopState, StepFigures};
 use crate::metrics::MetricsLog;
 use crate::objective::{Agreement, Objective};
 use crate::optim::Optimizer;
+use crate::phase_times::{during, Phase};
 use crate::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::schedule::Schedule;
@@ -174,7 +175,7 @@ impl<'a> Trainer<'a> {
             let step = self.state.step();
             let epoch_end = step % steps_per_epoch == 0;
             if epoch_end {
-                self.end_epoch(epoch, progress, metrics, name)?;
+                during(Phase::Evaluation, || self.end_epoch(epoch, progress, metrics, name))?;
             }
             if let Some(c) = checkpoints {
                 let every = spec.train.save_every;
@@ -196,7 +197,7 @@ impl<'a> Trainer<'a> {
                     }
                     metrics.sync()?;
                     if c.write {
-                        self.save(&c.dir)?;
+                        during(Phase::Checkpoints, || self.save(&c.dir))?;
                     }
                 }
                 if stop && step < total {

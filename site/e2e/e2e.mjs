@@ -6,7 +6,8 @@
 //   PLAN_BIN      native estimator-wasm example `plan` (the Plan JSON of a cfg.toml)
 //   DISTILL_BIN   target/debug/distill (its `plan` subcommand must accept the downloaded cfg.toml)
 // Every check runs; failures are listed at the end and the exit code is 1 if any failed. Helpers
-// in lib.mjs; the checks of hostile links, pastes, phones and failures in robust.mjs.
+// in lib.mjs; the checks of hostile links, pastes, phones and failures in robust.mjs; a distill run's
+// report.html (opened from disk, values read back against metrics.jsonl) in report.mjs.
 import { chromium } from 'playwright-core';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -19,6 +20,7 @@ import {
   nativeSweep, noPanic, passed, problems, stateOf, urlSynced, waitForState, watch,
 } from './lib.mjs';
 import { robustnessChecks } from './robust.mjs';
+import { reportChecks } from './report.mjs';
 
 const profile = mkdtempSync(join(tmpdir(), 'explorer-e2e-'));
 const context = await chromium.launchPersistentContext(profile, {
@@ -385,6 +387,9 @@ await check('the embed snippet works on the docs page', async () => {
   await docs.screenshot({ path: join(ART, 'docs.png'), fullPage: true });
   assert(problems.length === before, problems.slice(before).join('; '));
 });
+
+// a run's report.html, opened from disk (report.mjs)
+await reportChecks(context);
 
 await context.close();
 writeFileSync(join(ART, 'budgets.json'), JSON.stringify(budgets, null, 2));

@@ -9,6 +9,7 @@ mod head_rank;
 mod language_model;
 mod optimizer;
 mod padded_vocab;
+mod run_report;
 mod stability;
 mod teachers;
 mod text;

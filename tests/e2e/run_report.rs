@@ -1,0 +1,121 @@
+//! What a run says about itself beyond its students: where its wall time went (`phases` in
+//! report.json and the summary) and `report.html`.
+use distill::phase_times::Phase;
+use e2e::{digits_config, fixture, metrics_lines, train};
+
+#[test]
+fn the_wall_time_is_split_by_phase_and_the_phases_sum_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = digits_config(dir.path(), &[]);
+    let report = train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), true).unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("run/report.json")).unwrap()).unwrap();
+    let phases = &saved["phases"];
+    let keys = [
+        "startup_s",
+        "data_s",
+        "teacher_load_s",
+        "teacher_pass_s",
+        "training_s",
+        "evaluation_s",
+        "checkpoints_s",
+        "export_s",
+        "latency_s",
+        "other_s",
+    ];
+    let wall = saved["wall_seconds"].as_f64().unwrap();
+    let mut sum = 0.0;
+    for key in keys {
+        let s = phases[key].as_f64().unwrap_or_else(|| panic!("phases.{key} missing: {phases}"));
+        assert!(s >= 0.0, "phases.{key} = {s}");
+        sum += s;
+    }
+    assert_eq!(phases.as_object().unwrap().len(), keys.len(), "{phases}");
+    assert!(sum <= wall + 1e-9, "the phases sum to {sum} s, the wall time is {wall} s");
+    // every moment is charged to one phase: nothing is lost between them
+    assert!(wall - sum < 1e-6, "{sum} against {wall}");
+    let p = &report.phases;
+    // each phase that ran holds time: the data, the teacher, the steps of both students (their
+    // measured step times are part of training), the checkpoints, the exports and their latency
+    for phase in [
+        Phase::Data,
+        Phase::TeacherLoad,
+        Phase::TeacherPass,
+        Phase::Evaluation,
+        Phase::Checkpoints,
+        Phase::Export,
+        Phase::Latency,
+    ] {
+        assert!(p.get(phase) > 0.0, "{phase:?}: {p:?}");
+    }
+    let steps = report.student.train_seconds + report.baseline.as_ref().unwrap().train_seconds;
+    assert!(p.training_s >= steps, "training {} s < the steps' {steps} s", p.training_s);
+    // two students' latency at batch 1 and 256 take a measurable share
+    assert!(p.latency_s > 0.01, "{p:?}");
+    let summary = report.summary();
+    assert!(summary.contains(&p.line(report.wall_seconds)), "{summary}");
+    assert!(summary.contains("time: startup "), "{summary}");
+}
+
+/// The `data-y` of the dot of `series` at `x` in `html`.
+fn plotted(html: &str, series: &str, x: u64) -> f64 {
+    let key = format!("data-series=\"{series}\" data-x=\"{x}\" data-y=\"");
+    let at = html.find(&key).unwrap_or_else(|| panic!("no dot of {series} at {x}")) + key.len();
+    html[at..at + html[at..].find('"').unwrap()].parse().unwrap()
+}
+
+/// The `data-value` of the bar labelled `label` in `html`.
+fn bar(html: &str, label: &str) -> f64 {
+    let key = format!("data-label=\"{label}\" data-value=\"");
+    let at = html.find(&key).unwrap_or_else(|| panic!("no bar {label}")) + key.len();
+    html[at..at + html[at..].find('"').unwrap()].parse().unwrap()
+}
+
+#[test]
+fn report_html_is_self_contained_and_its_plots_read_back_the_runs_own_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let prune = "log_every = 10\n[prune]\nsparsity = 0.5\nevery_steps = 10";
+    let cfg = digits_config(dir.path(), &[("log_every = 10", prune)]);
+    let report = train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), true).unwrap();
+    let run = dir.path().join("run");
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+    // nothing is fetched: no script, no link, no source, no stylesheet import
+    for banned in ["<script", "src=", "href=", "<link", "@import", "url("] {
+        assert!(!html.contains(banned), "report.html holds {banned}");
+    }
+    // the dots are metrics.jsonl's figures: a step line's loss parts, an epoch line's held-out
+    // figures, the baseline's CE, each exactly
+    let lines = metrics_lines(&run.join("metrics.jsonl"));
+    let step = lines.iter().filter(|l| l["kind"] == "step").nth(2).unwrap();
+    let at = step["step"].as_u64().unwrap();
+    assert_eq!(at, 30);
+    for (field, series) in
+        [("loss", "student loss"), ("kd", "student KD"), ("ce", "student CE"), ("lr", "student learning rate")]
+    {
+        assert_eq!(plotted(&html, series, at), step[field].as_f64().unwrap(), "{field}");
+    }
+    let epoch = lines.iter().filter(|l| l["kind"] == "epoch").nth(1).unwrap();
+    assert_eq!(plotted(&html, "student test accuracy", 2), epoch["test_accuracy"].as_f64().unwrap());
+    assert_eq!(plotted(&html, "student agreement", 2), epoch["agreement"].as_f64().unwrap());
+    assert_eq!(plotted(&html, "student sparsity", 2), epoch["sparsity"].as_f64().unwrap());
+    let base = metrics_lines(&run.join("baseline/metrics.jsonl"));
+    let last = base.iter().rfind(|l| l["kind"] == "step").unwrap();
+    let last_step = last["step"].as_u64().unwrap();
+    assert_eq!(plotted(&html, "alpha=0 CE", last_step), last["ce"].as_f64().unwrap());
+    assert!(!html.contains("alpha=0 KD"), "the baseline has no KD term to plot");
+    // the bars are report.json's: sparsity per layer, the wall time by phase
+    let p = report.student.prune.as_ref().unwrap();
+    assert!(!p.layers.is_empty());
+    for layer in &p.layers {
+        assert_eq!(bar(&html, &layer.name), layer.sparsity, "{}", layer.name);
+    }
+    assert_eq!(bar(&html, "training"), report.phases.training_s);
+    assert_eq!(bar(&html, "latency"), report.phases.latency_s);
+    let memory = report.memory.as_ref().unwrap();
+    assert_eq!(bar(&html, "plan: total on the device"), memory.predicted_total_bytes as f64);
+    for (name, bytes) in &memory.predicted_breakdown {
+        assert_eq!(bar(&html, &format!("plan: {name}")), *bytes as f64);
+    }
+    assert!(html.contains("<th>student, alpha=0</th>"));
+}
