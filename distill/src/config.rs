@@ -144,17 +144,27 @@ impl RunConfig {
     }
 
     /// Notes on keys that are set but change nothing in this run, for the log: `kd.loss_chunk`
-    /// outside a language model, or as long as its window (one chunk is the whole loss).
+    /// outside a language model, or as long as its window (one chunk is the whole loss);
+    /// `kd.beta` with a divergence other than JSD.
     pub fn idle_keys(&self) -> Vec<String> {
-        let (chunk, seq) = (self.spec.kd.loss_chunk, self.spec.data.input_shape.first().copied().unwrap_or(0));
-        match (chunk, self.spec.student.is_language_model()) {
+        let kd = &self.spec.kd;
+        let (chunk, seq) = (kd.loss_chunk, self.spec.data.input_shape.first().copied().unwrap_or(0));
+        let mut notes = match (chunk, self.spec.student.is_language_model()) {
             (0, _) => vec![],
             (_, false) => vec![format!("note: kd.loss_chunk = {chunk} applies to language models (head = \"lm\"): ignored")],
             (c, true) if c >= seq => vec![format!(
                 "note: kd.loss_chunk = {c} is not below the window of data.input_shape[0] = {seq} positions: the loss runs in one piece"
             )],
             _ => vec![],
+        };
+        let divergence = kd.soft_divergence();
+        if let (Some(beta), false) = (kd.beta, divergence == estimator_wasm::schema::KdDivergence::Jsd) {
+            notes.push(format!(
+                "note: kd.beta = {beta} weighs divergence = \"jsd\" only, and this run's is \"{}\": ignored",
+                divergence.name()
+            ));
         }
+        notes
     }
 
     /// The run on `device` without a memory plan (tests, tools): `train.batch_size` and
@@ -321,5 +331,22 @@ mod tests {
         let digits = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/digits-student.toml");
         assert_eq!(notes(&digits, 8), ["note: kd.loss_chunk = 8 applies to language models (head = \"lm\"): ignored"]);
         assert!(notes(&digits, 0).is_empty());
+    }
+
+    #[test]
+    fn a_beta_without_jsd_is_noted() {
+        let digits = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/digits-student.toml");
+        let notes = |sets: &[&str]| {
+            RunConfig::load(&digits, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap().idle_keys()
+        };
+        assert_eq!(
+            notes(&["kd.beta=0.3"]),
+            ["note: kd.beta = 0.3 weighs divergence = \"jsd\" only, and this run's is \"forward_kl\": ignored"]
+        );
+        assert_eq!(
+            notes(&["kd.beta=0.3", "kd.divergence=\"tvd\""]),
+            ["note: kd.beta = 0.3 weighs divergence = \"jsd\" only, and this run's is \"tvd\": ignored"]
+        );
+        assert!(notes(&["kd.beta=0.3", "kd.divergence=\"jsd\""]).is_empty());
     }
 }

@@ -24,7 +24,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use estimator_wasm::schema::{Config, KdObjective, PruneMethod};
+use estimator_wasm::schema::{Config, KdDivergence, KdObjective, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
 use crate::data::{Dataset, ModelInput};
@@ -141,10 +141,13 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
         }
         None => (None, student.params(), dense_latency),
     };
+    let logits = spec.kd.objective == KdObjective::Logits;
     Ok(StudentReport {
         alpha: spec.kd.alpha,
         // the embedding objectives have no temperature: reporting the default would mislead
-        temperature: (spec.kd.objective == KdObjective::Logits).then_some(spec.kd.temperature),
+        temperature: logits.then_some(spec.kd.temperature),
+        divergence: logits.then(|| spec.kd.soft_divergence().name().to_string()),
+        beta: (logits && spec.kd.soft_divergence() == KdDivergence::Jsd).then(|| spec.kd.jsd_beta()),
         params,
         test_accuracy: outcome.test_accuracy,
         agreement: outcome.agreement,

@@ -76,6 +76,13 @@ pub struct StudentReport {
     /// `[kd] temperature` of a logit objective; `null` for embeddings, whose losses have none.
     #[serde(default)]
     pub temperature: Option<f64>,
+    /// `[kd] divergence` of a logit objective (`forward_kl`, `reverse_kl`, `jsd`, `tvd`);
+    /// `null` for embeddings.
+    #[serde(default)]
+    pub divergence: Option<String>,
+    /// `[kd] beta` of `divergence = "jsd"` (0.5 when not written); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta: Option<f64>,
     pub params: u64,
     /// Top-1 accuracy on the test labels (`null` for unlabelled data or embeddings).
     pub test_accuracy: Option<f64>,
@@ -387,6 +394,8 @@ mod tests {
         let report = StudentReport {
             alpha: 0.9,
             temperature: Some(4.0),
+            divergence: Some("forward_kl".into()),
+            beta: None,
             params: 10,
             test_accuracy: Some(0.5),
             agreement: None,

@@ -356,7 +356,7 @@ mod tests {
         let cfg = StepConfig {
             device: Device::Cpu,
             precision: Precision::Fp32,
-            objective: &crate::objective::LogitKd { temperature: 2.0, alpha: case.alpha },
+            objective: &crate::objective::LogitKd::forward_kl(2.0, case.alpha),
             seed: 3,
             segments,
             param_segment: &param_segments(&student, &names, segments),

@@ -3,6 +3,7 @@
 mod checkpointing;
 mod compression;
 mod determinism;
+mod divergences;
 mod embeddings;
 mod export;
 mod head_rank;

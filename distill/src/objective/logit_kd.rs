@@ -1,43 +1,55 @@
 //! Logit distillation: the Hinton knowledge-distillation loss (Hinton, Vinyals & Dean 2015,
 //! arXiv:1503.02531), for teachers that output class logits.
 //!
-//! `L = alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, y)`
+//! `L = alpha * T^2 * D(softmax(t/T), softmax(s/T)) + (1 - alpha) * CE(s, y)`
 //!
-//! * KL is forward (teacher || student), summed over classes and averaged over the B samples
-//!   (PyTorch's `reduction="batchmean"`; `"mean"` would also divide by the class count).
-//! * T^2 keeps the soft term's gradient, `T * (p_s - p_t) / B`, on the same scale as the CE
-//!   term's when T changes (paper section 2).
+//! * D is `[kd] divergence` ([`super::divergence`]): forward KL (teacher || student) by
+//!   default, or reverse KL, GKD's generalised JSD, the total variation; summed over classes
+//!   and averaged over the B samples (PyTorch's `reduction="batchmean"`; `"mean"` would also
+//!   divide by the class count).
+//! * T^2 keeps forward KL's gradient, `T * (p_s - p_t) / B`, on the same scale as the CE
+//!   term's when T changes (paper section 2); every divergence takes the same factor.
 //! * Both log-softmaxes are computed in fp32 whatever the training precision (docs/kd-pitfalls.md N2),
 //!   with the fused `log_softmax` and `log_target = true`, so no `0 * log 0` and no epsilon.
 //! * CE is the usual hard-label cross-entropy at T = 1, mean over samples.
 //! * A language model's logits [B, S, V] with next-token labels [B, S] are scored per token:
 //!   the positions with a label (not -100, PyTorch's `ignore_index`) are the rows, so KL and CE
 //!   are averaged over the predicting tokens (token-level KD, as MiniLLM and GKD average it).
-use tch::{Kind, Reduction, Tensor};
+use tch::{Kind, Tensor};
 
+use super::divergence::{soft_loss, Divergence};
 use super::loss::{LossParts, Objective};
 
-/// `[kd]` with class-logit teachers: temperature `T` and the soft term's weight `alpha`.
+/// `[kd]` with class-logit teachers: temperature `T`, the soft term's weight `alpha` and its
+/// divergence.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LogitKd {
     pub temperature: f64,
     pub alpha: f64,
+    pub divergence: Divergence,
+}
+
+impl LogitKd {
+    /// Hinton's loss: the soft term is the forward KL.
+    pub fn forward_kl(temperature: f64, alpha: f64) -> LogitKd {
+        LogitKd { temperature, alpha, divergence: Divergence::ForwardKl }
+    }
 }
 
 impl Objective for LogitKd {
-    /// [`kd_loss`]: `loss = alpha * kd + (1 - alpha) * ce`, `kd = T^2 * KL(p_t^T || p_s^T)`
+    /// [`kd_loss`]: `loss = alpha * kd + (1 - alpha) * ce`, `kd = T^2 * D(p_t^T, p_s^T)`
     /// per sample (the soft term before alpha), `ce` the cross-entropy against the labels (zero
     /// without labels, so that `loss = alpha * kd`).
     fn loss(&self, student: &Tensor, teacher: Option<&Tensor>, labels: Option<&Tensor>) -> LossParts {
         if let (3, Some(labels)) = (student.dim(), labels) {
             let (student, teacher, labels) = token_rows(student, teacher, labels);
-            return kd_loss(&student, teacher.as_ref(), &labels, self.temperature, self.alpha);
+            return kd_loss(&student, teacher.as_ref(), &labels, self);
         }
         match labels {
-            Some(labels) => kd_loss(student, teacher, labels, self.temperature, self.alpha),
+            Some(labels) => kd_loss(student, teacher, labels, self),
             None => {
                 let kd = match teacher {
-                    Some(teacher) if self.alpha > 0.0 => soft_target_loss(student, teacher, self.temperature),
+                    Some(teacher) if self.alpha > 0.0 => soft_loss(student, teacher, self.temperature, self.divergence),
                     _ => Tensor::zeros([], (Kind::Float, student.device())),
                 };
                 let ce = kd.zeros_like();
@@ -62,9 +74,11 @@ fn token_rows(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor) -> (T
     (rows(student), teacher.map(rows), labels.index_select(0, &keep))
 }
 
-/// KD loss of student logits `student` [B, C] against teacher logits `teacher` [B, C] and labels
-/// `labels` [B] (Int64). `teacher = None` (alpha = 0, no teacher) makes `kd` zero.
-pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, temperature: f64, alpha: f64) -> LossParts {
+/// KD loss (`kd`'s temperature, alpha and divergence) of student logits `student` [B, C]
+/// against teacher logits `teacher` [B, C] and labels `labels` [B] (Int64). `teacher = None`
+/// (alpha = 0, no teacher) makes `kd` zero.
+pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, kd: &LogitKd) -> LossParts {
+    let alpha = kd.alpha;
     let student = student.to_kind(Kind::Float);
     // no row (a language model's batch whose positions all lack a next token): a term of 0,
     // with its graph, where the mean over no rows is NaN (blamed on train.lr as a divergence)
@@ -72,24 +86,17 @@ pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, temp
         0 => student.sum(Kind::Float) * 0.0,
         _ => student.log_softmax(-1, Kind::Float).nll_loss(labels),
     };
-    let kd = match teacher {
-        Some(teacher) if alpha > 0.0 => soft_target_loss(&student, teacher, temperature),
+    let soft = match teacher {
+        Some(teacher) if alpha > 0.0 => soft_loss(&student, teacher, kd.temperature, kd.divergence),
         _ => Tensor::zeros([], (Kind::Float, student.device())),
     };
-    let loss = &kd * alpha + &ce * (1.0 - alpha);
-    LossParts { loss, kd, ce }
-}
-
-/// `T^2 * KL(softmax(t/T) || softmax(s/T))`, summed over classes, averaged over rows.
-pub fn soft_target_loss(student: &Tensor, teacher: &Tensor, temperature: f64) -> Tensor {
-    let rows = student.size()[0].max(1) as f64;
-    let s_logp = (student.to_kind(Kind::Float) / temperature).log_softmax(-1, Kind::Float);
-    let t_logp = (teacher.to_kind(Kind::Float) / temperature).log_softmax(-1, Kind::Float);
-    s_logp.kl_div(&t_logp, Reduction::Sum, true) * (temperature * temperature / rows)
+    let loss = &soft * alpha + &ce * (1.0 - alpha);
+    LossParts { loss, kd: soft, ce }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::divergence::forward_kl as soft_target_loss;
     use super::*;
 
     fn t(rows: &[&[f32]]) -> Tensor {
@@ -138,7 +145,7 @@ mod tests {
         let s = Tensor::from_slice(&[0.0f32, 0.0, 1.0, 0.0, 50.0, -50.0]).reshape([1, 3, 2]);
         let t = Tensor::from_slice(&[0.0f32, 0.0, 0.0, 1.0, -50.0, 50.0]).reshape([1, 3, 2]);
         let y = Tensor::from_slice(&[1i64, 0, -100]).reshape([1, 3]);
-        let kd = LogitKd { temperature: 1.0, alpha: 0.5 };
+        let kd = LogitKd::forward_kl(1.0, 0.5);
         let parts = kd.loss(&s, Some(&t), Some(&y));
         // row 0: KL(t=(.5,.5) || s=(.5,.5)) = 0; row 1: t = softmax(0, 1), s = softmax(1, 0):
         // KL = sum t (log t - log s) = (p - q) (log p - log q) with p = sigma(1), q = 1 - p
@@ -160,7 +167,7 @@ mod tests {
         let s = Tensor::from_slice(&[0.5f32, -1.0, 2.0, 0.0]).reshape([1, 2, 2]).set_requires_grad(true);
         let t = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).reshape([1, 2, 2]);
         let y = Tensor::from_slice(&[-100i64, -100]).reshape([1, 2]);
-        let parts = LogitKd { temperature: 2.0, alpha: 0.5 }.loss(&s, Some(&t), Some(&y));
+        let parts = LogitKd::forward_kl(2.0, 0.5).loss(&s, Some(&t), Some(&y));
         assert_eq!([scalar(&parts.loss), scalar(&parts.kd), scalar(&parts.ce)], [0.0; 3]);
         parts.loss.backward();
         assert_eq!(Vec::<f32>::try_from(s.grad().reshape([-1])).unwrap(), [0.0; 4]);
@@ -173,10 +180,10 @@ mod tests {
         let te = t(&[&[3f32.ln(), 0.0]]);
         let y = Tensor::from_slice(&[0i64]);
         let kl = 0.75 * (1.5f64).ln() + 0.25 * (0.5f64).ln();
-        let loss = kd_loss(&s, Some(&te), &y, 1.0, 0.25);
+        let loss = kd_loss(&s, Some(&te), &y, &LogitKd::forward_kl(1.0, 0.25));
         assert!((scalar(&loss.ce) - 2f64.ln()).abs() < 1e-6);
         assert!((scalar(&loss.loss) - (0.25 * kl + 0.75 * 2f64.ln())).abs() < 1e-6);
-        let no_teacher = kd_loss(&s, None, &y, 1.0, 0.0);
+        let no_teacher = kd_loss(&s, None, &y, &LogitKd::forward_kl(1.0, 0.0));
         assert_eq!(scalar(&no_teacher.kd), 0.0);
         assert!((scalar(&no_teacher.loss) - 2f64.ln()).abs() < 1e-6);
     }
@@ -207,7 +214,7 @@ mod tests {
         for kind in [Kind::Half, Kind::BFloat16] {
             let s = t(&[&[10.0, 0.0]]).to_kind(kind);
             let te = t(&[&[0.0, 0.0]]).to_kind(kind);
-            let loss = kd_loss(&s, Some(&te), &y, 1.0, 0.5);
+            let loss = kd_loss(&s, Some(&te), &y, &LogitKd::forward_kl(1.0, 0.5));
             assert_eq!(loss.loss.kind(), Kind::Float);
             assert!((scalar(&loss.ce) - exact_ce).abs() < 1e-6, "{kind:?}: ce {}", scalar(&loss.ce));
             assert!((scalar(&loss.kd) - exact_kl).abs() < 1e-6, "{kind:?}: kd {}", scalar(&loss.kd));

@@ -2,7 +2,8 @@
 //! output and the labels. One file per kind; [`from_spec`] picks the one `[kd]` asks for.
 //!
 //! * [`loss`]: the interface, [`Objective`] and the [`LossParts`] it returns.
-//! * [`logit_kd`]: Hinton KD on class logits (temperature-scaled KL, batchmean, mixed with CE).
+//! * [`logit_kd`]: Hinton KD on class logits (a temperature-scaled divergence, batchmean, mixed
+//!   with CE); [`divergence`]: the divergences it takes (forward and reverse KL, JSD, TVD).
 //! * [`embedding_kd`]: MSE or cosine distance between output vectors (sentence embeddings).
 //!
 //! An objective sees outputs only, so the student and the teacher may output logits [B, C] or
@@ -10,10 +11,12 @@
 use estimator_wasm::schema::{KdObjective, KdSpec};
 
 pub mod agreement;
+pub mod divergence;
 pub mod embedding_kd;
 pub mod logit_kd;
 pub mod loss;
 
+pub use divergence::Divergence;
 pub use embedding_kd::{Distance, EmbeddingKd};
 pub use logit_kd::LogitKd;
 pub use loss::{Agreement, LossParts, LossValues, Objective};
@@ -23,7 +26,9 @@ pub use loss::{Agreement, LossParts, LossValues, Objective};
 pub fn from_spec(kd: &KdSpec) -> Box<dyn Objective> {
     let embedding = |distance| Box::new(EmbeddingKd { distance, alpha: kd.alpha });
     match kd.objective {
-        KdObjective::Logits => Box::new(LogitKd { temperature: kd.temperature, alpha: kd.alpha }),
+        KdObjective::Logits => {
+            Box::new(LogitKd { temperature: kd.temperature, alpha: kd.alpha, divergence: Divergence::of(kd) })
+        }
         KdObjective::EmbeddingMse => embedding(Distance::Mse),
         KdObjective::EmbeddingCosine => embedding(Distance::Cosine),
     }

@@ -255,7 +255,7 @@ fn checkpointed_gradients_equal_full_backprop() {
     let input = batch(&[6, 3, 1], 6);
     let soft = Tensor::linspace(-1.0, 1.0, 24, (Kind::Float, Device::Cpu)).reshape([3, 8]);
     let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3, weight: 1.0 };
-    let objective = crate::objective::LogitKd { temperature: 1.0, alpha: 1.0 };
+    let objective = crate::objective::LogitKd::forward_kl(1.0, 1.0);
     let grads = |k: usize| one_step(&spec, &objective, k, None, &step).grads;
     let full = grads(1);
     assert!(full.iter().all(Tensor::defined));
@@ -280,9 +280,10 @@ const LANGUAGE_MODEL: [(&str, &str); 4] = [
 
 /// A language model's loss in chunks of positions (`kd.loss_chunk`) gives the loss and the
 /// gradients of the whole sequence at once, also with checkpointed segments, fp16 loss scaling
-/// aside (fp32 here); the last position of each row has no next token.
+/// aside (fp32 here), under every divergence; the last position of each row has no next token.
 #[test]
 fn a_chunked_token_loss_equals_the_whole_one() {
+    use crate::objective::Divergence;
     use crate::step::StepBatch;
     let spec = spec(&LANGUAGE_MODEL);
     let input = batch(&[7, 7, 7], 7);
@@ -290,23 +291,25 @@ fn a_chunked_token_loss_equals_the_whole_one() {
     let labels = Tensor::cat(&[ids.narrow(1, 1, 6), Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu))], 1);
     let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
     let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5 };
-    let objective = crate::objective::LogitKd { temperature: 2.0, alpha: 0.7 };
-    let run = |chunk: Option<i64>, k: usize| {
-        let out = one_step(&spec, &objective, k, chunk, &step);
-        (out.loss.values(), out.grads, out.predictions)
-    };
-    let (loss, full, preds) = run(None, 1);
-    assert!(full.iter().all(Tensor::defined));
-    assert_eq!(preds.size(), [3, 7]);
-    for (chunk, k) in [(Some(3), 1), (Some(2), 1), (Some(4), 3)] {
-        let (l, g, p) = run(chunk, k);
-        assert!(
-            (l.loss - loss.loss).abs() < 1e-6 && (l.kd - loss.kd).abs() < 1e-6 && (l.ce - loss.ce).abs() < 1e-6,
-            "{chunk:?}: {l:?} vs {loss:?}"
-        );
-        let diff = g.iter().zip(&full).map(|(a, b)| max_diff(a, b)).fold(0.0, f64::max);
-        assert!(diff < 1e-6, "chunks of {chunk:?}, {k} segments: gradients differ by {diff}");
-        assert_eq!(Vec::<Vec<i64>>::try_from(&p).unwrap(), Vec::<Vec<i64>>::try_from(&preds).unwrap());
+    for divergence in [Divergence::ForwardKl, Divergence::ReverseKl, Divergence::Jsd { beta: 0.3 }, Divergence::Tvd] {
+        let objective = crate::objective::LogitKd { temperature: 2.0, alpha: 0.7, divergence };
+        let run = |chunk: Option<i64>, k: usize| {
+            let out = one_step(&spec, &objective, k, chunk, &step);
+            (out.loss.values(), out.grads, out.predictions)
+        };
+        let (loss, full, preds) = run(None, 1);
+        assert!(full.iter().all(Tensor::defined) && loss.kd > 1e-3, "{divergence:?}: {loss:?}");
+        assert_eq!(preds.size(), [3, 7]);
+        for (chunk, k) in [(Some(3), 1), (Some(2), 1), (Some(4), 3)] {
+            let (l, g, p) = run(chunk, k);
+            assert!(
+                (l.loss - loss.loss).abs() < 1e-6 && (l.kd - loss.kd).abs() < 1e-6 && (l.ce - loss.ce).abs() < 1e-6,
+                "{divergence:?}, {chunk:?}: {l:?} vs {loss:?}"
+            );
+            let diff = g.iter().zip(&full).map(|(a, b)| max_diff(a, b)).fold(0.0, f64::max);
+            assert!(diff < 1e-6, "{divergence:?}, chunks of {chunk:?}, {k} segments: gradients differ by {diff}");
+            assert_eq!(Vec::<Vec<i64>>::try_from(&p).unwrap(), Vec::<Vec<i64>>::try_from(&preds).unwrap());
+        }
     }
 }
 

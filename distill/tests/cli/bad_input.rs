@@ -318,3 +318,25 @@ fn a_student_init_missing_a_variable_lists_what_it_holds() {
         &[&needle, "of this student (it holds \"model.fc1.bias\", \"model.fc1.weight\"): give it one tensor per student variable"],
     );
 }
+
+/// `kd.beta` outside [0, 1] (in the file or with --set) and a divergence with an embedding
+/// objective: one line naming the key, exit 2, no output folder.
+#[test]
+fn a_jsd_beta_outside_zero_to_one_and_a_divergence_on_embeddings_are_refused() {
+    const BETA: &str = "kd.beta: must be in [0, 1]: the teacher's weight in divergence = \"jsd\"'s mixture M = beta p_teacher + (1 - beta) p_student (0: forward KL, 0.5: symmetric JSD, 1: reverse KL)";
+    let case = Case::edited("[kd]", "[kd]\ndivergence = \"jsd\"\nbeta = 1.5");
+    let (code, stderr) = case.run(TEACHER, CFG);
+    assert_eq!((code, stderr.trim_end()), (2, format!("error: {}: {BETA}", case.path(CFG).display()).as_str()));
+    assert!(!case.path("run").exists() && !case.path("run.partial").exists());
+    let case = Case::new();
+    let out = case.command(TEACHER, CFG, "run").args(["--set", "kd.beta=-0.5"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let want = format!("error: --set kd.beta=-0.5: {BETA} (over {})", case.path(CFG).display());
+    assert_eq!(stderr.trim_end(), want);
+    assert!(!case.path("run").exists() && !case.path("run.partial").exists());
+    let case = Case::edited("[kd]", "[kd]\nobjective = \"embedding_cosine\"\ndivergence = \"reverse_kl\"");
+    let (code, stderr) = case.run(TEACHER, CFG);
+    let want = "kd.divergence: compares two distributions over classes, and objective = \"embedding_cosine\" compares vectors: remove kd.divergence, or use objective = \"logits\" with a teacher that outputs logits";
+    assert_eq!((code, stderr.trim_end()), (2, format!("error: {}: {want}", case.path(CFG).display()).as_str()));
+}

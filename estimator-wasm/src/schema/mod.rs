@@ -5,7 +5,7 @@
 //! student expands into ([`arch`], their operations in [`layer_ops`]) and what each precision
 //! means ([`dtype`]: [`Recipe`], the one definition the trainer and the estimator share), and
 //! what the trainer can train of a cfg ([`trainable`]).
-//! [`student_spec`] holds the `[student]` types, [`errors`] the errors; `tables` reads its
+//! [`student_spec`] holds the `[student]` types, [`kd_spec`] the `[kd]` ones, [`errors`] the errors; `tables` reads its
 //! structs from TOML tables only, `number_or_name` the values that are a number or a name,
 //! `reader` deserialises them all through one deserializer.
 //!
@@ -16,6 +16,7 @@ pub mod catalogue;
 mod defaults;
 pub mod dtype;
 pub mod errors;
+pub mod kd_spec;
 pub mod layer_ops;
 pub mod limits;
 pub mod names;

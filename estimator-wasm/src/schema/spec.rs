@@ -36,11 +36,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::schema::defaults::*;
+pub use crate::schema::kd_spec::{KdDivergence, KdObjective, KdSpec};
 use crate::schema::names::names;
 use crate::schema::student_spec::StudentSpec;
 use crate::schema::tables::tables;
 
-tables!(Config, DataSpec, TeacherSpec, KdSpec, PruneSpec, EstimateSpec, TrainSpec);
+tables!(Config, DataSpec, TeacherSpec, PruneSpec, EstimateSpec, TrainSpec);
 
 fn default_batch() -> BatchSize {
     BatchSize::Fixed(128)
@@ -166,53 +167,6 @@ impl TeacherSpec {
     /// padded past the student's `classes`; `None` when their widths are one.
     pub fn padded_vocab(&self, classes: u64) -> Option<(u64, u64)> {
         self.vocab.filter(|&v| v > classes).map(|v| (v, classes))
-    }
-}
-
-/// What the distillation term compares (`[kd] objective`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KdObjective {
-    /// Class logits: `T^2 * KL(softmax(t/T) || softmax(s/T))` (Hinton et al. 2015).
-    #[default]
-    Logits,
-    /// Output vectors: mean squared error over every element, `mean((s - t)^2)` over [B, E]
-    /// (sentence-transformers' distillation recipe, Reimers & Gurevych 2020, arXiv:2004.09813).
-    EmbeddingMse,
-    /// Output vectors: `mean(1 - cos(s, t))` over the B rows.
-    EmbeddingCosine,
-}
-names!(KdObjective { Logits = "logits", EmbeddingMse = "embedding_mse", EmbeddingCosine = "embedding_cosine" });
-
-/// `[kd]`: the distillation loss. With `objective = "logits"`, Hinton et al. 2015
-/// (arXiv:1503.02531) soft-target distillation:
-///
-/// `L = alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, y)`, with the KL
-/// summed over classes and averaged over samples (PyTorch's `batchmean`). `alpha = 0` trains on
-/// labels alone (no teacher), `alpha = 1` on soft targets alone. With an embedding objective
-/// the KL is replaced by that distance; unlabelled data (text) has no CE term: `L = alpha * kd`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, remote = "Self")]
-pub struct KdSpec {
-    #[serde(default)]
-    pub objective: KdObjective,
-    /// Softmax temperature T > 0 applied to both teacher and student logits in the KL term.
-    #[serde(default = "four")]
-    pub temperature: f64,
-    /// Weight of the soft-target term, in [0, 1].
-    #[serde(default = "point_nine")]
-    pub alpha: f64,
-    /// A language model's token-level loss in chunks of this many sequence positions (0: all
-    /// at once). Each chunk's logits [B, chunk, vocab], their fp32 softmaxes and gradients are
-    /// made, back-propagated into the final hidden states and freed before the next, so the
-    /// [B, S, vocab] fp32 buffers never exist whole (the teacher's logits still do). The same
-    /// loss and gradients as unchunked, up to float rounding.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub loss_chunk: u64,
-}
-
-impl Default for KdSpec {
-    fn default() -> Self {
-        KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9, loss_chunk: 0 }
     }
 }
 

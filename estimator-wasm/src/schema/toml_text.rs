@@ -282,7 +282,9 @@ mod schema_tests {
     #[test]
     fn defaults_fill_every_optional_key() {
         let c = Config::from_toml_str(MINIMAL).unwrap();
-        assert_eq!(c.kd, KdSpec { objective: KdObjective::Logits, temperature: 4.0, alpha: 0.9, loss_chunk: 0 });
+        assert_eq!(c.kd, KdSpec::default());
+        assert_eq!((c.kd.objective, c.kd.temperature, c.kd.alpha, c.kd.loss_chunk), (KdObjective::Logits, 4.0, 0.9, 0));
+        assert_eq!((c.kd.soft_divergence(), c.kd.jsd_beta()), (KdDivergence::ForwardKl, 0.5));
         assert_eq!(c.train.batch_size, BatchSize::Fixed(128));
         assert_eq!(c.train.optimizer, OptimizerKind::Adamw);
         assert_eq!(c.train.lr, 1e-3);

@@ -331,6 +331,21 @@ impl KdSpec {
             let name = self.objective.name();
             return invalid("kd.alpha", &format!("is 0, which leaves only the label term, and objective = \"{name}\" has none: nothing would train; set alpha > 0 (1: the embedding distance alone)"));
         }
+        if self.beta.is_some_and(|b| !(0.0..=1.0).contains(&b)) {
+            return invalid(
+                "kd.beta",
+                "must be in [0, 1]: the teacher's weight in divergence = \"jsd\"'s mixture M = beta p_teacher + (1 - beta) p_student (0: forward KL, 0.5: symmetric JSD, 1: reverse KL)",
+            );
+        }
+        if self.objective != KdObjective::Logits {
+            let name = self.objective.name();
+            if self.divergence.is_some() {
+                return invalid("kd.divergence", &format!("compares two distributions over classes, and objective = \"{name}\" compares vectors: remove kd.divergence, or use objective = \"logits\" with a teacher that outputs logits"));
+            }
+            if self.beta.is_some() {
+                return invalid("kd.beta", &format!("weighs divergence = \"jsd\" on logits, and objective = \"{name}\" has no divergence: remove kd.beta"));
+            }
+        }
         Ok(())
     }
 }

@@ -62,6 +62,8 @@ const KEYS: &[(&str, Option<FormField>)] = &[
     ("kd.temperature", None),
     ("kd.objective", None),
     ("kd.alpha", None),
+    ("kd.beta", None),
+    ("kd.divergence", None),
     ("train.epochs", None),
     ("train.batch_size", Some(Batch)),
     ("train.eval_batch_size", Some(EvalBatch)),
