@@ -6,6 +6,7 @@ mod determinism;
 mod embeddings;
 mod export;
 mod head_rank;
+mod hf_teacher;
 mod language_model;
 mod optimizer;
 mod padded_vocab;
