@@ -325,6 +325,14 @@ impl Teacher {
         Ok(self.module.named_parameters()?)
     }
 
+    /// The `config.json` of a Hugging Face teacher; `None` for TorchScript.
+    pub fn hf_config(&self) -> Option<&crate::hf::HfConfig> {
+        match &self.module {
+            TeacherModule::Hf(d) => Some(&d.config),
+            TeacherModule::Script(_) => None,
+        }
+    }
+
     /// Re-asserts eval mode (docs/kd-pitfalls.md T3: a teacher must not slip back into training mode).
     pub fn ensure_eval(&mut self) -> Result<()> {
         Ok(self.module.set_eval()?)

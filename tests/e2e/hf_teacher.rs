@@ -5,7 +5,9 @@
 //! distils a student from the llama folder.
 use distill::data::ModelInput;
 use distill::teacher::Teacher;
-use e2e::fixture;
+use std::path::Path;
+
+use e2e::{fixture, lm_config, metrics_lines, train};
 use estimator_wasm::schema::Precision;
 use tch::{Device, Kind, Tensor};
 
@@ -51,4 +53,39 @@ fn a_16_bit_checkpoint_runs_in_its_own_precision() {
     let want = get(&expected, "qwen2.logits");
     let diff = (&got - &want).abs().max().double_value(&[]);
     assert!(diff > 0.0 && diff < 0.1, "bf16 against fp32: {diff}");
+}
+
+/// A cfg whose `[teacher] hf` names the llama folder, without `data.tokenizer` and without
+/// `--teacher`: the run takes the folder's teacher and tokenizer, its teacher measures the
+/// perplexity Python measured for the same weights as TorchScript (`lm/expected.json`), the
+/// student starts from its second layer (Hugging Face names) and learns from it.
+#[test]
+fn a_student_distils_from_a_model_folder_named_in_the_cfg() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokenizer = format!("tokenizer = {:?}\n", fixture("lm").join("tokenizer.json"));
+    let teacher_table = format!("[teacher]\nhf = {:?}\n\n[kd]", fixture("hf/llama"));
+    let cfg = lm_config(dir.path(), &[(&tokenizer, ""), ("[kd]", &teacher_table)]);
+    let report = train(Path::new(""), &cfg, dir.path(), false).unwrap();
+    assert_eq!(
+        (report.teacher.params, report.teacher.path.ends_with("hf/llama")),
+        (34_976, true),
+        "{}",
+        report.teacher.path
+    );
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("lm/expected.json")).unwrap()).unwrap();
+    let python_teacher = expected["test_perplexity"].as_f64().unwrap();
+    let teacher = report.teacher.test_perplexity.unwrap();
+    assert!(
+        (teacher - python_teacher).abs() < 1e-3 * python_teacher,
+        "teacher {teacher} against Python's {python_teacher}"
+    );
+    let epochs: Vec<f64> = metrics_lines(&dir.path().join("run/metrics.jsonl"))
+        .iter()
+        .filter(|l| l["kind"] == "epoch")
+        .map(|l| l["perplexity"].as_f64().unwrap())
+        .collect();
+    let student = report.student.test_perplexity.unwrap();
+    assert!(epochs.len() == 2 && epochs[1] < epochs[0], "perplexity by epoch {epochs:?}");
+    assert!(student > teacher && student < 100.0, "student {student}, teacher {teacher} (vocabulary 512)");
 }

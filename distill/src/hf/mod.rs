@@ -36,6 +36,21 @@ pub fn tokenizer(dir: &Path) -> Option<PathBuf> {
     Some(dir.join(TOKENIZER)).filter(|p| p.is_file())
 }
 
+/// The files that make the model of the folder `dir`, in name order: `config.json`, the
+/// safetensors and their index (what a resumed run or the teacher cache must find unchanged;
+/// not the tokenizer, which is the data's, nor a README).
+pub fn model_files(dir: &Path) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path());
+    let mut files: Vec<PathBuf> = entries
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            name == CONFIG || name.ends_with(".safetensors") || name == weights::INDEX
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 /// Reads `dir/config.json`.
 ///
 /// # Errors
