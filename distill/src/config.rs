@@ -59,6 +59,31 @@ impl DataFiles {
     }
 }
 
+/// `spec` (read from `cfg_path`) with `data.tokenizer`, when it does not set one, the
+/// `tokenizer.json` of the Hugging Face model folder `teacher` (`--teacher DIR`, or
+/// `teacher.hf` when `teacher` is `None`), as an absolute path; validated again, as the
+/// tokenizer makes the data text.
+///
+/// # Errors
+/// [`DistillError::Config`] naming the key when the cfg does not fit text data.
+pub fn with_teacher_tokenizer(mut spec: Config, cfg_path: &Path, teacher: Option<&Path>) -> Result<Config> {
+    let folder = teacher.map(Path::to_path_buf).or_else(|| teacher_folder(cfg_path, &spec));
+    let found = folder.filter(|f| crate::hf::is_model_folder(f)).and_then(|f| crate::hf::tokenizer(&f));
+    if let (Some(tokenizer), None) = (found, &spec.data.tokenizer) {
+        let path = std::path::absolute(&tokenizer).unwrap_or(tokenizer);
+        spec.data.tokenizer = Some(path.to_string_lossy().into_owned());
+        spec.validate().map_err(|e| {
+            DistillError::config(cfg_path, format!("{e} (data.tokenizer is the teacher folder's {})", path.display()))
+        })?;
+    }
+    Ok(spec)
+}
+
+/// The cfg's `teacher.hf` model folder (of `spec`, read from `cfg_path`), resolved.
+pub fn teacher_folder(cfg_path: &Path, spec: &Config) -> Option<PathBuf> {
+    spec.teacher.hf.as_ref().map(|folder| relative(cfg_path, folder))
+}
+
 /// `file` as named in the cfg.toml at `cfg_path`: relative paths start from the cfg's folder,
 /// `~/` from the home folder ([`crate::overrides::expand_home`]).
 fn relative(cfg_path: &Path, file: &str) -> PathBuf {
@@ -66,7 +91,7 @@ fn relative(cfg_path: &Path, file: &str) -> PathBuf {
 }
 
 /// `spec` (read from `cfg_path`) with every file it names made absolute (`data.train`,
-/// `data.test`, `data.tokenizer`, `student.init`): the form of its copies in a run folder
+/// `data.test`, `data.tokenizer`, `student.init`, `teacher.hf`): the form of its copies in a run folder
 /// (`config.toml`, a shrunk student's `student.toml`), which then run from anywhere.
 pub fn with_absolute_files(spec: &Config, cfg_path: &Path) -> Config {
     let absolute = |file: &String| {
@@ -75,7 +100,14 @@ pub fn with_absolute_files(spec: &Config, cfg_path: &Path) -> Config {
         path.to_string_lossy().into_owned()
     };
     let mut spec = spec.clone();
-    for file in [&mut spec.data.train, &mut spec.data.test, &mut spec.data.tokenizer, &mut spec.student.init] {
+    let files = [
+        &mut spec.data.train,
+        &mut spec.data.test,
+        &mut spec.data.tokenizer,
+        &mut spec.student.init,
+        &mut spec.teacher.hf,
+    ];
+    for file in files {
         *file = file.as_ref().map(absolute);
     }
     spec
@@ -114,6 +146,28 @@ impl RunConfig {
         })?;
         let init = spec.student.init.as_ref().map(|init| relative(path, init));
         Ok(RunConfig { path: path.to_path_buf(), spec, data, init })
+    }
+
+    /// The teacher of the run: `given` (`--teacher`), or when that is empty the cfg's
+    /// `teacher.hf` folder; and this run with the folder's tokenizer when the cfg names none
+    /// ([`with_teacher_tokenizer`]).
+    ///
+    /// # Errors
+    /// [`DistillError::Usage`] when neither names a teacher; as [`with_teacher_tokenizer`].
+    pub fn with_teacher(self, given: &Path) -> Result<(RunConfig, PathBuf)> {
+        let teacher = self.teacher(given)?;
+        let spec = with_teacher_tokenizer(self.spec, &self.path, Some(&teacher))?;
+        Ok((RunConfig::from_spec(&self.path, spec)?, teacher))
+    }
+
+    fn teacher(&self, given: &Path) -> Result<PathBuf> {
+        match (teacher_folder(&self.path, &self.spec), given.as_os_str().is_empty()) {
+            (_, false) => Ok(given.to_path_buf()),
+            (Some(folder), true) => Ok(folder),
+            (None, true) => Err(DistillError::Usage(
+                "no teacher: pass --teacher FILE (TorchScript) or DIR (a Hugging Face model folder), or set teacher.hf in the cfg.toml".into(),
+            )),
+        }
     }
 
     /// The run on `device`: `train.batch_size` as written, or for `"auto"` the largest

@@ -20,20 +20,24 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// Reads `path` once, in 1 MiB blocks.
+    /// Reads `path` once, in 1 MiB blocks; a Hugging Face model folder as the files that make
+    /// its model, one after the other ([`crate::hf::model_files`]).
     ///
     /// # Errors
     /// [`DistillError::Io`] when it cannot be read.
     pub fn of(role: &str, path: &Path) -> Result<Fingerprint> {
-        let mut file = std::fs::File::open(path).map_err(|e| DistillError::io(path, e))?;
+        let files = if path.is_dir() { crate::hf::model_files(path) } else { vec![path.to_path_buf()] };
         let (mut hasher, mut bytes, mut buf) = (crc32fast::Hasher::new(), 0u64, vec![0u8; 1 << 20]);
-        loop {
-            let n = file.read(&mut buf).map_err(|e| DistillError::io(path, e))?;
-            if n == 0 {
-                break;
+        for path in &files {
+            let mut file = std::fs::File::open(path).map_err(|e| DistillError::io(path, e))?;
+            loop {
+                let n = file.read(&mut buf).map_err(|e| DistillError::io(path, e))?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                bytes += n as u64;
             }
-            hasher.update(&buf[..n]);
-            bytes += n as u64;
         }
         Ok(Fingerprint { role: role.to_string(), bytes, crc32: hasher.finalize() })
     }
@@ -55,7 +59,7 @@ pub fn all(files: &[(&str, &Path)]) -> Result<Vec<Fingerprint>> {
 /// [`DistillError::Usage`] naming the first changed file, its role, and the fix.
 pub fn check_unchanged(out: &Path, recorded: &[Fingerprint], now: &[(&str, PathBuf)]) -> Result<()> {
     for (role, path) in now {
-        let Some(was) = recorded.iter().find(|f| f.role == *role).filter(|_| path.is_file()) else { continue };
+        let Some(was) = recorded.iter().find(|f| f.role == *role).filter(|_| path.exists()) else { continue };
         let is = Fingerprint::of(role, path)?;
         if is != *was {
             let fix = if *role == "teacher" {

@@ -58,6 +58,7 @@ pub mod error;
 pub mod eval;
 pub mod export;
 pub mod fingerprint;
+pub mod hf;
 pub mod interrupt;
 pub mod latency;
 pub mod load;
@@ -89,6 +90,7 @@ pub mod students;
 pub mod summary;
 pub mod teacher;
 pub mod teacher_cache;
+pub mod teacher_module;
 #[cfg(test)]
 mod test_rng;
 pub mod train_io;

@@ -28,6 +28,8 @@ pub struct Loaded {
     pub teacher_weights: Option<TeacherWeights>,
     /// What a fresh student takes from the teacher (`None` without `init_from_teacher`).
     pub teacher_init: Option<TeacherInit>,
+    /// A Hugging Face teacher's layers, for the memory plan ([`crate::hf::plan::layers`]).
+    pub teacher_layers: Option<Vec<estimator_wasm::schema::arch::Layer>>,
     /// Warnings about the inputs that do not stop the run (a tokenizer that may not be the
     /// teacher's), for the log.
     pub warnings: Vec<String>,
@@ -102,8 +104,12 @@ impl Loaded {
         let init = StudentInit { teacher: teacher_weights.as_ref(), file: cfg.init.as_deref() };
         let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;
         check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;
+        let teacher_layers = match teacher.hf_config() {
+            Some(c) => Some(crate::hf::plan::layers(&teacher.path, c, spec)?),
+            None => None,
+        };
         crate::phase_times::switch(Phase::Other);
-        Ok(Loaded { train, test, teacher, teacher_weights, teacher_init, warnings })
+        Ok(Loaded { train, test, teacher, teacher_weights, teacher_init, teacher_layers, warnings })
     }
 
     /// What the memory plan needs of the loaded run: the teacher's parameter count and the
@@ -113,6 +119,7 @@ impl Loaded {
         let lengths = |d: &Dataset| d.text().map(|t| (0..t.len()).map(|i| t.sentence(i).len()).collect::<Vec<_>>());
         LoadedSizes {
             teacher_params: self.teacher.params,
+            teacher_layers: self.teacher_layers.clone(),
             dataset: DatasetSize {
                 train_samples: train.len() as u64,
                 test_samples: self.test.len() as u64,

@@ -19,8 +19,9 @@ struct Args {
     #[command(subcommand)]
     command: Option<Command>,
     /// TorchScript teacher (torch.jit.script or torch.jit.trace), returning logits [N, classes]
-    /// or a tuple/dict holding them (see teacher.output).
-    #[arg(long, value_parser = home_path(), value_name = "FILE", required_unless_present = "resume")]
+    /// or a tuple/dict holding them (see teacher.output); or a Hugging Face model folder of the
+    /// Llama family (config.json, safetensors, tokenizer.json) [default: the cfg's teacher.hf].
+    #[arg(long, value_parser = home_path(), value_name = "FILE|DIR")]
     teacher: Option<PathBuf>,
     /// Student and run description (cfg.toml).
     #[arg(long, value_parser = home_path(), value_name = "CFG", required_unless_present = "resume")]
@@ -129,7 +130,8 @@ fn main() -> ExitCode {
             args.stop_after_steps,
         ),
         None => distill::run(&TrainOptions {
-            teacher: args.teacher.expect("clap requires --teacher"),
+            // empty: the cfg's teacher.hf (RunConfig::teacher)
+            teacher: args.teacher.unwrap_or_default(),
             student: args.student.expect("clap requires --student"),
             out: args.out,
             overwrite: args.overwrite,

@@ -19,6 +19,9 @@ use crate::progress::Progress;
 #[derive(Debug, Clone)]
 pub struct LoadedSizes {
     pub teacher_params: u64,
+    /// The teacher's layers when the run knows them beyond the cfg (a Hugging Face folder's
+    /// `config.json`, [`crate::hf::plan::layers`]); `None`: the cfg's preset or arch, if any.
+    pub teacher_layers: Option<Vec<estimator_wasm::schema::arch::Layer>>,
     pub dataset: DatasetSize,
     /// Text padded per batch (not a language model's full windows); `None` otherwise.
     pub text: Option<TextLengths>,
@@ -107,7 +110,10 @@ impl MemoryPlanner {
         priced.estimate.target = if device.is_cuda() { Target::Cuda } else { Target::Cpu };
         let inputs = Inputs {
             batch: None,
-            teacher: Some(counted_teacher(sizes.teacher_params, spec)),
+            teacher: Some(TeacherModel {
+                layers: sizes.teacher_layers.clone(),
+                ..counted_teacher(sizes.teacher_params, spec)
+            }),
             dataset: Some(sizes.dataset),
             device: device.is_cuda().then_some(capacity.gpu),
             text: None,
@@ -294,6 +300,7 @@ mod tests {
         let spec = Config::from_toml_str(text).unwrap();
         let sizes = LoadedSizes {
             teacher_params: 100_000,
+            teacher_layers: None,
             dataset: DatasetSize { train_samples, test_samples: 10, sample_bytes: 784 },
             text: None,
         };

@@ -41,7 +41,7 @@ fn blame(path: &Path, text: &str, sets: &[String], error: SpecError) -> DistillE
 /// The cfg keys that name files. In the file a relative path is relative to the cfg's folder;
 /// given with `--set` it is relative to the current folder, as any path typed on a command line
 /// (`config::with_absolute_files` resolves the same keys).
-pub const FILE_KEYS: [&str; 4] = ["data.train", "data.test", "data.tokenizer", "student.init"];
+pub const FILE_KEYS: [&str; 5] = ["data.train", "data.test", "data.tokenizer", "student.init", "teacher.hf"];
 
 /// `sets` with each relative path set on a [`FILE_KEYS`] key made absolute against the current
 /// folder (a quoted TOML string), the others as given: what `--resume` re-reads from another

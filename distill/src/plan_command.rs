@@ -79,6 +79,9 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
         return Err(DistillError::Usage("--batch 0: the micro-batch is at least 1 sample".into()));
     }
     // the data files as the trainer resolves them: no held-out set is refused here too
+    // a Hugging Face folder (--teacher DIR, or teacher.hf) is the teacher, its tokenizer the text's
+    let teacher = opts.teacher.clone().or_else(|| crate::config::teacher_folder(path, &spec));
+    let spec = crate::config::with_teacher_tokenizer(spec, path, teacher.as_deref())?;
     let files = DataFiles::of(path, &spec)?;
     let batch = opts.batch.or(match spec.train.batch_size {
         estimator_wasm::schema::BatchSize::Fixed(b) => Some(b),
@@ -86,7 +89,7 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
     });
     let inputs = Inputs {
         batch: opts.batch,
-        teacher: opts.teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
+        teacher: teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
         dataset: files.as_ref().and_then(|f| dataset(f, &spec)),
         device: None,
         text: files.as_ref().and_then(|f| text_lengths(f, &spec)).map(|l| text_widths(&l, &spec, batch)),
@@ -158,11 +161,15 @@ fn unread_data_note(files: &DataFiles) -> String {
 }
 
 /// The teacher as the estimator sees it: exact counts from the TorchScript file, and the layer
-/// list of the cfg's `preset` or `arch` (for its inference working set) when given.
+/// list of the cfg's `preset` or `arch` (for its inference working set) when given; or a Hugging
+/// Face model folder's counts and layers ([`crate::hf::plan::teacher_model`]).
 ///
 /// # Errors
 /// [`DistillError::Teacher`] when the file is not TorchScript.
 pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
+    if crate::hf::is_model_folder(path) {
+        return crate::hf::plan::teacher_model(path, spec);
+    }
     let (_, params) = crate::teacher::load_torchscript(path, Device::Cpu)
         .map_err(|e| DistillError::teacher(path, format!("not a TorchScript file ({})", first_line(&e.to_string()))))?;
     Ok(counted_teacher(crate::teacher::params_or_declared(path, params, spec.teacher.params)?, spec))

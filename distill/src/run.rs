@@ -91,7 +91,8 @@ pub fn run(opts: &TrainOptions) -> Result<Report> {
 
 /// [`run`], before its refusals are pinned on the `--set` they come from.
 fn start(opts: &TrainOptions) -> Result<Report> {
-    let cfg = RunConfig::load(&opts.student, &opts.sets)?;
+    let (cfg, teacher) = RunConfig::load(&opts.student, &opts.sets)?.with_teacher(&opts.teacher)?;
+    let opts = &TrainOptions { teacher, ..opts.clone() };
     let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
     let job = crate::dist::DistEnv::from_process()?;
     if let Some(env) = job.as_ref().filter(|e| e.restart > 0) {

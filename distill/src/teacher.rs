@@ -1,4 +1,5 @@
-//! The frozen teacher: any TorchScript module (scripted or traced), kept in eval mode and run
+//! The frozen teacher: any TorchScript module (scripted or traced) or a Hugging Face model
+//! folder of the Llama family ([`crate::hf`]), kept in eval mode and run
 //! under `no_grad`, never in the student's VarStore, so the optimiser cannot touch it. It takes
 //! the model input of a batch (`forward(x)`, or `forward(input_ids, attention_mask)` for text)
 //! and returns the output the objective compares with the student's (class logits [B, C], or an
@@ -10,14 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
-use crate::channels_last::channels_last;
 use crate::data::{Batch, Dataset, ModelInput};
 use crate::error::{first_line, DistillError, Result};
 use crate::precision::teacher_kind;
+use crate::teacher_module::{describe, describe_key, TeacherModule};
 
 pub struct Teacher {
     pub path: PathBuf,
-    module: CModule,
+    module: TeacherModule,
     output: Option<OutputSelector>,
     /// Parameter elements of the TorchScript module (exact), and what counted them.
     pub params: u64,
@@ -35,32 +36,41 @@ pub struct Teacher {
 }
 
 impl Teacher {
-    /// Loads a TorchScript file onto `device` in eval mode, its weights cast once to
-    /// `precision` (fp16/bf16 halve the teacher's memory; its logits are cast back to fp32).
+    /// Loads a TorchScript file, or a Hugging Face model folder ([`crate::hf`]), onto `device` in
+    /// eval mode, its weights cast once to `precision` (fp16/bf16 halve the teacher's memory;
+    /// its logits are cast back to fp32).
     ///
     /// # Errors
-    /// [`DistillError::Teacher`] when the file is missing or is not TorchScript.
+    /// [`DistillError::Teacher`] when the file is missing or is not TorchScript, or the folder
+    /// is not a model distill can build (see [`crate::hf::load`]).
     pub fn load(path: &Path, output: Option<OutputSelector>, precision: Precision, device: Device) -> Result<Teacher> {
         let err = |m: String| DistillError::teacher(path, m);
-        let file_bytes = std::fs::metadata(path)
-            .map_err(|e| err(format!("cannot read the teacher ({e}); pass --teacher <file.pt>")))?
-            .len();
-        let (mut module, params, params_source) = load_counted(path, device).map_err(|e| {
-            err(format!(
-                "not a TorchScript file ({}); save the teacher with torch.jit.script(model).save(path) or torch.jit.trace",
-                first_line(&e.to_string())
-            ))
-        })?;
-        // torch.jit.load returns modules in training mode (pytorch #26884): dropout and
-        // batch-norm statistics would silently corrupt the soft targets.
-        module.f_set_eval()?;
         let kind = teacher_kind(precision);
-        if kind != Kind::Float {
-            // Casts every floating parameter and buffer (also integer buffers such as
-            // num_batches_tracked, which eval mode never reads).
-            module.to(device, kind, false);
-        }
-        let restrided = device == Device::Cpu && channels_last_weights(&module)?;
+        let (module, params, params_source, file_bytes) = if crate::hf::is_model_folder(path) {
+            let (decoder, params) = crate::hf::load(path, kind, device)?;
+            let module = TeacherModule::Hf(Box::new(decoder));
+            (module, params, ParamsSource::Parameters, crate::hf::weights::Checkpoint::file_bytes(path))
+        } else {
+            let file_bytes = std::fs::metadata(path)
+                .map_err(|e| err(format!("cannot read the teacher ({e}); pass --teacher <file.pt>")))?
+                .len();
+            let (mut module, params, params_source) = load_counted(path, device).map_err(|e| {
+                err(format!(
+                    "not a TorchScript file ({}); save the teacher with torch.jit.script(model).save(path) or torch.jit.trace",
+                    first_line(&e.to_string())
+                ))
+            })?;
+            // torch.jit.load returns modules in training mode (pytorch #26884): dropout and
+            // batch-norm statistics would silently corrupt the soft targets.
+            module.f_set_eval()?;
+            if kind != Kind::Float {
+                // Casts every floating parameter and buffer (also integer buffers such as
+                // num_batches_tracked, which eval mode never reads).
+                module.to(device, kind, false);
+            }
+            (TeacherModule::Script(module), params, params_source, file_bytes)
+        };
+        let restrided = device == Device::Cpu && module.channels_last_weights()?;
         let restrided = AtomicBool::new(restrided);
         let path = path.to_path_buf();
         Ok(Teacher {
@@ -122,7 +132,7 @@ impl Teacher {
             // a forward that views a weight (weight standardisation: `w.view(out, -1)`) needs
             // the file's strides: put them back, and run the teacher so from now on
             Err(_) if self.restrided.swap(false, Ordering::Relaxed) => {
-                contiguous_weights(&self.module)?;
+                self.module.contiguous_weights()?;
                 forward()
             }
             out => out,
@@ -315,9 +325,17 @@ impl Teacher {
         Ok(self.module.named_parameters()?)
     }
 
+    /// The `config.json` of a Hugging Face teacher; `None` for TorchScript.
+    pub fn hf_config(&self) -> Option<&crate::hf::HfConfig> {
+        match &self.module {
+            TeacherModule::Hf(d) => Some(&d.config),
+            TeacherModule::Script(_) => None,
+        }
+    }
+
     /// Re-asserts eval mode (docs/kd-pitfalls.md T3: a teacher must not slip back into training mode).
     pub fn ensure_eval(&mut self) -> Result<()> {
-        Ok(self.module.f_set_eval()?)
+        Ok(self.module.set_eval()?)
     }
 
     fn select(&self, out: IValue) -> Result<Tensor> {
@@ -436,57 +454,5 @@ fn count_tensors(path: &Path) -> std::result::Result<u64, tch::TchError> {
     match crate::shim::take_message(unsafe { distill_count_tensors(text.as_ptr(), &mut total) }) {
         Some(message) => Err(tch::TchError::Torch(message)),
         None => Ok(total as u64),
-    }
-}
-
-/// Restrides every 4-D floating parameter of `module` (a convolution's weight) channels-last
-/// in place, so that on the CPU its convolutions, and the pooling after them, run in libtorch's
-/// faster channels-last kernels whatever the input's layout; whether it restrided any. The
-/// same values up to rounding: the Fashion-MNIST example's teacher at batch 256 on 2 cores of an
-/// AMD EPYC (torch 2.11) took 11 ms a batch against 43 ms, its logits within 3e-6 of the NCHW
-/// ones. [`contiguous_weights`] undoes it.
-fn channels_last_weights(module: &CModule) -> Result<bool> {
-    let mut any = false;
-    for (_, mut p) in module.named_parameters()? {
-        if p.dim() == 4 && p.is_floating_point() {
-            let restrided = tch::no_grad(|| channels_last(&p));
-            p.set_data(&restrided);
-            any = true;
-        }
-    }
-    Ok(any)
-}
-
-/// Gives every 4-D parameter of `module` contiguous (NCHW) strides again.
-fn contiguous_weights(module: &CModule) -> Result<()> {
-    for (_, mut p) in module.named_parameters()? {
-        if p.dim() == 4 && !p.is_contiguous() {
-            let contiguous = tch::no_grad(|| p.contiguous());
-            p.set_data(&contiguous);
-        }
-    }
-    Ok(())
-}
-
-fn describe(v: &IValue) -> String {
-    match v {
-        IValue::Tensor(t) => format!("a tensor {:?}", t.size()),
-        IValue::Tuple(items) => format!("a tuple of {}", items.len()),
-        IValue::GenericList(items) => format!("a list of {}", items.len()),
-        IValue::TensorList(items) => format!("a list of {} tensors", items.len()),
-        IValue::GenericDict(entries) => {
-            let keys: Vec<String> = entries.iter().map(|(k, _)| describe_key(k)).collect();
-            format!("a dict with keys [{}]", keys.join(", "))
-        }
-        IValue::None => "None".into(),
-        _ => "a non-tensor value".into(),
-    }
-}
-
-fn describe_key(k: &IValue) -> String {
-    match k {
-        IValue::String(s) => format!("\"{s}\""),
-        IValue::Int(i) => i.to_string(),
-        _ => "?".into(),
     }
 }

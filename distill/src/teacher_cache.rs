@@ -42,6 +42,7 @@ impl CacheKey {
         (data.train, data.test, data.tokenizer, data.bucket_by_length) = (None, test, None, false);
         let mut teacher = spec.teacher.clone();
         (teacher.params, teacher.buffers, teacher.preset, teacher.arch) = (None, None, None, None);
+        teacher.hf = None; // a folder's content is in the teacher's fingerprint, not its path
         let seed = data.holdout.map(|_| format!(" seed={}", spec.train.seed)).unwrap_or_default();
         CacheKey(format!("v1 {} data={data:?} teacher={teacher:?}{seed}", files.join(" ")))
     }

@@ -147,6 +147,11 @@ pub struct TeacherSpec {
     /// The teacher's architecture in the `[student]` schema (`[teacher.arch]`), for the estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<Box<StudentSpec>>,
+    /// A Hugging Face model folder of the Llama family (`config.json`, safetensors,
+    /// `tokenizer.json`), relative to the cfg.toml: the teacher when `--teacher` is not given,
+    /// priced from its `config.json` (`distill plan`), its `tokenizer.json` the data's by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hf: Option<String>,
     /// A language model's teacher whose vocabulary is padded past its tokenizer's: the width of
     /// its logits [B, S, vocab] (e.g. 640 for a tokenizer of 512 tokens, rows added to round
     /// the embedding up). KD then compares the teacher's first `data.classes` columns (the
@@ -180,6 +185,7 @@ impl Default for TeacherSpec {
             buffers: None,
             preset: None,
             arch: None,
+            hf: None,
             vocab: None,
         }
     }

@@ -12,6 +12,12 @@ impl TeacherSpec {
         if self.preset.is_some() && self.arch.is_some() {
             return invalid("teacher.preset", "give either preset or arch, not both");
         }
+        if self.hf.is_some() && (self.preset.is_some() || self.arch.is_some()) {
+            return invalid(
+                "teacher.hf",
+                "the model folder's config.json describes the teacher: remove teacher.preset and teacher.arch",
+            );
+        }
         check_teacher_counts(self.params.unwrap_or(1), self.buffers.unwrap_or(0))?;
         if let Some(vocab) = self.vocab {
             limits::within("teacher.vocab", vocab, 1, MAX_SIZE)?;
