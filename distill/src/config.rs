@@ -85,9 +85,42 @@ pub fn teacher_folder(cfg_path: &Path, spec: &Config) -> Option<PathBuf> {
 }
 
 /// `file` as named in the cfg.toml at `cfg_path`: relative paths start from the cfg's folder,
-/// `~/` from the home folder ([`crate::overrides::expand_home`]).
+/// `~/` from the home folder ([`crate::overrides::expand_home`]); tidied ([`tidy`]), so that
+/// messages name `data/x.npz`, not `examples/a/../../data/x.npz`.
 fn relative(cfg_path: &Path, file: &str) -> PathBuf {
-    cfg_path.parent().unwrap_or(Path::new(".")).join(crate::overrides::expand_home(file))
+    tidy(&cfg_path.parent().unwrap_or(Path::new(".")).join(crate::overrides::expand_home(file)))
+}
+
+/// `path` without its `.` components and with each `..` cancelling the folder before it, where
+/// that folder is not a symbolic link (through a link, `..` leads out of the link's target, so
+/// it stays); the same file as `path` for every path the OS resolves.
+pub fn tidy(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    let mut cancellable = 0; // trailing components of `out` that a `..` may remove
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir if cancellable > 0 && !out.is_symlink() => {
+                out.pop();
+                cancellable -= 1;
+            }
+            Component::Normal(_) => {
+                out.push(part);
+                cancellable += 1;
+            }
+            // the root's parent is the root
+            Component::ParentDir if cancellable == 0 && out.has_root() && out.parent().is_none() => {}
+            _ => {
+                out.push(part);
+                cancellable = 0;
+            }
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
 }
 
 /// `spec` (read from `cfg_path`) with every file it names made absolute (`data.train`,
@@ -329,7 +362,7 @@ mod tests {
         let path = Path::new("runs/cfg/c.toml");
         let cfg = RunConfig::from_spec(path, spec("train = \"t.npz\"\ntest = \"../v.npz\"\n")).unwrap();
         assert_eq!(cfg.data.train, Path::new("runs/cfg/t.npz"));
-        assert_eq!(cfg.data.held_out, HeldOut::File("runs/cfg/../v.npz".into()));
+        assert_eq!(cfg.data.held_out, HeldOut::File("runs/v.npz".into()), "tidied");
         assert_eq!(cfg.data.tokenizer, None);
         let split = RunConfig::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.25\n")).unwrap();
         assert_eq!(split.data.held_out, HeldOut::Split(0.25));
@@ -347,6 +380,23 @@ mod tests {
             assert_eq!(cfg.data.train, home.join("t.npz"));
             assert_eq!(cfg.data.held_out, HeldOut::File(home.join("v.npz")));
         }
+    }
+
+    #[test]
+    fn a_tidy_path_names_the_same_file() {
+        assert_eq!(tidy(Path::new("examples/minilm/../../data/minilm/train.txt")), Path::new("data/minilm/train.txt"));
+        assert_eq!(tidy(Path::new("./a/./b/..")), Path::new("a"));
+        assert_eq!(tidy(Path::new("a/..")), Path::new("."));
+        assert_eq!(tidy(Path::new("../../x")), Path::new("../../x"));
+        assert_eq!(tidy(Path::new("/a/../../x")), Path::new("/x"), "above the root is the root");
+        // through a symbolic link `..` leaves the link's target: kept, and the file is found
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("real/inner")).unwrap();
+        std::fs::write(dir.path().join("real/data.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real/inner"), dir.path().join("link")).unwrap();
+        let through = dir.path().join("link/../data.txt");
+        assert_eq!(tidy(&through), through);
+        assert!(tidy(&through).exists());
     }
 
     #[test]

@@ -68,8 +68,9 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Estimate the GPU memory of a run before training: the breakdown by moment, category and
-    /// layer, and the largest micro-batch per catalogue GPU.
+    /// Estimate the memory of a run before training: the breakdown by moment, category and
+    /// layer on a GPU (--gpu, [estimate] gpu) or else this machine's device (the CPU's RAM
+    /// available when there is no CUDA device), and the largest micro-batch per catalogue GPU.
     Plan {
         /// The run's cfg.toml.
         #[arg(long, value_parser = home_path(), value_name = "CFG")]
@@ -83,6 +84,13 @@ enum Command {
         /// Micro-batch to plan for (overrides train.batch_size).
         #[arg(long, value_name = "N")]
         batch: Option<u64>,
+        /// Samples in data.train (a language model's: windows), for a plan without the data
+        /// files; overrides what the file says.
+        #[arg(long, value_name = "N")]
+        train_samples: Option<u64>,
+        /// Samples in data.test, likewise.
+        #[arg(long, value_name = "N")]
+        test_samples: Option<u64>,
         /// Print the plan as JSON (exact bytes) instead of a table.
         #[arg(long)]
         json: bool,
@@ -107,8 +115,10 @@ fn main() -> ExitCode {
     distill::phase_times::process_started();
     distill::allocator::limit_malloc_arenas();
     let args = Args::parse();
-    if let Some(Command::Plan { student, teacher, gpu, batch, json, sets }) = args.command {
-        return match distill::plan_command::plan(&PlanOptions { student, teacher, gpu, batch, json, sets }) {
+    if let Some(Command::Plan { student, teacher, gpu, batch, train_samples, test_samples, json, sets }) = args.command
+    {
+        let opts = PlanOptions { student, teacher, gpu, batch, train_samples, test_samples, json, sets };
+        return match distill::plan_command::plan(&opts) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

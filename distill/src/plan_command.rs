@@ -9,15 +9,15 @@ use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::{Config, Target};
 use estimator_wasm::{
-    estimate, max_batch_per_gpu, memory::render::human, DatasetSize, EstimateError, Inputs, Plan, TeacherModel,
-    TextWidths,
+    estimate, max_batch, max_batch_per_gpu, memory::render::human, DatasetSize, EstimateError, Inputs, Plan,
+    TeacherModel, TextWidths,
 };
 use serde::Serialize;
 use tch::Device;
 
 use crate::config::{DataFiles, HeldOut};
 use crate::error::{first_line, DistillError, Result};
-use crate::memory_plan::{counted_teacher, text_widths, TextLengths};
+use crate::memory_plan::{counted_teacher, device_capacity, text_widths, Capacity, TextLengths};
 
 /// `distill plan` flags.
 #[derive(Debug, Clone)]
@@ -29,6 +29,11 @@ pub struct PlanOptions {
     pub gpu: Option<String>,
     /// Micro-batch overriding `train.batch_size`.
     pub batch: Option<u64>,
+    /// Samples in `data.train` (a language model's: windows), overriding what its file says: for
+    /// a plan without the data files.
+    pub train_samples: Option<u64>,
+    /// Samples in `data.test`, likewise.
+    pub test_samples: Option<u64>,
     pub json: bool,
     /// `key.path=value` overrides of the cfg.toml.
     pub sets: Vec<String>,
@@ -42,6 +47,18 @@ struct PlanJson<'a> {
     /// What the data files told the plan: the datasets' sizes, and for text the widths of the
     /// batches the run will cut.
     data: DataJson<'a>,
+    /// This machine's device when the plan is made for it (no `--gpu`, no `[estimate] gpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device: Option<DeviceJson>,
+}
+
+#[derive(Serialize)]
+struct DeviceJson {
+    /// `cuda:0` or `cpu`.
+    name: String,
+    /// Its memory (CUDA total, or the RAM available), bytes.
+    memory: u64,
+    fits: bool,
 }
 
 #[derive(Serialize)]
@@ -78,6 +95,19 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
     if opts.batch == Some(0) {
         return Err(DistillError::Usage("--batch 0: the micro-batch is at least 1 sample".into()));
     }
+    for (flag, n) in [("--train-samples", opts.train_samples), ("--test-samples", opts.test_samples)] {
+        if n == Some(0) {
+            return Err(DistillError::Usage(format!("{flag} 0: a data set holds at least 1 sample")));
+        }
+    }
+    // no GPU named: plan for this machine, as `distill --device auto` would run there
+    let machine = match spec.estimate.gpu {
+        None => machine_device(),
+        Some(_) => None,
+    };
+    if let Some(m) = &machine {
+        spec.estimate.target = if m.name == "cpu" { Target::Cpu } else { Target::Cuda };
+    }
     // the data files as the trainer resolves them: no held-out set is refused here too
     // a Hugging Face folder (--teacher DIR, or teacher.hf) is the teacher, its tokenizer the text's
     let teacher = opts.teacher.clone().or_else(|| crate::config::teacher_folder(path, &spec));
@@ -87,10 +117,10 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
         estimator_wasm::schema::BatchSize::Fixed(b) => Some(b),
         estimator_wasm::schema::BatchSize::Auto => None,
     });
-    let inputs = Inputs {
+    let mut inputs = Inputs {
         batch: opts.batch,
         teacher: teacher.as_deref().map(|t| teacher_model(t, &spec)).transpose()?,
-        dataset: files.as_ref().and_then(|f| dataset(f, &spec)),
+        dataset: dataset_with_flags(files.as_ref(), &spec, opts.train_samples, opts.test_samples),
         device: None,
         text: files.as_ref().and_then(|f| text_lengths(f, &spec)).map(|l| text_widths(&l, &spec, batch)),
     };
@@ -100,34 +130,109 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
         }
         _ => DistillError::config(path, e.to_string()),
     };
-    let plan = estimate(&spec, &inputs).map_err(bad)?;
+    // the catalogue's GPUs priced as the cfg says, whatever this machine holds
     let per_gpu: Vec<GpuBatch> = max_batch_per_gpu(&spec, &inputs, spec.estimate.safety_margin)
         .map_err(bad)?
         .into_iter()
         .map(|(g, batch)| GpuBatch { gpu: g.name, memory: g.memory, batch })
         .collect();
+    match &machine {
+        // a CUDA device is priced as the run prices it (its context, its cuBLAS workspace)
+        Some(m) if m.name != "cpu" => inputs.device = Some(m.gpu),
+        // the CPU has no runtime to price; "auto" takes the largest batch its RAM holds, at most
+        // the train set, as the trainer does (`crate::memory_plan::MemoryPlanner::largest_batch`)
+        Some(m) if batch.is_none() => {
+            let fit = max_batch(&spec, &inputs, &m.gpu, spec.estimate.safety_margin).map_err(bad)?;
+            let b = fit.ok_or_else(|| {
+                let why = format!(
+                    "train.batch_size = \"auto\": not even a batch of 1 fits the cpu ({} available)",
+                    human(m.gpu.memory)
+                );
+                DistillError::config(path, why)
+            })?;
+            inputs.batch = Some(inputs.dataset.map_or(b, |d| b.min(d.train_samples.max(1))));
+        }
+        _ => {}
+    }
+    let plan = estimate(&spec, &inputs).map_err(bad)?;
     if opts.json {
         let data = DataJson { dataset: inputs.dataset.as_ref(), text: inputs.text.as_ref() };
-        return Ok(serde_json::to_string_pretty(&PlanJson { plan: &plan, max_batch: per_gpu, data })
+        let device = machine.as_ref().map(|m| DeviceJson {
+            name: m.name.clone(),
+            memory: m.gpu.memory,
+            fits: plan.totals.total <= m.gpu.memory,
+        });
+        return Ok(serde_json::to_string_pretty(&PlanJson { plan: &plan, max_batch: per_gpu, data, device })
             .expect("plan serialises")
             + "\n");
     }
     let mut out = plan.to_table();
+    if let Some(m) = machine.as_ref().filter(|m| m.name == "cpu") {
+        // the estimator checks a fit on CUDA devices only; on the CPU it is the RAM available
+        let mut lines: Vec<&str> = out.lines().collect();
+        let fit = cpu_fit_line(plan.totals.total, m.gpu.memory);
+        lines.insert(2.min(lines.len()), &fit);
+        out = lines.join("\n") + "\n";
+    }
     if let Some(text) = &inputs.text {
         out.push_str(&text_note(text));
     }
-    if let (Some(files), None) = (&files, &inputs.dataset) {
-        out.push_str(&unread_data_note(files));
+    match (&files, &inputs.dataset) {
+        (Some(files), None) => out.push_str(&unread_data_note(files)),
+        (Some(files), Some(d)) if d.test_samples == 0 && opts.test_samples.is_none() => {
+            if let HeldOut::File(test) = &files.held_out {
+                out.push_str(&format!(
+                    "\nnote: {} could not be read, so this plan leaves out the test set; pass --test-samples N to price it\n",
+                    test.display()
+                ));
+            }
+        }
+        (None, None) => out.push_str(&format!("\nnote: the cfg names no data files, so {LEFT_OUT}; {SIZE_FLAGS}\n")),
+        _ => {}
     }
+    if let Some(m) = &machine {
+        out.push_str(&format!(
+            "\nnote: planned for this machine's {} (no --gpu, no [estimate] gpu); --gpu NAME plans for a catalogue GPU\n",
+            if m.name == "cpu" { "CPU (no CUDA device): the RAM available" } else { "first CUDA device" }
+        ));
+    }
+    let train_samples = inputs.dataset.map(|d| d.train_samples);
     out.push_str(&format!(
-        "\nlargest micro-batch per GPU (keeping {:.0}% free):\n",
-        100.0 * spec.estimate.safety_margin
+        "\nlargest micro-batch per GPU (keeping {:.0}% free{}):\n",
+        100.0 * spec.estimate.safety_margin,
+        if train_samples.is_some() { "; at most the train set" } else { "" }
     ));
     for g in per_gpu {
-        let batch = g.batch.map(|b| b.to_string()).unwrap_or_else(|| "does not fit".into());
+        let batch = match (g.batch, train_samples) {
+            (None, _) => "does not fit".into(),
+            (Some(b), Some(n)) if b >= n => format!("{n} (the whole train set)"),
+            (Some(b), _) => b.to_string(),
+        };
         out.push_str(&format!("  {:<24} {:>10}  {batch}\n", g.gpu, human(g.memory)));
     }
     Ok(out)
+}
+
+/// What a plan without the data's size leaves out.
+const LEFT_OUT: &str = "this plan leaves out what the data decides (samples per epoch, the teacher's cached outputs)";
+
+/// The flags that give the data's size.
+const SIZE_FLAGS: &str = "pass --train-samples N (and --test-samples N) to price them";
+
+/// The memory this machine's device holds for a plan made without a named GPU: the first CUDA
+/// device, else the CPU with the RAM the OS reports available (as `distill --device auto` runs).
+fn machine_device() -> Option<Capacity> {
+    let device = if tch::Cuda::is_available() { Device::Cuda(0) } else { Device::Cpu };
+    device_capacity(device)
+}
+
+/// The fit line of a plan of `total` bytes on the CPU, against `available` bytes of RAM.
+fn cpu_fit_line(total: u64, available: u64) -> String {
+    let verdict = match total <= available {
+        true => format!("fits ({} free)", human(available - total)),
+        false => format!("DOES NOT FIT ({} short)", human(total - available)),
+    };
+    format!("cpu (RAM available): {} -> {verdict}", human(available))
 }
 
 /// The note of a text plan: the widths its data gives the batches (each padded to its longest
@@ -153,8 +258,7 @@ fn unread_data_note(files: &DataFiles) -> String {
         named.push(test.display().to_string());
     }
     format!(
-        "\nnote: {} could not be read, so this plan leaves out what the data decides (samples per epoch, the \
-         teacher's cached outputs); {}\n",
+        "\nnote: {} could not be read, so {LEFT_OUT}; {}, or {SIZE_FLAGS}\n",
         named.join(" or "),
         crate::data::check_paths()
     )
@@ -180,20 +284,51 @@ pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
 /// `round(n * holdout)` of the train file's `n` samples). A language model's samples are the
 /// windows its text packs into, which only tokenising tells ([`language_model_windows`]).
 pub fn dataset(files: &DataFiles, spec: &Config) -> Option<DatasetSize> {
+    dataset_with_flags(Some(files), spec, None, None)
+}
+
+/// [`dataset`] with `--train-samples` and `--test-samples` (`train`, `test`: the samples of
+/// `data.train` and `data.test`) in place of what a file says or cannot say. A train file that
+/// cannot be read gives its sample size as the cfg declares it ([`declared_sample_bytes`]);
+/// a held-out split takes `round(train * holdout)` of `train`; with `train`, a held-out file
+/// that cannot be read and no `test` hold no samples. `None` when a size is still unknown.
+fn dataset_with_flags(
+    files: Option<&DataFiles>,
+    spec: &Config,
+    train: Option<u64>,
+    test: Option<u64>,
+) -> Option<DatasetSize> {
     let count = |path: &Path| match spec.student.is_language_model() {
-        true => language_model_windows(path, files.tokenizer.as_deref()?, spec),
+        true => language_model_windows(path, files?.tokenizer.as_deref()?, spec),
         false => crate::data::file_summary(path, &spec.data).map(|(n, _)| n),
     };
-    let (train_n, sample_bytes) = crate::data::file_summary(&files.train, &spec.data)?;
-    let train_n = count(&files.train).unwrap_or(train_n);
-    let (train_samples, test_samples) = match &files.held_out {
-        HeldOut::File(test) => (train_n, count(test)?),
-        HeldOut::Split(fraction) => {
-            let test = (train_n as f64 * fraction).round() as u64;
-            (train_n - test, test)
+    let summary = files.and_then(|f| crate::data::file_summary(&f.train, &spec.data));
+    let sample_bytes = match (summary, train) {
+        (Some((_, bytes)), _) => bytes,
+        (None, Some(_)) => declared_sample_bytes(spec),
+        (None, None) => return None,
+    };
+    let train_n = train.or_else(|| files.and_then(|f| count(&f.train)).or(summary.map(|(n, _)| n)))?;
+    let (train_samples, test_samples) = match files.map(|f| &f.held_out) {
+        // with --train-samples, a held-out file that says nothing is left out ([`unread_test_note`])
+        Some(HeldOut::File(path)) => (train_n, test.or_else(|| count(path)).or(train.map(|_| 0))?),
+        Some(HeldOut::Split(fraction)) => {
+            let held = ((train_n as f64 * fraction).round() as u64).min(train_n);
+            (train_n - held, test.unwrap_or(held))
         }
+        None => (train_n, test?),
     };
     Some(DatasetSize { train_samples, test_samples, sample_bytes })
+}
+
+/// Bytes of one stored sample as the cfg declares it, for data not read: text's token ids and
+/// mask (as [`crate::data::file_summary`] counts a .txt file's), else `data.input_shape` values
+/// in fp32 (an uint8 image file stores a quarter of that).
+fn declared_sample_bytes(spec: &Config) -> u64 {
+    match spec.data.tokenizer {
+        Some(_) => 2 * 8 * spec.data.input_shape.first().copied().unwrap_or(1),
+        None => 4 * spec.data.input_shape.iter().product::<u64>().max(1),
+    }
 }
 
 /// The windows of `data.input_shape[0]` tokens that the text file `path` packs into, tokenised

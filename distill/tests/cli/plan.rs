@@ -111,3 +111,111 @@ fn plan_refuses_a_cfg_without_a_held_out_set_as_the_trainer_does() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `distill plan` on a machine without a CUDA device (hidden here with `CUDA_VISIBLE_DEVICES`)
+/// and without `--gpu`: the CPU's plan, no CUDA context, and a fit line against the RAM.
+#[test]
+fn plan_without_a_gpu_is_for_this_machines_cpu() {
+    let case = Case::new();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+            .env("CUDA_VISIBLE_DEVICES", "")
+            .args(["plan", "--student", case.path(CFG).to_str().unwrap()])
+            .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = run(&[]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].ends_with("; target cpu"), "{text}");
+    assert!(lines[2].starts_with("cpu (RAM available): ") && lines[2].contains(" -> fits ("), "{text}");
+    assert!(!text.contains("cuda context") && !text.contains("allocator"), "{text}");
+    assert!(text.contains("note: planned for this machine's CPU (no CUDA device): the RAM available"), "{text}");
+    // on the CPU nothing is rounded or cached: one column of bytes, and the tensors are the total
+    let header = lines.iter().find(|l| l.starts_with("phase")).unwrap();
+    assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["phase", "largest", "at", "tensors"]);
+    let figure = |label: &str| {
+        let line = lines.iter().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("{label}"));
+        line.trim_start()[label.len()..].trim().to_string()
+    };
+    assert_eq!(figure("= tensors"), figure("total on the device"));
+    // JSON: the machine's device, and the plan priced on it (no CUDA context)
+    let json: serde_json::Value = serde_json::from_str(&run(&["--json"])).unwrap();
+    assert_eq!(json["device"]["name"], "cpu");
+    assert_eq!(json["device"]["fits"], true);
+    assert!(json["device"]["memory"].as_u64().unwrap() > 0);
+    assert_eq!(json["plan"]["totals"]["cuda_context"], 0);
+    assert_eq!(json["plan"]["target"], "cpu");
+    // a catalogue GPU named: the CUDA plan; the allocator's segments hold the tensors, so they
+    // are not among the items summed, and the total adds what lies outside them
+    let text = run(&["--gpu", "T4"]);
+    assert!(text.lines().next().unwrap().ends_with("; target cuda") && !text.contains("planned for this machine"));
+    let peak: Vec<&str> =
+        text.lines().skip_while(|l| !l.starts_with("at the peak")).take_while(|l| !l.is_empty()).collect();
+    let sum = peak.iter().position(|l| l.trim_start().starts_with("= tensors")).unwrap();
+    assert!(peak[..sum].iter().all(|l| !l.contains("allocator") && !l.contains("context")), "{text}");
+    assert_eq!(peak[sum + 1], "on the device:");
+    assert!(peak[sum + 2].trim_start().starts_with("allocator segments"), "{text}");
+    assert!(peak.iter().any(|l| l.trim_start().starts_with("+ cuda context")), "{text}");
+    assert!(peak.last().unwrap().trim_start().starts_with("= total"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&run(&["--gpu", "T4", "--json"])).unwrap();
+    let t = &json["plan"]["totals"];
+    let n = |k: &str| t[k].as_u64().unwrap();
+    assert_eq!(n("total"), n("reserved") + n("fragmentation") + n("cuda_context") + n("nccl"));
+    assert!(json.get("device").is_none());
+}
+
+/// Without its data files a plan takes the data's size from `--train-samples` and
+/// `--test-samples`; the note that says what is left out names those flags and the files as
+/// the trainer would open them (tidied: no `folder/..`).
+#[test]
+fn plan_takes_the_data_size_from_flags_when_the_files_are_missing() {
+    let case = Case::edited("train = \"digits-train.npz\"", "train = \"elsewhere/../typo.npz\"");
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_distill"))
+            .env("CUDA_VISIBLE_DEVICES", "")
+            .args(["plan", "--student", case.path(CFG).to_str().unwrap()])
+            .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (_, text, _) = run(&[]);
+    let note = format!(
+        "note: {} or {} could not be read, so this plan leaves out what the data decides (samples per epoch, the \
+         teacher's cached outputs); check data.train and data.test",
+        case.path("typo.npz").display(),
+        case.path("digits-test.npz").display()
+    );
+    assert!(text.contains(&note), "{note}\n{text}");
+    assert!(text.contains("or pass --train-samples N (and --test-samples N) to price them"), "{text}");
+    // the flags price the data: int64 labels and fp32 inputs of 1 x 8 x 8 (the file is not
+    // there to say it holds uint8), and the teacher's cached logits
+    let (_, json, _) = run(&["--train-samples", "1000", "--test-samples", "200", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        json["data"]["dataset"],
+        serde_json::json!({"train_samples": 1000, "test_samples": 200, "sample_bytes": 256})
+    );
+    assert_eq!(json["plan"]["peak"]["dataset"], 1200 * (256 + 8));
+    let (_, text, _) = run(&["--train-samples", "1000", "--test-samples", "200"]);
+    assert!(!text.contains("could not be read") && !text.contains("left out"), "{text}");
+    // a micro-batch no larger than the train set: the whole set is the largest a run cuts
+    let t4 = text.lines().find(|l| l.trim_start().starts_with("T4 ")).unwrap();
+    assert!(t4.ends_with(" 1000 (the whole train set)"), "{t4}");
+    // the held-out file is read when it is there
+    let (_, json, _) = run(&["--train-samples", "1000", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["data"]["dataset"]["test_samples"], 360);
+    let (code, _, stderr) = run(&["--train-samples", "0"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(stderr, "error: --train-samples 0: a data set holds at least 1 sample\n");
+}

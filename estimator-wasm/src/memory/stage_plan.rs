@@ -131,7 +131,7 @@ impl Compile<'_> {
             shared_train.push((Cat::TeacherLogitCache, cache));
         } else if teacher_plan.is_some_and(|t| t.cache) {
             self.notes.push(
-                "the cached teacher logits (train samples x classes x 4 bytes) are left out: pass the dataset size"
+                "the cached teacher logits (train samples x classes x 4 bytes) are left out: the train set's size is not known"
                     .into(),
             );
         }
