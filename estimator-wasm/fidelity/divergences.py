@@ -1,11 +1,12 @@
 """Measure the memory of a language model's distillation loss under each `kd.divergence`.
 
-The ops are distill's, one for one: `objective/logit_kd.rs` (the predicting positions of fp32
-token logits [B, S, V] picked with `index_select`, then `alpha * soft + (1 - alpha) * CE`) and
+The ops are distill's, one for one: `objective/logit_kd.rs` (the predicting positions of token
+logits [B, S, V] picked with `index_select`, then `alpha * soft + (1 - alpha) * CE`) and
 `objective/divergence.rs` (the soft term; tch calls the same ATen functions: `log_softmax`,
 `kl_div` with `log_target`, which ATen computes as `exp(target) * (target - input)`,
-`logaddexp`, `softmax`, `abs`, `sum`). The student's logits (requiring grad), the teacher's and
-the labels exist before the loss and are not counted. Three figures per case, in bytes
+`logaddexp`, `softmax`, `abs`, `sum`). The student's logits (requiring grad; fp32, or bf16 as
+autocast makes them, the rows then cast to fp32 as distill does), the teacher's (fp32) and the
+labels exist before the loss and are not counted. Three figures per case, in bytes
 (docs/memory-model.md section 7b):
 
 * `saved`: what autograd keeps for backward, by `torch.autograd.graph.saved_tensors_hooks`,
@@ -18,7 +19,7 @@ Live storages are tracked by a `TorchDispatchMode`: each op's outputs whose stor
 added at their `nbytes()` and taken off when Python's weak reference to the storage dies.
 Every label is a real token (no -100), so the rows are all B x S positions, as the plan takes.
 
-Usage: python divergences.py [--batch B] [--seq S] [--vocab V]   (JSON on stdout)
+Usage: python divergences.py [--batch B] [--seq S] [--vocab V] [--logits fp32|bf16]   (JSON on stdout)
 """
 import argparse
 import json
@@ -103,19 +104,23 @@ def kd_loss(logits, teacher, labels, name, beta, alpha=0.5, temperature=2.0):
     """distill's `LogitKd::loss` on token logits; `name` "none": CE alone (alpha = 0)."""
     labels = labels.reshape(-1)
     keep = labels.ge(0).nonzero().squeeze(1)
-    student = logits.flatten(0, 1).index_select(0, keep)
+    rows = logits.flatten(0, 1).index_select(0, keep)  # alive through the loss, as in distill
+    student = rows.float()
     y = labels.index_select(0, keep)
     ce = torch.nn.functional.nll_loss(student.log_softmax(-1), y)
     if name == "none":
+        del rows
         return ce
     t = teacher.flatten(0, 1).index_select(0, keep)
     soft = soft_term(student, t, temperature, name, beta)
-    return soft * alpha + ce * (1.0 - alpha)
+    loss = soft * alpha + ce * (1.0 - alpha)
+    del rows
+    return loss
 
 
-def measure(batch, seq, vocab, name, beta):
+def measure(batch, seq, vocab, dtype, name, beta):
     torch.manual_seed(0)
-    logits = torch.randn(batch, seq, vocab, requires_grad=True)
+    logits = torch.randn(batch, seq, vocab, dtype=dtype, requires_grad=True)
     teacher = torch.randn(batch, seq, vocab)
     labels = torch.randint(0, vocab, (batch, seq))
     inputs = {x.untyped_storage().data_ptr() for x in (logits, teacher, labels)}
@@ -148,13 +153,16 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--vocab", type=int, default=1000)
+    ap.add_argument("--logits", choices=["fp32", "bf16"], default="fp32", help="the student's logits' dtype")
     a = ap.parse_args()
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[a.logits]
     torch.set_num_threads(1)
     out = {
         "torch": torch.__version__,
         "shape": [a.batch, a.seq, a.vocab],
+        "logits": a.logits,
         "unit": a.batch * a.seq * a.vocab * 4,
-        "cases": [measure(a.batch, a.seq, a.vocab, n, b) for n, b in CASES],
+        "cases": [measure(a.batch, a.seq, a.vocab, dtype, n, b) for n, b in CASES],
     }
     json.dump(out, sys.stdout, indent=1)
     print()

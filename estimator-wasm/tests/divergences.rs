@@ -23,7 +23,14 @@ const UNIT: u64 = ROWS * 1000 * 4;
 /// (the loss layer's saved bytes, the loss's transient bytes at the forward's end, at the
 /// backward's start) of [`LM`] with `kd` lines added.
 fn loss_bytes(kd: &str) -> (u64, u64, u64) {
-    let text = LM.replace("objective = \"logits\"\n", &format!("objective = \"logits\"\n{kd}"));
+    plan_loss(kd, "")
+}
+
+/// [`loss_bytes`] with `train` lines added.
+fn plan_loss(kd: &str, train: &str) -> (u64, u64, u64) {
+    let text = LM
+        .replace("objective = \"logits\"\n", &format!("objective = \"logits\"\n{kd}"))
+        .replace("[train]\n", &format!("[train]\n{train}"));
     let plan: Plan = estimate(&Config::from_toml_str(&text).unwrap(), &Inputs::default()).unwrap();
     let at = |m: Moment| plan.moments.iter().find(|x| x.moment == m).unwrap();
     // the backward's largest moment is its start (a layer's backward would hold no loss tensors)
@@ -45,6 +52,9 @@ fn each_divergence_prices_its_own_loss_tensors() {
     // more; at the backward's peak one gradient beside the saved set
     assert_eq!(forward, (3 * unit + ROWS * 8 + 4, 5 * unit, unit));
     assert_eq!(loss_bytes("divergence = \"forward_kl\"\n"), forward);
+    // bf16 logits (autocast): their rows (half a unit) and the rows' fp32 copy, in place of the
+    // fp32 rows, through the loss; the saved set and the gradients as with fp32
+    assert_eq!(plan_loss("", "precision = \"bf16\"\n"), (forward.0, forward.1 + unit / 2, forward.2));
     let shifted = |d: (i64, i64, i64)| {
         let add = |a: u64, k: i64| (a as i64 + k * unit as i64) as u64;
         (add(forward.0, d.0), add(forward.1, d.1), add(forward.2, d.2))
@@ -64,9 +74,9 @@ fn each_divergence_prices_its_own_loss_tensors() {
     assert_eq!(alone("divergence = \"jsd\"\n"), alone(""));
 }
 
-/// PyTorch's figures for [`LM`]'s loss, or `None` (after saying why) when the venv is missing
-/// and `DISTILL_REQUIRE_PYTORCH` is not set.
-fn measure() -> Option<Value> {
+/// PyTorch's figures for [`LM`]'s loss with the student's logits in `logits` ("fp32", "bf16"),
+/// or `None` (after saying why) when the venv is missing and `DISTILL_REQUIRE_PYTORCH` is not set.
+fn measure(logits: &str) -> Option<Value> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join("../.venv/bin/python");
     if !python.exists() {
@@ -80,45 +90,48 @@ fn measure() -> Option<Value> {
     }
     let out = Command::new(&python)
         .arg(root.join("fidelity/divergences.py"))
-        .args(["--batch", "2", "--seq", "64", "--vocab", "1000"])
+        .args(["--batch", "2", "--seq", "64", "--vocab", "1000", "--logits", logits])
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}; run scripts/setup", python.display()));
     assert!(out.status.success(), "fidelity/divergences.py failed:\n{}", String::from_utf8_lossy(&out.stderr));
     Some(serde_json::from_slice(&out.stdout).expect("divergences.py prints JSON"))
 }
 
-/// The plan's loss against the bytes PyTorch allocated for it, case by case. Saved: exact, but
-/// for the predicting rows' int64 indices (rows x 8 bytes) that the student's `index_select`
-/// keeps and the plan leaves out. The peaks: live bytes less the saved set, within
-/// 2 x rows x 8 + 64 bytes (0.4% of one [rows, V] fp32 tensor), since the int64 labels and
-/// indices and the 0-dim scalars are freed each at its own time.
+/// The plan's loss against the bytes PyTorch allocated for it, case by case, with fp32 logits
+/// and with bf16 ones (autocast; the plan adds their rows and the rows' fp32 copy). Saved:
+/// exact, but for the predicting rows' int64 indices (rows x 8 bytes) that the student's
+/// `index_select` keeps and the plan leaves out. The peaks: live bytes less the saved set,
+/// within 2 x rows x 8 + 64 bytes (0.4% of one [rows, V] fp32 tensor), since the int64 labels
+/// and indices and the 0-dim scalars are freed each at its own time.
 #[test]
 fn the_plan_prices_the_loss_pytorch_allocates() {
-    let Some(measured) = measure() else { return };
-    assert_eq!(measured["unit"], UNIT);
-    let cases = measured["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 8);
-    let tolerance = 2 * ROWS * 8 + 64;
-    for case in cases {
-        let name = case["divergence"].as_str().unwrap();
-        let kd = match (name, case["beta"].as_f64()) {
-            ("none", _) => "alpha = 0.0\n".to_string(),
-            (d, None) => format!("divergence = \"{d}\"\n"),
-            (d, Some(beta)) => format!("divergence = \"{d}\"\nbeta = {beta:?}\n"),
-        };
-        let (saved, at_loss, at_backward) = loss_bytes(&kd);
-        let bytes = |key: &str| case[key].as_u64().unwrap();
-        let m_saved = bytes("saved");
-        let kd = kd.trim_end();
-        assert_eq!(saved + ROWS * 8, m_saved, "{kd}: saved");
-        let near = |plan: u64, peak: u64, what: &str| {
-            let live = peak - m_saved;
-            assert!(
-                plan.abs_diff(live) <= tolerance,
-                "{kd}: {what}: plan {plan} B, PyTorch {live} B besides the saved set"
-            );
-        };
-        near(at_loss, bytes("forward_peak"), "the forward's peak");
-        near(at_backward, bytes("backward_peak"), "the backward's peak");
+    for (logits, train) in [("fp32", ""), ("bf16", "precision = \"bf16\"\n")] {
+        let Some(measured) = measure(logits) else { return };
+        assert_eq!(measured["unit"], UNIT);
+        let cases = measured["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 8);
+        let tolerance = 2 * ROWS * 8 + 64;
+        for case in cases {
+            let name = case["divergence"].as_str().unwrap();
+            let kd = match (name, case["beta"].as_f64()) {
+                ("none", _) => "alpha = 0.0\n".to_string(),
+                (d, None) => format!("divergence = \"{d}\"\n"),
+                (d, Some(beta)) => format!("divergence = \"{d}\"\nbeta = {beta:?}\n"),
+            };
+            let (saved, at_loss, at_backward) = plan_loss(&kd, train);
+            let bytes = |key: &str| case[key].as_u64().unwrap();
+            let m_saved = bytes("saved");
+            let kd = format!("{logits} logits, {}", kd.trim_end());
+            assert_eq!(saved + ROWS * 8, m_saved, "{kd}: saved");
+            let near = |plan: u64, peak: u64, what: &str| {
+                let live = peak - m_saved;
+                assert!(
+                    plan.abs_diff(live) <= tolerance,
+                    "{kd}: {what}: plan {plan} B, PyTorch {live} B besides the saved set"
+                );
+            };
+            near(at_loss, bytes("forward_peak"), "the forward's peak");
+            near(at_backward, bytes("backward_peak"), "the backward's peak");
+        }
     }
 }
