@@ -30,12 +30,13 @@ fn tiny_mlp_by_hand() {
     // exp(log_softmax(t/T)) 24
     let saved: Vec<(&str, u64)> = plan.layers.iter().map(|l| (l.id.as_str(), l.saved_bytes)).collect();
     assert_eq!(saved, [("fc1", 32), ("fc1_act", 40), ("head", 0), ("loss", 92)]);
-    // backward start: weights 172 + teacher 40 + AdamW 344 + batch (indices 16, raw x 32)
-    // + logits (student 24, teacher 24) + saved 164 + loss gradients 2 x 2 x 24
-    let start = moment(&plan, Moment::Backward);
-    assert_eq!(start.requested, 172 + 40 + 344 + 48 + 48 + 164 + 96);
-    assert_eq!(start.categories.get(Cat::Activations), 164);
-    assert_eq!(start.categories.get(Cat::LossTransient), 96);
+    // fc1's backward: weights, teacher, AdamW, batch (indices 16, x 32), logits (24 + 24), its input
+    // 32, every gradient 172, its output's 40; above the start (saved 164 + KL's one gradient 24)
+    let backward = moment(&plan, Moment::Backward);
+    assert_eq!(backward.layer.as_deref(), Some("fc1"));
+    assert_eq!(backward.requested, 172 + 40 + 344 + 48 + 48 + 32 + 172 + 40);
+    assert_eq!(backward.categories.get(Cat::Activations), 32);
+    assert_eq!(backward.categories.get(Cat::BackwardTransient), 40);
     // the optimiser step: + all gradients (172) + 3 x the largest tensor (fc1.weight, 80 B)
     let step = moment(&plan, Moment::OptimizerStep);
     assert_eq!(step.requested, 172 + 40 + 344 + 48 + 48 + 172 + 240);
@@ -485,15 +486,14 @@ fn a_chunked_token_loss_prices_one_chunk() {
     .unwrap();
     let (b, s, v, d) = (2u64, 64u64, 1000u64, 32u64);
     let loss_saved = |p: &Plan| p.layers.iter().find(|l| l.id == "loss").unwrap().saved_bytes;
-    // CE log-probs, log_softmax(s/T), exp(log_softmax(t/T)): 3 fp32 [rows, V] over 64 or 16
-    // positions; labels and total_weight alike
+    // CE log-probs, log_softmax(s/T), exp(log_softmax(t/T)): 3 fp32 [rows, V], 64 or 16 rows
     assert_eq!(loss_saved(&whole) - loss_saved(&chunked), 3 * b * (s - 16) * v * 4);
     let at = |p: &Plan| moment(p, Moment::Backward).clone();
     let (w, c) = (at(&whole), at(&chunked));
     // the student's logits for 16 of 64 positions; the teacher's whole in both
     assert_eq!(w.categories.get(Cat::Logits) - c.categories.get(Cat::Logits), b * (s - 16) * v * 4);
-    // 4 loss gradients of [rows, V] fp32, and with chunks 2 of the hidden states [S, d]
-    let grads = |rows: u64| 4 * b * rows * v * 4;
+    // forward KL's one loss gradient of [rows, V] fp32 (section 7b); with chunks 2 of [S, d]
+    let grads = |rows: u64| b * rows * v * 4;
     assert_eq!(w.categories.get(Cat::LossTransient), grads(s));
     assert_eq!(c.categories.get(Cat::LossTransient), grads(16) + 2 * b * s * d * 4);
     assert!(chunked.totals.total < whole.totals.total);

@@ -10,7 +10,7 @@ use crate::memory::sizes::Size;
 use crate::memory::student_chain::Forward;
 use crate::schema::arch::Op;
 use crate::schema::dtype::DType;
-use crate::schema::KdObjective;
+use crate::schema::{KdDivergence, KdObjective, KdSpec};
 
 impl Compile<'_> {
     /// The loss on the student's logits; `kd` adds the soft-target term's tensors.
@@ -62,21 +62,21 @@ impl Compile<'_> {
         if logits.dtype != DType::F32 {
             transient.push(fp32_logits); // student.to_kind(Float), alive through the loss
         }
-        let mut grads = vec![fp32_logits, fp32_logits];
+        // the soft term's tensors, and the gradients beside the saved set at the backward's peak
+        // (measured on CPU, docs/memory-model.md section 7b): CE alone holds two; with a soft
+        // term, autograd runs the soft term's nodes first (they were made last), while CE's
+        // log-probs are still saved, and that is the peak: CE's part runs once the soft term's
+        // saved tensors are freed, at its own two beside the soft term's gradient of the rows
+        let (kept, peak, backward) = if kd { soft_term_tensors(&config.kd) } else { (0, 0, 2) };
+        saved.extend(std::iter::repeat_n(fp32_logits, kept));
+        transient.extend(std::iter::repeat_n(fp32_logits, peak));
+        let mut grads = vec![fp32_logits; backward];
         if chunked {
             let hidden = match forward.layers.last().map(|l| &l.op) {
                 Some(Op::LmHead { in_features, .. }) => mul(mul(rows, *in_features, "loss")?, 4, "loss")?,
                 _ => 0,
             };
             grads.extend([Size::per(hidden), Size::per(hidden)]);
-        }
-        if kd {
-            // saved: log_softmax(s/T) and exp(log_softmax(t/T)), which kl_div(log_target)'s
-            // product keeps; at its peak log_softmax(t/T), (t - s) and the product are alive
-            // too (s/T and t/T are gone by then)
-            saved.extend([fp32_logits, fp32_logits]);
-            transient.extend([fp32_logits, fp32_logits, fp32_logits]);
-            grads.extend([fp32_logits, fp32_logits]);
         }
         Ok(LossPlan {
             saved,
@@ -125,6 +125,31 @@ impl Compile<'_> {
             }
         }
         Ok(batch)
+    }
+}
+
+/// How many fp32 [rows, V] tensors the soft term on logits (distill's `objective/divergence.rs`)
+/// adds to the loss: (saved for backward; besides them, alive at the forward's peak; besides
+/// them, alive at the backward's peak), as measured on CPU with torch 2.11
+/// (`fidelity/divergences.py`: saved_tensors_hooks for the saved set, a dispatch mode's live
+/// storages for the peaks; `tests/divergences.rs` checks them; docs/memory-model.md section 7b):
+/// * forward KL, `kl_div(log_q, log_p) = sum exp(log_p) (log_p - log_q)`: 2 saved (log_q and
+///   p = exp(log_p)), 3 besides at the forward's peak (log_p, the difference, the product), 1
+///   at the backward's (one gradient at a time: each node frees its saved tensors as it runs);
+/// * reverse KL, `kl_div(log_p, log_q)`: 3 saved (log_q, q = exp(log_q), log_q - log_p), 2, 2;
+/// * JSD: 6 saved (log_q, the two shifted log-probabilities logaddexp keeps, p, q,
+///   log_q - log_M), 3, 3;
+/// * TVD: 2 saved (softmax(s/T), and q - p, which abs keeps), 2, 2.
+///
+/// JSD at beta = 0 or 1 computes forward or reverse KL, and is priced as them.
+fn soft_term_tensors(kd: &KdSpec) -> (usize, usize, usize) {
+    match (kd.soft_divergence(), kd.jsd_beta()) {
+        (KdDivergence::ForwardKl, _) => (2, 3, 1),
+        (KdDivergence::Jsd, beta) if beta <= 0.0 => (2, 3, 1),
+        (KdDivergence::ReverseKl, _) => (3, 2, 2),
+        (KdDivergence::Jsd, beta) if beta >= 1.0 => (3, 2, 2),
+        (KdDivergence::Jsd, _) => (6, 3, 3),
+        (KdDivergence::Tvd, _) => (2, 2, 2),
     }
 }
 
