@@ -390,21 +390,27 @@ pub struct TrainSpec {
     /// Peak learning rate, reached after warm-up; cosine-decayed to `min_lr` at the last step.
     #[serde(default = "default_lr")]
     pub lr: f64,
+    /// Learning rate the cosine decay ends at, on the last optimiser step.
     #[serde(default)]
     pub min_lr: f64,
     /// Linear warm-up from 0 to `lr` over this many optimiser steps.
     #[serde(default)]
     pub warmup_steps: u64,
+    /// Weight decay: decoupled (AdamW, `p -= lr * weight_decay * p`) or L2 added to the
+    /// gradient (SGD), on conv and linear weights only (biases and norm parameters are not
+    /// decayed).
     #[serde(default = "default_weight_decay")]
     pub weight_decay: f64,
     /// SGD momentum (ignored by AdamW).
     #[serde(default = "point_nine")]
     pub momentum: f64,
+    /// SGD with Nesterov momentum (as `torch.optim.SGD(nesterov=True)`; ignored by AdamW).
     #[serde(default)]
     pub nesterov: bool,
     /// AdamW (beta1, beta2).
     #[serde(default = "default_betas")]
     pub betas: [f64; 2],
+    /// AdamW's epsilon, added to the square root of the second moment in the denominator.
     #[serde(default = "default_eps")]
     pub eps: f64,
     /// Student precision: fp32, or autocast fp16 (with dynamic loss scaling) / bf16 over fp32
