@@ -444,8 +444,9 @@ mod tests {
             teacher_cache: None,
             sync_batch_norm: false,
         };
-        let folder = path.parent().unwrap();
-        let data = |name: &str| folder.join("../../data/minilm").join(name);
+        // the cfg's `../../data/minilm/...`, resolved lexically (no `folder/..` in the paths)
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let data = |name: &str| root.join("data/minilm").join(name);
         assert_eq!(
             input_files(&opts, &cfg),
             [
