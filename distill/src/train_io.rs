@@ -35,7 +35,7 @@ impl SoftTargets<'_> {
     }
 }
 
-/// Random held-out sentence pairs whose cosines the Spearman figure compares (issue 11's
+/// Random held-out sentence pairs whose cosines the Spearman figure compares (the text
 /// benchmark asks for at least 5,000).
 pub const SPEARMAN_PAIRS: usize = 5000;
 

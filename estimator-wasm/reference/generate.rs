@@ -12,6 +12,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use estimator_wasm::schema::Config;
+use estimator_wasm::SpecError;
 use quote::ToTokens;
 
 /// The schema files whose structs and enums make up cfg.toml, relative to the crate.
@@ -20,6 +21,70 @@ pub const SOURCES: [&str; 3] = ["src/schema/spec.rs", "src/schema/student_spec.r
 /// The smallest cfg.toml that holds every table (the estimate's is written separately).
 pub const MINIMAL: &str = "[data]\ninput_shape = [8]\nclasses = 4\n\n[student]\nfamily = \"transformer\"\n\n\
 [student.transformer]\nvocab = 4\nlayers = 1\nd_model = 4\nheads = 1\n\n[prune]\nsparsity = 0.5\n";
+
+/// Valid cfg.toml files the bounds are probed in: [`MINIMAL`] (a transformer), a CNN and an
+/// MLP, each with every table its family can hold.
+pub const BASES: [&str; 3] = [
+    MINIMAL,
+    "[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n\n[student]\nfamily = \"cnn\"\nchannels = [8]\nhidden = [16]\n\n\
+[prune]\nsparsity = 0.5\n",
+    "[data]\ninput_shape = [16]\nclasses = 10\n\n[student]\nfamily = \"mlp\"\nhidden = [16]\n\n[prune]\nsparsity = 0.5\n",
+];
+
+/// `base` with `key = value` in the table at `path` (the root when empty): the key's line
+/// replaced where the table has one, else added; the table added at the end when `base` lacks it.
+pub fn with_value(base: &str, path: &str, key: &str, value: &str) -> String {
+    let line = format!("{key} = {value}");
+    if path.is_empty() {
+        return format!("{line}\n{base}");
+    }
+    let header = format!("[{path}]\n");
+    let Some(at) = base.find(&header) else { return format!("{base}\n{header}{line}\n") };
+    let start = at + header.len();
+    let end = base[start..].find("\n[").map_or(base.len(), |i| start + i + 1);
+    let body: Vec<&str> = base[start..end].lines().filter(|l| !l.starts_with(&format!("{key} ="))).collect();
+    format!("{}{line}\n{}\n{}", &base[..start], body.join("\n"), &base[end..])
+}
+
+/// The bounds the validator holds a number (or a list of counts) to, found by writing
+/// extreme values into each of [`BASES`] whose tables hold the key and keeping what
+/// `Config::from_toml_str` says of this key: its "must ..." clauses, or `any` when every
+/// probe passed; empty for keys that are not numbers.
+fn limits(path: &str, key: &Key) -> String {
+    let probes: &[&str] = match inner(&key.ty) {
+        "u64" => &["0", "1", "4611686018427387904"],
+        "f64" => &["-1.0", "0.0", "1e300"],
+        "Vec<u64>" => &["[0]", "[4611686018427387904]"],
+        _ => return String::new(),
+    };
+    let full = if path.is_empty() { key.name.clone() } else { format!("{path}.{}", key.name) };
+    let mut clauses: Vec<String> = Vec::new();
+    for base in BASES {
+        if path.contains('.') && !base.contains(&format!("[{path}]\n")) {
+            continue;
+        }
+        for value in probes {
+            let text = with_value(base, path, &key.name, value);
+            if let Err(SpecError::Invalid { key: k, message }) = Config::from_toml_str(&text) {
+                if k == full || k.starts_with(&format!("{full}[")) {
+                    // the bound, not the value tried nor advice on other keys
+                    for clause in
+                        message.split("; ").filter(|c| ["must", "needs", "is larger"].iter().any(|w| c.starts_with(w)))
+                    {
+                        if !clauses.iter().any(|c| c == clause) {
+                            clauses.push(clause.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if clauses.is_empty() {
+        "any".into()
+    } else {
+        cell(&clauses.join("; "))
+    }
+}
 
 /// One key of a table, as its struct field declares it.
 pub struct Key {
@@ -315,8 +380,9 @@ pub fn reference(crate_dir: &Path) -> String {
          ```sh\ncargo run -p estimator-wasm --example cfg_reference > docs/cfg-reference.md\n```\n\n\
          (`estimator-wasm/tests/cfg_reference.rs` fails when this file and the schema disagree). Every \
          table refuses keys it does not list, with the line and column; `required` keys have no \
-         default; `unset` keys mean what their text says when absent. Bounds are checked before any \
-         work (the text names them).\n",
+         default; `unset` keys mean what their text says when absent. `limits` are the validator's own \
+         words for the bounds of a number, found by trying extreme values in a transformer, a CNN and \
+         an MLP cfg (`any`: none refused); they are checked before any work.\n",
     );
     let tables = tables(&schema);
     for table in &tables {
@@ -329,7 +395,7 @@ pub fn reference(crate_dir: &Path) -> String {
         if !st.doc.is_empty() {
             let _ = writeln!(out, "{}\n", cell(&st.doc).replace("\\|", "|"));
         }
-        out.push_str("| key | type | default | meaning |\n|---|---|---|---|\n");
+        out.push_str("| key | type | default | limits | meaning |\n|---|---|---|---|---|\n");
         for key in &st.keys {
             let sub = inner(&key.ty);
             let shown = tables.iter().find(|t| t.ty == sub && t.path != format!("{}.{}", table.path, key.name));
@@ -338,7 +404,8 @@ pub fn reference(crate_dir: &Path) -> String {
                 _ => type_of(&key.ty, &schema),
             };
             let default = default_of(key, defaults.and_then(|d| d.get(&key.name)), &schema);
-            let _ = writeln!(out, "| `{}` | {ty} | {default} | {} |", key.name, meaning(key, &schema));
+            let bounds = limits(&table.path, key);
+            let _ = writeln!(out, "| `{}` | {ty} | {default} | {bounds} | {} |", key.name, meaning(key, &schema));
         }
     }
     out

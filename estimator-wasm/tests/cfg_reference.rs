@@ -7,22 +7,10 @@ mod generate;
 use std::path::Path;
 
 use estimator_wasm::schema::Config;
-use generate::{read_schema, tables, MINIMAL};
+use generate::{read_schema, tables, with_value, BASES, MINIMAL};
 
 fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// [`MINIMAL`] with `line` written into the table at `path` (the root when empty).
-fn with_line(path: &str, line: &str) -> String {
-    if path.is_empty() {
-        return format!("{line}\n{MINIMAL}");
-    }
-    let header = format!("[{path}]\n");
-    match MINIMAL.find(&header) {
-        Some(at) => format!("{}{line}\n{}", &MINIMAL[..at + header.len()], &MINIMAL[at + header.len()..]),
-        None => format!("{MINIMAL}\n{header}{line}\n"),
-    }
 }
 
 /// The backticked names serde's error for `text` expects ("expected `a`", "`a` or `b`",
@@ -48,6 +36,13 @@ fn the_reference_is_what_the_schema_generates() {
 }
 
 #[test]
+fn the_probed_files_are_valid() {
+    for base in BASES {
+        Config::from_toml_str(base).unwrap_or_else(|e| panic!("{e}\n{base}"));
+    }
+}
+
+#[test]
 fn every_table_lists_the_keys_serde_accepts() {
     let schema = read_schema(crate_dir());
     let tables = tables(&schema);
@@ -55,7 +50,7 @@ fn every_table_lists_the_keys_serde_accepts() {
     assert_eq!(paths, ["", "data", "teacher", "student", "student.transformer", "kd", "train", "prune", "estimate"]);
     for table in &tables {
         let source: Vec<String> = schema.structs[&table.ty].keys.iter().map(|k| k.name.clone()).collect();
-        let serde = expected_names(&with_line(&table.path, "zzz_unknown = 1"));
+        let serde = expected_names(&with_value(MINIMAL, &table.path, "zzz_unknown", "1"));
         assert_eq!(source, serde, "table [{}]", table.path);
     }
 }
@@ -69,7 +64,7 @@ fn every_named_value_is_one_serde_accepts() {
             let ty = key.ty.trim_start_matches("Option<").trim_end_matches('>');
             let Some(e) = schema.enums.get(ty) else { continue };
             let source: Vec<String> = e.values.iter().map(|(name, _)| name.clone()).collect();
-            let serde = expected_names(&with_line(&table.path, &format!("{} = \"zzz\"", key.name)));
+            let serde = expected_names(&with_value(MINIMAL, &table.path, &key.name, "\"zzz\""));
             assert_eq!(source, serde, "{}.{}", table.path, key.name);
             probed += 1;
         }

@@ -56,7 +56,7 @@ mod form {
     }
 }
 
-/// Issue 11: the "MiniLM to a small encoder" scenario writes the example's cfg.toml, and every
+/// The "MiniLM to a small encoder" scenario writes the example's cfg.toml, and every
 /// scenario says whether `distill` trains what it writes.
 #[cfg(feature = "explorer")]
 mod trainable {

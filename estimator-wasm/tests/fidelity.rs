@@ -49,7 +49,7 @@ fn measure() -> Option<Value> {
     Some(serde_json::from_slice(&out.stdout).expect("measure.py prints JSON"))
 }
 
-/// The sentence encoders (issue 11): the example student (post-norm, masked mean pooling,
+/// The sentence encoders: the example student (post-norm, masked mean pooling,
 /// normalize, MSE), a narrower pre-norm one with CLS pooling, dropout and a 256 -> 384
 /// projection, and a bf16 autocast one with a 384 -> 256 projection and the cosine objective.
 const ENCODERS: [&str; 3] =
@@ -81,7 +81,7 @@ fn estimator_matches_pytorch_on_cpu() {
     let Some(measured) = measure() else { return };
     let configs = measured["configs"].as_object().expect("configs");
     assert!(configs.len() >= 12, "at least 12 configurations, got {}", configs.len());
-    // issue 11's acceptance: sentence encoders at MiniLM scale (d 384, S 128) stay within 1%
+    // the bar for sentence encoders: at MiniLM scale (d 384, S 128) stay within 1%
     for name in ENCODERS {
         assert!(configs.contains_key(name), "fidelity/configs/{name}.toml is measured");
     }

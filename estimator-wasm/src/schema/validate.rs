@@ -213,15 +213,16 @@ impl TransformerSpec {
         if data.input_shape.len() != 1 {
             return invalid("data.input_shape", "a transformer needs [sequence_length]");
         }
-        for (name, v, max) in [
-            ("layers", self.layers, MAX_LAYERS),
-            ("vocab", self.vocab, MAX_SIZE),
-            ("d_model", self.d_model, MAX_SIZE),
-            ("heads", self.heads, MAX_SIZE),
-            ("mlp_width", self.mlp_width(), MAX_SIZE),
-            ("max_positions", self.max_positions.max(1), MAX_SIZE),
+        for (name, v, min, max) in [
+            ("layers", self.layers, 1, MAX_LAYERS),
+            ("vocab", self.vocab, 1, MAX_SIZE),
+            ("d_model", self.d_model, 1, MAX_SIZE),
+            ("heads", self.heads, 1, MAX_SIZE),
+            ("mlp_width", self.mlp_width(), 1, MAX_SIZE),
+            // 0: no learned positions
+            ("max_positions", self.max_positions, 0, MAX_SIZE),
         ] {
-            limits::within(&key(name), v, 1, max)?;
+            limits::within(&key(name), v, min, max)?;
         }
         if self.d_model % self.heads != 0 {
             return invalid(&key("heads"), "must divide d_model");
