@@ -73,7 +73,10 @@ pub fn students(report: &Report) -> String {
         row("steps x micro-batch", &each(dash(), &|s| format!("{} x {}", s.steps, s.batch_size))),
         row("precision (teacher's)", &each(dash(), &|s| format!("{} ({})", s.precision, s.teacher_precision))),
         row("CPU latency, batch 1", &each(dash(), &|s| format!("{:.3} ms", s.latency.batch_1_ms))),
-        row("CPU latency, batch 256", &each(dash(), &|s| format!("{:.2} ms", s.latency.batch_256_ms))),
+        row(
+            &format!("CPU latency, batch {}", s.latency.large_batch),
+            &each(dash(), &|s| format!("{:.2} ms", s.latency.large_batch_ms)),
+        ),
     ]);
     if s.prune.is_some() {
         rows.push(row("weight sparsity", &each(dash(), &|s| maybe(s.prune.as_ref().map(|p| p.weight_sparsity), &pct))));
@@ -143,5 +146,30 @@ pub fn phases(report: &Report) -> String {
         "<p>wall time {:.1} s on {}</p>{chart}<table id=\"phases\"><tbody>{rows}</tbody></table>",
         report.wall_seconds,
         escape(&report.device)
+    )
+}
+
+/// The training steps' FLOPs per sample by part, the achieved FLOP/s, the device's peak and the
+/// MFU (`report.json`'s `utilisation`).
+pub fn utilisation(u: &crate::utilisation::UtilisationReport) -> String {
+    use crate::utilisation::rate;
+    let f = &u.flops_per_sample;
+    let flops = |v: f64| rate(v).replace("/s", "");
+    let rows = [
+        row("student forward (per sample)", &[flops(f.student_forward)]),
+        row("student backward (per sample)", &[flops(f.student_backward)]),
+        row("teacher forward (per sample)", &[flops(f.teacher_forward)]),
+        row("loss (per sample)", &[flops(f.loss)]),
+        row("model FLOPs (per sample)", &[flops(f.model)]),
+        row("recompute (per sample, not in MFU)", &[flops(f.recompute)]),
+        row("achieved", &[rate(u.achieved_flops_per_s)]),
+        row("peak", &[u.peak_flops_per_s.map(rate).unwrap_or_else(|| "-".into())]),
+        row("MFU", &[u.mfu.map(|m| format!("{:.2}%", 100.0 * m)).unwrap_or_else(|| "-".into())]),
+    ];
+    format!(
+        "<table>{}</table><p class=\"note\">{}; peak: {}</p>",
+        rows.concat(),
+        escape(&u.basis),
+        escape(&u.peak_detail)
     )
 }
