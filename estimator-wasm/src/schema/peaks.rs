@@ -106,7 +106,8 @@ mod tests {
 
     #[test]
     fn a_device_is_told_by_its_capability_and_memory() {
-        // cudaMemGetInfo's totals on an H100 80GB (81,090 MiB) and an H200 (139.8 GiB)
+        // cudaMemGetInfo's totals: an H100 80GB HBM3 as PyTorch commonly reports it (81,090
+        // MiB; not measured here) and the H200 of the 2026-12-04 GPU runs (report.json capacity_bytes)
         assert_eq!(identify(85_029_158_912, (9, 0)).map(|g| g.name), Some("H100-80GB"));
         assert_eq!(identify(150_109_880_320, (9, 0)).map(|g| g.name), Some("H200"));
         // the L4 and the RTX 4090 share sm_89 and differ by 6.6% of memory
