@@ -95,6 +95,7 @@ pub mod teacher_module;
 mod test_rng;
 pub mod train_io;
 pub mod trainer;
+pub mod utilisation;
 pub mod vocab_check;
 
 pub use error::{DistillError, Result};

@@ -7,7 +7,9 @@ use std::path::Path;
 use estimator_wasm::memory::render::human;
 use estimator_wasm::schema::catalogue::cuda_device;
 use estimator_wasm::schema::{BatchSize, Config, Target};
-use estimator_wasm::{estimate, max_batch, DatasetSize, EstimateError, Gpu, Inputs, Plan, TeacherModel, TextWidths};
+use estimator_wasm::{
+    estimate, max_batch, DatasetSize, EstimateError, Gpu, Inputs, Plan, StepFlops, TeacherModel, TextWidths,
+};
 use tch::Device;
 
 use crate::data::widths::{batch_widths, pass_widths};
@@ -58,6 +60,9 @@ pub struct MemoryPlan {
     /// `activations`, ...), then what it adds outside the tensors (`fragmentation`,
     /// `cuda_context`, `nccl`), each where non-zero.
     pub predicted_breakdown: Vec<(String, u64)>,
+    /// FLOPs of one step at `batch` (`estimator_wasm::memory::flops`; for text padded per
+    /// batch, every row at the widest batch's width: an upper bound).
+    pub flops: StepFlops,
 }
 
 impl MemoryPlan {
@@ -71,6 +76,7 @@ impl MemoryPlan {
             predicted_allocated_bytes: plan.peak_allocated(),
             predicted_reserved_bytes: plan.totals.reserved,
             predicted_breakdown: breakdown(plan),
+            flops: plan.flops,
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::memory_plan::MemoryPlan;
 use crate::objective::{Agreement, LossValues};
 use crate::phase_times::PhaseSeconds;
 use crate::prune::{LayerSparsity, PruneSchedule};
+use crate::utilisation::UtilisationReport;
 
 /// The teacher, as measured in this run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -315,6 +316,8 @@ pub struct RunFacts {
     pub output_dir: String,
     /// The data-parallel job this run was one rank of (`None`: one process).
     pub data_parallel: Option<DataParallelReport>,
+    /// Achieved FLOP/s and MFU of the training steps (`None` without a memory plan).
+    pub utilisation: Option<UtilisationReport>,
 }
 
 /// How a data-parallel job split the work (`report.json`'s `data_parallel`).
@@ -354,6 +357,8 @@ pub struct Report {
     pub output_dir: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_parallel: Option<DataParallelReport>,
+    /// The training steps' achieved FLOP/s and MFU ([`crate::utilisation`]).
+    pub utilisation: Option<UtilisationReport>,
 }
 
 impl Report {
@@ -381,6 +386,7 @@ impl Report {
             phases: run.phases,
             output_dir: run.output_dir,
             data_parallel: run.data_parallel,
+            utilisation: run.utilisation,
         }
     }
 }

@@ -329,9 +329,27 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let data = Data { train: &loaded.train, test: &loaded.test, teacher_weights: loaded.teacher_weights.as_ref() };
     match students.distil(&mut loaded.teacher, &data) {
         Ok(distilled) => {
+            // the device's peak FLOP/s (on CPU a timed matmul: inside the wall time, as other)
+            let precision = settings.spec().train.precision;
+            let peak = memory.is_some().then(|| crate::utilisation::device_peak(device, precision));
             // every fact of the report is known now: it is built once, here
             let (phases, wall_seconds) =
                 crate::phase_times::finish().unwrap_or_else(|| (Default::default(), start.elapsed().as_secs_f64()));
+            let utilisation = memory.as_ref().zip(peak).map(|(m, peak)| {
+                let spec = settings.spec();
+                let padded = spec.data.tokenizer.is_some() && !spec.student.is_language_model();
+                let basis = match padded {
+                    true => "upper bound: every row at the widest training batch's width (text padded per batch)",
+                    false => "exact: the estimator's step at the run's micro-batch",
+                };
+                crate::utilisation::utilisation(
+                    &m.flops,
+                    m.batch,
+                    distilled.student.samples_per_s,
+                    peak,
+                    basis.to_string(),
+                )
+            });
             let run = RunFacts {
                 config: settings.cfg_path().display().to_string(),
                 device,
@@ -346,6 +364,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
                     micro_batch: settings.batch_size() as u64,
                     global_batch: (settings.batch_size() * g.world) as u64,
                 }),
+                utilisation,
             };
             let report = Report::new(run, distilled);
             let json = serde_json::to_string_pretty(&report).expect("report serialises");

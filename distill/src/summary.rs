@@ -121,6 +121,9 @@ impl Report {
         if let Some(m) = &self.memory {
             let _ = writeln!(out, "{}", memory_line(m));
         }
+        if let Some(u) = &self.utilisation {
+            let _ = writeln!(out, "{}", crate::utilisation::line(u));
+        }
         if let Some(w) = &t.warning {
             let _ = writeln!(out, "{w}");
         }

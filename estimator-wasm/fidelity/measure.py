@@ -324,6 +324,28 @@ def logit_loss(z, y, teacher_logits, temperature, alpha):
 # --- one measured step ---------------------------------------------------------------------
 
 
+def batch_of(cfg, shape, b, precision):
+    """The step's inputs (x, labels, cached teacher logits, logit rows per sample); for text,
+    sets TEXT["mask"] (sample i has S - i tokens, the rest padding: S is the batch's longest)."""
+    TEXT["mask"] = None
+    classes = cfg["data"]["classes"]
+    if cfg["student"]["family"] == "transformer":
+        t = cfg["student"]["transformer"]
+        x = torch.randint(0, t["vocab"], [b] + shape)
+        rows = shape[0] if t.get("head", "lm") == "lm" else 1
+        y = torch.randint(0, classes, (b, rows))
+        if "tokenizer" in cfg["data"]:
+            lengths = torch.tensor([max(1, shape[0] - i) for i in range(b)])
+            TEXT["mask"] = (torch.arange(shape[0])[None, :] < lengths[:, None]).long()
+    else:
+        x = torch.randn([b] + shape)
+        if precision == "pure_bf16":
+            x = x.to(torch.bfloat16)
+        rows = 1
+        y = torch.randint(0, classes, (b,))
+    return x, y, torch.randn(b * rows, classes), rows
+
+
 def measure(path):
     with open(path, "rb") as f:
         cfg = tomllib.load(f)
@@ -336,29 +358,12 @@ def measure(path):
     kd = cfg.get("kd", {})
     temperature, alpha = kd.get("temperature", 4.0), kd.get("alpha", 0.9)
     classes = cfg["data"]["classes"]
-    transformer = cfg["student"]["family"] == "transformer"
     if precision == "pure_bf16":
         net = net.to(torch.bfloat16)
     net.train()
 
-    TEXT["mask"] = None
     objective = kd.get("objective", "logits")
-    if transformer:
-        t = cfg["student"]["transformer"]
-        x = torch.randint(0, t["vocab"], [b] + shape)
-        rows = shape[0] if t.get("head", "lm") == "lm" else 1
-        y = torch.randint(0, classes, (b, rows))
-        if "tokenizer" in cfg["data"]:
-            # text: sample i has S - i tokens, the rest padding (S is the batch's longest)
-            lengths = torch.tensor([max(1, shape[0] - i) for i in range(b)])
-            TEXT["mask"] = (torch.arange(shape[0])[None, :] < lengths[:, None]).long()
-    else:
-        x = torch.randn([b] + shape)
-        if precision == "pure_bf16":
-            x = x.to(torch.bfloat16)
-        rows = 1
-        y = torch.randint(0, classes, (b,))
-    teacher_logits = torch.randn(b * rows, classes)
+    x, y, teacher_logits, rows = batch_of(cfg, shape, b, precision)
 
     params = list(net.parameters())
     buffers = list(net.buffers())

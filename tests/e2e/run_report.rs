@@ -1,7 +1,7 @@
 //! What a run says about itself beyond its students: where its wall time went (`phases` in
-//! report.json and the summary) and `report.html`.
+//! report.json and the summary), how well it used the device (`utilisation`) and `report.html`.
 use distill::phase_times::Phase;
-use e2e::{digits_config, fixture, metrics_lines, train};
+use e2e::{digits_config, fixture, lm_config, metrics_lines, train};
 
 #[test]
 fn the_wall_time_is_split_by_phase_and_the_phases_sum_to_it() {
@@ -123,4 +123,59 @@ fn report_html_is_self_contained_and_its_plots_read_back_the_runs_own_figures() 
         assert_eq!(bar(&html, &format!("plan: {name}")), *bytes as f64);
     }
     assert!(html.contains("<th>student, alpha=0</th>"));
+}
+
+/// report.json's `utilisation` of a run, read back.
+fn utilisation(dir: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("run/report.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["utilisation"].clone()
+}
+
+#[test]
+fn a_cpu_run_reports_its_flops_per_sample_achieved_rate_and_mfu_against_a_measured_peak() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = digits_config(dir.path(), &[]);
+    let report = train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), false).unwrap();
+    let u = utilisation(dir.path());
+    let f = &u["flops_per_sample"];
+    // MLP 64 -> 32 -> 10: fc1 2 x 64 x 32 = 4096, head 2 x 32 x 10 = 640 forward; backward fc1's
+    // weight only (its input is the data) and the head's weight and input: 4096 + 1280; KD + CE
+    // over 10 logits at 44 each; the teacher's logits are cached (no teacher FLOPs per step)
+    assert_eq!(f["student_forward"], 4736.0);
+    assert_eq!(f["student_backward"], 5376.0);
+    assert_eq!(f["loss"], 440.0);
+    assert_eq!((f["teacher_forward"].as_f64(), f["recompute"].as_f64()), (Some(0.0), Some(0.0)));
+    assert_eq!(f["model"], 10_552.0);
+    let achieved = u["achieved_flops_per_s"].as_f64().unwrap();
+    assert_eq!(achieved, 10_552.0 * report.student.samples_per_s);
+    assert_eq!(u["peak_source"], "measured");
+    let peak = u["peak_flops_per_s"].as_f64().unwrap();
+    assert!(peak > 1e8, "a measured fp32 matmul rate: {peak}");
+    assert_eq!(u["mfu"].as_f64().unwrap(), achieved / peak);
+    let detail = u["peak_detail"].as_str().unwrap();
+    assert!(detail.starts_with("measured on this machine: fastest of 5 fp32 1024 x 1024 matmuls"), "{detail}");
+    let summary = report.summary();
+    let line = distill::utilisation::line(report.utilisation.as_ref().unwrap());
+    assert!(line.starts_with("utilisation: ") && line.contains("(10.55 kFLOP per sample); MFU "), "{line}");
+    assert!(summary.contains(&line), "{summary}");
+    let html = std::fs::read_to_string(dir.path().join("run/report.html")).unwrap();
+    assert!(html.contains("<th>model FLOPs (per sample)</th><td>10.55 kFLOP</td>"), "{html}");
+}
+
+#[test]
+fn a_language_models_step_counts_attention_the_online_teacher_and_the_flash_recompute() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = lm_config(dir.path(), &[]);
+    let report = train(&fixture("lm/lm-teacher.pt"), &cfg, dir.path(), false).unwrap();
+    let f = utilisation(dir.path())["flops_per_sample"].clone();
+    // a window of s = 64 tokens, d = 32, 4 query and 2 kv heads of 8, SwiGLU 64, vocab 512:
+    // qkv 32 -> 64: 262144; q k^T and probs v: 4 x 64^2 x 32 = 524288; proj 131072;
+    // fc1 32 -> 128: 524288; fc2 64 -> 32: 262144; the tied head 32 -> 512: 2097152
+    assert_eq!(f["student_forward"], 3_801_088.0);
+    assert_eq!(f["student_backward"], 2.0 * 3_801_088.0);
+    // the flash backward computes q k^T again
+    assert_eq!(f["recompute"], 262_144.0);
+    // a language model's teacher runs on every window; known by its count: 2 x params per token
+    assert_eq!(f["teacher_forward"], (2 * report.teacher.params * 64) as f64);
+    assert_eq!(f["loss"], (64 * 512 * 44) as f64);
 }

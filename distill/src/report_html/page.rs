@@ -129,6 +129,9 @@ pub fn render(report: &Report, student: &Curves, baseline: Option<&Curves>) -> S
         None => body.push_str(&section("Memory", "<p class=\"note\">no plan: the device's memory is unknown</p>")),
     }
     body.push_str(&section("Where the wall time went", &tables::phases(report)));
+    if let Some(u) = &report.utilisation {
+        body.push_str(&section("Utilisation: FLOPs of the training steps", &tables::utilisation(u)));
+    }
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>distill: {}</title><style>{STYLE}</style></head><body>{body}</body></html>\n",
         escape(&report.output_dir)

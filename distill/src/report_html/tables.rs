@@ -148,3 +148,28 @@ pub fn phases(report: &Report) -> String {
         escape(&report.device)
     )
 }
+
+/// The training steps' FLOPs per sample by part, the achieved FLOP/s, the device's peak and the
+/// MFU (`report.json`'s `utilisation`).
+pub fn utilisation(u: &crate::utilisation::UtilisationReport) -> String {
+    use crate::utilisation::rate;
+    let f = &u.flops_per_sample;
+    let flops = |v: f64| rate(v).replace("/s", "");
+    let rows = [
+        row("student forward (per sample)", &[flops(f.student_forward)]),
+        row("student backward (per sample)", &[flops(f.student_backward)]),
+        row("teacher forward (per sample)", &[flops(f.teacher_forward)]),
+        row("loss (per sample)", &[flops(f.loss)]),
+        row("model FLOPs (per sample)", &[flops(f.model)]),
+        row("recompute (per sample, not in MFU)", &[flops(f.recompute)]),
+        row("achieved", &[rate(u.achieved_flops_per_s)]),
+        row("peak", &[u.peak_flops_per_s.map(rate).unwrap_or_else(|| "-".into())]),
+        row("MFU", &[u.mfu.map(|m| format!("{:.2}%", 100.0 * m)).unwrap_or_else(|| "-".into())]),
+    ];
+    format!(
+        "<table>{}</table><p class=\"note\">{}; peak: {}</p>",
+        rows.concat(),
+        escape(&u.basis),
+        escape(&u.peak_detail)
+    )
+}

@@ -297,6 +297,8 @@ pub struct Plan {
     pub fit: Option<Fit>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pruning: Option<Pruning>,
+    /// FLOPs of one step at this micro-batch (`crate::memory::flops`).
+    pub flops: crate::memory::flops::StepFlops,
     /// Assumptions and warnings, one sentence each.
     pub notes: Vec<String>,
 }

@@ -104,6 +104,7 @@ impl MemoryModel {
             layers,
             fit,
             pruning: self.summary.pruning,
+            flops: self.flops.at(b),
             notes: self.summary.notes.clone(),
         })
     }
@@ -125,6 +126,11 @@ impl MemoryModel {
             nccl: self.setup.runtime.nccl,
             total,
         })
+    }
+
+    /// FLOPs of one training step at micro-batch `b` (`crate::memory::flops`' convention).
+    pub fn flops(&self, b: u64) -> crate::memory::flops::StepFlops {
+        self.flops.at(b)
     }
 
     /// Exact bytes autograd holds for backward at the forward end, one micro-batch: the saved

@@ -13,12 +13,14 @@
 //! * model states per GPU (tensor-parallel split, then ZeRO sharding), masks, buckets, and the
 //!   memory every stage shares (`stage_plan`); gradients are returned by `run_backward`, none
 //!   are kept between steps;
+//! * the FLOPs of a step per sample (`flop_plan`, counted by `crate::memory::flops`);
 //! * the passes at the evaluation batch (`eval_plan`), counts and notes (`summary`), and the
 //!   layout of the fast scan (`scan_layout`).
 use std::ops::Range;
 
 use crate::memory::compiled::{EvalPlan, ScanLayout, Setup, StudentPlan, Summary, TeacherPlan};
 use crate::memory::errors::EstimateError;
+use crate::memory::flops::FlopPlan;
 use crate::memory::inputs::Inputs;
 use crate::memory::setup::Compile;
 use crate::memory::student_chain::Forward;
@@ -35,6 +37,8 @@ pub struct MemoryModel {
     pub(crate) eval: EvalPlan,
     pub(crate) summary: Summary,
     pub(crate) layout: ScanLayout,
+    /// Per-sample FLOPs of a step (`crate::memory::flops`).
+    pub(crate) flops: FlopPlan,
 }
 
 impl MemoryModel {
@@ -79,13 +83,15 @@ impl MemoryModel {
             cache: kd && cache,
         });
         let teacher = teacher.map(|(t, _)| t);
+        let online = teacher_plan.as_ref().is_some_and(|t| t.live);
+        let flops = c.flops(&forward, &ranges, teacher.as_ref(), online, kd, loss.rows);
         let shared = c.shared(teacher.as_ref(), teacher_plan.as_ref(), loss.rows)?;
         let stages = c.stages(&forward, &ranges, &mut layers, &shared, checkpointing)?;
         let student = StudentPlan { layers, stages, loss, batch };
         let eval = c.eval(&student, teacher_plan.as_ref(), shared.cache_build)?;
         let summary = c.summary(&forward.layers, teacher.as_ref(), &shared.sharding)?;
         let layout = ScanLayout::of(&student, teacher_plan.as_ref(), &eval);
-        Ok(MemoryModel { setup, student, teacher: teacher_plan, eval, summary, layout })
+        Ok(MemoryModel { setup, student, teacher: teacher_plan, eval, summary, layout, flops })
     }
 
     /// The micro-batch the config fixes (or the caller passed), if any.

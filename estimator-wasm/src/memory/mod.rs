@@ -6,7 +6,7 @@
 //! (sizes in [`sizes`]), the optimiser [`states`], the [`runtime`] allocator. `moments` defines
 //! what is live at each moment of a step and `scan` finds the peak; [`mod@estimate`] assembles the
 //! [`Plan`] ([`breakdown`]) that [`render`] prints; [`batch`] finds the largest micro-batch that
-//! fits a GPU. [`inputs`] holds what a caller knows beyond the cfg.toml, [`errors`] why an estimate
+//! fits a GPU; [`flops`] counts a step's FLOPs. [`inputs`] holds what a caller knows beyond the cfg.toml, [`errors`] why an estimate
 //! fails.
 pub mod batch;
 pub mod breakdown;
@@ -15,6 +15,8 @@ pub(crate) mod compiled;
 pub mod errors;
 pub mod estimate;
 mod eval_plan;
+mod flop_plan;
+pub mod flops;
 pub mod inputs;
 pub mod layer;
 pub mod memory_model;
@@ -38,5 +40,6 @@ pub use batch::BatchSearch;
 pub use breakdown::{Cat, Categories, Moment, MomentBytes, Plan, Totals};
 pub use errors::EstimateError;
 pub use estimate::{estimate, max_batch, max_batch_per_gpu};
+pub use flops::StepFlops;
 pub use inputs::{DatasetSize, Inputs, TeacherModel, TextWidths};
 pub use memory_model::MemoryModel;

@@ -78,6 +78,9 @@ pub(crate) fn plan(config: &Config, inputs: &Inputs, text: &TextWidths, b: u64) 
     }
     let mut plan = best.ok_or_else(|| EstimateError::overflow("an empty plan"))?;
     plan.batch = b;
+    // FLOPs: an upper bound, all `b` rows at the widest batch's width (the batches' own widths
+    // vary from step to step)
+    plan.flops = model_at(config, inputs, text, widest(config, text))?.flops(b);
     Ok(plan)
 }
 

@@ -1,7 +1,7 @@
 //! The cfg.toml schema: the types of a run's configuration ([`spec`]), reading and writing
 //! them as TOML ([`toml_text`]), their validation ([`validate`]) against the bounds of
 //! [`limits`], the one rule for matching names ([`names`]), and the tables validation needs:
-//! the teacher presets ([`teacher_presets`]), the GPU catalogue ([`mod@catalogue`]), the layers a
+//! the teacher presets ([`teacher_presets`]), the GPU catalogue ([`mod@catalogue`], its peak FLOP/s in [`peaks`]), the layers a
 //! student expands into ([`arch`], their operations in [`layer_ops`]) and what each precision
 //! means ([`dtype`]: [`Recipe`], the one definition the trainer and the estimator share), and
 //! what the trainer can train of a cfg ([`trainable`]).
@@ -21,6 +21,7 @@ pub mod layer_ops;
 pub mod limits;
 pub mod names;
 mod number_or_name;
+pub mod peaks;
 mod reader;
 pub mod spec;
 pub mod student_spec;
