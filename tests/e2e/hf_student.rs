@@ -3,13 +3,14 @@
 //! model.safetensors, the folder's tokenizer and special ids); distill reads that folder back
 //! as a teacher computing what `student.pt` computes; and `transformers` loads it and agrees
 //! with `student.pt` (`tests/hf_student_check.py`, skipped with its reason without
-//! `transformers`).
+//! `transformers`). Likewise a BERT-style sentence encoder, as `BertModel` and
+//! sentence-transformers' modules.
 use std::path::Path;
 
 use distill::data::ModelInput;
 use distill::report::HfExport;
 use distill::teacher::Teacher;
-use e2e::{fixture, lm_config, root, train};
+use e2e::{fixture, lm_config, root, text_config, train};
 use estimator_wasm::schema::Precision;
 use serde_json::{json, Value};
 use tch::{CModule, Device, IValue, Kind, Tensor};
@@ -116,17 +117,93 @@ fn a_llama_student_is_written_as_a_model_folder_that_computes_its_logits() {
     assert!(want.abs().max().double_value(&[]) > 1.0, "vacuous: logits below 1");
 
     // transformers' AutoModelForCausalLM agrees with student.pt (when installed)
+    if let Some(words) = transformers_check(&run) {
+        assert_eq!((words[3].as_str(), words[5].as_str()), ("26", "4"), "{words:?}");
+    }
+}
+
+/// Runs `tests/hf_student_check.py` on `run`: its words (`diff D ...`) after asserting
+/// `D < 1e-4`, or `None` when it was skipped (no `transformers`), its reason printed.
+fn transformers_check(run: &Path) -> Option<Vec<String>> {
     let py = root().join(".venv/bin/python");
-    let out = std::process::Command::new(&py).arg(root().join("tests/hf_student_check.py")).arg(&run).output().unwrap();
+    let out = std::process::Command::new(&py).arg(root().join("tests/hf_student_check.py")).arg(run).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "hf_student_check.py failed:\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
     if let Some(reason) = stdout.trim().strip_prefix("skipped: ") {
         println!("transformers check skipped: {reason}");
-        return;
+        return None;
     }
-    let words: Vec<&str> = stdout.split_whitespace().collect();
-    let diff: f64 = words[1].parse().unwrap();
-    assert_eq!((words[3], words[5]), ("26", "4"), "{stdout}");
-    assert!(diff < 1e-4, "transformers' logits differ from student.pt's by {diff}");
     println!("transformers: {}", stdout.trim());
+    let words: Vec<String> = stdout.split_whitespace().map(String::from).collect();
+    let diff: f64 = words[1].parse().unwrap();
+    assert!(diff < 1e-4, "transformers' outputs differ from student.pt's by {diff}");
+    Some(words)
+}
+
+/// The text fixture's sentence encoder narrowed to width 16 (so a projection `head` to the
+/// teacher's 32 follows the mean pooling and precedes the normalisation) is written as a
+/// `BertModel` with sentence-transformers' modules, which transformers runs to student.pt's
+/// embeddings.
+#[test]
+fn a_bert_student_is_written_with_its_sentence_transformers_modules() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = text_config(dir.path(), &[("d_model = 32", "d_model = 16")]);
+    let report = train(&fixture("text/text-teacher.pt"), &cfg, dir.path(), false).unwrap();
+    let (run, hf) = (dir.path().join("run"), dir.path().join("run/hf"));
+    let want = HfExport { folder: Some("hf".into()), architecture: Some("BertModel".into()), not_written: None };
+    assert_eq!(report.student.hf, want);
+    let config = read_json(&hf.join("config.json"));
+    for (key, value) in [
+        ("architectures", json!(["BertModel"])),
+        ("model_type", json!("bert")),
+        ("vocab_size", json!(1000)),
+        ("hidden_size", json!(16)),
+        ("num_hidden_layers", json!(1)),
+        ("num_attention_heads", json!(4)),
+        ("intermediate_size", json!(64)),
+        ("hidden_act", json!("gelu")),
+        ("max_position_embeddings", json!(64)),
+        ("type_vocab_size", json!(2)),
+        ("layer_norm_eps", json!(1e-12)),
+    ] {
+        assert_eq!(config[key], value, "config.json {key}");
+    }
+    let shapes = |file: &Path| {
+        let mut s: Vec<(String, Vec<i64>)> =
+            Tensor::read_safetensors(file).unwrap().into_iter().map(|(n, t)| (n, t.size())).collect();
+        s.sort();
+        s
+    };
+    let model = shapes(&hf.join("model.safetensors"));
+    assert_eq!(model.len(), 5 + 16, "{model:?}");
+    let l = "encoder.layer.0";
+    for (name, shape) in [
+        ("embeddings.word_embeddings.weight".to_string(), vec![1000, 16]),
+        ("embeddings.position_embeddings.weight".to_string(), vec![64, 16]),
+        ("embeddings.token_type_embeddings.weight".to_string(), vec![2, 16]),
+        ("embeddings.LayerNorm.bias".to_string(), vec![16]),
+        (format!("{l}.attention.self.query.weight"), vec![16, 16]),
+        (format!("{l}.attention.self.value.bias"), vec![16]),
+        (format!("{l}.attention.output.LayerNorm.weight"), vec![16]),
+        (format!("{l}.intermediate.dense.weight"), vec![64, 16]),
+        (format!("{l}.output.dense.weight"), vec![16, 64]),
+        (format!("{l}.output.LayerNorm.bias"), vec![16]),
+    ] {
+        assert!(model.contains(&(name.clone(), shape)), "{name}: {model:?}");
+    }
+    let dense = shapes(&hf.join("2_Dense/model.safetensors"));
+    assert_eq!(dense, [("linear.bias".to_string(), vec![32]), ("linear.weight".to_string(), vec![32, 16])]);
+    let modules = read_json(&hf.join("modules.json"));
+    let paths: Vec<&str> = modules.as_array().unwrap().iter().map(|m| m["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["", "1_Pooling", "2_Dense", "3_Normalize"]);
+    assert!(hf.join("3_Normalize").is_dir() && !hf.join("generation_config.json").exists());
+    assert_eq!(read_json(&hf.join("1_Pooling/config.json"))["pooling_mode_mean_tokens"], json!(true));
+    assert_eq!(
+        std::fs::read(hf.join("tokenizer.json")).unwrap(),
+        std::fs::read(fixture("text/tokenizer.json")).unwrap()
+    );
+
+    if let Some(words) = transformers_check(&run) {
+        assert_eq!(words[3], "3", "{words:?}");
+    }
 }

@@ -17,34 +17,20 @@
 //! `blk{i}_mlp.fc1` [2F, d] split into `mlp.gate_proj` (rows 0..F) and `mlp.up_proj` (F..2F);
 //! `blk{i}_mlp.fc2` -> `mlp.down_proj`; `final_norm.weight` -> `model.norm.weight`; an untied
 //! `head.weight` -> `lm_head.weight` (a tied head is not stored, as `save_pretrained` does).
-use estimator_wasm::schema::{Config, Family, HeadKind, MlpKind, NormKind, NormPosition, TransformerSpec};
+use estimator_wasm::schema::{Config, MlpKind, NormKind, NormPosition, TransformerSpec};
 use serde_json::{json, Value};
 use tch::Tensor;
 
 /// The architecture written into `config.json`.
 pub const ARCHITECTURE: &str = "LlamaForCausalLM";
 
-/// The student's transformer table when the student is a Llama.
+/// The transformer table of a language-model student (`head = "lm"`) when it is a Llama.
 ///
 /// # Errors
 /// One line saying which key of the student has no Llama equivalent, for `report.json`.
 pub fn llama_spec(spec: &Config) -> Result<&TransformerSpec, String> {
-    let t = match (&spec.student.family, &spec.student.transformer) {
-        (Family::Transformer, Some(t)) => t,
-        (family, _) => {
-            return Err(format!(
-                "a student.family = \"{}\" student has no Hugging Face architecture (transformer students do)",
-                family.name()
-            ))
-        }
-    };
+    let t = spec.student.transformer.as_ref().ok_or("the student has no [student.transformer] table")?;
     let no = |what: &str| Err(format!("{what}: Hugging Face's {ARCHITECTURE} has no equivalent"));
-    if t.head != HeadKind::Lm {
-        return Err(format!(
-            "student.transformer.head = \"{}\": only language-model students (head = \"lm\") are written as a Hugging Face folder",
-            t.head.name()
-        ));
-    }
     if t.norm_position != NormPosition::Pre {
         return no("a post-norm decoder (student.transformer.norm_position = \"post\")");
     }
