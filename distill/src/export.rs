@@ -4,7 +4,8 @@
 //! as the student's section of the report ([`export`]).
 //!
 //! Structured pruning exports the shrunk student (with its `student.toml`) into the student's
-//! folder and the masked dense one under `dense/`.
+//! folder and the masked dense one under `dense/`. A student with a Hugging Face equivalent is
+//! also written as a model folder, `hf/` ([`crate::hf::student_folder`]).
 //!
 //! * `student.safetensors`: every variable under its cfg.toml layer id, e.g. `conv1.weight`,
 //!   `conv1_bn.running_mean`, `head.bias`; the same names as a PyTorch module with those
@@ -30,6 +31,7 @@ use tch::{nn::VarStore, CModule, Device, Tensor};
 use crate::data::{Dataset, ModelInput};
 use crate::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
 use crate::error::{DistillError, Result};
+use crate::hf::student_folder::write_student_folder;
 use crate::latency::{large_batch, measure, Latency};
 use crate::prune::{LayerSparsity, Pruner};
 use crate::report::{PruneReport, ShrunkReport, StudentReport};
@@ -127,12 +129,14 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
     let dense_latency = cpu_latency(spec, &dense_st, inputs.test)?;
 
     let (st, ts) = (dir.join("student.safetensors"), dir.join("student.pt"));
+    let mut exported = spec.clone();
     let (prune, params, latency) = match &pruner {
         Some(p) => {
             let (shrunk, params, latency) = match structured {
                 Some(p) => {
                     let (report, narrow) = export_shrunk(inputs, &vs, &student, p, dir)?;
                     let latency = cpu_latency(&narrow, &st, inputs.test)?;
+                    exported = narrow;
                     (Some(report.clone()), report.params, latency)
                 }
                 None => (None, student.params(), dense_latency),
@@ -141,6 +145,8 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
         }
         None => (None, student.params(), dense_latency),
     };
+    let tokenizer = crate::config::DataFiles::of(inputs.settings.cfg_path(), spec)?.and_then(|f| f.tokenizer);
+    let hf = write_student_folder(&exported, dir, tokenizer.as_deref())?;
     let logits = spec.kd.objective == KdObjective::Logits;
     Ok(StudentReport {
         alpha: spec.kd.alpha,
@@ -170,6 +176,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
         samples_dropped_per_epoch: outcome.dropped_per_epoch,
         latency,
         prune,
+        hf,
     })
 }
 

@@ -129,6 +129,23 @@ pub struct StudentReport {
     /// Measured CPU inference latency of the exported student.
     pub latency: Latency,
     pub prune: Option<PruneReport>,
+    /// The student as a Hugging Face model folder (`crate::hf::student_folder`): where it was
+    /// written, or why it was not.
+    #[serde(default)]
+    pub hf: HfExport,
+}
+
+/// `hf` of a [`StudentReport`]: the Hugging Face model folder of the student (`folder`,
+/// relative to the student's folder, and its `architecture`), or, for a student with no
+/// Hugging Face equivalent, `not_written`: why (today's exports are its only ones).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HfExport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_written: Option<String>,
 }
 
 fn logits() -> String {
@@ -424,13 +441,18 @@ mod tests {
             samples_dropped_per_epoch: 0,
             latency: Latency { batch_1_ms: 0.25, large_batch: 256, large_batch_ms: 1.0, threads: 1 },
             prune: None,
+            hf: HfExport { not_written: Some("why".into()), ..HfExport::default() },
         };
         let json = serde_json::to_string(&report).unwrap();
+        assert!(json.ends_with(r#""prune":null,"hf":{"not_written":"why"}}"#), "{json}");
         assert!(
             json.contains(r#""agreement":null,"final_loss":1.5,"final_kd":2.5,"final_ce":0.5,"steps":3,"#),
             "{json}"
         );
         let back: StudentReport = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.final_losses, report.final_losses);
+        assert_eq!((back.final_losses, back.hf), (report.final_losses, report.hf));
+        // a report written before the field reads as no word on a folder
+        let old = json.replace(r#","hf":{"not_written":"why"}"#, "");
+        assert_eq!(serde_json::from_str::<StudentReport>(&old).unwrap().hf, HfExport::default());
     }
 }

@@ -97,6 +97,13 @@ fn a_student_with_a_factorised_head_trains_and_exports() {
     assert_eq!(head.op.params(), 8 * 32 + 512 * 8);
     assert_eq!(report.student.params, arch::param_count(&layers));
     let run = dir.path().join("run");
+    // no Hugging Face folder: the report says why, and today's exports stay
+    let why = report.student.hf.not_written.as_deref();
+    assert_eq!(
+        why,
+        Some("a factorised LM head (student.transformer.head_rank = 8): Hugging Face's LlamaForCausalLM has no equivalent")
+    );
+    assert!(!run.join("hf").exists() && !run.join("hf.tmp").exists() && run.join("student.pt").is_file());
     let epochs: Vec<f64> = e2e::metrics_lines(&run.join("metrics.jsonl"))
         .iter()
         .filter(|l| l["kind"] == "epoch")
