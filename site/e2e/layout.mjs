@@ -16,7 +16,7 @@ const VIEWS = [
   'teacher=smollm2-135m&gpu=A100-80GB',
   'teacher=llama-2-7b&gpu=H100-80GB',
 ];
-const WIDTHS = [1280, 375];
+const WIDTHS = (process.env.WIDTHS || '1280,375').split(',').map(Number);
 
 /** In `page`: every label of the micro-batch chart (text) that a line or the curve crosses, as
  * "label / line" strings; lines are thin segments in screen coordinates. */
