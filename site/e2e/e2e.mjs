@@ -21,6 +21,7 @@ import {
 } from './lib.mjs';
 import { robustnessChecks } from './robust.mjs';
 import { reportChecks } from './report.mjs';
+import { firstHourChecks } from './first_hour.mjs';
 
 const profile = mkdtempSync(join(tmpdir(), 'explorer-e2e-'));
 const context = await chromium.launchPersistentContext(profile, {
@@ -51,13 +52,19 @@ await check('every figure equals the native estimator (default form)', async () 
   budgets.figures_compared = compared;
 });
 
-await check('the largest micro-batch marked equals max_batch', async () => {
+await check('the largest micro-batch marked equals max_batch, at most the training set, and said so', async () => {
   const native = nativeSweep(await stateOf(page));
   assert(native.max_batch != null, 'the default form should fit');
-  eq(await page.getAttribute('#max-batch', 'data-batch'), String(native.max_batch), 'summary');
+  // the page opens on Fashion-MNIST: 60,000 training images, fewer than the memory allows
+  eq(native.train_samples, 60000, 'the opening scenario knows its training set');
+  assert(native.max_batch > 60000, `memory allows ${native.max_batch}`);
+  eq(await page.getAttribute('#max-batch', 'data-batch'), '60000', 'summary');
+  eq((await page.textContent('#max-batch')).trim(), '60,000', 'summary text');
+  const said = await page.textContent('#max-batch-data');
+  assert(said.includes('the whole training set') && said.includes(native.max_batch.toLocaleString('en-US')), said);
   eq(await page.getAttribute('#batch-curve circle.dot.max', 'data-batch'), String(native.max_batch), 'curve marker');
   const mark = await page.textContent('#batch-curve .max-mark text');
-  assert(mark.includes(`largest micro-batch ${native.max_batch}`), mark);
+  assert(mark.includes(`memory fits up to micro-batch ${native.max_batch}`), mark);
 });
 
 await check('changing the student size changes the bars', async () => {
@@ -75,6 +82,9 @@ await check('changing the student size changes the bars', async () => {
 });
 
 await check('every lever reaches the estimate', async () => {
+  // from here on the checks run on GPT-2 small (a transformer: every field, and an evaluation peak)
+  await page.goto(`${BASE}index.html?teacher=gpt2`);
+  await page.waitForSelector('#explorer [data-k="plan.totals.total"]');
   await page.selectOption('#f-precision', 'fp32');
   await page.selectOption('#f-checkpointing', 'sqrt');
   await page.fill('#f-sparsity', '0.3');
@@ -186,6 +196,7 @@ await check('a link with a bad value keeps the rest and marks that input; names 
 });
 
 await robustnessChecks(context);
+await firstHourChecks(context);
 
 let downloaded;
 await check('Download cfg.toml gives the file the page prices; distill plan accepts it', async () => {

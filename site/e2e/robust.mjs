@@ -11,7 +11,7 @@ import {
 
 /** A new page of `context` at `url` (below BASE, or absolute), watched under `label`, once the
  * explorer shows its total. */
-async function openExplorer(context, label, url = 'index.html') {
+async function openExplorer(context, label, url = 'index.html?teacher=gpt2') {
   const page = await context.newPage();
   watch(page, label);
   await page.goto(url.startsWith('http') ? url : `${BASE}${url}`);
@@ -76,7 +76,7 @@ export async function robustnessChecks(context) {
     const phone = await context.newPage();
     watch(phone, 'phone');
     await phone.setViewportSize({ width: 375, height: 812 });
-    for (const url of ['index.html?data_parallel=8&zero_stage=3', 'docs/memory-model.html']) {
+    for (const url of ['index.html?teacher=gpt2&data_parallel=8&zero_stage=3', 'docs/memory-model.html']) {
       await phone.goto(`${BASE}${url}`);
       await phone.waitForSelector(url.startsWith('docs') ? '#live .total-bytes' : '#explorer [data-k="plan.totals.total"]');
       const wide = await pageWidth(phone);
@@ -89,7 +89,7 @@ export async function robustnessChecks(context) {
   });
 
   await check('huge figures in TiB/PiB and T, never thousands of GiB', async () => {
-    const other = await openExplorer(context, 'huge', 'index.html?width=16&batch=65536');
+    const other = await openExplorer(context, 'huge', 'index.html?teacher=gpt2&width=16&batch=65536');
     const figures = await other.$$eval('#explorer [data-bytes]', (els) => els.map((e) => e.textContent.trim()));
     assert(figures.some((f) => /^\d+\.\d+ (TiB|PiB)$/.test(f)), 'no TiB or PiB figure');
     const bad = figures.find((f) => /^\d{4,}(\.\d+)? GiB$/.test(f));
@@ -114,10 +114,10 @@ export async function robustnessChecks(context) {
     const labels = await other.$$eval('#f-teacher_precision option', (os) => os.map((o) => o.textContent));
     assert(labels.includes('fp16 (weights cast to 16-bit)') && !labels.some((l) => l.includes('autocast')), labels.join());
     assert(!(await other.$('#same-sizes')), 'distinct sizes are not called the same');
-    await other.goto(`${BASE}index.html?width=0.01`);
+    await other.goto(`${BASE}index.html?teacher=gpt2&width=0.01`);
     assert((await other.waitForSelector('#same-sizes').then((e) => e.innerText())).includes('round to the same student'),
       'equal bars at width 0.01 are explained');
-    await other.goto(`${BASE}index.html?data_parallel=8&zero_stage=3`);
+    await other.goto(`${BASE}index.html?teacher=gpt2&data_parallel=8&zero_stage=3`);
     await other.waitForSelector('#zero-gather');
     const z = nativeSweep(await stateOf(other));
     eq(await other.getAttribute('#zero-gather [data-k]', 'data-bytes'), String(z.plan.peak.zero_gather), 'gathered bytes');
@@ -129,7 +129,7 @@ export async function robustnessChecks(context) {
   await check('Copy cfg.toml says so when the clipboard refuses or is missing', async () => {
     const other = await context.newPage();
     watch(other, 'no clipboard');
-    await other.goto(`${BASE}index.html`);
+    await other.goto(`${BASE}index.html?teacher=gpt2`);
     await other.waitForSelector('#copy-cfg');
     await other.evaluate(() => {
       navigator.clipboard.writeText = () => Promise.reject(new DOMException('denied', 'NotAllowedError'));

@@ -21,25 +21,20 @@ const GROUPS = [
   ['runtime_overhead', 'runtime overhead', '#9aa3ad'],
 ];
 const PRECISIONS = ['fp32', 'fp16', 'bf16', 'pure_bf16', 'bf16_master'];
-const GIB = 2 ** 30;
 /** The largest micro-batch the estimator takes (2^40, `train.batch_size`'s bound). */
 const MAX_BATCH = 2 ** 40;
 /** A user's text as a message repeats it: at most 24 characters. */
 const shorten = (s) => ([...String(s)].length > 24 ? `${[...String(s)].slice(0, 24).join('')}...` : String(s));
 
-/** Bytes as GiB with three significant digits, from 1024 GiB in TiB, PiB or EiB (display only). */
+/** Bytes in the binary unit that fits them, as the page shows them (site/src/format.rs): whole
+ * bytes below 1 KiB, else one decimal from 100 of the unit, two below (display only). */
 function gib(bytes) {
-  let g = bytes / GIB;
-  if (g >= 1024) {
-    let unit = 'TiB';
-    g /= 1024;
-    for (const next of ['PiB', 'EiB']) if (g >= 1024) { g /= 1024; unit = next; }
-    return `${g >= 100 ? g.toFixed(1) : g.toFixed(2)} ${unit}`;
-  }
-  if (bytes === 0) return '0 GiB';
-  if (g >= 100) return `${g.toFixed(1)} GiB`;
-  if (g >= 0.1) return `${g.toFixed(2)} GiB`;
-  return `${g.toPrecision(3)} GiB`;
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
+  let v = bytes;
+  let unit = 0;
+  while (v >= 1024 && unit + 1 < units.length) { v /= 1024; unit += 1; }
+  if (unit === 0) return `${bytes} B`;
+  return `${v >= 100 ? v.toFixed(1) : v.toFixed(2)} ${units[unit]}`;
 }
 /** A parameter count as 26.8k, 81.9M, 1.10B or 35.18T (display only). */
 function params(n) {

@@ -9,6 +9,7 @@ pub mod field;
 pub mod format;
 pub mod hooks;
 pub mod panic;
+pub mod placement;
 pub mod query;
 pub mod restart;
 pub mod state;

@@ -84,7 +84,7 @@ pub fn from_url(query: &str, fragment: &str) -> Link {
             ..start
         }),
         (Some(teacher), _) => start.with_teacher(teacher).unwrap_or(start),
-        (None, _) => start,
+        (None, _) => ExplorerForm::opening(),
     };
     let mut bad = Vec::new();
     for (key, value) in &pairs {
@@ -149,15 +149,20 @@ mod tests {
     #[test]
     fn missing_keys_take_the_teachers_defaults_and_bad_values_are_kept_aside() {
         assert_eq!(from_query("batch=3").form.batch, 3);
-        assert_eq!(from_query("batch=3").form.teacher, ExplorerForm::default().teacher);
-        assert_eq!(from_query(""), Link { form: ExplorerForm::default(), bad: vec![] });
+        // a link without a teacher opens on the scenario distill trains with the demo's files
+        assert_eq!(from_query("batch=3").form.teacher, "fashion-mnist-cnn");
+        assert_eq!(from_query(""), Link { form: ExplorerForm::opening(), bad: vec![] });
+        // the page's own links name their teacher: one from before the change opens as it did
+        let gpt2 = ExplorerForm::default();
+        assert_eq!(gpt2.teacher, "gpt2");
+        assert_eq!(from_query(&to_query(&gpt2)).form, gpt2);
         assert_eq!(from_query("?batch=3&utm_source=x&batch=5").form.batch, 5, "unknown keys ignored, last wins");
         let cnn = from_query("teacher=fashion-mnist-cnn").form;
         assert_eq!(cnn, ExplorerForm::default().with_teacher("fashion-mnist-cnn").unwrap());
         // one bad value spoils only its own key
         let link = from_query("gpu=T4&batch=-3&width=abc&precision=fp32");
         assert_eq!((link.form.gpu.as_str(), link.form.precision), ("T4", Precision::Fp32));
-        assert_eq!(link.form.batch, ExplorerForm::default().batch);
+        assert_eq!(link.form.batch, ExplorerForm::opening().batch);
         let fields: Vec<_> = link.bad.iter().map(|(f, text, _)| (*f, text.as_str())).collect();
         assert_eq!(fields, [(FormField::Batch, "-3"), (FormField::Width, "abc")]);
         assert_eq!(link.bad[0].2, "must be positive");

@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn a_links_bad_value_is_shown_at_its_input_and_the_rest_is_kept() {
         let s = State::from_query("?batch=lots&gpu=T4");
-        assert_eq!(s.form, ExplorerForm { gpu: "T4".into(), ..ExplorerForm::default() });
+        assert_eq!(s.form, ExplorerForm { gpu: "T4".into(), ..ExplorerForm::opening() });
         assert_eq!(s.text(FormField::Batch), "lots");
         assert_eq!(
             s.errors.get(&FormField::Batch).map(String::as_str),

@@ -44,6 +44,10 @@ pub struct Scenario {
     pub batch: u64,
     /// Default student precision.
     pub precision: Precision,
+    /// Samples in the training set of the scenario's data, where its files are known (the demo's
+    /// Fashion-MNIST, the WordNet sentences of examples/minilm): the largest micro-batch a run
+    /// can cut. `None` for a task described without its data.
+    pub train_samples: Option<u64>,
     /// `[data]` and `[teacher]` tables.
     #[serde(skip)]
     pub(crate) tables: &'static str,
@@ -97,6 +101,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         input: InputKind::Image,
         families: &[Family::Cnn, Family::Mlp],
         batch: 128,
+        train_samples: Some(60_000),
         precision: Precision::Fp32,
         tables: "[data]\ntrain = \"data/fashion-mnist/train.npz\"\ntest = \"data/fashion-mnist/test.npz\"\n\
                  input_shape = [1, 28, 28]\nclasses = 10\nscale = 0.00392156862745098\nmean = [0.2860]\nstd = [0.3530]\n\
@@ -111,6 +116,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         input: InputKind::Image,
         families: &[Family::Cnn, Family::Mlp],
         batch: 64,
+        train_samples: None,
         precision: Precision::Bf16,
         tables: "[teacher]\nparams = 25557032\nbuffers = 53120\n[train]\neval_batch_size = 256\n",
         students: &[CNN_IMAGENET, MLP_IMAGENET],
@@ -123,6 +129,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         input: InputKind::Image,
         families: &[Family::Cnn, Family::Mlp],
         batch: 64,
+        train_samples: None,
         precision: Precision::Bf16,
         tables: "[teacher]\nparams = 86567656\n[train]\neval_batch_size = 256\n",
         students: &[CNN_IMAGENET, MLP_IMAGENET],
@@ -137,6 +144,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         input: InputKind::Tokens,
         families: &[Family::Transformer],
         batch: 64,
+        train_samples: Some(152_373),
         precision: Precision::Fp32,
         tables: MINILM_TABLES,
         students: &[MINILM_STUDENT],
@@ -149,6 +157,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         input: InputKind::Tokens,
         families: &[Family::Transformer],
         batch: 32,
+        train_samples: None,
         precision: Precision::Bf16,
         tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [128]\nclasses = 2\n[teacher]\ncache_logits = false\n\
                  [teacher.arch]\nfamily = \"transformer\"\nactivation = \"gelu\"\n[teacher.arch.transformer]\n\
@@ -166,6 +175,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         input: InputKind::Tokens,
         families: &[Family::Transformer],
         batch: 8,
+        train_samples: None,
         precision: Precision::Bf16,
         tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [1024]\nclasses = 50257\n\
                  [teacher]\npreset = \"gpt2\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 8\n",
@@ -181,6 +191,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         input: InputKind::Tokens,
         families: &[Family::Transformer],
         batch: 8,
+        train_samples: None,
         precision: Precision::Bf16,
         tables: SMOLLM2_TABLES,
         students: &[SMOLLM2_STUDENT],
@@ -193,6 +204,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         input: InputKind::Tokens,
         families: &[Family::Transformer],
         batch: 4,
+        train_samples: None,
         precision: Precision::Bf16,
         tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [2048]\nclasses = 32000\n\
                  [teacher]\npreset = \"llama-2-7b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 4\n",
@@ -208,6 +220,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         input: InputKind::Tokens,
         families: &[Family::Transformer],
         batch: 2,
+        train_samples: None,
         precision: Precision::Bf16,
         tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [2048]\nclasses = 128256\n\
                  [teacher]\npreset = \"llama-3-8b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 2\n",

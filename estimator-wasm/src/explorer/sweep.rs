@@ -168,8 +168,11 @@ pub struct Sweep {
     pub chosen: usize,
     /// The chosen student's full estimate at `batch` (moments, categories, layers).
     pub plan: Plan,
-    /// The chosen student's largest micro-batch on `gpu`.
+    /// The chosen student's largest micro-batch on `gpu` (its memory's answer).
     pub max_batch: Option<u64>,
+    /// The scenario's training set, where known ([`crate::explorer::Scenario::train_samples`]):
+    /// no run cuts a micro-batch larger than it.
+    pub train_samples: Option<u64>,
     /// The chosen student's device total against micro-batch (powers of two, `max_batch` and
     /// the batch after it).
     pub curve: Vec<CurvePoint>,
@@ -213,6 +216,7 @@ pub fn sweep(form: &ExplorerForm) -> Result<Sweep, FormError> {
         chosen: CHOSEN,
         curve: curve(&model, search.batch),
         max_batch: search.batch,
+        train_samples: crate::explorer::scenarios::scenario(&form.teacher).and_then(|s| s.train_samples),
         gpus: gpu_rows(&config, &model, margin)?,
         levers: levers(form, &base, gpu, plan.totals.total),
         untrainable: crate::schema::untrainable(&config),

@@ -6,6 +6,7 @@ use estimator_wasm::explorer::sweep::Sweep;
 use yew::prelude::*;
 
 use crate::format;
+use crate::placement::{self, Rect, Segment};
 
 #[derive(Properties, PartialEq)]
 pub struct BatchCurveProps {
@@ -34,29 +35,78 @@ pub fn BatchCurve(props: &BatchCurveProps) -> Html {
             <circle class={classes!("dot", (Some(p.batch) == s.max_batch).then_some("max"))} cx={x(p.batch).to_string()}
                     cy={y(p.total).to_string()} r={if Some(p.batch) == s.max_batch { "6" } else { "3.5" }}
                     data-k={format!("curve.{i}.total")} data-bytes={p.total.to_string()} data-batch={p.batch.to_string()}>
-                <title>{ format!("micro-batch {}: {} ({})", p.batch, format::gib(p.total), format::exact(p.total)) }</title>
+                <title>{ format!("micro-batch {}: {} ({})", p.batch, format::bytes(p.total), format::exact(p.total)) }</title>
             </circle>
         }
     });
     let ticks = s.curve.iter().filter(|p| p.batch.is_power_of_two()).map(|p| html! {
         <text class="tick" x={x(p.batch).to_string()} y={(H - BOTTOM + 16.0).to_string()} text-anchor="middle">{ p.batch }</text>
     });
-    // the capacity's label sits above its line on the left, the budget's below its line on the right
-    let hline = |bytes: u64, class: &'static str, label: String, above: bool| {
-        let (tx, ty, anchor) =
-            if above { (LEFT + 4.0, y(bytes) - 4.0, "start") } else { (W - 4.0, y(bytes) + 13.0, "end") };
+    // the labels go where no line crosses them: the capacity's above its line and the
+    // budget's below its line, each at the first clear spot (an end, else just past a mark);
+    // then the largest batch's beside its line, or in the first row clear of every line; all
+    // drawn last on a halo
+    let hline = |bytes: u64, class: &'static str| {
         html! {
             <g class={class}>
                 <line x1={LEFT.to_string()} x2={W.to_string()} y1={y(bytes).to_string()} y2={y(bytes).to_string()} />
-                <text x={tx.to_string()} y={ty.to_string()} text-anchor={anchor}><title>{ format::exact(bytes) }</title>{ label }</text>
             </g>
         }
     };
-    let mark = s.max_batch.map(|m| html! {
-        <g class="max-mark">
-            <line x1={x(m).to_string()} x2={x(m).to_string()} y1={TOP.to_string()} y2={(H - BOTTOM).to_string()} />
-            <text x={(x(m) + 6.0).to_string()} y={(TOP + 12.0).to_string()}>{ format!("largest micro-batch {m}") }</text>
-        </g>
+    let mut segments: Vec<Segment> =
+        s.curve.windows(2).map(|w| ((x(w[0].batch), y(w[0].total)), (x(w[1].batch), y(w[1].total)))).collect();
+    segments.extend(s.max_batch.map(|m| ((x(m), TOP), (x(m), H - BOTTOM))));
+    if s.batch <= last.batch {
+        segments.push(((x(s.batch), TOP), (x(s.batch), H - BOTTOM)));
+    }
+    let mut boxes: Vec<Rect> = s
+        .curve
+        .iter()
+        .map(|p| Rect { x0: x(p.batch) - 6.0, x1: x(p.batch) + 6.0, y0: y(p.total) - 6.0, y1: y(p.total) + 6.0 })
+        .collect();
+    let span = (LEFT + 2.0, W - 2.0);
+    let mut hlabel = |bytes: u64, class: &'static str, text: String, above: bool| {
+        let chars = text.chars().count();
+        let ty = if above { y(bytes) - 5.0 } else { y(bytes) + 14.0 };
+        let right = W - 4.0 - chars as f64 * placement::CHAR_W;
+        let preferred = if above { [LEFT + 4.0, right] } else { [right, LEFT + 4.0] };
+        let tx = placement::clear_spot(chars, ty, span, &preferred, &segments, &boxes).unwrap_or(preferred[0]);
+        boxes.push(Rect::text(tx, ty, chars));
+        html! {
+            <g class={classes!(class, "label")}>
+                <text class="halo" x={tx.to_string()} y={ty.to_string()}><title>{ format::exact(bytes) }</title>{ text }</text>
+            </g>
+        }
+    };
+    let margin = s.capacity.saturating_sub(s.budget);
+    let capacity_label = hlabel(s.capacity, "capacity", format!("{} {}", s.gpu, format::bytes(s.capacity)), true);
+    let budget_label = hlabel(
+        s.budget,
+        "budget",
+        format!("budget {} ({} kept free)", format::bytes(s.budget), format::bytes(margin)),
+        false,
+    );
+    let mark = s.max_batch.map(|m| {
+        html! {
+            <g class="max-mark">
+                <line x1={x(m).to_string()} x2={x(m).to_string()} y1={TOP.to_string()} y2={(H - BOTTOM).to_string()} />
+            </g>
+        }
+    });
+    let mark_label = s.max_batch.map(|m| {
+        let text = format!("memory fits up to micro-batch {m}");
+        let chars = text.chars().count();
+        let preferred = [x(m) + 6.0, x(m) - 6.0 - chars as f64 * placement::CHAR_W, LEFT + 4.0];
+        segments.extend([s.capacity, s.budget].map(|b| ((LEFT, y(b)), (W, y(b)))));
+        let mut rows = (0..).map(|i| TOP + 12.0 + 17.0 * i as f64).take_while(|&ty| ty <= H - BOTTOM - 4.0);
+        let (tx, ty) = rows
+            .find_map(|ty| placement::clear_spot(chars, ty, span, &preferred, &segments, &boxes).map(|tx| (tx, ty)))
+            .unwrap_or((preferred[1].max(LEFT + 4.0), TOP + 12.0));
+        html! {
+            <g class="max-mark label">
+                <text class="halo" x={tx.to_string()} y={ty.to_string()}>{ text }</text>
+            </g>
+        }
     });
     let chosen = html! {
         <line class="chosen-batch" x1={x(s.batch).to_string()} x2={x(s.batch).to_string()}
@@ -66,13 +116,16 @@ pub fn BatchCurve(props: &BatchCurveProps) -> Html {
         <figure class="chart" id="batch-curve">
             <figcaption>{ "Memory against micro-batch for the chosen student" }</figcaption>
             <svg viewBox={format!("0 0 {W} {H}")} role="img" aria-label="memory against micro-batch">
-                { hline(s.capacity, "capacity", format!("{} {}", s.gpu, format::gib(s.capacity)), true) }
-                { hline(s.budget, "budget", format!("budget {} (safety margin kept free)", format::gib(s.budget)), false) }
+                { hline(s.capacity, "capacity") }
+                { hline(s.budget, "budget") }
                 if s.batch <= last.batch { { chosen } }
                 { for mark }
                 <polyline class="curve" points={points.join(" ")} />
                 { for dots }
                 { for ticks }
+                { capacity_label }
+                { for mark_label }
+                { budget_label }
                 <text class="axis" x={W.to_string()} y={(H - 4.0).to_string()} text-anchor="end">{ "micro-batch (samples per GPU)" }</text>
             </svg>
         </figure>

@@ -1,4 +1,4 @@
-//! A byte figure: GiB on the page, the exact bytes on hover, and the figure's path in the
+//! A byte figure: in the unit that fits on the page, the exact bytes on hover, and the figure's path in the
 //! sweep (`data-k`) with its bytes (`data-bytes`) for the end-to-end test.
 use yew::prelude::*;
 
@@ -17,7 +17,7 @@ pub fn Bytes(props: &BytesProps) -> Html {
     html! {
         <span class="bytes" data-k={props.k.clone()} data-bytes={props.value.to_string()}
               title={format::exact(props.value)}>
-            { format::gib(props.value) }
+            { format::bytes(props.value) }
         </span>
     }
 }

@@ -39,16 +39,23 @@ pub fn CfgExport(props: &CfgExportProps) -> Html {
     };
     html! {
         <section class="export">
-            <button id="copy-cfg" type="button" onclick={copy}>{ "Copy cfg.toml" }</button>
-            <button id="download-cfg" type="button" onclick={download}>{ "Download cfg.toml" }</button>
-            <span class="status" aria-live="polite">{ (*status).clone() }</span>
+            <div class="buttons">
+                <button id="copy-cfg" type="button" onclick={copy}>{ "Copy cfg.toml" }</button>
+                <button id="download-cfg" type="button" onclick={download}>{ "Download cfg.toml" }</button>
+                <span class="status" aria-live="polite">{ (*status).clone() }</span>
+            </div>
             if let Some(why) = &props.untrainable {
                 <p id="trainable" class="short" data-trainable="no">{ format!("{why}: plan with it, but train elsewhere.") }</p>
             } else {
                 <p id="trainable" class="fits" data-trainable="yes">{ "distill trains this cfg.toml (with its data files and a TorchScript teacher)." }</p>
             }
-            <p class="hint">{ "Then check it with " }<code>{ "distill plan --student cfg.toml" }</code>
-                { " and train with " }<code>{ "distill --teacher t.pt --student cfg.toml" }</code>{ "." }</p>
+            // the next steps never contradict the line above: training only where distill trains the file
+            if props.untrainable.is_some() {
+                <p class="hint" id="next-steps">{ "Check it with " }<code>{ "distill plan --student cfg.toml" }</code>{ "." }</p>
+            } else {
+                <p class="hint" id="next-steps">{ "Then check it with " }<code>{ "distill plan --student cfg.toml" }</code>
+                    { " and train with " }<code>{ "distill --teacher t.pt --student cfg.toml" }</code>{ "." }</p>
+            }
             <details>
                 <summary>{ "cfg.toml" }</summary>
                 <pre id="cfg-toml">{ props.text.clone() }</pre>

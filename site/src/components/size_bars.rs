@@ -1,5 +1,5 @@
-//! A stacked bar per student size, side by side, against the GPU's capacity line. Clicking a
-//! bar makes that size the chosen student.
+//! A stacked bar per student size, side by side, against the GPU's capacity line (marked above
+//! the chart when it would flatten the bars). Clicking a bar makes that size the chosen student.
 use std::rc::Rc;
 
 use estimator_wasm::explorer::sweep::{Sweep, GROUPS};
@@ -26,9 +26,22 @@ const BOTTOM: f64 = 52.0;
 pub fn SizeBars(props: &SizeBarsProps) -> Html {
     let s = &props.sweep;
     let tallest = s.students.iter().filter_map(|st| st.breakdown.map(|b| b.total)).max().unwrap_or(0);
-    let top = (tallest.max(s.capacity) as f64 * 1.08).max(1.0);
+    // the scale holds the GPU's line unless that would flatten the bars (the tallest under 40% of
+    // it): then the bars fill the chart and the line is marked above it, off the scale
+    let off_scale = (tallest as f64) < 0.4 * s.capacity as f64;
+    let top = if off_scale { tallest as f64 * 1.15 } else { tallest.max(s.capacity) as f64 * 1.08 }.max(1.0);
     let plot_h = H - TOP - BOTTOM;
     let y = |bytes: u64| TOP + plot_h * (1.0 - bytes as f64 / top);
+    // a total sits 6 units above its bar; one whose text (11 units above its baseline, 4 below)
+    // would touch the GPU's line sits 7 units above that line instead
+    let line_y = (!off_scale).then(|| y(s.capacity));
+    let total_y = |total: u64| {
+        let ty = y(total) - 6.0;
+        match line_y {
+            Some(ly) if ty - 13.0 < ly + 2.0 && ty + 6.0 > ly - 2.0 => ty.min(ly - 7.0),
+            _ => ty,
+        }
+    };
     let slot = (W - LEFT - RIGHT) / s.students.len() as f64;
     let bar_w = slot * 0.56;
     // at a small width several factors round to the same student: say why their bars are equal
@@ -51,17 +64,17 @@ pub fn SizeBars(props: &SizeBarsProps) -> Html {
                         <rect class={classes!("seg", format!("g-{key}"))} x={x.to_string()} y={y1.to_string()}
                               width={bar_w.to_string()} height={(y0 - y1).max(0.0).to_string()}
                               data-k={format!("students.{i}.breakdown.{key}")} data-bytes={v.to_string()}>
-                            <title>{ format!("{name}: {} ({})", format::gib(v), format::exact(v)) }</title>
+                            <title>{ format!("{name}: {} ({})", format::bytes(v), format::exact(v)) }</title>
                         </rect>
                     }
                 });
                 html! {
                     <>
                         { for segments }
-                        <text class="total" x={cx.to_string()} y={(y(b.total) - 6.0).to_string()} text-anchor="middle"
+                        <text class="total" x={cx.to_string()} y={total_y(b.total).to_string()} text-anchor="middle"
                               data-k={format!("students.{i}.breakdown.total")} data-bytes={b.total.to_string()}>
                             <title>{ format::exact(b.total) }</title>
-                            { format::gib(b.total) }
+                            { format::bytes(b.total) }
                         </text>
                     </>
                 }
@@ -83,27 +96,44 @@ pub fn SizeBars(props: &SizeBarsProps) -> Html {
             </g>
         }
     });
-    let grid = (1..=4).map(|q| {
-        let bytes = (top * q as f64 / 4.0) as u64;
+    let grid = format::ticks(top as u64, 4).into_iter().map(|(bytes, label)| {
         html! {
             <g class="grid">
                 <line x1={LEFT.to_string()} x2={(W - RIGHT).to_string()} y1={y(bytes).to_string()} y2={y(bytes).to_string()} />
-                <text x={(LEFT - 6.0).to_string()} y={(y(bytes) + 4.0).to_string()} text-anchor="end">{ format::gib(bytes) }</text>
+                <text x={(LEFT - 6.0).to_string()} y={(y(bytes) + 4.0).to_string()} text-anchor="end">{ label }</text>
             </g>
         }
     });
+    let capacity = if off_scale {
+        html! {
+            <g class="capacity off-scale" id="capacity-off-scale">
+                <text class="capacity-label" x={(W - RIGHT + 8.0).to_string()} y={(TOP + 4.0).to_string()}>
+                    <title>{ format::exact(s.capacity) }</title>
+                    <tspan>{ format!("\u{2191} {}", s.gpu) }</tspan>
+                    <tspan x={(W - RIGHT + 8.0).to_string()} dy="13">{ format::bytes(s.capacity) }</tspan>
+                    <tspan x={(W - RIGHT + 8.0).to_string()} dy="13">{ "above the scale" }</tspan>
+                </text>
+            </g>
+        }
+    } else {
+        html! {
+            <>
+                <line class="capacity" x1={LEFT.to_string()} x2={(W - RIGHT + 4.0).to_string()} y1={y(s.capacity).to_string()} y2={y(s.capacity).to_string()} />
+                <text class="capacity-label" x={(W - RIGHT + 8.0).to_string()} y={(y(s.capacity) - 2.0).to_string()}>
+                    <title>{ format::exact(s.capacity) }</title>
+                    <tspan>{ s.gpu }</tspan>
+                    <tspan x={(W - RIGHT + 8.0).to_string()} dy="13">{ format::bytes(s.capacity) }</tspan>
+                </text>
+            </>
+        }
+    };
     html! {
         <figure class="chart" id="size-bars">
             <figcaption>{ format!("Peak memory per GPU at micro-batch {}, by student width (click a bar to choose it)", s.batch) }</figcaption>
             <svg viewBox={format!("0 0 {W} {H}")} role="img" aria-label="stacked bars of memory per student size">
                 { for grid }
                 { for bars }
-                <line class="capacity" x1={LEFT.to_string()} x2={(W - RIGHT + 4.0).to_string()} y1={y(s.capacity).to_string()} y2={y(s.capacity).to_string()} />
-                <text class="capacity-label" x={(W - RIGHT + 8.0).to_string()} y={(y(s.capacity) - 2.0).to_string()}>
-                    <title>{ format::exact(s.capacity) }</title>
-                    <tspan>{ s.gpu }</tspan>
-                    <tspan x={(W - RIGHT + 8.0).to_string()} dy="13">{ format::gib(s.capacity) }</tspan>
-                </text>
+                { capacity }
             </svg>
             <ul class="legend">
                 { for GROUPS.iter().map(|(key, name)| html! { <li><i class={format!("g-{key}")}></i>{ *name }</li> }) }

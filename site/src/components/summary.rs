@@ -1,5 +1,5 @@
-//! One paragraph on the chosen student: size, total at the micro-batch, fit, largest batch,
-//! and the estimator's notes.
+//! One paragraph on the chosen student: size, total at the micro-batch, fit, largest batch (at
+//! most the scenario's training set, said so), and the estimator's notes.
 use std::rc::Rc;
 
 use estimator_wasm::explorer::sweep::Sweep;
@@ -19,6 +19,11 @@ pub fn Summary(props: &SummaryProps) -> Html {
     let plan = &s.plan;
     let fit = plan.fit.as_ref();
     let gathered = plan.peak.get(estimator_wasm::Cat::ZeroGather);
+    // no run cuts a batch larger than its training set
+    let largest = match (s.max_batch, s.train_samples) {
+        (Some(m), Some(n)) => Some(m.min(n)),
+        (m, _) => m,
+    };
     html! {
         <section class="summary" id="summary">
             <p>
@@ -34,11 +39,16 @@ pub fn Summary(props: &SummaryProps) -> Html {
                     }
                 }
                 { ". Largest micro-batch: " }
-                <strong id="max-batch" data-k="max_batch" data-batch={s.max_batch.map(|b| b.to_string()).unwrap_or_default()}>
-                    { s.max_batch.map_or("none (not even 1 fits)".to_string(), |b| b.to_string()) }
+                <strong id="max-batch" data-k="max_batch" data-batch={largest.map(|b| b.to_string()).unwrap_or_default()}>
+                    { largest.map_or("none (not even 1 fits)".to_string(), format::grouped) }
                 </strong>
-                { format!(" (keeping {} free). The peak is at the {} moment.",
-                          pct(s.capacity - s.budget, s.capacity), moment(&plan.peak_moment)) }
+                if let (Some(_), Some(m)) = (s.train_samples, s.max_batch.filter(|&m| Some(m) > largest)) {
+                    <span id="max-batch-data">{ format!(", the whole training set (memory alone would allow {}, keeping {} free).",
+                        format::grouped(m), pct(s.capacity - s.budget, s.capacity)) }</span>
+                } else {
+                    { format!(" (keeping {} free).", pct(s.capacity - s.budget, s.capacity)) }
+                }
+                { format!(" The peak is at the {} moment.", moment(&plan.peak_moment)) }
             </p>
             if gathered > 0 {
                 <p class="hint" id="zero-gather">

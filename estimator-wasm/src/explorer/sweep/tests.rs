@@ -168,3 +168,15 @@ fn a_size_that_cannot_be_priced_carries_its_error() {
     assert_eq!(s.students[CHOSEN].params, Some(s.plan.params.student));
     assert_eq!(s.students[CHOSEN].fits, Some(false));
 }
+
+#[test]
+fn the_sweep_knows_the_training_set_of_a_scenario_with_files() {
+    // the demo's Fashion-MNIST: 60,000 training images; memory alone allows far more on a T4
+    let s = sweep(&ExplorerForm::opening()).unwrap();
+    assert_eq!((s.train_samples, s.gpu), (Some(60_000), "RTX-4090"));
+    assert!(s.max_batch.unwrap() > 60_000, "{:?}", s.max_batch);
+    assert_eq!(s.untrainable, None, "the page opens on a cfg.toml distill trains");
+    assert_eq!(sweep(&ExplorerForm::default()).unwrap().train_samples, None, "GPT-2's data is not known");
+    let minilm = ExplorerForm::for_scenario(scenario("all-minilm-l6-v2").unwrap(), "T4");
+    assert_eq!(sweep(&minilm).unwrap().train_samples, Some(152_373));
+}
