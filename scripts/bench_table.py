@@ -5,13 +5,15 @@ Usage: python scripts/bench_table.py RUNS_DIR BENCHMARKS.md DATE COMMAND
 """
 import json
 import os
-import platform
 import sys
 
-runs, target, date, command = sys.argv[1:5]
+from distill_tools.benchmarks_md import write_section
+from distill_tools.machine import summary as machine_summary
+
+START, END = "<!-- compression:begin -->", "<!-- compression:end -->"
 
 
-def load(name):
+def load(runs, name):
     with open(os.path.join(runs, name, "report.json")) as f:
         return json.load(f)
 
@@ -20,52 +22,54 @@ def kib(n):
     return f"{n / 1024:.1f} KiB"
 
 
-fp32 = load("fp32")
-base = fp32["student"]["test_accuracy"]
-rows = []
-for name in ["fp32", "bf16", "fp16"]:
-    r = load(name)
-    s = r["student"]
-    scale = f'{s["final_loss_scale"]:.0f}, {s["skipped_steps"]} skipped' if s["final_loss_scale"] else "-"
-    rows.append(
-        f'| {name} | {100 * s["test_accuracy"]:.2f}% | {100 * (s["test_accuracy"] - base):+.2f} | '
-        f'{s["samples_per_s"]:.0f} | {scale} |'
-    )
-precision = "\n".join(rows)
-
-rows = []
-for name in ["fp32"] + [f"magnitude-{p}" for p in (50, 70, 80, 90, 95)] + ["structured-50"]:
-    r = load(name)
-    s = r["student"]
-    p = s.get("prune")
-    if p is None:
+def main():
+    runs, target, date, command = sys.argv[1:5]
+    fp32 = load(runs, "fp32")
+    base = fp32["student"]["test_accuracy"]
+    rows = []
+    for name in ["fp32", "bf16", "fp16"]:
+        r = load(runs, name)
+        s = r["student"]
+        scale = f'{s["final_loss_scale"]:.0f}, {s["skipped_steps"]} skipped' if s["final_loss_scale"] else "-"
         rows.append(
-            f'| dense | - | {100 * s["test_accuracy"]:.2f}% | - | {s["params"]:,} | {kib(s["safetensors_bytes"])} | - | - | '
-            f'{s["latency"]["batch_1_ms"]:.3f} / {s["latency"]["large_batch_ms"]:.2f} |'
+            f'| {name} | {100 * s["test_accuracy"]:.2f}% | {100 * (s["test_accuracy"] - base):+.2f} | '
+            f'{s["samples_per_s"]:.0f} | {scale} |'
         )
-        continue
-    shrunk = p.get("shrunk")
-    latency = s["latency"]
-    lat = f'{latency["batch_1_ms"]:.3f} / {latency["large_batch_ms"]:.2f}'
-    if shrunk:
-        lat += f' (dense {p["dense_latency"]["batch_1_ms"]:.3f} / {p["dense_latency"]["large_batch_ms"]:.2f})'
-        size = f'{kib(shrunk["safetensors_bytes"])} ({100 * shrunk["safetensors_bytes"] / p["dense_file_bytes"]:.0f}% of dense)'
-        nonzero = f'{shrunk["params"]:,}'
-    else:
-        size = kib(p["dense_file_bytes"])
-        nonzero = f'{p["nonzero_params"]:,}'
-    rows.append(
-        f'| {p["method"]} {p["scope"] if p["method"] == "magnitude" else "per layer"} | {100 * p["target_sparsity"]:.0f}% '
-        f'(measured {100 * p["weight_sparsity"]:.2f}%) | {100 * s["test_accuracy"]:.2f}% | '
-        f'{100 * (s["test_accuracy"] - base):+.2f} | {nonzero} | {size} | {kib(p["gzip_file_bytes"])} | {kib(p["csr_bytes"])} | {lat} |'
-    )
-pruning = "\n".join(rows)
+    precision = "\n".join(rows)
 
-t = fp32["teacher"]
-section = f"""<!-- compression:begin -->
+    rows = []
+    for name in ["fp32"] + [f"magnitude-{p}" for p in (50, 70, 80, 90, 95)] + ["structured-50"]:
+        r = load(runs, name)
+        s = r["student"]
+        p = s.get("prune")
+        if p is None:
+            rows.append(
+                f'| dense | - | {100 * s["test_accuracy"]:.2f}% | - | {s["params"]:,} | {kib(s["safetensors_bytes"])} | - | - | '
+                f'{s["latency"]["batch_1_ms"]:.3f} / {s["latency"]["large_batch_ms"]:.2f} |'
+            )
+            continue
+        shrunk = p.get("shrunk")
+        latency = s["latency"]
+        lat = f'{latency["batch_1_ms"]:.3f} / {latency["large_batch_ms"]:.2f}'
+        if shrunk:
+            lat += f' (dense {p["dense_latency"]["batch_1_ms"]:.3f} / {p["dense_latency"]["large_batch_ms"]:.2f})'
+            size = f'{kib(shrunk["safetensors_bytes"])} ({100 * shrunk["safetensors_bytes"] / p["dense_file_bytes"]:.0f}% of dense)'
+            nonzero = f'{shrunk["params"]:,}'
+        else:
+            size = kib(p["dense_file_bytes"])
+            nonzero = f'{p["nonzero_params"]:,}'
+        rows.append(
+            f'| {p["method"]} {p["scope"] if p["method"] == "magnitude" else "per layer"} | {100 * p["target_sparsity"]:.0f}% '
+            f'(measured {100 * p["weight_sparsity"]:.2f}%) | {100 * s["test_accuracy"]:.2f}% | '
+            f'{100 * (s["test_accuracy"] - base):+.2f} | {nonzero} | {size} | {kib(p["gzip_file_bytes"])} | {kib(p["csr_bytes"])} | {lat} |'
+        )
+    pruning = "\n".join(rows)
+
+    t = fp32["teacher"]
+    section = f"""{START}
 ## Compression on Fashion-MNIST (`scripts/bench-compression`)
 
-Measured {date} with `{command}` on {platform.machine()} ({os.cpu_count()} CPU cores, no GPU), device
+Measured {date} with `{command}` on {machine_summary()}, no GPU, device
 `{fp32["device"]}`. Teacher: {t["params"]:,} parameters, {100 * t["test_accuracy"]:.2f}% test accuracy. Student:
 `examples/fashion-mnist/student.toml` ({fp32["student"]["params"]:,} parameters), KD with T = {fp32["student"]["temperature"]},
 alpha = {fp32["student"]["alpha"]}, {fp32["student"]["steps"]} steps; every run from the same seed. Accuracy on the 10,000
@@ -92,14 +96,10 @@ fp32; the point of these runs is accuracy parity. fp16 uses dynamic loss scaling
 Unstructured sparsity leaves the dense file and latency unchanged (zeros are stored and
 multiplied); only an encoding that skips zeros (gzip, CSR) or structured pruning, which removes
 whole channels and neurons, makes the student smaller and faster.
-<!-- compression:end -->"""
+{END}"""
+    write_section(target, section, START, END)
+    print(section)
 
-text = open(target).read() if os.path.exists(target) else "# Benchmarks\n"
-begin, end = "<!-- compression:begin -->", "<!-- compression:end -->"
-if begin in text and end in text:
-    text = text[: text.index(begin)] + section + text[text.index(end) + len(end) :]
-else:
-    text = text.rstrip("\n") + "\n\n" + section + "\n"
-with open(target, "w") as f:
-    f.write(text)
-print(section)
+
+if __name__ == "__main__":
+    main()

@@ -3,11 +3,9 @@
     python3 -m unittest scripts/test_totals.py
 """
 import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import totals  # noqa: E402
+from distill_tools.scripts import totals
 
 CARGO = """\
    Compiling distill v0.1.0

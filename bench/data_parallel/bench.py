@@ -16,15 +16,13 @@ shared `--teacher-cache` folder, filled by a first run that is not timed.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "throughput"))
-from bench import write_section  # noqa: E402
+from distill_tools.benchmarks_md import write_section
+from distill_tools.machine import summary as machine_summary
 
 START, END = "<!-- data-parallel:start -->", "<!-- data-parallel:end -->"
 
@@ -88,7 +86,7 @@ def main():
         "## Data-parallel scaling on the CPU (issue 13)",
         "",
         f"`{a.command} --epochs {a.epochs} --reps {a.reps}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; `{a.cfg}`, {a.epochs} epoch(s) of "
+        f"{machine_summary()}; `{a.cfg}`, {a.epochs} epoch(s) of "
         f"Fashion-MNIST at a global batch of {a.batch} (the 2-process job: {a.batch // 2} per rank), the teacher's "
         "outputs read from a shared cache; medians of the alternated repetitions.",
         "",

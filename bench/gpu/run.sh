@@ -20,6 +20,8 @@ NV=$($py -c 'import glob, os, torch
 r = os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia")
 print(":".join(sorted({os.path.dirname(p) for p in glob.glob(r + "/**/lib*.so*", recursive=True)})))')
 export LD_LIBRARY_PATH="$TL:$NV:${LD_LIBRARY_PATH:-}" GLOO_SOCKET_IFNAME=lo
+# the repository's package (random_teacher.py imports it) without installing into the host's Python
+$py python/link_package.py "$W/py" && export PYTHONPATH="$W/py${PYTHONPATH:+:$PYTHONPATH}"
 note "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null) torch $($py -c 'import torch; print(torch.__version__)') $(nproc) cores; $(ldd "$D" | grep -c 'not found') libraries missing"
 
 # run NAME SECONDS CMD...: one bounded step, its output in runs/NAME.log

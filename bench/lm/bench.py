@@ -24,7 +24,6 @@ factorised one), all measured together:
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -36,9 +35,8 @@ import torch
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "throughput"))
-from bench import write_section  # noqa: E402
+from distill_tools.benchmarks_md import write_section
+from distill_tools.machine import summary as machine_summary
 
 START, END = "<!-- lm:begin -->", "<!-- lm:end -->"
 PROMPTS = [
@@ -215,7 +213,6 @@ def main():
         rows.append((label, r["test_perplexity"], r["test_accuracy"], r["agreement"], r["params"], split,
                      r["torchscript_bytes"], r["safetensors_bytes"]))
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    cpu = platform.processor() or platform.machine()
     test_text = report["data"]["test_text"]
     train_text = report["data"]["train_text"]
     runs = f"`{a.run_command}`" + (f" and the run in `{a.compare}`" if a.compare else "")
@@ -223,7 +220,7 @@ def main():
             f"head.up [vocab, {rank}]; the embedding untied) have it fitted to the teacher's head on the student's "
             "hidden states before training" if rank else "")
     lines = [START, "## Causal LM distilled from SmolLM2-135M-Instruct (`scripts/bench-lm`)", "",
-             f"Measured {date} with `{a.command}` on {os.cpu_count()} cores ({cpu}), no GPU, torch {torch.__version__}; "
+             f"Measured {date} with `{a.command}` on {machine_summary()}, no GPU, torch {torch.__version__}; "
              f"one-minute load average {load:.1f} before the timing and {load_after:.1f} after it.", "",
              f"The runs: {runs}: {train_text['packing']['tokens']:,} training tokens "
              f"({train_text['packing']['lines']:,} KJV passages) in {train_text['lines']:,} windows of {a.window}, "

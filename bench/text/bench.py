@@ -27,7 +27,6 @@ Bad input: one line naming the file and the fix, exit 2.
 import argparse
 import json
 import os
-import platform
 import re
 import statistics
 import sys
@@ -35,10 +34,10 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import metrics  # noqa: E402
-from report import section, write_section  # noqa: E402
+from distill_tools.machine import cpu_model, gpu_name
+from distill_tools.text_bench import metrics
+from distill_tools.benchmarks_md import write_section
+from distill_tools.text_bench.report import END, START, section
 
 MAX_TOKENS = 128
 CACHE_LINE = re.compile(r"outputs of (\d+) train samples cached in ([0-9.]+) s")
@@ -290,23 +289,6 @@ def measure(a) -> dict:
     }
 
 
-def gpu_name(torch):
-    """The first CUDA device's name, or None: the section says what the machine had (every
-    timing here is on the CPU either way)."""
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def student_arg(text: str) -> tuple:
     name, sep, folder = text.partition("=")
     if not sep or not name or not folder:
@@ -355,7 +337,7 @@ def main():
         with open(result_path, "w") as f:
             json.dump(result, f, indent=1)
     text = section(result)
-    write_section(a.benchmarks, text)
+    write_section(a.benchmarks, text, START, END)
     print(text)
 
 

@@ -39,6 +39,9 @@ die() { note "stopped: $*"; exit 2; }
 torch_lib=$("$py" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') ||
   die "$py has no torch"
 export LD_LIBRARY_PATH="$torch_lib:${LD_LIBRARY_PATH:-}"
+# the repository's package (make_teacher.py and bench.py import it) without installing into the host's Python
+"$py" python/link_package.py "$work/py" || die "python/link_package.py failed"
+export PYTHONPATH="$work/py${PYTHONPATH:+:$PYTHONPATH}"
 note "$(date -u +%FT%TZ) $("$py" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")'), $(nproc) cores"
 # unpacked with Python's lzma and tarfile: the device has python3, not necessarily xz
 unxz() { "$py" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"; }

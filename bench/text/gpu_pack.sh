@@ -29,8 +29,7 @@ import os, shutil, sys
 import torch
 from safetensors.torch import load_file, save_file
 
-sys.path.insert(0, "examples/minilm")
-from make_teacher import encode, load_model, model_dir, tokenizer_of  # noqa: E402
+from distill_tools.minilm.make_teacher import encode, load_model, model_dir, tokenizer_of
 
 src, dest = model_dir(), sys.argv[1]
 tensors = load_file(os.path.join(src, "model.safetensors"))

@@ -1,6 +1,5 @@
 """The markdown section of BENCHMARKS.md for the sentence-encoder benchmark (between the
 `text-encoder` markers), from the result dict `bench.py` measures (OUT/bench.json)."""
-import os
 
 START, END = "<!-- text-encoder:begin -->", "<!-- text-encoder:end -->"
 # Issue 11's bar for a student against the teacher.
@@ -139,13 +138,3 @@ Issue 11's bar: Spearman >= {MIN_SPEARMAN}, recall@1 >= {100 * MIN_RECALL_SHARE:
 {target_rows(result)}
 {END}"""
 
-
-def write_section(path: str, text: str) -> None:
-    """Replaces the section between the markers in `path`, or appends it (creating the file)."""
-    old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
-    if START in old and END in old:
-        new = old[: old.index(START)] + text + old[old.index(END) + len(END) :]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(new)

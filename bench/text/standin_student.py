@@ -17,9 +17,7 @@ import sys
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "minilm"))
-from bert import BertConfig, BertSentenceEncoder, scripted  # noqa: E402
+from distill_tools.minilm.bert import BertConfig, BertSentenceEncoder, scripted
 
 
 def contract_names(state: dict, layers: int) -> dict:

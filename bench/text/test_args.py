@@ -2,20 +2,11 @@
 
     .venv/bin/python -m unittest bench/text/test_args.py
 """
-import importlib.util
 import os
-import sys
 import unittest
 from unittest import mock
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import report  # noqa: E402
-
-# by path: run from the repository root, the name `bench` is the folder bench/
-_spec = importlib.util.spec_from_file_location("text_bench", os.path.join(HERE, "bench.py"))
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from distill_tools.text_bench import bench, report
 
 
 class Paths(unittest.TestCase):

@@ -2,14 +2,11 @@
 
     .venv/bin/python -m unittest bench/text/test_metrics.py
 """
-import os
-import sys
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import metrics  # noqa: E402
+from distill_tools.text_bench import metrics
 
 
 class Ranks(unittest.TestCase):

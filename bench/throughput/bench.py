@@ -20,7 +20,6 @@ import argparse
 import glob
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -28,6 +27,10 @@ import sys
 import time
 
 import numpy as np
+
+from distill_tools.benchmarks_md import write_section
+from distill_tools.eager_result import read_eager_result
+from distill_tools.machine import summary as machine_summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = {
@@ -172,7 +175,7 @@ def run_case(a, name, precision, env):
             else:
                 cmd = eager + (["--compile"] if side == "compile" else [])
                 stdout, wall, rss = timed(cmd, env, log)
-                r = json.loads(stdout.strip().splitlines()[-1])
+                r = read_eager_result(stdout)
             r.update(wall=wall, rss_mib=rss)
             runs[side].append(r)
             print(f"   {r['samples_per_s']:.0f} samples/s, wall {wall:.1f} s, {rss:.0f} MiB", file=sys.stderr, flush=True)
@@ -277,28 +280,6 @@ def memory_row(result):
     )
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_flags():
-    """The CPU's bf16 support, which decides whether bf16 autocast is native or emulated."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return ""
-    have = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return "; " + ", ".join(have) if have else ""
-
-
 def section(a, results):
     head = (
         "| case | distill samples/s | eager samples/s | ratio | torch.compile samples/s "
@@ -350,7 +331,7 @@ student's and the teacher's test embeddings (2,620 held-out sentences), not an a
     return f"""{START}
 ## Training throughput against a PyTorch eager loop (`scripts/bench-throughput`)
 
-Measured {a.date} with `{a.command}` on {os.cpu_count()} cores ({cpu_model()}{cpu_flags()}), {a.gpu},
+Measured {a.date} with `{a.command}` on {machine_summary()}, {a.gpu},
 torch {a.torch} (the same libtorch under both sides). {a.note}{loads}
 
 Each case trains the same student on Fashion-MNIST (60,000 train / 10,000 test images) for {a.epochs}
@@ -389,18 +370,6 @@ in-process figure from its report.
 {cost_head}
 {cost_rows}{memory}
 {END}"""
-
-
-def write_section(path, text, start=START, end=END):
-    """Puts `text` (which begins with `start` and ends with `end`) in place of the section between
-    those markers in `path`, or at its end."""
-    old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    if start in old and end in old:
-        new = old[: old.index(start)] + text + old[old.index(end) + len(end) :]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    with open(path, "w") as f:
-        f.write(new)
 
 
 def main():
@@ -455,7 +424,7 @@ def main():
         results.append(run_case(a, name, precision, env))
         print(row(results[-1]), file=sys.stderr, flush=True)
     text = section(a, results)
-    write_section(a.benchmarks, text)
+    write_section(a.benchmarks, text, START, END)
     print(text)
 
 

@@ -49,6 +49,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from distill_tools.eager_result import eager_result_line
+
 START = time.perf_counter()
 
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "BF16": torch.bfloat16, "F16": torch.float16}
@@ -383,31 +385,29 @@ def main():
         torch.jit.trace(model.eval(), example).save(os.path.join(args.out, "student.pt"))
 
     print(
-        json.dumps(
-            {
-                "side": "eager" + ("+compile" if args.compile else ""),
-                "precision": precision,
-                "device": args.device,
-                "peak_allocated_bytes": peak_allocated,
-                "peak_reserved_bytes": peak_reserved,
-                "threads": torch.get_num_threads(),
-                "epochs": epochs,
-                "batch_size": size,
-                "steps": step,
-                "samples": samples,
-                "samples_per_s": samples / max(train_seconds, 1e-9),
-                "train_seconds": train_seconds,
-                "loop_seconds": loop_seconds,
-                "first_loss": log.first,
-                "first_window_loss": log.first_window,
-                "log_every": log_every,
-                "test_accuracy": test_accuracy,
-                "agreement": agreement,
-                "teacher_accuracy": teacher_accuracy,
-                "teacher_cache_seconds": cache_seconds,
-                "order": "distill" if args.order else "randperm",
-                "wall_seconds": time.perf_counter() - START,
-            }
+        eager_result_line(
+            side="eager" + ("+compile" if args.compile else ""),
+            precision=precision,
+            device=args.device,
+            peak_allocated_bytes=peak_allocated,
+            peak_reserved_bytes=peak_reserved,
+            threads=torch.get_num_threads(),
+            epochs=epochs,
+            batch_size=size,
+            steps=step,
+            samples=samples,
+            samples_per_s=samples / max(train_seconds, 1e-9),
+            train_seconds=train_seconds,
+            loop_seconds=loop_seconds,
+            first_loss=log.first,
+            first_window_loss=log.first_window,
+            log_every=log_every,
+            test_accuracy=test_accuracy,
+            agreement=agreement,
+            teacher_accuracy=teacher_accuracy,
+            teacher_cache_seconds=cache_seconds,
+            order="distill" if args.order else "randperm",
+            wall_seconds=time.perf_counter() - START,
         ),
         flush=True,
     )

@@ -33,7 +33,8 @@ Usage:
   kd_eager_text.py --student CFG --teacher T --init INIT --order FILE [--train FILE] [--epochs N]
                    [--batch-size B] [--precision fp32|bf16] [--threads N] [--compile] [--out DIR]
 
-Prints one JSON line with the same keys as `kd_eager.py` (`test_accuracy` is the mean cosine).
+Prints one JSON line in the format of `distill_tools.eager_result`, as `kd_eager.py` does
+(`test_accuracy` is the mean cosine; device cpu, no allocator peaks).
 """
 import argparse
 import json
@@ -49,8 +50,8 @@ import torch.nn.functional as F
 from torch import nn
 
 START = time.perf_counter()
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kd_eager import LossLog, lr_at, read_safetensors, write_safetensors  # noqa: E402
+from distill_tools.eager_result import eager_result_line
+from distill_tools.throughput.kd_eager import LossLog, lr_at, read_safetensors, write_safetensors
 
 
 def read_sentences(path):
@@ -312,27 +313,30 @@ def main():
                           os.path.join(args.out, "student.safetensors"))
         torch.jit.trace(model.eval(), padded(ids_test, [0, 1], pad_id)).save(os.path.join(args.out, "student.pt"))
 
-    print(json.dumps({
-        "side": "eager" + ("+compile" if args.compile else ""),
-        "precision": precision,
-        "threads": torch.get_num_threads(),
-        "epochs": epochs,
-        "batch_size": size,
-        "steps": step,
-        "samples": samples,
-        "samples_per_s": samples / max(train_seconds, 1e-9),
-        "train_seconds": train_seconds,
-        "loop_seconds": loop_seconds,
-        "first_loss": log.first,
-        "first_window_loss": log.first_window,
-        "log_every": log_every,
-        "test_accuracy": agreement,
-        "agreement": agreement,
-        "teacher_accuracy": float("nan"),
-        "teacher_cache_seconds": cache_seconds,
-        "order": "distill",
-        "wall_seconds": time.perf_counter() - START,
-    }), flush=True)
+    print(eager_result_line(
+        side="eager" + ("+compile" if args.compile else ""),
+        precision=precision,
+        device="cpu",
+        peak_allocated_bytes=None,
+        peak_reserved_bytes=None,
+        threads=torch.get_num_threads(),
+        epochs=epochs,
+        batch_size=size,
+        steps=step,
+        samples=samples,
+        samples_per_s=samples / max(train_seconds, 1e-9),
+        train_seconds=train_seconds,
+        loop_seconds=loop_seconds,
+        first_loss=log.first,
+        first_window_loss=log.first_window,
+        log_every=log_every,
+        test_accuracy=agreement,
+        agreement=agreement,
+        teacher_accuracy=float("nan"),
+        teacher_cache_seconds=cache_seconds,
+        order="distill",
+        wall_seconds=time.perf_counter() - START,
+    ), flush=True)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,7 @@ import tomllib
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kd_eager import build_student, read_safetensors  # noqa: E402
+from distill_tools.throughput.kd_eager import build_student, read_safetensors
 
 
 def median_ms(model, x, reps, warmup=10):
@@ -55,7 +54,7 @@ def main():
     shape = list(cfg["data"]["input_shape"])
     gen = torch.Generator().manual_seed(0)
     if cfg["student"].get("family") == "transformer":
-        from kd_eager_text import Encoder, distill_names, encode_all, padded, read_sentences, tokenizer_of
+        from distill_tools.throughput.kd_eager_text import Encoder, distill_names, encode_all, padded, read_sentences, tokenizer_of
 
         t = cfg["student"]["transformer"]
         eager = Encoder(t, int(cfg["data"]["classes"])).eval()

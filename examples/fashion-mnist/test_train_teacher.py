@@ -2,14 +2,9 @@
 
     .venv/bin/python -m unittest examples/fashion-mnist/test_train_teacher.py
 """
-import importlib.util
-import os
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location("train_teacher", os.path.join(HERE, "train_teacher.py"))
-train_teacher = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(train_teacher)
+from distill_tools.fashion_mnist import train_teacher
 
 
 class Progress(unittest.TestCase):

@@ -13,13 +13,11 @@ implies had it had its cores to itself.
 """
 import argparse
 import os
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_teacher import encode  # noqa: E402
+from distill_tools.minilm.make_teacher import encode
 
 
 def main():

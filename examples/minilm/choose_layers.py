@@ -44,16 +44,13 @@ import itertools
 import math
 import os
 import random
-import sys
 import time
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "text"))
-from make_teacher import encode, load_model, model_dir, tokenizer_of  # noqa: E402
-import metrics  # noqa: E402
+from distill_tools.minilm.make_teacher import encode, load_model, model_dir, tokenizer_of
+from distill_tools.text_bench import metrics
 
 DATA = os.path.join(HERE, "..", "..", "data", "minilm")
 BATCH, MAX_TOKENS = 64, 128

@@ -22,8 +22,7 @@ from typing import List, Tuple
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bert import BertConfig, BertSentenceEncoder, scripted  # noqa: E402
+from distill_tools.minilm.bert import BertConfig, BertSentenceEncoder, scripted
 
 EXPECTED_HEAD = [0.0332, 0.0044, -0.0063, 0.0484, -0.1387]
 SIMILAR = ("A man is eating food.", "A man is eating a piece of bread.", 0.755)

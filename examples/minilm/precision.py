@@ -18,18 +18,14 @@ the distillation: the benchmark's ratio is the architecture's.
 """
 import argparse
 import os
-import sys
 import time
 import warnings
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "text"))
-import bench  # noqa: E402
-import metrics  # noqa: E402
-from make_teacher import load_model, model_dir, tokenizer_of  # noqa: E402
+from distill_tools.minilm.make_teacher import load_model, model_dir, tokenizer_of
+from distill_tools.text_bench import bench, metrics
 
 DATA = os.path.join(HERE, "..", "..", "data", "minilm")
 

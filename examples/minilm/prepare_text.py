@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import List, Set, Tuple
 
-import gcide
+from distill_tools.minilm import gcide
 
 WORDNET_DIR = "/usr/share/wordnet"
 PARTS = ("noun", "verb", "adj", "adv")

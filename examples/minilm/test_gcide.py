@@ -4,12 +4,10 @@
 """
 import gzip
 import os
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gcide  # noqa: E402
+from distill_tools.minilm import gcide, prepare_text
 
 DICTIONARY = """\
 Abandon \\A*ban"don\\ ([.a]*b[a^]n"d[u^]n), v. t. [imp. & p. p.
@@ -85,8 +83,6 @@ class GcideTest(unittest.TestCase):
 
 class WordNetLemmasTest(unittest.TestCase):
     def test_lemmas_of_a_data_line_match_gcide_headwords(self):
-        import prepare_text
-
         line = "00005205 00 a 02 absolute(a) 0 living_thing 1 002 + 05200169 n 0101 | perfect or complete"
         self.assertEqual(prepare_text.synset_words(line), ["absolute", "living_thing"])
         # 0x0b = 11 words

