@@ -42,7 +42,8 @@
 //! (the teacher's train-set outputs on disk, for a resume or other runs),
 //! `interrupt` (Ctrl-C: the stop flag, and what it does in each phase of the run), `phase_times`
 //! (where the wall time went, for the report), `progress`,
-//! `error`; `plan_command` is `distill plan`.
+//! `error`; `plan_command` is `distill plan`, `compare` is `distill compare` (finished runs side
+//! by side: a table and a page).
 pub mod allocator;
 pub mod amp;
 pub mod backward;
@@ -50,6 +51,7 @@ pub mod batches;
 pub mod channels_last;
 pub mod checkpoint;
 pub mod chunked_loss;
+pub mod compare;
 pub mod config;
 pub mod data;
 pub mod dist;

@@ -98,6 +98,17 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
     },
+    /// Set finished runs side by side: one table (size, accuracy or Spearman or perplexity,
+    /// agreement, KD gain, throughput, latency, sparsity, memory planned and measured, wall
+    /// time) and one page with a bar chart per column.
+    Compare {
+        /// Output folders of finished runs (or their report.json files), in the order shown.
+        #[arg(value_parser = home_path(), value_name = "RUN_DIR", required = true)]
+        runs: Vec<PathBuf>,
+        /// Where the page goes.
+        #[arg(long, value_parser = home_path(), value_name = "FILE", default_value = "compare.html")]
+        html: PathBuf,
+    },
 }
 
 /// A path flag's value with a leading `~` or `~/` as the home folder: the shell expands it in
@@ -115,6 +126,18 @@ fn main() -> ExitCode {
     distill::phase_times::process_started();
     distill::allocator::limit_malloc_arenas();
     let args = Args::parse();
+    if let Some(Command::Compare { runs, html }) = &args.command {
+        return match distill::compare::compare(runs, html) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     if let Some(Command::Plan { student, teacher, gpu, batch, train_samples, test_samples, json, sets }) = args.command
     {
         let opts = PlanOptions { student, teacher, gpu, batch, train_samples, test_samples, json, sets };

@@ -8,12 +8,13 @@
 //! `data-value` and a `<title>`), so a reader can hover it and a test can read it back.
 //!
 //! One job per file: `curves` (reading `metrics.jsonl`), `markup` (escaping, the values put on
-//! the shapes), `chart` (line charts), `bars` (bar charts), `tables`, `page` (the page).
-mod bars;
+//! the shapes), `chart` (line charts), `bars` (bar charts), `tables`, `page` (the page). `distill
+//! compare`'s page (`crate::compare`) draws with the same bars, markup and style.
+pub(crate) mod bars;
 mod chart;
 mod curves;
-mod markup;
-mod page;
+pub(crate) mod markup;
+pub(crate) mod page;
 mod tables;
 
 use std::io::Write;

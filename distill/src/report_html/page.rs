@@ -10,12 +10,13 @@ use super::tables;
 use crate::report::Report;
 
 /// The student's colours, series by series, and the baseline's.
-const STUDENT: [RGBColor; 4] =
+pub(crate) const STUDENT: [RGBColor; 4] =
     [RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(148, 103, 189), RGBColor(23, 190, 207)];
 const BASELINE: [RGBColor; 4] =
     [RGBColor(255, 127, 14), RGBColor(140, 86, 75), RGBColor(227, 119, 194), RGBColor(188, 189, 34)];
 
-const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:800px;color:#222}\
+/// The pages' style sheet (this page's and `distill compare`'s).
+pub(crate) const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:800px;color:#222}\
 h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}\
 th:first-child{text-align:left;font-weight:normal}thead th{font-weight:600}\
