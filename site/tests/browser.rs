@@ -124,7 +124,8 @@ async fn the_app_mounts_with_figures_and_no_panic() {
     let figures = root.query_selector_all("[data-bytes]").unwrap().length();
     assert!(figures > 50, "{figures} figures");
     let total = root.query_selector("[data-k='plan.totals.total']").unwrap().expect("the summary's total");
-    let native = estimator_wasm::explorer::sweep::sweep(&ExplorerForm::default()).unwrap();
+    // with no settings in the link the page opens on its opening scenario (Fashion-MNIST)
+    let native = estimator_wasm::explorer::sweep::sweep(&ExplorerForm::opening()).unwrap();
     assert_eq!(total.get_attribute("data-bytes"), Some(native.plan.totals.total.to_string()));
     assert!(document.get_element_by_id(explorer::panic::PANIC_ID).is_none());
 }
