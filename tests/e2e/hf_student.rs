@@ -123,13 +123,16 @@ fn a_llama_student_is_written_as_a_model_folder_that_computes_its_logits() {
 }
 
 /// Runs `tests/hf_student_check.py` on `run`: its words (`diff D ...`) after asserting
-/// `D < 1e-4`, or `None` when it was skipped (no `transformers`), its reason printed.
+/// `D < 1e-4`, or `None` when it was skipped (no `transformers`), its reason printed; a skip
+/// fails when `DISTILL_REQUIRE_PYTORCH` is set (`scripts/test`, after `scripts/setup` installed
+/// transformers).
 fn transformers_check(run: &Path) -> Option<Vec<String>> {
     let py = root().join(".venv/bin/python");
     let out = std::process::Command::new(&py).arg(root().join("tests/hf_student_check.py")).arg(run).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "hf_student_check.py failed:\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
     if let Some(reason) = stdout.trim().strip_prefix("skipped: ") {
+        assert!(std::env::var_os("DISTILL_REQUIRE_PYTORCH").is_none(), "transformers check skipped: {reason}");
         println!("transformers check skipped: {reason}");
         return None;
     }
