@@ -83,7 +83,7 @@ def main():
     }
     lines = [
         START,
-        "## Data-parallel scaling on the CPU (issue 13)",
+        "## Data-parallel scaling on the CPU (`scripts/bench-data-parallel`)",
         "",
         f"`{a.command} --epochs {a.epochs} --reps {a.reps}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{machine_summary()}; `{a.cfg}`, {a.epochs} epoch(s) of "

@@ -1,4 +1,4 @@
-"""The causal-LM benchmark of issue 15, written into BENCHMARKS.md between the `lm` markers and
+"""The causal-LM benchmark of the SmolLM2 demo, written into BENCHMARKS.md between the `lm` markers and
 into OUT/bench.json. Called by `scripts/bench-lm`, which makes the runs it reads.
 
 From one `distill` run of an examples/smollm2 cfg with `--baseline` (RUN: the KD student,

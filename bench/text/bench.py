@@ -1,4 +1,4 @@
-"""The sentence-encoder benchmark of the text demo (issue 11): each distilled student against the
+"""The sentence-encoder benchmark of the text demo: each distilled student against the
 teacher (all-MiniLM-L6-v2) in the same run, on the CPU, written into BENCHMARKS.md between the
 `text-encoder` markers and into OUT/bench.json. Called by `scripts/bench-text` (which trains the
 students); runs alone on any run folders:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The text demo on CUDA in bf16 (issue 11), on a GPU host with a torch 2.11.0+cu130 Python (and
+# The text demo on CUDA in bf16, on a GPU host with a torch 2.11.0+cu130 Python (and
 # its tokenizers, safetensors, numpy) but no cargo and no network. Here: bench/text/gpu_pack.sh;
 # there, from the repository root, with the bundle carried:
 #   bash bench/text/gpu_check.sh [BUNDLE] [OUT_DIR]

@@ -2,7 +2,7 @@
 `text-encoder` markers), from the result dict `bench.py` measures (OUT/bench.json)."""
 
 START, END = "<!-- text-encoder:begin -->", "<!-- text-encoder:end -->"
-# Issue 11's bar for a student against the teacher.
+# The bar a student must pass against the teacher.
 MIN_SPEARMAN, MIN_RECALL_SHARE, MIN_SPEEDUP = 0.95, 0.95, 2.5
 
 
@@ -131,7 +131,7 @@ and Spearman on the test set.
 |---|---|---:|---:|---:|---:|---:|---:|---:|
 {run_rows(result)}
 
-Issue 11's bar: Spearman >= {MIN_SPEARMAN}, recall@1 >= {100 * MIN_RECALL_SHARE:.0f}% of the teacher's, CPU throughput >= {MIN_SPEEDUP}x the teacher's.
+The bar for a student: Spearman >= {MIN_SPEARMAN}, recall@1 >= {100 * MIN_RECALL_SHARE:.0f}% of the teacher's, CPU throughput >= {MIN_SPEEDUP}x the teacher's.
 
 | student | Spearman | recall@1 | throughput |
 |---|---|---|---|

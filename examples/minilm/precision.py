@@ -13,8 +13,8 @@ benchmark pairs' cosines (seed 0) against fp32's.
 Measured 2026-12-03 on 2 idle cores of an AMD EPYC with avx512_bf16, torch 2.11 CPU: fp32 221
 sentences/s; bf16 538 (2.43x) at rho 0.9999; int8 348 (1.57x) at rho 0.916 (on 1 thread beside a
 training run: 2.37x and 1.47x). A bf16 student
-against an fp32 teacher would pass the issue's 2.5x on precision alone, which says nothing about
-the distillation: the benchmark's ratio is the architecture's.
+against an fp32 teacher would pass the bar of 2.5x the teacher's speed on precision alone, which
+says nothing about the distillation: the benchmark's ratio is the architecture's.
 """
 import argparse
 import os

@@ -1,4 +1,4 @@
-// The explorer as a new user meets it in the first hour (issue 44), at 1280 px and on a 375 px
+// The explorer as a new user meets it in the first hour, at 1280 px and on a 375 px
 // phone: it opens on a scenario distill trains and never advises what its note contradicts,
 // figures in the unit that fits, round ticks, bars that show when the GPU line is far above,
 // select labels and buttons that are not cut or touching, results before the form on a phone

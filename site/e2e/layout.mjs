@@ -1,4 +1,4 @@
-// The charts' and form's layout as drawn (issue 44), measured in the browser at 1280 px and on a
+// The charts' and form's layout as drawn, measured in the browser at 1280 px and on a
 // 375 px phone over several scenarios: no line of the micro-batch chart crosses its labels, no
 // bar total touches the GPU line, chart text is at least 10 px on screen, form labels and
 // select options are not cut. Run by first_hour.mjs.

@@ -1,4 +1,4 @@
-// report.html in Chromium (issue 43): a fixture run of DISTILL_BIN (the digits teacher and student
+// report.html in Chromium: a fixture run of DISTILL_BIN (the digits teacher and student
 // of tests/fixtures, with --baseline, on the CPU: seconds) writes report.html; opened from disk
 // (file://) it renders with no request, no script and no console error, its plots are drawn, and a
 // plotted value read back from the page equals metrics.jsonl's (and the last epoch's equals

@@ -1,4 +1,4 @@
-// The explorer as a demanding or hostile user meets it (issue 16): links and pastes that must not
+// The explorer as a demanding or hostile user meets it: links and pastes that must not
 // freeze, kill or silently change the page, a phone's width, huge figures, figures that say what
 // they mean, a refused clipboard, and the restart after an internal error. Run by e2e.mjs.
 import { readFileSync } from 'node:fs';

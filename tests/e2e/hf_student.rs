@@ -1,4 +1,4 @@
-//! Students out as a Hugging Face folder (issue 41): a Llama-shaped student distilled from the
+//! Students out as a Hugging Face folder: a Llama-shaped student distilled from the
 //! llama fixture folder is written as `run/hf/` (config.json, Llama's names and shapes in
 //! model.safetensors, the folder's tokenizer and special ids); distill reads that folder back
 //! as a teacher computing what `student.pt` computes; and `transformers` loads it and agrees
