@@ -1,10 +1,14 @@
 //! Where a chart's one-line label goes so that no line crosses it: the first of a few candidate
 //! spots along its row whose box meets none of the chart's marks. Pure, in SVG user units.
 
-/// Width of one character of the charts' text, rounded up: 0.58 em of the phone's 12-unit text
-/// (the page's is 11; a digit is 0.56 em, most letters narrower), so an estimated box holds the
-/// drawn one.
-pub const CHAR_W: f64 = 7.0;
+/// Width of one character of the charts' text, rounded up, in SVG user units (a chart's CSS
+/// font size is in user units: 12 on a phone, 11 on a wide screen): 0.68 em of 12 units, the
+/// bold digits of DejaVu Sans, the widest sans-serif that `system-ui` falls back to (on Debian's
+/// Chromium; SF Pro and Segoe UI are narrower), so an estimated box holds the drawn one.
+pub const CHAR_W: f64 = 8.2;
+
+/// From one baseline of a label to the next, in SVG user units (1.2 lines of 12-unit text).
+pub const LINE_H: f64 = 14.0;
 
 /// A line of the chart from one `(x, y)` end to the other.
 pub type Segment = ((f64, f64), (f64, f64));
@@ -22,7 +26,14 @@ impl Rect {
     /// The box of a line of `chars` characters of text whose baseline starts at `(x, y)`: 11
     /// units above the baseline (a 12-unit font's ascent), 4 below (descenders and the halo).
     pub fn text(x: f64, y: f64, chars: usize) -> Rect {
-        Rect { x0: x, x1: x + chars as f64 * CHAR_W, y0: y - 12.0, y1: y + 4.0 }
+        Rect::lines(x, y, chars, 1)
+    }
+
+    /// The box of `lines` lines of at most `chars` characters, the first baseline at `(x, y)`
+    /// and each next one [`LINE_H`] lower.
+    pub fn lines(x: f64, y: f64, chars: usize, lines: usize) -> Rect {
+        let below = LINE_H * lines.saturating_sub(1) as f64;
+        Rect { x0: x, x1: x + chars as f64 * CHAR_W, y0: y - 12.0, y1: y + 4.0 + below }
     }
 
     /// Whether the segment from `a` to `b` (a line of the chart, 2 units thick) meets this box.
@@ -47,22 +58,26 @@ impl Rect {
     }
 }
 
-/// The start `x` of a label of `chars` characters on the baseline `y`, within `x_min..x_max`:
+/// The start `x` of a label of `lines` lines of at most `chars` characters, its first baseline
+/// at `y` (see [`Rect::lines`]), within `x_min..x_max`:
 /// the first of `preferred` (left edges to try, in order; a label starting there must end by
-/// `x_max`), then of the spots just right of each segment end, whose box meets none of
-/// `segments` and none of `boxes`. `None` when no spot is clear.
+/// `x_max`), then of the spots just right of each segment and box, then of those ending just left
+/// of each, whose box meets none of `segments` and none of `boxes`. `None` when no spot is clear.
 pub fn clear_spot(
-    chars: usize,
+    (chars, lines): (usize, usize),
     y: f64,
     (x_min, x_max): (f64, f64),
     preferred: &[f64],
     segments: &[Segment],
     boxes: &[Rect],
 ) -> Option<f64> {
-    let after_marks = segments.iter().flat_map(|(a, b)| [a.0.max(b.0) + 4.0]);
+    let width = chars as f64 * CHAR_W;
+    let after_marks = segments.iter().map(|(a, b)| a.0.max(b.0) + 4.0);
     let after_boxes = boxes.iter().map(|r| r.x1 + 4.0);
-    preferred.iter().copied().chain(after_marks).chain(after_boxes).find(|&x| {
-        let r = Rect::text(x, y, chars);
+    let before_marks = segments.iter().map(move |(a, b)| a.0.min(b.0) - 4.0 - width);
+    let before_boxes = boxes.iter().map(move |r| r.x0 - 4.0 - width);
+    preferred.iter().copied().chain(after_marks).chain(after_boxes).chain(before_marks).chain(before_boxes).find(|&x| {
+        let r = Rect::lines(x, y, chars, lines);
         r.x0 >= x_min
             && r.x1 <= x_max
             && !segments.iter().any(|&(a, b)| r.meets_segment(a, b))
@@ -76,7 +91,9 @@ mod tests {
 
     #[test]
     fn a_text_box_spans_its_characters() {
-        assert_eq!(Rect::text(10.0, 50.0, 10), Rect { x0: 10.0, x1: 80.0, y0: 38.0, y1: 54.0 });
+        assert_eq!(Rect::text(10.0, 50.0, 10), Rect { x0: 10.0, x1: 92.0, y0: 38.0, y1: 54.0 });
+        // two lines: the second baseline 14 lower
+        assert_eq!(Rect::lines(10.0, 50.0, 10, 2), Rect { x0: 10.0, x1: 92.0, y0: 38.0, y1: 68.0 });
     }
 
     #[test]
@@ -92,19 +109,31 @@ mod tests {
 
     #[test]
     fn the_label_moves_off_a_line_that_crosses_its_first_spot() {
-        // 20 characters (136 units) at the right end of a 640-unit chart, a vertical mark at 560
+        // 20 characters (164 units) at the right end of a 640-unit chart, a vertical mark at 560
         let mark = ((560.0, 16.0), (560.0, 224.0));
         let right = 640.0 - 4.0 - 20.0 * CHAR_W;
-        assert_eq!(clear_spot(20, 100.0, (64.0, 640.0), &[right, 68.0], &[], &[]), Some(right));
-        assert_eq!(clear_spot(20, 100.0, (64.0, 640.0), &[right, 68.0], &[mark], &[]), Some(68.0));
+        assert_eq!(clear_spot((20, 1), 100.0, (64.0, 640.0), &[right, 68.0], &[], &[]), Some(right));
+        assert_eq!(clear_spot((20, 1), 100.0, (64.0, 640.0), &[right, 68.0], &[mark], &[]), Some(68.0));
         // the left spot blocked too (a mark at 100): just right of that mark
         let left = ((100.0, 16.0), (100.0, 224.0));
-        assert_eq!(clear_spot(20, 100.0, (64.0, 640.0), &[right, 68.0], &[mark, left], &[]), Some(104.0));
+        assert_eq!(clear_spot((20, 1), 100.0, (64.0, 640.0), &[right, 68.0], &[mark, left], &[]), Some(104.0));
         // a box in the way counts as a mark
         let label = Rect::text(66.0, 100.0, 5);
-        assert_eq!(clear_spot(20, 100.0, (64.0, 640.0), &[68.0], &[], &[label]), Some(label.x1 + 4.0));
+        assert_eq!(clear_spot((20, 1), 100.0, (64.0, 640.0), &[68.0], &[], &[label]), Some(label.x1 + 4.0));
+        // clear only ending just left of a mark: a diagonal blocks the left of the row and ends
+        // too far right for a label after it, the mark at 480 leaves no room after it
+        let diagonal = ((100.0, 90.0), (400.0, 400.0));
+        let late = ((480.0, 16.0), (480.0, 224.0));
+        assert_eq!(
+            clear_spot((20, 1), 100.0, (64.0, 500.0), &[68.0], &[diagonal, late], &[]),
+            Some(480.0 - 4.0 - 20.0 * CHAR_W)
+        );
+        // a two-line label meets a line its first line would clear: a mark from y 110 down
+        let low = ((300.0, 110.0), (300.0, 224.0));
+        assert_eq!(clear_spot((20, 1), 100.0, (200.0, 640.0), &[200.0], &[low], &[]), Some(200.0));
+        assert_eq!(clear_spot((20, 2), 100.0, (200.0, 640.0), &[200.0], &[low], &[]), Some(304.0));
         // nowhere clear
         let wall: Vec<_> = (0..20).map(|i| ((64.0 + 30.0 * i as f64, 0.0), (64.0 + 30.0 * i as f64, 300.0))).collect();
-        assert_eq!(clear_spot(20, 100.0, (64.0, 640.0), &[68.0], &wall, &[]), None);
+        assert_eq!(clear_spot((20, 1), 100.0, (64.0, 640.0), &[68.0], &wall, &[]), None);
     }
 }

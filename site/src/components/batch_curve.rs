@@ -65,25 +65,51 @@ pub fn BatchCurve(props: &BatchCurveProps) -> Html {
         .map(|p| Rect { x0: x(p.batch) - 6.0, x1: x(p.batch) + 6.0, y0: y(p.total) - 6.0, y1: y(p.total) + 6.0 })
         .collect();
     let span = (LEFT + 2.0, W - 2.0);
-    let mut hlabel = |bytes: u64, class: &'static str, text: String, above: bool| {
-        let chars = text.chars().count();
-        let ty = if above { y(bytes) - 5.0 } else { y(bytes) + 14.0 };
-        let right = W - 4.0 - chars as f64 * placement::CHAR_W;
-        let preferred = if above { [LEFT + 4.0, right] } else { [right, LEFT + 4.0] };
-        let tx = placement::clear_spot(chars, ty, span, &preferred, &segments, &boxes).unwrap_or(preferred[0]);
-        boxes.push(Rect::text(tx, ty, chars));
+    // a label's text on one line where a spot is clear, else its parts stacked (narrower)
+    let mut hlabel = |bytes: u64, class: &'static str, parts: Vec<String>, above: bool| {
+        let one = parts.join(" ");
+        let widest = parts.iter().map(|p| p.chars().count()).max().unwrap_or(0);
+        let place = |(chars, lines): (usize, usize), boxes: &[Rect]| {
+            let right = W - 4.0 - chars as f64 * placement::CHAR_W;
+            let preferred = if above { [LEFT + 4.0, right] } else { [right, LEFT + 4.0] };
+            // the row beside the line first, then rows further from it (up for a label above
+            // its line, down for one below) while they stay in the plot
+            let below = placement::LINE_H * lines.saturating_sub(1) as f64;
+            let first = if above { y(bytes) - 5.0 - below } else { y(bytes) + 14.0 };
+            let step = if above { -17.0 } else { 17.0 };
+            let mut rows = (0..)
+                .map(|i| first + step * i as f64)
+                .take_while(|&ty| ty >= TOP + 12.0 && ty + below <= H - BOTTOM - 4.0);
+            rows.find_map(|ty| {
+                placement::clear_spot((chars, lines), ty, span, &preferred, &segments, boxes).map(|tx| (tx, ty))
+            })
+            .ok_or((preferred[0], first))
+        };
+        let (size, (tx, ty)) = match place((one.chars().count(), 1), &boxes) {
+            Ok(spot) => ((one.chars().count(), 1), spot),
+            Err(fallback) => match place((widest, parts.len()), &boxes) {
+                Ok(spot) => ((widest, parts.len()), spot),
+                Err(_) => ((one.chars().count(), 1), fallback),
+            },
+        };
+        boxes.push(Rect::lines(tx, ty, size.0, size.1));
+        let lines = if size.1 == 1 { vec![one] } else { parts };
         html! {
             <g class={classes!(class, "label")}>
-                <text class="halo" x={tx.to_string()} y={ty.to_string()}><title>{ format::exact(bytes) }</title>{ text }</text>
+                <text class="halo" x={tx.to_string()} y={ty.to_string()}><title>{ format::exact(bytes) }</title>
+                    { for lines.into_iter().enumerate().map(|(i, line)| html! {
+                        <tspan x={tx.to_string()} dy={if i == 0 { "0".to_string() } else { placement::LINE_H.to_string() }}>{ line }</tspan>
+                    }) }
+                </text>
             </g>
         }
     };
     let margin = s.capacity.saturating_sub(s.budget);
-    let capacity_label = hlabel(s.capacity, "capacity", format!("{} {}", s.gpu, format::bytes(s.capacity)), true);
+    let capacity_label = hlabel(s.capacity, "capacity", vec![format!("{} {}", s.gpu, format::bytes(s.capacity))], true);
     let budget_label = hlabel(
         s.budget,
         "budget",
-        format!("budget {} ({} kept free)", format::bytes(s.budget), format::bytes(margin)),
+        vec![format!("budget {}", format::bytes(s.budget)), format!("({} kept free)", format::bytes(margin))],
         false,
     );
     let mark = s.max_batch.map(|m| {
@@ -100,7 +126,9 @@ pub fn BatchCurve(props: &BatchCurveProps) -> Html {
         segments.extend([s.capacity, s.budget].map(|b| ((LEFT, y(b)), (W, y(b)))));
         let mut rows = (0..).map(|i| TOP + 12.0 + 17.0 * i as f64).take_while(|&ty| ty <= H - BOTTOM - 4.0);
         let (tx, ty) = rows
-            .find_map(|ty| placement::clear_spot(chars, ty, span, &preferred, &segments, &boxes).map(|tx| (tx, ty)))
+            .find_map(|ty| {
+                placement::clear_spot((chars, 1), ty, span, &preferred, &segments, &boxes).map(|tx| (tx, ty))
+            })
             .unwrap_or((preferred[1].max(LEFT + 4.0), TOP + 12.0));
         html! {
             <g class="max-mark label">
