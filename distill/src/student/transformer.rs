@@ -3,10 +3,10 @@
 //! `blk{i}_mlp`, `final_norm`, `pool`, `head`, `normalize`), so its gradient-checkpointing
 //! segments, parameter names and shapes are the ones the memory estimator prices.
 //!
-//! The forward is the cfg.toml contract (README, "The student's forward"): the embedding sum,
-//! post- or pre-norm blocks ([`super::attention`], [`super::feed_forward`]), mean pooling over
-//! the attention mask (sentence-transformers) or the first token (`[CLS]`), an optional
-//! projection `head`, and L2 normalisation. A `head = "lm"` gives logits [B, S, vocab] per token
+//! The forward is the cfg.toml contract (docs/cfg-reference.md, `[student.transformer]`): the
+//! embedding sum, post- or pre-norm blocks ([`super::attention`], [`super::feed_forward`]), mean
+//! pooling over the attention mask (sentence-transformers) or the first token (`[CLS]`), an
+//! optional projection `head`, and L2 normalisation. A `head = "lm"` gives logits [B, S, vocab] per token
 //! (its weight the token embedding when `tie_embeddings`, or two factors `head.down` [r, d] and
 //! `head.up` [vocab, r] with `head_rank = r`); `"classifier"` logits [B, classes].
 //!

@@ -195,7 +195,7 @@ fn sync_batch_norm_ranks_train_as_one_process_of_the_global_batch() {
     // what one process at batch 32 trains; without it each rank's own 16 give other losses.
     // SGD, not AdamW: the bias of the Linear before a BatchNorm has a zero gradient up to
     // rounding, which Adam's normalisation turns into whole steps, so under AdamW two ways of
-    // summing the same batch drift apart on those biases (README, "Multi-GPU and multi-node").
+    // summing the same batch drift apart on those biases (docs/data-parallel.md).
     // Every seed, not one lucky one. Two epochs (90 steps): the CPU convolution runs
     // channels-last, whose BatchNorm kernel sums a batch in another order than the synchronised
     // statistics; the runs agree to 1e-7 for ~100 steps, then a rounding-level flip (a tied
