@@ -10,7 +10,7 @@
 //! `_amp_update_scale_`, which have CPU and CUDA kernels.
 use tch::{Device, Kind, Tensor};
 
-use crate::error::Result;
+use crate::host::error::Result;
 
 #[derive(Debug)]
 pub struct GradScaler {

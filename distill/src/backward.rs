@@ -9,7 +9,7 @@
 //! nothing trainable, or an objective that ignores the student's output.
 use tch::Tensor;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// The gradients of `root` (a 0-dim loss) with respect to `targets`, aligned with them
 /// (undefined where a target is not reached).

@@ -18,7 +18,7 @@ use std::ops::Range;
 
 use estimator_wasm::schema::arch::Op;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::student::{Block, Student};
 
 /// How the `n` training samples of an epoch are cut into optimiser steps.

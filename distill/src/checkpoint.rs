@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tch::{nn::VarStore, Tensor};
 
-use crate::durable::{create_dir_all, replace_via, sync_file};
-use crate::error::{DistillError, Result};
+use crate::host::durable::{create_dir_all, replace_via, sync_file};
+use crate::host::error::{DistillError, Result};
 use crate::loop_state::LoopState;
 
 /// What `state.json` of a trainer's checkpoint holds.
@@ -207,7 +207,7 @@ pub fn load<T: DeserializeOwned>(path: &Path) -> Result<(Vec<(String, Tensor)>, 
         DistillError::Usage(format!(
             "{}: unreadable checkpoint ({})",
             path.display(),
-            crate::error::first_line(&e.to_string())
+            crate::host::error::first_line(&e.to_string())
         ))
     })?;
     let text = std::fs::read(path.join("state.json"))
@@ -310,11 +310,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t = vec![("w".to_string(), Tensor::from_slice(&[1.0f32]))];
         let ckpt = dir.path().join("ckpt");
-        crate::durable::take_synced();
+        crate::host::durable::take_synced();
         save(&ckpt, 7, &t, &7u64, 2).unwrap();
         let tmp = ckpt.join("step-000000007.tmp");
         assert_eq!(
-            crate::durable::take_synced(),
+            crate::host::durable::take_synced(),
             [
                 dir.path().to_path_buf(), // the new checkpoints folder, into its parent
                 tmp.join("tensors.safetensors"),

@@ -13,7 +13,7 @@
 use tch::Tensor;
 
 use crate::amp::GradScaler;
-use crate::error::Result;
+use crate::host::error::Result;
 use crate::objective::{LossParts, Objective};
 
 /// What the chunked head and loss of one batch give.

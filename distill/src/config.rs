@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use estimator_wasm::schema::{BatchSize, Config, Target};
 use tch::Device;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::memory_plan::{LoadedSizes, MemoryPlan, MemoryPlanner};
-use crate::progress::Progress;
+use crate::host::progress::Progress;
 
 /// The held-out set a run measures its students on.
 #[derive(Debug, Clone, PartialEq)]

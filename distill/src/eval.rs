@@ -8,7 +8,7 @@ use indicatif::ProgressBar;
 use tch::{Kind, Tensor};
 
 use crate::data::{Batch, Dataset};
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::objective::Objective;
 use crate::student::Student;
 use crate::teacher::Teacher;

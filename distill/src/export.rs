@@ -29,8 +29,8 @@ use estimator_wasm::schema::{Config, KdDivergence, KdObjective, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
 use crate::data::{Dataset, ModelInput};
-use crate::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
-use crate::error::{DistillError, Result};
+use crate::host::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
+use crate::host::error::{DistillError, Result};
 use crate::hf::student_folder::write_student_folder;
 use crate::latency::{large_batch, measure, Latency};
 use crate::prune::{LayerSparsity, Pruner};
@@ -297,7 +297,7 @@ fn cpu_latency(spec: &Config, file: &Path, test: &Dataset) -> Result<Latency> {
         Some(_) => test.chunks(batch as usize).next().expect("a test set holds a sample").input.to_device(Device::Cpu),
         None => student.example_input(batch),
     };
-    Ok(crate::phase_times::during(crate::phase_times::Phase::Latency, || {
+    Ok(crate::host::phase_times::during(crate::host::phase_times::Phase::Latency, || {
         measure(&student, &input, large_batch(spec.train.eval_batch_size))
     }))
 }

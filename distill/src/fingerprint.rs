@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// One input file: its role (`teacher`, `data.train`, `data.test`, `data.tokenizer`,
 /// `student.init`), its size in bytes and the

@@ -44,7 +44,6 @@
 //! (where the wall time went, for the report), `progress`,
 //! `error`; `plan_command` is `distill plan`, `compare` is `distill compare` (finished runs side
 //! by side: a table and a page).
-pub mod allocator;
 pub mod amp;
 pub mod backward;
 pub mod batches;
@@ -55,13 +54,10 @@ pub mod compare;
 pub mod config;
 pub mod data;
 pub mod dist;
-pub mod durable;
-pub mod error;
 pub mod eval;
 pub mod export;
 pub mod fingerprint;
 pub mod hf;
-pub mod interrupt;
 pub mod latency;
 pub mod load;
 pub mod loop_state;
@@ -70,11 +66,9 @@ pub mod metrics;
 pub mod objective;
 pub mod optim;
 pub mod overrides;
-pub mod phase_times;
 pub mod plan_command;
 pub mod precision;
 pub mod preflight;
-pub mod progress;
 pub mod prune;
 pub mod prune_schedule;
 pub mod report;
@@ -99,6 +93,7 @@ pub mod train_io;
 pub mod trainer;
 pub mod utilisation;
 pub mod vocab_check;
+pub mod host;
 
-pub use error::{DistillError, Result};
+pub use host::error::{DistillError, Result};
 pub use run::{resume, run, TrainOptions};

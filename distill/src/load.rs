@@ -10,9 +10,9 @@ use tch::{Device, Tensor};
 
 use crate::config::{HeldOut, RunConfig};
 use crate::data::{Dataset, TextLayout, TextTokenizer};
-use crate::error::Result;
+use crate::host::error::Result;
 use crate::memory_plan::{unplanned_pass_rows, LoadedSizes, TextLengths};
-use crate::phase_times::Phase;
+use crate::host::phase_times::Phase;
 use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
 use crate::student::{StudentInit, TeacherInit, TeacherWeights};
 use crate::student_build::{build_student_from, teacher_weights};
@@ -44,7 +44,7 @@ impl Loaded {
     /// fault and the fix; [`crate::DistillError::Config`] for a student that cannot be built.
     pub fn load(cfg: &RunConfig, teacher: &Path, device: Device) -> Result<Loaded> {
         let spec = &cfg.spec;
-        crate::phase_times::switch(Phase::Data);
+        crate::host::phase_times::switch(Phase::Data);
         let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
         let tokenizer = cfg.data.tokenizer.as_deref();
         let layout = if spec.student.is_language_model() { TextLayout::Packed } else { TextLayout::Sentences };
@@ -68,7 +68,7 @@ impl Loaded {
             HeldOut::Split(fraction) => train.split(*fraction, spec.train.seed)?,
         };
         let (train, test) = (train.to_device(device), test.to_device(device));
-        crate::phase_times::switch(Phase::TeacherLoad);
+        crate::host::phase_times::switch(Phase::TeacherLoad);
         let padded = spec.teacher.padded_vocab(spec.data.classes);
         let teacher = Teacher::load(teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?
             .counted_or(spec.teacher.params)?
@@ -108,7 +108,7 @@ impl Loaded {
             Some(c) => Some(crate::hf::plan::layers(&teacher.path, c, spec)?),
             None => None,
         };
-        crate::phase_times::switch(Phase::Other);
+        crate::host::phase_times::switch(Phase::Other);
         Ok(Loaded { train, test, teacher, teacher_weights, teacher_init, teacher_layers, warnings })
     }
 

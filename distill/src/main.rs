@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 use distill::plan_command::PlanOptions;
-use distill::progress::Verbosity;
+use distill::host::progress::Verbosity;
 use distill::TrainOptions;
 
 /// Distil a TorchScript teacher into the student that a cfg.toml describes.
@@ -123,8 +123,8 @@ fn home_path() -> impl TypedValueParser<Value = PathBuf> {
 }
 
 fn main() -> ExitCode {
-    distill::phase_times::process_started();
-    distill::allocator::limit_malloc_arenas();
+    distill::host::phase_times::process_started();
+    distill::host::allocator::limit_malloc_arenas();
     let args = Args::parse();
     if let Some(Command::Compare { runs, html }) = &args.command {
         return match distill::compare::compare(runs, html) {
@@ -152,7 +152,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    distill::interrupt::install();
+    distill::host::interrupt::install();
     let verbosity = if args.quiet { Verbosity::Quiet } else { Verbosity::Normal };
     let result = match &args.resume {
         Some(out) => distill::resume(
@@ -189,12 +189,12 @@ fn main() -> ExitCode {
         // a stop that was asked for: its line says where the checkpoint is and how to go on
         Err(e) if e.is_requested_stop() => {
             if rank0 {
-                distill::progress::whole_line(&format!("{e}\n"));
+                distill::host::progress::whole_line(&format!("{e}\n"));
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            distill::progress::whole_line(&format!("error: {e}\n"));
+            distill::host::progress::whole_line(&format!("error: {e}\n"));
             ExitCode::from(if e.is_interrupt() { 130 } else { 2 })
         }
     }

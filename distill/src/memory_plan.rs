@@ -13,8 +13,8 @@ use estimator_wasm::{
 use tch::Device;
 
 use crate::data::widths::{batch_widths, pass_widths};
-use crate::error::{DistillError, Result};
-use crate::progress::Progress;
+use crate::host::error::{DistillError, Result};
+use crate::host::progress::Progress;
 
 /// What only the loaded run knows: the teacher's exact parameter count (from its TorchScript
 /// file), the datasets as kept on the device, and for text its sentences' lengths.
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_batch_larger_than_the_train_set_is_planned_at_the_train_set() {
-        let quiet = Progress::new(crate::progress::Verbosity::Quiet);
+        let quiet = Progress::new(crate::host::progress::Verbosity::Quiet);
         let small = planner(100, u64::MAX);
         let asked = small.plan(1_000_000, false, Path::new("cfg.toml"), &quiet).unwrap();
         let real = small.plan(100, false, Path::new("cfg.toml"), &quiet).unwrap();

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::objective::LossValues;
 
 /// A logged optimiser step: running means since the previous step line.
@@ -87,7 +87,7 @@ impl MetricsLog {
             l.ends_with('\n') && serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v.is_object())
         });
         let kept: Vec<&str> = whole.take(lines as usize).collect();
-        crate::durable::write_atomic(path, |f| f.write_all(kept.concat().as_bytes()))?;
+        crate::host::durable::write_atomic(path, |f| f.write_all(kept.concat().as_bytes()))?;
         let file = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| DistillError::io(path, e))?;
         Ok((MetricsLog { path: path.to_path_buf(), file: std::io::BufWriter::new(file) }, kept.len() as u64))
     }

@@ -9,7 +9,7 @@
 use estimator_wasm::schema::{OptimizerKind as Kind_, TrainSpec};
 use tch::{Device, Kind, Tensor};
 
-use crate::error::Result;
+use crate::host::error::Result;
 use crate::shim::{fused_adamw, AdamW};
 
 /// What one fused AdamW call shares: weight decay on or off, dtype, device.
@@ -107,7 +107,7 @@ impl Optimizer {
     /// builds) takes the operator-by-operator update, [`adamw_step`].
     ///
     /// # Errors
-    /// [`DistillError::Torch`](crate::error::DistillError::Torch) when libtorch rejects the fused
+    /// [`DistillError::Torch`](crate::host::error::DistillError::Torch) when libtorch rejects the fused
     /// call.
     pub fn step(&mut self, lr: f64, grads: &[Tensor]) -> Result<()> {
         assert_eq!(grads.len(), self.slots.len(), "one gradient per parameter");

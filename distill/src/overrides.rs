@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use estimator_wasm::schema::Config;
 use estimator_wasm::SpecError;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// Reads, overrides (`--set`) and validates a cfg.toml.
 ///

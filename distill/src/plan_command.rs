@@ -16,7 +16,7 @@ use serde::Serialize;
 use tch::Device;
 
 use crate::config::{DataFiles, HeldOut};
-use crate::error::{first_line, DistillError, Result};
+use crate::host::error::{first_line, DistillError, Result};
 use crate::memory_plan::{counted_teacher, device_capacity, text_widths, Capacity, TextLengths};
 
 /// `distill plan` flags.

@@ -17,7 +17,7 @@ use estimator_wasm::schema::Precision;
 use estimator_wasm::schema::{Config, DType, Recipe};
 use tch::Kind;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// The precisions `distill` trains; the estimator's other recipes (`pure_bf16`, `bf16_master`,
 /// bf16 weights) are for `distill plan`.

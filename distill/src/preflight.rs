@@ -6,7 +6,7 @@ use estimator_wasm::schema::{Config, Family, HeadKind};
 use tch::{Device, Kind, Tensor};
 
 use crate::data::{Dataset, ModelInput};
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::student::Student;
 use crate::teacher::Teacher;
 use crate::vocab_check::{token_logits_problem, VocabSizes};
@@ -163,7 +163,7 @@ pub fn check_eval_mode(teacher: &Teacher, input: &ModelInput, logits: &Tensor) -
                 format!(
                     "the teacher runs on a batch of {b} but fails on its first {half} rows alone ({}): its output depends \
                      on the batch, as batch norm traced in training mode does; {fix}",
-                    crate::error::first_line(&e.to_string())
+                    crate::host::error::first_line(&e.to_string())
                 ),
             )
         })?;

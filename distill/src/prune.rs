@@ -20,7 +20,7 @@ use estimator_wasm::schema::{MlpKind, PruneMethod, PruneScope, PruneSpec};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 pub use crate::prune_schedule::PruneSchedule;
 use crate::student::Student;
 

@@ -7,7 +7,7 @@
 use estimator_wasm::schema::PruneSpec;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// Event times and targets of one run, in completed optimiser steps.
 ///

@@ -8,7 +8,7 @@ use crate::data::{Dataset, TextStats};
 use crate::latency::Latency;
 use crate::memory_plan::MemoryPlan;
 use crate::objective::{Agreement, LossValues};
-use crate::phase_times::PhaseSeconds;
+use crate::host::phase_times::PhaseSeconds;
 use crate::prune::{LayerSparsity, PruneSchedule};
 use crate::utilisation::UtilisationReport;
 
@@ -192,7 +192,7 @@ pub struct MemoryReport {
     pub measured_peak_reserved_bytes: Option<u64>,
     /// The process's peak resident set in host RAM (Linux `VmHWM`) until the report, bytes, on
     /// any device (a data-parallel job's: rank 0's); see
-    /// [`crate::allocator::peak_resident_bytes`] for what it counts beyond the plan.
+    /// [`crate::host::allocator::peak_resident_bytes`] for what it counts beyond the plan.
     #[serde(default)]
     pub measured_peak_resident_bytes: Option<u64>,
     /// The plan at its peak moment, part by part: `[name, bytes]` by category, then the
@@ -219,7 +219,7 @@ impl MemoryReport {
             predicted_reserved_bytes: plan.predicted_reserved_bytes,
             measured_peak_allocated_bytes: peak.as_ref().map(|m| m.peak_allocated as u64),
             measured_peak_reserved_bytes: peak.as_ref().map(|m| m.peak_reserved as u64),
-            measured_peak_resident_bytes: crate::allocator::peak_resident_bytes(),
+            measured_peak_resident_bytes: crate::host::allocator::peak_resident_bytes(),
             predicted_breakdown: plan.predicted_breakdown,
         }
     }
@@ -328,7 +328,7 @@ pub struct RunFacts {
     /// From the process's start (or, for a later run in the same process, the run's) to the
     /// report.
     pub wall_seconds: f64,
-    /// `wall_seconds` split by phase ([`crate::phase_times`]).
+    /// `wall_seconds` split by phase ([`crate::host::phase_times`]).
     pub phases: PhaseSeconds,
     pub output_dir: String,
     /// The data-parallel job this run was one rank of (`None`: one process).
@@ -369,7 +369,7 @@ pub struct Report {
     /// Seconds from the process's start to the report (a later run in the same process: from its
     /// own start).
     pub wall_seconds: f64,
-    /// Where `wall_seconds` went, per phase; the phases sum to it ([`crate::phase_times`]).
+    /// Where `wall_seconds` went, per phase; the phases sum to it ([`crate::host::phase_times`]).
     pub phases: PhaseSeconds,
     pub output_dir: String,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -11,12 +11,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{HeldOut, RunConfig};
 use crate::dist::join_job;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::fingerprint::{self, Fingerprint};
 use crate::load::Loaded;
 use crate::precision::check_trainable;
 use crate::preflight::{check_transformer_head, parse_device};
-use crate::progress::{Progress, Verbosity};
+use crate::host::progress::{Progress, Verbosity};
 use crate::report::{DataParallelReport, DataReport, Report, RunFacts};
 use crate::rundir::RunDir;
 use crate::students::{check_baseline, Data, Students};
@@ -207,7 +207,7 @@ pub fn resume(
 
 fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
     let start = Instant::now();
-    crate::phase_times::start_run();
+    crate::host::phase_times::start_run();
     let device = parse_device(&opts.device)?;
     // what every rank refuses from the cfg alone, before any joins the group: a rank that
     // refused after joining could leave while another is still connecting, which would then
@@ -307,7 +307,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let students = Students {
         settings: &settings,
         dir: &rundir.path(""),
-        stop: &crate::interrupt::STOP,
+        stop: &crate::host::interrupt::STOP,
         stop_after: opts.stop_after,
         baseline: opts.baseline,
         progress: &progress,
@@ -334,7 +334,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
             let peak = memory.is_some().then(|| crate::utilisation::device_peak(device, precision));
             // every fact of the report is known now: it is built once, here
             let (phases, wall_seconds) =
-                crate::phase_times::finish().unwrap_or_else(|| (Default::default(), start.elapsed().as_secs_f64()));
+                crate::host::phase_times::finish().unwrap_or_else(|| (Default::default(), start.elapsed().as_secs_f64()));
             let utilisation = memory.as_ref().zip(peak).map(|(m, peak)| {
                 let spec = settings.spec();
                 let padded = spec.data.tokenizer.is_some() && !spec.student.is_language_model();

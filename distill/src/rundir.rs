@@ -15,8 +15,8 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use crate::durable::{create_dir_all, publish, sync_contents, write_atomic};
-use crate::error::{DistillError, Result};
+use crate::host::durable::{create_dir_all, publish, sync_contents, write_atomic};
+use crate::host::error::{DistillError, Result};
 
 #[derive(Debug)]
 pub struct RunDir {
@@ -288,11 +288,11 @@ mod tests {
         let run = RunDir::create(&out, true).unwrap();
         run.write("report.json", b"new").unwrap();
         std::fs::write(run.path("metrics.jsonl"), "appended, never flushed\n").unwrap();
-        crate::durable::take_synced();
+        crate::host::durable::take_synced();
         run.commit().unwrap();
         // every file is flushed before the folder is renamed, and the rename before returning
         let partial = partial_path(&out);
-        let mut synced = crate::durable::take_synced();
+        let mut synced = crate::host::durable::take_synced();
         assert_eq!(synced.pop().as_deref(), Some(dir.path()));
         assert_eq!(synced.pop(), Some(partial.clone()));
         synced.sort();

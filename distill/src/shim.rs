@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, CStr};
 use estimator_wasm::schema::Precision;
 use tch::{Device, Tensor};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::precision::{autocast_kind, scalar_type_code};
 
 extern "C" {
@@ -50,7 +50,7 @@ pub(crate) fn take_message(message: *mut c_char) -> Option<String> {
     // SAFETY: the shim returns either NULL or a NUL-terminated strdup'd string we now own.
     let text = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
     unsafe { distill_free(message) };
-    Some(crate::error::first_line(&text))
+    Some(crate::host::error::first_line(&text))
 }
 
 /// Turns the shim's error convention into a `Result`.

@@ -12,7 +12,7 @@ use estimator_wasm::schema::arch::Op;
 use estimator_wasm::schema::{Config, MlpKind};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::student::transformer::Transformer;
 use crate::student::Student;
 

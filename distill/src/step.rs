@@ -26,7 +26,7 @@ use crate::chunked_loss::chunked_loss;
 use crate::data::ModelInput;
 use crate::dist::sync_batch_norm::synchronised;
 use crate::dist::{Ddp, ProcessGroup};
-use crate::error::Result;
+use crate::host::error::Result;
 use crate::objective::{LossParts, Objective};
 use crate::shim::autocast;
 use crate::student::Student;

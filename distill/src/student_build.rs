@@ -8,7 +8,7 @@ use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
 use crate::data::Dataset;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::memory_plan::unplanned_pass_rows;
 use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
 use crate::teacher::Teacher;

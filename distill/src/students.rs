@@ -18,16 +18,16 @@ use tch::{Device, Tensor};
 use crate::checkpoint;
 use crate::config::RunSettings;
 use crate::data::Dataset;
-use crate::durable::{create_dir_all, write_atomic};
-use crate::error::{DistillError, Result};
+use crate::host::durable::{create_dir_all, write_atomic};
+use crate::host::error::{DistillError, Result};
 use crate::eval::{accuracy, teacher_outputs, teacher_pass};
 use crate::export::export;
-use crate::interrupt::Phase;
+use crate::host::interrupt::Phase;
 use crate::metrics::MetricsLog;
 use crate::objective::Agreement;
-use crate::phase_times::{during, Phase as Timed};
+use crate::host::phase_times::{during, Phase as Timed};
 use crate::preflight::{chance_warning, collapse_problem};
-use crate::progress::Progress;
+use crate::host::progress::Progress;
 use crate::report::{Distilled, PaddedVocab, StudentReport, TeacherReport, TrainOutputs};
 use crate::student::TeacherWeights;
 use crate::student_build::build_student_from;
@@ -80,7 +80,7 @@ impl Students<'_> {
         let objective = crate::objective::from_spec(&spec.kd);
         let scored = objective.agreement().classifies();
         let bar = progress.samples("teacher", test_set.len() as u64);
-        crate::interrupt::enter(Phase::Teacher);
+        crate::host::interrupt::enter(Phase::Teacher);
         let teacher_pass = during(Timed::TeacherPass, || {
             teacher_pass(teacher, test_set, objective.as_ref(), eval_batch, &bar, self.stop)
         })?;
@@ -284,7 +284,7 @@ fn confirm_batch(inputs: &TrainInputs) -> Result<()> {
         )),
         Err(panic) => {
             let why = panic.downcast_ref::<String>().map(String::as_str).or(panic.downcast_ref::<&str>().copied());
-            let why = crate::error::first_line(why.unwrap_or("a panic"));
+            let why = crate::host::error::first_line(why.unwrap_or("a panic"));
             // only an allocation failure is blamed on the batch size
             let oom = ["out of memory", "can't allocate memory", "alloc"].iter().any(|s| why.contains(s));
             Err(DistillError::config(
@@ -382,12 +382,12 @@ pub fn run_student(
         }
     };
     check_stop_after(out.stop_after, trainer.step(), name)?;
-    crate::interrupt::enter(Phase::Training);
+    crate::host::interrupt::enter(Phase::Training);
     let outcome = match during(Timed::Training, || trainer.run(progress, &mut metrics, name, Some(&checkpoints)))? {
         RunEnd::Finished(outcome) => outcome,
         RunEnd::Stopped { step } => return Err(DistillError::stopped(step, out.stop_after)),
     };
-    crate::interrupt::enter(Phase::Finishing);
+    crate::host::interrupt::enter(Phase::Finishing);
     during(Timed::Export, || {
         let report = export(inputs, trainer.into_trained(), &outcome, &out.dir)?;
         let json = serde_json::to_vec_pretty(&report).expect("report serialises");

@@ -12,7 +12,7 @@ use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
 use crate::data::{Batch, Dataset, ModelInput};
-use crate::error::{first_line, DistillError, Result};
+use crate::host::error::{first_line, DistillError, Result};
 use crate::precision::teacher_kind;
 use crate::teacher_module::{describe, describe_key, TeacherModule};
 

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use estimator_wasm::schema::Config;
 use tch::{Kind, Tensor};
 
-use crate::durable::{create_dir_all, replace_via};
-use crate::error::{DistillError, Result};
+use crate::host::durable::{create_dir_all, replace_via};
+use crate::host::error::{DistillError, Result};
 use crate::fingerprint::Fingerprint;
 
 /// What determines the teacher's outputs on the train set: the content (size, CRC-32) of the

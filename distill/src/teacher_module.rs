@@ -4,7 +4,7 @@
 use tch::{CModule, IValue, TchError, Tensor};
 
 use crate::channels_last::channels_last;
-use crate::error::Result;
+use crate::host::error::Result;
 use crate::hf::HfDecoder;
 
 /// A TorchScript module or a Hugging Face decoder.

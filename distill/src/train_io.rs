@@ -8,7 +8,7 @@ use tch::Tensor;
 use crate::config::RunSettings;
 use crate::data::{Batch, Dataset};
 use crate::dist::ProcessGroup;
-use crate::error::Result;
+use crate::host::error::Result;
 use crate::objective::LossValues;
 use crate::teacher::Teacher;
 

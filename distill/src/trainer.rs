@@ -21,14 +21,14 @@ use crate::checkpoint::{Restored, Snapshot};
 use crate::data::{permutation, Batch};
 use crate::dist::replicas::{any_rank, check_identical, merge_figures};
 use crate::dist::Ddp;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::eval::{accuracy, student_pass};
 use crate::loop_state::{HeldOut, LoopState, StepFigures};
 use crate::metrics::MetricsLog;
 use crate::objective::{Agreement, Objective};
 use crate::optim::Optimizer;
-use crate::phase_times::{during, Phase};
-use crate::progress::Progress;
+use crate::host::phase_times::{during, Phase};
+use crate::host::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::schedule::Schedule;
 use crate::similarity::spearman_of_cosines;
@@ -148,7 +148,7 @@ impl<'a> Trainer<'a> {
             if self.state.step() + 1 == total {
                 // the last step: an interrupt from now on lets it, the evaluation and the export
                 // finish (stopping would checkpoint a finished run)
-                crate::interrupt::enter(crate::interrupt::Phase::Finishing);
+                crate::host::interrupt::enter(crate::host::interrupt::Phase::Finishing);
             }
             let (epoch, i) = (self.state.step() / steps_per_epoch, self.state.step() % steps_per_epoch);
             if order.as_ref().map(|(e, _)| *e) != Some(epoch) {

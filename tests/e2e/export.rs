@@ -187,7 +187,7 @@ fn exports_load_on_a_cpu_only_machine() {
             device: device.into(),
             baseline: false,
             sets: Vec::new(),
-            verbosity: distill::progress::Verbosity::Quiet,
+            verbosity: distill::host::progress::Verbosity::Quiet,
             stop_after: None,
             teacher_cache: None,
             sync_batch_norm: false,

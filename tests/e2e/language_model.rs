@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use distill::data::ModelInput;
-use distill::progress::Verbosity;
+use distill::host::progress::Verbosity;
 use distill::student::{StudentInit, TeacherWeights};
 use distill::teacher::Teacher;
 use e2e::{fixture, lm_config, metrics_lines, python, run_stopped, serial, train};

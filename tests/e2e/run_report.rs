@@ -1,6 +1,6 @@
 //! What a run says about itself beyond its students: where its wall time went (`phases` in
 //! report.json and the summary), how well it used the device (`utilisation`) and `report.html`.
-use distill::phase_times::Phase;
+use distill::host::phase_times::Phase;
 use e2e::{digits_config, fixture, lm_config, metrics_lines, train};
 
 #[test]

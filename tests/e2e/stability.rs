@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use distill::config::{RunConfig, RunSettings};
 use distill::data::{permutation, Dataset, Examples, Images, Normalizer};
 use distill::metrics::MetricsLog;
-use distill::progress::{Progress, Verbosity};
+use distill::host::progress::{Progress, Verbosity};
 use distill::student_build::build_student;
 use distill::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 use distill::DistillError;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use distill::data::{Dataset, TextLayout, TextTokenizer};
-use distill::progress::Verbosity;
+use distill::host::progress::Verbosity;
 use distill::teacher_cache::{self, CacheKey};
 use distill::TrainOptions;
 use e2e::{fixture, load_student, metrics_lines, options, python, run, run_stopped, serial, text_config, train};

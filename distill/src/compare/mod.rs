@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 pub use rows::Row;
 
-use crate::durable::write_atomic;
-use crate::error::Result;
+use crate::host::durable::write_atomic;
+use crate::host::error::Result;
 
 /// Reads every run of `runs` (folders or their `report.json`), writes the page to `html`
 /// (atomically: an earlier page survives a failure) and returns the table, with a last line

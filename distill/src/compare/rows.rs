@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// A run as the comparison shows it. Figures a run does not have (accuracy of an embedding
 /// student, perplexity of a classifier, a plan on a device of unknown memory) are `None`.

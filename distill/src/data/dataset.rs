@@ -16,7 +16,7 @@ use super::images::Images;
 use super::input::{Batch, ModelInput};
 use super::normalize::ChannelStats;
 use super::text::{Text, TextStats};
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// The examples of a dataset, one variant per kind of input.
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use tch::{Device, Kind, Tensor};
 use super::dataset::{Dataset, Examples};
 use super::images::Images;
 use super::normalize::Normalizer;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// Reads the `.npz` at `path` and checks it against `spec` (input shape, label range).
 ///

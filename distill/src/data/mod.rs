@@ -18,7 +18,7 @@ use std::path::Path;
 
 use estimator_wasm::schema::DataSpec;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// Where a relative file path is taken from, for the message of a file that cannot be read.
 pub const PATHS_RULE: &str = "in a cfg.toml relative to its folder, with --set to the current one";

@@ -9,7 +9,7 @@ use super::dataset::{Dataset, Examples};
 use super::text::{Text, TextStats};
 use super::token_stream;
 use super::tokenizer::{TextLayout, TextTokenizer};
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// Reads the `.txt` at `path` and tokenises its lines with `tokenizer`.
 ///

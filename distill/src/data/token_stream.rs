@@ -11,7 +11,7 @@ use tch::Tensor;
 pub use super::text::Packing;
 use super::text::Text;
 use super::tokenizer::TextTokenizer;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// The label of a position with no next token (`ignore_index` of PyTorch's `cross_entropy`).
 pub const IGNORE: i64 = -100;

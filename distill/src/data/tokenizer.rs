@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use tokenizers::{PostProcessor, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// Sentences per `encode_batch` call: parallel within a chunk, and only one chunk's
 /// `Encoding`s (tokens, offsets...) alive at a time.

@@ -18,7 +18,7 @@ use tch::Tensor;
 
 use super::ffi;
 use super::group::ProcessGroup;
-use crate::error::Result;
+use crate::host::error::Result;
 
 /// DDP's `bucket_cap_mb` default: 25 MiB.
 pub const BUCKET_CAP_BYTES: i64 = 25 * 1024 * 1024;

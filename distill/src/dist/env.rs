@@ -10,7 +10,7 @@
 //! `TORCHELASTIC_USE_AGENT_STORE=True` (its agent serves the store: every rank is a client) and
 //! `TORCHELASTIC_RESTART_COUNT` (keys of a restarted job go under a fresh prefix). A world of one
 //! is no job: [`DistEnv::from_vars`] returns `None` and no process group is made.
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// This process's place in the job.
 #[derive(Debug, Clone, PartialEq, Eq)]

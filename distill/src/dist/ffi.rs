@@ -2,7 +2,7 @@
 //! ([`crate::shim::take_message`]).
 use std::ffi::{c_char, c_int, c_void};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// libtorch's handle of a tensor, as tch holds it (`at::Tensor*`).
 pub type TensorPtr = *mut torch_sys::C_tensor;

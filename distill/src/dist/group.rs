@@ -8,7 +8,7 @@ use tch::Tensor;
 
 use super::env::DistEnv;
 use super::ffi;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// How long a collective, or joining the group, may wait for the other ranks. DDP's default is
 /// 30 minutes; 10 ends a job with a lost rank sooner (a dead peer's socket fails at once anyway).

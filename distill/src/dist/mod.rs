@@ -13,7 +13,7 @@ pub use ddp::Ddp;
 pub use env::DistEnv;
 pub use group::{Backend, ProcessGroup};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use group::DEFAULT_TIMEOUT;
 
 /// The process group of the data-parallel job this process was launched into (torchrun, Slurm,

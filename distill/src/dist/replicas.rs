@@ -4,7 +4,7 @@
 use tch::{Kind, Tensor};
 
 use super::group::{ProcessGroup, ReduceOp};
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::loop_state::LoopState;
 
 /// Merges the ranks' step figures since the last merge into `state` ([`LoopState::merge_ranks`]:

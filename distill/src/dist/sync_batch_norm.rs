@@ -21,7 +21,7 @@ use tch::nn::{self, ModuleT};
 use tch::{Kind, Tensor};
 
 use super::group::ProcessGroup;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// `nn::BatchNormConfig::default()`'s momentum and epsilon, which the students' BatchNorm layers
 /// use (the running statistics move by `MOMENTUM` of the batch's each step).

@@ -14,7 +14,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::config::HfConfig;
 use super::weights::Checkpoint;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 use crate::student::rotary::Rotary;
 
 /// A linear layer `x W^T + b` with the weight [out, in].

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use tch::{Device, Kind};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 pub mod bert_student;
 pub mod config;

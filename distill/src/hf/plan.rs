@@ -19,7 +19,7 @@ use estimator_wasm::TeacherModel;
 
 use super::config::HfConfig;
 use super::weights::Checkpoint;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// The decoder of `c` in the schema's terms (`[teacher.arch]`).
 pub fn arch(c: &HfConfig) -> StudentSpec {

@@ -16,7 +16,7 @@
 //!   `pad_token_id`) found in the tokenizer's folder (a model folder's `generation_config.json`,
 //!   else its `config.json`), none when it has neither.
 //!
-//! The folder is filled under `hf.tmp/`, flushed, and renamed to `hf/` ([`crate::durable`]), so
+//! The folder is filled under `hf.tmp/`, flushed, and renamed to `hf/` ([`crate::host::durable`]), so
 //! a reader never sees part of one. A student with no equivalent architecture gets no folder;
 //! [`HfExport::not_written`] says why, for `report.json`.
 use std::collections::HashMap;
@@ -29,8 +29,8 @@ use tch::{Kind, Tensor};
 use super::bert_student::{self, bert_spec, bert_tensors, sentence_modules, Tensors};
 use super::llama_student::{self, llama_spec, llama_tensors};
 use super::weights::SINGLE;
-use crate::durable::{replace_via, sync_contents};
-use crate::error::{DistillError, Result};
+use crate::host::durable::{replace_via, sync_contents};
+use crate::host::error::{DistillError, Result};
 use crate::report::HfExport;
 
 /// The folder's name in the student's folder.

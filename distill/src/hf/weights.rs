@@ -14,7 +14,7 @@ use safetensors::Dtype;
 use serde_json::Value;
 use tch::{Device, Kind, Tensor};
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// The single-file checkpoint and the index of a sharded one.
 pub const SINGLE: &str = "model.safetensors";

@@ -23,11 +23,11 @@ use std::path::{Path, PathBuf};
 pub use curves::Curves;
 pub use page::render;
 
-use crate::durable::write_atomic;
-use crate::error::Result;
+use crate::host::durable::write_atomic;
+use crate::host::error::Result;
 use crate::report::Report;
 
-/// Writes `dir/report.html` (atomically, [`crate::durable`]) for `report`, whose students'
+/// Writes `dir/report.html` (atomically, [`crate::host::durable`]) for `report`, whose students'
 /// `metrics.jsonl` are in `dir` and, with a baseline, `dir/baseline/`. Returns its path.
 ///
 /// # Errors

@@ -125,7 +125,7 @@ pub fn memory(m: &MemoryReport) -> String {
     )
 }
 
-/// The wall time by phase ([`crate::phase_times`]), as bars (seconds) and a table with shares.
+/// The wall time by phase ([`crate::host::phase_times`]), as bars (seconds) and a table with shares.
 pub fn phases(report: &Report) -> String {
     let wall = report.wall_seconds.max(1e-9);
     let all = report.phases.all();
@@ -136,7 +136,7 @@ pub fn phases(report: &Report) -> String {
             value: s,
             length: s,
             text: format!("{s:.2} s ({:.1}%)", 100.0 * s / wall),
-            colour: if p == crate::phase_times::Phase::Training { MEASURED } else { PREDICTED },
+            colour: if p == crate::host::phase_times::Phase::Training { MEASURED } else { PREDICTED },
         })
         .collect();
     let rows: String =

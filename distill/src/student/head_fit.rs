@@ -31,7 +31,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::Student;
 use crate::data::ModelInput;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// Training windows whose hidden states the head is fitted on (64 x 128 = 8,192 tokens for the
 /// SmolLM2 example: C is 576 x 576).

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use tch::nn::VarStore;
 use tch::Tensor;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// What [`super::init_from_teacher`] copied, for the run's report.
 #[derive(Debug, Clone, PartialEq)]

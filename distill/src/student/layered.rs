@@ -12,7 +12,7 @@ use tch::{Device, Kind, Tensor};
 use super::network::Network;
 use crate::channels_last::channels_last;
 use crate::data::ModelInput;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// One built layer: its description and the libtorch module that runs it.
 #[derive(Debug)]

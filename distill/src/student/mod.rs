@@ -22,7 +22,7 @@ use estimator_wasm::schema::{Config, Family};
 use tch::{nn, nn::VarStore, Tensor};
 
 use crate::data::ModelInput;
-use crate::error::Result;
+use crate::host::error::Result;
 
 /// The line of a `student.init` file (`path`, named in `cfg_path`) that does not load: for a
 /// variable it lacks, the names it holds (a PyTorch `state_dict`'s prefix, `model.fc1.weight`,
@@ -40,7 +40,7 @@ pub fn init_error(cfg_path: &Path, path: &Path, e: &tch::TchError) -> crate::Dis
             let held = if n == 0 { "none".to_string() } else { held.join(", ") + &more };
             format!("has no tensor {name:?} of this student (it holds {held}): give it one tensor per student variable under that name, e.g. a run's student.safetensors")
         }
-        e => crate::error::first_line(&e.to_string()),
+        e => crate::host::error::first_line(&e.to_string()),
     };
     crate::DistillError::config(cfg_path, format!("student.init = {}: {why}", path.display()))
 }

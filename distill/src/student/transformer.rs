@@ -26,7 +26,7 @@ use super::linear::Linear;
 use super::network::Network;
 use super::norm::Norm;
 use crate::data::ModelInput;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// A transformer student: its layers (from `arch::layers`) and the blocks that run them.
 #[derive(Debug)]

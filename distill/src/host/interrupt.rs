@@ -71,10 +71,10 @@ pub fn phase() -> Phase {
 pub fn install() {
     let _ = ctrlc::set_handler(|| {
         if STOP.swap(true, Ordering::SeqCst) {
-            crate::progress::whole_line("\ninterrupt: quitting now\n");
+            crate::host::progress::whole_line("\ninterrupt: quitting now\n");
             quit_now(130);
         }
-        crate::progress::whole_line(&format!("\n{}\n", phase().first_interrupt()));
+        crate::host::progress::whole_line(&format!("\n{}\n", phase().first_interrupt()));
     });
 }
 

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// Flushes the data and metadata of file `path` to the disk.
 ///
