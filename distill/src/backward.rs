@@ -50,7 +50,7 @@ mod tests {
     /// checkpointed segments: the error, where libtorch crashed the process (exit 139).
     #[test]
     fn a_step_whose_loss_has_no_graph_fails_with_the_reason() {
-        let _guard = crate::test_rng::lock();
+        let _guard = crate::torch::test_rng::lock();
         let spec = Config::from_toml_str(
             "[data]\ninput_shape = [6]\nclasses = 4\n[student]\nfamily = \"mlp\"\nhidden = [5, 3]\n",
         )

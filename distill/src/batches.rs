@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn a_last_batch_of_one_sample_is_dropped_only_under_batch_norm_1d() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         let bn = blocks("[1, 8, 8]", "family = \"mlp\"\nhidden = [32]\nnorm = \"batch\"");
         assert_eq!(bn_values(&bn), Some((1, "fc1_norm")));
         // digits: 1437 = 4 * 359 + 1; the 1-sample batch goes, 359 steps remain.
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn batch_norm_2d_counts_every_pixel_of_a_channel() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         // conv1_bn on [4, 2, 2]: one sample gives 4 values per channel, so a 1-sample batch
         // trains; the CNN has no hidden BatchNorm1d (hidden = []).
         let cnn =
@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn every_batch_untrainable_is_refused_with_the_key() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         let bn = blocks("[64]", "family = \"mlp\"\nhidden = [16, 8]\nnorm = \"batch\"");
         let e = Batches::new(100, 1, &bn).unwrap_err().to_string();
         assert!(e.starts_with("train.batch_size = 1, but layer fc1_norm (BatchNorm) needs at least 2 samples"), "{e}");
@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn data_parallel_batches_split_each_global_batch_between_the_ranks() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         let plain = blocks("[64]", "family = \"mlp\"\nhidden = [16]");
         // 2 ranks x 32: global batches of 64; 1000 = 15 x 64 + 40, the last split 20 + 20
         let b = Batches::sharded(1000, 32, 2, &plain).unwrap();

@@ -91,7 +91,7 @@ fn save_torchscript(student: &Student, vs: &mut VarStore, example: &ModelInput, 
     })?;
     write_atomic_keeping_extension(path, |tmp| {
         module.save(tmp)?;
-        crate::shim::name_inputs(tmp, &example.names())
+        crate::torch::shim::name_inputs(tmp, &example.names())
     })
 }
 
@@ -309,7 +309,7 @@ mod tests {
 
     #[test]
     fn cpu_copy_is_a_separate_cpu_student_computing_the_same_function() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/digits-student.toml");
         let text = std::fs::read_to_string(path)
             .unwrap()

@@ -178,7 +178,7 @@ fn main() -> ExitCode {
         }),
     };
     // a data-parallel job's summary (or stop line) comes from rank 0 alone
-    let rank0 = distill::dist::DistEnv::from_process().ok().flatten().is_none_or(|e| e.rank == 0);
+    let rank0 = distill::data_parallel::DistEnv::from_process().ok().flatten().is_none_or(|e| e.rank == 0);
     match result {
         Ok(report) => {
             if rank0 {

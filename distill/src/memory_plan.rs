@@ -240,8 +240,8 @@ pub fn counted_teacher(params: u64, spec: &Config) -> TeacherModel {
 pub fn device_capacity(device: Device) -> Option<Capacity> {
     match device {
         Device::Cuda(i) => {
-            let (_, total) = crate::shim::cuda_mem_info(i).ok()?;
-            let (major, _) = crate::shim::cuda_capability(i).ok()?;
+            let (_, total) = crate::torch::shim::cuda_mem_info(i).ok()?;
+            let (major, _) = crate::torch::shim::cuda_capability(i).ok()?;
             let config = std::env::var("CUBLAS_WORKSPACE_CONFIG").ok();
             Some(Capacity { name: format!("cuda:{i}"), gpu: cuda_device(total, major, config.as_deref()) })
         }

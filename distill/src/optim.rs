@@ -10,7 +10,7 @@ use estimator_wasm::schema::{OptimizerKind as Kind_, TrainSpec};
 use tch::{Device, Kind, Tensor};
 
 use crate::host::error::Result;
-use crate::shim::{fused_adamw, AdamW};
+use crate::torch::shim::{fused_adamw, AdamW};
 
 /// What one fused AdamW call shares: weight decay on or off, dtype, device.
 type Group = (bool, Kind, Device);
@@ -101,7 +101,7 @@ impl Optimizer {
     /// One update at learning rate `lr` with `grads[i]` the gradient of `params()[i]`.
     /// Undefined gradients leave their parameter untouched.
     ///
-    /// AdamW runs ATen's fused kernel ([`crate::shim::fused_adamw`]): one call per group of
+    /// AdamW runs ATen's fused kernel ([`crate::torch::shim::fused_adamw`]): one call per group of
     /// parameters sharing a decay, dtype and device, instead of ~9 operators per tensor, which
     /// dominate the update of a small student. A non-contiguous parameter (none that the trainer
     /// builds) takes the operator-by-operator update, [`adamw_step`].
@@ -218,7 +218,7 @@ mod tests {
     /// kernel walks storage order) and a parameter left without a gradient.
     #[test]
     fn fused_adamw_equals_the_operator_by_operator_update() {
-        let _guard = crate::test_rng::lock();
+        let _guard = crate::torch::test_rng::lock();
         tch::manual_seed(5);
         let opts = (Kind::Float, Device::Cpu);
         let init = [("a.weight", vec![6, 5]), ("a.bias", vec![6]), ("b.weight", vec![4, 3]), ("c.weight", vec![2, 2])]

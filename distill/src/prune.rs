@@ -399,7 +399,7 @@ mod tests {
 
     /// A pruned student of hidden widths `hidden` at its final sparsity: its pruner.
     fn pruned(hidden: &str, prune: &str) -> (Pruner, Student) {
-        let _guard = crate::test_rng::lock();
+        let _guard = crate::torch::test_rng::lock();
         let text = format!("[data]\ninput_shape = [64]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = {hidden}\n[prune]\n{prune}\n");
         let spec = estimator_wasm::schema::Config::from_toml_str(&text).unwrap();
         let vs = tch::nn::VarStore::new(tch::Device::Cpu);

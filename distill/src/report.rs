@@ -207,7 +207,7 @@ impl MemoryReport {
     /// peak resident set.
     pub fn measured(plan: MemoryPlan, device: tch::Device) -> MemoryReport {
         let peak = match device {
-            tch::Device::Cuda(i) => crate::shim::cuda_memory(i).ok(),
+            tch::Device::Cuda(i) => crate::torch::shim::cuda_memory(i).ok(),
             _ => None,
         };
         MemoryReport {

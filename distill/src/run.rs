@@ -10,11 +10,11 @@ use estimator_wasm::schema::Config;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{HeldOut, RunConfig};
-use crate::dist::join_job;
+use crate::data_parallel::join_job;
 use crate::host::error::{DistillError, Result};
 use crate::fingerprint::{self, Fingerprint};
 use crate::load::Loaded;
-use crate::precision::check_trainable;
+use crate::torch::precision::check_trainable;
 use crate::preflight::{check_transformer_head, parse_device};
 use crate::host::progress::{Progress, Verbosity};
 use crate::report::{DataParallelReport, DataReport, Report, RunFacts};
@@ -48,7 +48,7 @@ pub struct TrainOptions {
     #[serde(default)]
     pub teacher_cache: Option<PathBuf>,
     /// `--sync-batch-norm`: a data-parallel job's BatchNorm layers normalise over the global
-    /// batch ([`crate::dist::sync_batch_norm`]).
+    /// batch ([`crate::data_parallel::sync_batch_norm`]).
     #[serde(default)]
     pub sync_batch_norm: bool,
 }
@@ -94,7 +94,7 @@ fn start(opts: &TrainOptions) -> Result<Report> {
     let (cfg, teacher) = RunConfig::load(&opts.student, &opts.sets)?.with_teacher(&opts.teacher)?;
     let opts = &TrainOptions { teacher, ..opts.clone() };
     let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
-    let job = crate::dist::DistEnv::from_process()?;
+    let job = crate::data_parallel::DistEnv::from_process()?;
     if let Some(env) = job.as_ref().filter(|e| e.restart > 0) {
         let progress = Progress::new(if env.rank == 0 { opts.verbosity } else { Verbosity::Quiet });
         if let Some(saved) = started_by(opts, &out) {
@@ -165,7 +165,7 @@ pub fn resume(
     verbosity: Verbosity,
     stop_after: Option<u64>,
 ) -> Result<Report> {
-    let job = crate::dist::DistEnv::from_process()?;
+    let job = crate::data_parallel::DistEnv::from_process()?;
     // a job's ranks above 0 read rank 0's folder, which rank 0 holds
     let rundir = RunDir::reopen(out, job.as_ref().is_none_or(|e| e.rank == 0))?;
     let out = &rundir.out.clone();
@@ -214,7 +214,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     // report the lost connection instead of the mistake
     check_trainable(&cfg.spec, &cfg.path)?;
     check_transformer_head(&cfg.spec, &cfg.path)?;
-    if let Some(env) = crate::dist::DistEnv::from_process()? {
+    if let Some(env) = crate::data_parallel::DistEnv::from_process()? {
         refuse_in_a_job(&cfg, env.world)?;
     }
     let (group, device) = join_job(device, &opts.device)?;
@@ -298,7 +298,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     if let Some(g) = &group {
         // every rank must train the same cfg on the same teacher and data
         let what = format!("{config}\n{inputs:?}\nsync_batch_norm={}", opts.sync_batch_norm);
-        crate::dist::replicas::check_same_job(g, what.as_bytes())?;
+        crate::data_parallel::replicas::check_same_job(g, what.as_bytes())?;
     }
     let world_size = group.as_ref().map_or(1, |g| g.world);
     let resumable = Resumable { options: absolute(opts, out), config, inputs, world_size };

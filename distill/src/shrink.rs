@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn the_shrunk_spec_is_the_narrower_student_without_the_pruning_request() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         let text = "[data]\ninput_shape = [1, 8, 8]\nclasses = 5\n[student]\nfamily = \"cnn\"\nchannels = [4, 6]\n\
                     hidden = [8]\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\n";
         let spec = Config::from_toml_str(text).unwrap();
@@ -215,7 +215,7 @@ mod tests {
     fn prune_and_shrink_a_transformer(edits: &[(&str, &str)], sparsity: f64) -> (Config, Shrunk, Student, VarStore) {
         use crate::prune::{PruneSchedule, Pruner};
         use crate::student::transformer_tests::{build, spec};
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         let text = format!("[prune]\nmethod = \"structured\"\nsparsity = {sparsity}\n[kd]");
         let mut edits = edits.to_vec();
         edits.push(("[kd]", &text));
@@ -232,7 +232,7 @@ mod tests {
     #[test]
     fn structured_pruning_removes_a_transformers_weakest_feed_forward_neurons_and_the_shrunk_one_agrees() {
         use crate::student::transformer_tests::batch;
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         for (edits, gated) in [(&[][..], false), (&[("norm_position = \"post\"", "mlp = \"swiglu\"")][..], true)] {
             // Before pruning: each neuron's score |fc1 row| * |fc2 column| from the weights.
             let (spec, shrunk, student, vs) = prune_and_shrink_a_transformer(edits, 0.3);
@@ -270,7 +270,7 @@ mod tests {
     fn transformer_neurons_are_ranked_by_what_they_read_times_what_they_write() {
         use crate::student::transformer_tests::{build, spec};
         // Scores from the initial weights, before pruning zeroes them.
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         let (_, _, _, vs) = prune_and_shrink_a_transformer(&[], 0.5);
         let (fresh, _) = build(&spec(&[]));
         let (pruned, init) = (vs.variables(), fresh.variables());

@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn a_rotated_copy_keeps_every_cosine() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         tch::manual_seed(0);
         // a 2-D rotation (and a scale) changes the vectors but no cosine between them: rho = 1
         let s = Tensor::randn([50, 2], (Kind::Float, tch::Device::Cpu));

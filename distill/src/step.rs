@@ -24,11 +24,11 @@ use crate::amp::GradScaler;
 use crate::backward::run_backward;
 use crate::chunked_loss::chunked_loss;
 use crate::data::ModelInput;
-use crate::dist::sync_batch_norm::synchronised;
-use crate::dist::{Ddp, ProcessGroup};
+use crate::data_parallel::sync_batch_norm::synchronised;
+use crate::data_parallel::{Ddp, ProcessGroup};
 use crate::host::error::Result;
 use crate::objective::{LossParts, Objective};
-use crate::shim::autocast;
+use crate::torch::shim::autocast;
 use crate::student::Student;
 
 /// What a step needs to know about the run.
@@ -49,7 +49,7 @@ pub struct StepConfig<'a> {
     /// loss) computes its gradients alone and hands them over at the end ([`Ddp::average`]).
     pub ddp: Option<&'a Ddp<'a>>,
     /// SyncBatchNorm: the training forward's BatchNorm layers normalise over this group's ranks
-    /// ([`crate::dist::sync_batch_norm`]).
+    /// ([`crate::data_parallel::sync_batch_norm`]).
     pub sync_batch_norm: Option<&'a ProcessGroup>,
     /// A language model's loss in chunks of this many positions (`kd.loss_chunk`): the head,
     /// the student's last block, runs with the loss chunk by chunk ([`crate::chunked_loss`]).
@@ -342,13 +342,13 @@ mod tests {
     /// Blocks of the test student; under the RNG lock, since building it reseeds the global
     /// generator that a concurrent test may be drawing from.
     fn block_count(case: Case) -> usize {
-        let _guard = crate::test_rng::lock();
+        let _guard = crate::torch::test_rng::lock();
         setup(case).1.block_count()
     }
 
     /// Gradients (and BN running statistics after the step) of one batch.
     fn grads(case: Case, segments: &[Range<usize>], recompute: bool) -> (Vec<Tensor>, Vec<Tensor>) {
-        let _guard = crate::test_rng::lock();
+        let _guard = crate::torch::test_rng::lock();
         let (vs, student, names) = setup(case);
         let vars = vs.variables();
         let params: Vec<Tensor> = names.iter().map(|n| vars[n].shallow_clone()).collect();
@@ -454,7 +454,7 @@ mod tests {
         let (with, _) = grads(case, &segments, true);
         let (without, _) = grads(Case { l1: 0.0, ..case }, &segments, true);
         let (vs, _, names) = {
-            let _guard = crate::test_rng::lock();
+            let _guard = crate::torch::test_rng::lock();
             setup(case)
         };
         let i = names.iter().position(|n| n == "fc1.weight").unwrap();

@@ -60,7 +60,7 @@ pub struct Students<'a> {
     /// `--teacher-cache DIR`: the folder of teacher outputs shared by runs.
     pub teacher_cache: Option<&'a Path>,
     /// The data-parallel job's process group, when this process is one of several.
-    pub group: Option<&'a crate::dist::ProcessGroup>,
+    pub group: Option<&'a crate::data_parallel::ProcessGroup>,
     /// `--sync-batch-norm`: BatchNorm over the job's global batch.
     pub sync_batch_norm: bool,
     /// A resumed job's rank above 0: rank 0's run folder, whose checkpoints it starts from.

@@ -13,7 +13,7 @@ use tch::{CModule, Device, IValue, Kind, Tensor};
 
 use crate::data::{Batch, Dataset, ModelInput};
 use crate::host::error::{first_line, DistillError, Result};
-use crate::precision::teacher_kind;
+use crate::torch::precision::teacher_kind;
 use crate::teacher_module::{describe, describe_key, TeacherModule};
 
 pub struct Teacher {
@@ -451,7 +451,7 @@ fn count_tensors(path: &Path) -> std::result::Result<u64, tch::TchError> {
     let text = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| tch::TchError::Torch(e.to_string()))?;
     let mut total = 0i64;
     // SAFETY: a NUL-terminated path that outlives the call, and an i64 the shim writes.
-    match crate::shim::take_message(unsafe { distill_count_tensors(text.as_ptr(), &mut total) }) {
+    match crate::torch::shim::take_message(unsafe { distill_count_tensors(text.as_ptr(), &mut total) }) {
         Some(message) => Err(tch::TchError::Torch(message)),
         None => Ok(total as u64),
     }

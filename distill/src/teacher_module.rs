@@ -3,7 +3,7 @@
 //! forward on its inputs, its named parameters, eval mode, the CPU's channels-last weights).
 use tch::{CModule, IValue, TchError, Tensor};
 
-use crate::channels_last::channels_last;
+use crate::torch::channels_last::channels_last;
 use crate::host::error::Result;
 use crate::hf::HfDecoder;
 

@@ -7,7 +7,7 @@ use tch::Tensor;
 
 use crate::config::RunSettings;
 use crate::data::{Batch, Dataset};
-use crate::dist::ProcessGroup;
+use crate::data_parallel::ProcessGroup;
 use crate::host::error::Result;
 use crate::objective::LossValues;
 use crate::teacher::Teacher;

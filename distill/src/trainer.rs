@@ -4,7 +4,7 @@
 //! schedule's rate, pruning masks), then `advance` (the step count and pruning events), then
 //! `log_step` (the books of [`crate::loop_state`], progress, metrics lines). The checkpoint
 //! format is [`crate::checkpoint`]'s. It reports through [`Progress`] and [`MetricsLog`] and never
-//! prints results itself. In a data-parallel job ([`crate::dist`]) each rank trains on its share
+//! prints results itself. In a data-parallel job ([`crate::data_parallel`]) each rank trains on its share
 //! of every global batch ([`Batches::shard`]), the Reducer averages the gradients, the step's
 //! figures and the decision to stop are agreed by all-reduce, and every epoch ends with rank 0's
 //! buffers sent out and a check that all ranks hold the same student.
@@ -19,8 +19,8 @@ use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
 use crate::checkpoint::{Restored, Snapshot};
 use crate::data::{permutation, Batch};
-use crate::dist::replicas::{any_rank, check_identical, merge_figures};
-use crate::dist::Ddp;
+use crate::data_parallel::replicas::{any_rank, check_identical, merge_figures};
+use crate::data_parallel::Ddp;
 use crate::host::error::{DistillError, Result};
 use crate::eval::{accuracy, student_pass};
 use crate::loop_state::{HeldOut, LoopState, StepFigures};
@@ -85,7 +85,7 @@ impl<'a> Trainer<'a> {
         let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
         let param_segment = param_segments(&student, &names, &segments);
         let scaler =
-            crate::precision::loss_scaling(spec.train.precision).then(|| GradScaler::new(inputs.settings.device()));
+            crate::torch::precision::loss_scaling(spec.train.precision).then(|| GradScaler::new(inputs.settings.device()));
         let pruner = match &spec.prune {
             Some(p) => {
                 let schedule = PruneSchedule::new(p, steps_per_epoch, spec.train.epochs)?;

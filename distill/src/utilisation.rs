@@ -90,9 +90,9 @@ pub fn utilisation(flops: &StepFlops, batch: u64, samples_per_s: f64, peak: Peak
 pub fn device_peak(device: Device, precision: Precision) -> Peak {
     match device {
         Device::Cuda(i) => {
-            let card = crate::shim::cuda_mem_info(i)
+            let card = crate::torch::shim::cuda_mem_info(i)
                 .ok()
-                .zip(crate::shim::cuda_capability(i).ok())
+                .zip(crate::torch::shim::cuda_capability(i).ok())
                 .and_then(|((_, total), cap)| identify(total, cap));
             let dtype = match precision {
                 Precision::Fp32 => "fp32",

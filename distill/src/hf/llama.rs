@@ -15,7 +15,7 @@ use tch::{Device, Kind, Tensor};
 use super::config::HfConfig;
 use super::weights::Checkpoint;
 use crate::host::error::{DistillError, Result};
-use crate::student::rotary::Rotary;
+use crate::torch::rotary::Rotary;
 
 /// A linear layer `x W^T + b` with the weight [out, in].
 #[derive(Debug)]

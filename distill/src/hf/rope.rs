@@ -2,7 +2,7 @@
 //! transformers computes them (`modeling_rope_utils.py`), in fp32: the inverse frequencies
 //! `1 / theta^(2i/d)`, `i < d/2`, rescaled by the config's `rope_scaling`, then for position `p`
 //! the angles `p * inv_freq`, doubled to `[angles, angles]` over the head (the `rotate_half`
-//! layout that [`crate::student::rotary::Rotary::apply`] turns q and k by).
+//! layout that [`crate::torch::rotary::Rotary::apply`] turns q and k by).
 use tch::{Device, Kind, Tensor};
 
 use super::config::RopeScaling;

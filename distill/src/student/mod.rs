@@ -55,7 +55,6 @@ pub mod linear;
 pub mod llama_init;
 pub mod network;
 pub mod norm;
-pub mod rotary;
 pub mod teacher_init;
 #[cfg(test)]
 mod teacher_init_tests;
@@ -113,7 +112,7 @@ impl Student {
     /// [`crate::DistillError::Usage`] for a layer the trainer cannot build.
     pub fn new(root: &nn::Path, spec: &Config) -> Result<Student> {
         #[cfg(test)]
-        crate::test_rng::assert_held("building a student (random initialisation)");
+        crate::torch::test_rng::assert_held("building a student (random initialisation)");
         match spec.student.family {
             Family::Mlp | Family::Cnn => Ok(Student::Layered(Layered::new(root, spec)?)),
             Family::Transformer => Ok(Student::Transformer(Transformer::new(root, spec)?)),
@@ -149,7 +148,7 @@ impl Student {
     pub fn forward(&self, input: &ModelInput, train: bool) -> Tensor {
         #[cfg(test)]
         if train {
-            crate::test_rng::assert_held("a training-mode forward (dropout)");
+            crate::torch::test_rng::assert_held("a training-mode forward (dropout)");
         }
         self.net().forward(input, train)
     }
@@ -157,7 +156,7 @@ impl Student {
     /// See [`Network::example_input`].
     pub fn example_input(&self, batch: i64) -> ModelInput {
         #[cfg(test)]
-        crate::test_rng::assert_held("an example input");
+        crate::torch::test_rng::assert_held("an example input");
         self.net().example_input(batch)
     }
 
@@ -165,7 +164,7 @@ impl Student {
     pub fn forward_blocks(&self, h: &Tensor, blocks: Range<usize>, mask: Option<&Tensor>, train: bool) -> Tensor {
         #[cfg(test)]
         if train {
-            crate::test_rng::assert_held("a training-mode forward (dropout)");
+            crate::torch::test_rng::assert_held("a training-mode forward (dropout)");
         }
         self.net().forward_blocks(h, blocks, mask, train)
     }

@@ -19,7 +19,7 @@ struct Bert {
 
 /// A Hugging Face `BertModel` state (vocab 40, 16 positions, 2 token types) of random values.
 fn fake_bert(b: &Bert) -> Vec<(String, Tensor)> {
-    let _guard = crate::test_rng::lock();
+    let _guard = crate::torch::test_rng::lock();
     tch::manual_seed(17);
     let p = b.prefix;
     let r = |shape: &[i64]| Tensor::randn(shape, (Kind::Float, Device::Cpu));

@@ -30,7 +30,7 @@ pub fn spec(edits: &[(&str, &str)]) -> Config {
 
 /// The student of `spec` built from seed 5 (under the RNG lock, as other tests reseed).
 pub fn build(spec: &Config) -> (VarStore, Student) {
-    let _guard = crate::test_rng::lock();
+    let _guard = crate::torch::test_rng::lock();
     tch::manual_seed(5);
     let vs = VarStore::new(Device::Cpu);
     let student = Student::new(&vs.root(), spec).unwrap();
@@ -205,7 +205,7 @@ fn bf16_autocast_runs_finite_and_near_fp32() {
     let (_, student) = build(&spec(&[]));
     let input = batch(&[6, 3, 1], 6);
     let fp32 = tch::no_grad(|| student.forward(&input, false));
-    let bf16 = crate::shim::autocast(Device::Cpu, Precision::Bf16, || tch::no_grad(|| student.forward(&input, false)))
+    let bf16 = crate::torch::shim::autocast(Device::Cpu, Precision::Bf16, || tch::no_grad(|| student.forward(&input, false)))
         .unwrap();
     assert!(bool::try_from(bf16.isfinite().all()).unwrap());
     let diff = max_diff(&fp32, &bf16.to_kind(Kind::Float));
@@ -224,7 +224,7 @@ fn one_step(
 ) -> crate::step::Gradients {
     use crate::step::{forward_backward, param_segments, StepConfig};
     let (vs, student) = build(spec);
-    let _guard = crate::test_rng::lock();
+    let _guard = crate::torch::test_rng::lock();
     let named = super::trainable(&vs);
     let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
     let params: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
@@ -317,7 +317,7 @@ fn a_chunked_token_loss_equals_the_whole_one() {
 /// does; and in PyTorch (`torch.jit.load`) too.
 #[test]
 fn traced_student_runs_other_shapes() {
-    let _rng = crate::test_rng::lock();
+    let _rng = crate::torch::test_rng::lock();
     for edits in [
         &[][..],
         &[
@@ -406,7 +406,7 @@ fn every_head_trains() {
     ];
     for (edits, shape) in heads {
         let (vs, student) = build(&spec(edits));
-        let _guard = crate::test_rng::lock();
+        let _guard = crate::torch::test_rng::lock();
         let input = batch(&[6, 3, 1], 6);
         let dims: Vec<i64> = shape.iter().copied().filter(|&d| d > 0).collect();
         // rows of mixed signs, near zero mean: within reach of a post-norm student

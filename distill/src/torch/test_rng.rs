@@ -40,7 +40,7 @@ impl Drop for RngGuard {
 pub(crate) fn assert_held(what: &str) {
     assert!(
         DEPTH.get() > 0,
-        "{what} draws from libtorch's global random generator: take crate::test_rng::lock() at the \
+        "{what} draws from libtorch's global random generator: take crate::torch::test_rng::lock() at the \
          start of the test, or a concurrent test's draws change its numbers"
     );
 }

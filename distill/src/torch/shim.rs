@@ -8,7 +8,7 @@ use estimator_wasm::schema::Precision;
 use tch::{Device, Tensor};
 
 use crate::host::error::{DistillError, Result};
-use crate::precision::{autocast_kind, scalar_type_code};
+use crate::torch::precision::{autocast_kind, scalar_type_code};
 
 extern "C" {
     fn distill_free(message: *mut c_char);

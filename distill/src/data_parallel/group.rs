@@ -121,7 +121,7 @@ impl ProcessGroup {
         // SAFETY: the group handle is live until drop; `out` is written on success only.
         let message = unsafe { ffi::dist_group_backend(self.handle, i32::from(cuda), &mut out) };
         ffi::check(message, "the group's backend")?;
-        Ok(crate::shim::take_message(out).unwrap_or_default())
+        Ok(crate::torch::shim::take_message(out).unwrap_or_default())
     }
 
     /// Combines `t` (a CPU tensor) across the ranks in place.
@@ -181,7 +181,7 @@ impl ProcessGroup {
 
     /// `Ok` when `message` (a shim result) is NULL, else [`ProcessGroup::failure`] of `call`.
     pub(super) fn check(&self, message: *mut std::ffi::c_char, call: &str) -> Result<()> {
-        crate::shim::take_message(message).map_or(Ok(()), |text| Err(self.failure(call, &text)))
+        crate::torch::shim::take_message(message).map_or(Ok(()), |text| Err(self.failure(call, &text)))
     }
 
     /// The one-line error of a failed collective `call` (libtorch's `text`), naming the ranks
@@ -194,7 +194,7 @@ impl ProcessGroup {
         // SAFETY: `present` holds `world` entries; the group handle is live until drop.
         let answer =
             unsafe { ffi::dist_roll_call(self.handle, ROLL_CALL_WAIT.as_millis() as i64, present.as_mut_ptr()) };
-        let who = match crate::shim::take_message(answer) {
+        let who = match crate::torch::shim::take_message(answer) {
             Some(_) if self.agent_store => "torchrun's agent, which serves the job's store, is gone too".to_string(),
             Some(_) => "rank 0 is gone (the job's store, which it served, does not answer)".to_string(),
             None => {

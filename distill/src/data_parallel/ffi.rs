@@ -1,5 +1,5 @@
 //! The C functions of `csrc/dist_shim.cpp`, which return errors as the other shim does
-//! ([`crate::shim::take_message`]).
+//! ([`crate::torch::shim::take_message`]).
 use std::ffi::{c_char, c_int, c_void};
 
 use crate::host::error::{DistillError, Result};
@@ -43,7 +43,7 @@ extern "C" {
 
 /// `Err` with the shim's message (prefixed by `what`) when `message` is not NULL.
 pub fn check(message: *mut c_char, what: &str) -> Result<()> {
-    crate::shim::take_message(message).map_or(Ok(()), |text| Err(DistillError::Distributed(format!("{what}: {text}"))))
+    crate::torch::shim::take_message(message).map_or(Ok(()), |text| Err(DistillError::Distributed(format!("{what}: {text}"))))
 }
 
 /// The handles of `tensors`, for an array argument.
