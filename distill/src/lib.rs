@@ -63,7 +63,6 @@ pub mod memory_plan;
 pub mod metrics;
 pub mod objective;
 pub mod optim;
-pub mod overrides;
 pub mod plan_command;
 pub mod preflight;
 pub mod prune;

@@ -117,7 +117,7 @@ enum Command {
 /// `PathBuf` parser takes it.
 fn home_path() -> impl TypedValueParser<Value = PathBuf> {
     OsStringValueParser::new().map(|value| match value.to_str() {
-        Some(text) => distill::overrides::expand_home(text),
+        Some(text) => distill::config::overrides::expand_home(text),
         None => PathBuf::from(value),
     })
 }

@@ -80,13 +80,13 @@ struct GpuBatch {
 /// [`DistillError::Config`] naming the cfg.toml when it is unreadable, invalid or cannot be
 /// estimated; [`DistillError::Teacher`] for an unreadable teacher file.
 pub fn plan(opts: &PlanOptions) -> Result<String> {
-    plan_text(opts).map_err(|e| crate::overrides::pin_on_set(e, &opts.student, &opts.sets))
+    plan_text(opts).map_err(|e| crate::config::overrides::pin_on_set(e, &opts.student, &opts.sets))
 }
 
 /// [`plan`], before its refusals are pinned on the `--set` they come from.
 fn plan_text(opts: &PlanOptions) -> Result<String> {
     let path = &opts.student;
-    let mut spec = crate::overrides::read_spec(path, &opts.sets)?;
+    let mut spec = crate::config::overrides::read_spec(path, &opts.sets)?;
     if let Some(gpu) = &opts.gpu {
         estimator_wasm::gpu(gpu).map_err(|e| DistillError::Usage(format!("--gpu {gpu}: {e}")))?;
         spec.estimate.gpu = Some(gpu.clone());

@@ -86,7 +86,7 @@ fn one() -> usize {
 /// worker fails, a restarted worker continues the run that the command started, from rank 0's
 /// newest checkpoint, as `--resume` would.
 pub fn run(opts: &TrainOptions) -> Result<Report> {
-    start(opts).map_err(|e| crate::overrides::pin_on_set(e, &opts.student, &opts.sets))
+    start(opts).map_err(|e| crate::config::overrides::pin_on_set(e, &opts.student, &opts.sets))
 }
 
 /// [`run`], before its refusals are pinned on the `--set` they come from.
@@ -405,7 +405,7 @@ fn absolute(opts: &TrainOptions, out: &Path) -> TrainOptions {
         out: Some(abs(out)),
         teacher_cache: opts.teacher_cache.as_deref().map(abs),
         // a relative file path set with --set names a file of the folder it was typed in
-        sets: crate::overrides::absolute_file_sets(&opts.sets),
+        sets: crate::config::overrides::absolute_file_sets(&opts.sets),
         ..opts.clone()
     }
 }

@@ -7,6 +7,8 @@
 //! * [`RunSettings`]: the run as resolved on its device ([`RunConfig::resolve`]): the micro-batch
 //!   a number (`batch_size = "auto"` becomes the largest that fits, by the device's memory plan),
 //!   the estimator's target, the device. The trainer takes it and reads resolved values from it.
+
+pub mod overrides;
 use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::{BatchSize, Config, Target};
@@ -85,10 +87,10 @@ pub fn teacher_folder(cfg_path: &Path, spec: &Config) -> Option<PathBuf> {
 }
 
 /// `file` as named in the cfg.toml at `cfg_path`: relative paths start from the cfg's folder,
-/// `~/` from the home folder ([`crate::overrides::expand_home`]); tidied ([`tidy`]), so that
+/// `~/` from the home folder ([`crate::config::overrides::expand_home`]); tidied ([`tidy`]), so that
 /// messages name `data/x.npz`, not `examples/a/../../data/x.npz`.
 fn relative(cfg_path: &Path, file: &str) -> PathBuf {
-    tidy(&cfg_path.parent().unwrap_or(Path::new(".")).join(crate::overrides::expand_home(file)))
+    tidy(&cfg_path.parent().unwrap_or(Path::new(".")).join(crate::config::overrides::expand_home(file)))
 }
 
 /// `path` without its `.` components and with each `..` cancelling the folder before it, where
@@ -164,7 +166,7 @@ impl RunConfig {
     /// # Errors
     /// [`DistillError::Config`] naming the file with the line/column or key at fault.
     pub fn load(path: &Path, sets: &[String]) -> Result<RunConfig> {
-        let spec = crate::overrides::read_spec(path, sets)?;
+        let spec = crate::config::overrides::read_spec(path, sets)?;
         RunConfig::from_spec(path, spec)
     }
 
