@@ -6,7 +6,7 @@ It trains the same thing as `distill --teacher T --student CFG`:
   them (`estimator-wasm/src/schema/arch.rs::layers`, `distill/src/student/layered.rs`): conv blocks
   conv(kernel, same padding, no bias under BatchNorm) -> BatchNorm2d -> activation -> 2x2 pool,
   then flatten, fc blocks linear -> norm -> activation -> dropout, then `head`;
-- inputs `(x * scale - mean) / std` per channel in fp32 (`distill/src/data/normalize.rs`);
+- inputs `(x * scale - mean) / std` per channel in fp32 (`distill/src/inputs/data/normalize.rs`);
 - teacher logits computed once for the train set before training (`teacher.cache_logits = true`),
   the teacher's test predictions once for the agreement figure;
 - the loss `alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) [batchmean] + (1 - alpha) * CE`, both
@@ -154,7 +154,7 @@ def load_npz(path, data):
 
 
 class Normalizer:
-    """`(x * scale - mean) / std` per channel, in fp32 (distill/src/data/normalize.rs)."""
+    """`(x * scale - mean) / std` per channel, in fp32 (distill/src/inputs/data/normalize.rs)."""
 
     def __init__(self, data, rank):
         self.scale = float(data.get("scale", 1.0))

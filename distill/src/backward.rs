@@ -27,7 +27,7 @@ pub fn run_backward(root: &Tensor, targets: &[&Tensor]) -> Result<Vec<Tensor>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::ModelInput;
+    use crate::inputs::data::ModelInput;
     use crate::objective::{Distance, EmbeddingKd};
     use crate::step::{forward_backward, param_segments, StepBatch, StepConfig};
     use estimator_wasm::schema::{Config, Precision};

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use indicatif::ProgressBar;
 use tch::{Kind, Tensor};
 
-use crate::data::{Batch, Dataset};
+use crate::inputs::data::{Batch, Dataset};
 use crate::host::error::{DistillError, Result};
 use crate::objective::Objective;
 use crate::student::Student;
-use crate::teacher::Teacher;
+use crate::inputs::teacher::Teacher;
 
 /// What a model's pass over a held-out set gives.
 #[derive(Debug)]
@@ -155,7 +155,7 @@ mod tests {
     use tch::Device;
 
     use super::*;
-    use crate::data::{Examples, Images, Normalizer};
+    use crate::inputs::data::{Examples, Images, Normalizer};
     use estimator_wasm::schema::Precision;
 
     /// The digits fixture teacher and 10 random 8 x 8 images.

@@ -5,7 +5,7 @@
 //!
 //! Structured pruning exports the shrunk student (with its `student.toml`) into the student's
 //! folder and the masked dense one under `dense/`. A student with a Hugging Face equivalent is
-//! also written as a model folder, `hf/` ([`crate::hf::student_folder`]).
+//! also written as a model folder, `hf/` ([`crate::inputs::hf::student_folder`]).
 //!
 //! * `student.safetensors`: every variable under its cfg.toml layer id, e.g. `conv1.weight`,
 //!   `conv1_bn.running_mean`, `head.bias`; the same names as a PyTorch module with those
@@ -28,10 +28,10 @@ use std::path::Path;
 use estimator_wasm::schema::{Config, KdDivergence, KdObjective, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
-use crate::data::{Dataset, ModelInput};
+use crate::inputs::data::{Dataset, ModelInput};
 use crate::host::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
 use crate::host::error::{DistillError, Result};
-use crate::hf::student_folder::write_student_folder;
+use crate::inputs::hf::student_folder::write_student_folder;
 use crate::latency::{large_batch, measure, Latency};
 use crate::prune::{LayerSparsity, Pruner};
 use crate::report::{PruneReport, ShrunkReport, StudentReport};

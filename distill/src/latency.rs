@@ -1,7 +1,7 @@
 //! Measured CPU inference latency of a student (eval mode, no autograd, fp32).
 use std::time::Instant;
 
-use crate::data::ModelInput;
+use crate::inputs::data::ModelInput;
 use crate::student::Student;
 use serde::{Deserialize, Serialize};
 

@@ -9,15 +9,15 @@ use estimator_wasm::DatasetSize;
 use tch::{Device, Tensor};
 
 use crate::config::{HeldOut, RunConfig};
-use crate::data::{Dataset, TextLayout, TextTokenizer};
+use crate::inputs::data::{Dataset, TextLayout, TextTokenizer};
 use crate::host::error::Result;
 use crate::memory_plan::{unplanned_pass_rows, LoadedSizes, TextLengths};
 use crate::host::phase_times::Phase;
 use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
 use crate::student::{StudentInit, TeacherInit, TeacherWeights};
 use crate::student_build::{build_student_from, teacher_weights};
-use crate::teacher::Teacher;
-use crate::vocab_check::{phantom_tokens_warning, tokenizer_warning, VocabSizes};
+use crate::inputs::teacher::Teacher;
+use crate::inputs::vocab_check::{phantom_tokens_warning, tokenizer_warning, VocabSizes};
 
 /// The datasets on the device and the teacher.
 pub struct Loaded {
@@ -28,7 +28,7 @@ pub struct Loaded {
     pub teacher_weights: Option<TeacherWeights>,
     /// What a fresh student takes from the teacher (`None` without `init_from_teacher`).
     pub teacher_init: Option<TeacherInit>,
-    /// A Hugging Face teacher's layers, for the memory plan ([`crate::hf::plan::layers`]).
+    /// A Hugging Face teacher's layers, for the memory plan ([`crate::inputs::hf::plan::layers`]).
     pub teacher_layers: Option<Vec<estimator_wasm::schema::arch::Layer>>,
     /// Warnings about the inputs that do not stop the run (a tokenizer that may not be the
     /// teacher's), for the log.
@@ -105,7 +105,7 @@ impl Loaded {
         let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;
         check_not_identical(&teacher, &probe_logits, &student, &probe.input)?;
         let teacher_layers = match teacher.hf_config() {
-            Some(c) => Some(crate::hf::plan::layers(&teacher.path, c, spec)?),
+            Some(c) => Some(crate::inputs::hf::plan::layers(&teacher.path, c, spec)?),
             None => None,
         };
         crate::host::phase_times::switch(Phase::Other);

@@ -12,7 +12,7 @@ use estimator_wasm::{
 };
 use tch::Device;
 
-use crate::data::widths::{batch_widths, pass_widths};
+use crate::inputs::data::widths::{batch_widths, pass_widths};
 use crate::host::error::{DistillError, Result};
 use crate::host::progress::Progress;
 
@@ -22,7 +22,7 @@ use crate::host::progress::Progress;
 pub struct LoadedSizes {
     pub teacher_params: u64,
     /// The teacher's layers when the run knows them beyond the cfg (a Hugging Face folder's
-    /// `config.json`, [`crate::hf::plan::layers`]); `None`: the cfg's preset or arch, if any.
+    /// `config.json`, [`crate::inputs::hf::plan::layers`]); `None`: the cfg's preset or arch, if any.
     pub teacher_layers: Option<Vec<estimator_wasm::schema::arch::Layer>>,
     pub dataset: DatasetSize,
     /// Text padded per batch (not a language model's full windows); `None` otherwise.

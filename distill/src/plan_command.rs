@@ -260,27 +260,27 @@ fn unread_data_note(files: &DataFiles) -> String {
     format!(
         "\nnote: {} could not be read, so {LEFT_OUT}; {}, or {SIZE_FLAGS}\n",
         named.join(" or "),
-        crate::data::check_paths()
+        crate::inputs::data::check_paths()
     )
 }
 
 /// The teacher as the estimator sees it: exact counts from the TorchScript file, and the layer
 /// list of the cfg's `preset` or `arch` (for its inference working set) when given; or a Hugging
-/// Face model folder's counts and layers ([`crate::hf::plan::teacher_model`]).
+/// Face model folder's counts and layers ([`crate::inputs::hf::plan::teacher_model`]).
 ///
 /// # Errors
 /// [`DistillError::Teacher`] when the file is not TorchScript.
 pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
-    if crate::hf::is_model_folder(path) {
-        return crate::hf::plan::teacher_model(path, spec);
+    if crate::inputs::hf::is_model_folder(path) {
+        return crate::inputs::hf::plan::teacher_model(path, spec);
     }
-    let (_, params) = crate::teacher::load_torchscript(path, Device::Cpu)
+    let (_, params) = crate::inputs::teacher::load_torchscript(path, Device::Cpu)
         .map_err(|e| DistillError::teacher(path, format!("not a TorchScript file ({})", first_line(&e.to_string()))))?;
-    Ok(counted_teacher(crate::teacher::params_or_declared(path, params, spec.teacher.params)?, spec))
+    Ok(counted_teacher(crate::inputs::teacher::params_or_declared(path, params, spec.teacher.params)?, spec))
 }
 
 /// Train and test sets as `distill` would keep them, from the .npz headers or the .txt lines
-/// when the data files are readable ([`crate::data::file_summary`]; a held-out split takes
+/// when the data files are readable ([`crate::inputs::data::file_summary`]; a held-out split takes
 /// `round(n * holdout)` of the train file's `n` samples). A language model's samples are the
 /// windows its text packs into, which only tokenising tells ([`language_model_windows`]).
 pub fn dataset(files: &DataFiles, spec: &Config) -> Option<DatasetSize> {
@@ -300,9 +300,9 @@ fn dataset_with_flags(
 ) -> Option<DatasetSize> {
     let count = |path: &Path| match spec.student.is_language_model() {
         true => language_model_windows(path, files?.tokenizer.as_deref()?, spec),
-        false => crate::data::file_summary(path, &spec.data).map(|(n, _)| n),
+        false => crate::inputs::data::file_summary(path, &spec.data).map(|(n, _)| n),
     };
-    let summary = files.and_then(|f| crate::data::file_summary(&f.train, &spec.data));
+    let summary = files.and_then(|f| crate::inputs::data::file_summary(&f.train, &spec.data));
     let sample_bytes = match (summary, train) {
         (Some((_, bytes)), _) => bytes,
         (None, Some(_)) => declared_sample_bytes(spec),
@@ -322,7 +322,7 @@ fn dataset_with_flags(
 }
 
 /// Bytes of one stored sample as the cfg declares it, for data not read: text's token ids and
-/// mask (as [`crate::data::file_summary`] counts a .txt file's), else `data.input_shape` values
+/// mask (as [`crate::inputs::data::file_summary`] counts a .txt file's), else `data.input_shape` values
 /// in fp32 (an uint8 image file stores a quarter of that).
 fn declared_sample_bytes(spec: &Config) -> u64 {
     match spec.data.tokenizer {
@@ -334,7 +334,7 @@ fn declared_sample_bytes(spec: &Config) -> u64 {
 /// The windows of `data.input_shape[0]` tokens that the text file `path` packs into, tokenised
 /// with `tokenizer` as the trainer does; `None` when either cannot be read (the run then says why).
 fn language_model_windows(path: &Path, tokenizer: &Path, spec: &Config) -> Option<u64> {
-    use crate::data::{Dataset, TextLayout, TextTokenizer};
+    use crate::inputs::data::{Dataset, TextLayout, TextTokenizer};
     let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
     let tokenizer = TextTokenizer::load(tokenizer, spec.data.input_shape[0], vocab, TextLayout::Packed).ok()?;
     Dataset::load(path, &spec.data, Some(&tokenizer)).ok().map(|d| d.len() as u64)
@@ -344,7 +344,7 @@ fn language_model_windows(path: &Path, tokenizer: &Path, spec: &Config) -> Optio
 /// trainer tokenises them; `None` for other data or when a file cannot be read. A held-out split
 /// of the train file is priced with the train file's sentences (the split is drawn at run time).
 fn text_lengths(files: &DataFiles, spec: &Config) -> Option<TextLengths> {
-    use crate::data::{Dataset, TextLayout, TextTokenizer};
+    use crate::inputs::data::{Dataset, TextLayout, TextTokenizer};
     if spec.student.is_language_model() {
         return None;
     }

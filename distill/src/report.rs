@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use estimator_wasm::schema::DataSpec;
 
-use crate::data::{Dataset, TextStats};
+use crate::inputs::data::{Dataset, TextStats};
 use crate::latency::Latency;
 use crate::memory_plan::MemoryPlan;
 use crate::objective::{Agreement, LossValues};
@@ -21,7 +21,7 @@ pub struct TeacherReport {
     /// What `params` counted: the module's `"parameters"`, the `"constants"` of a frozen or
     /// traced module, or the cfg's `teacher.params` (`"cfg"`; `null` in older reports).
     #[serde(default)]
-    pub params_source: Option<crate::teacher::ParamsSource>,
+    pub params_source: Option<crate::inputs::teacher::ParamsSource>,
     pub file_bytes: u64,
     /// Top-1 accuracy on the test labels (`null` for unlabelled data or embeddings).
     pub test_accuracy: Option<f64>,
@@ -129,7 +129,7 @@ pub struct StudentReport {
     /// Measured CPU inference latency of the exported student.
     pub latency: Latency,
     pub prune: Option<PruneReport>,
-    /// The student as a Hugging Face model folder (`crate::hf::student_folder`): where it was
+    /// The student as a Hugging Face model folder (`crate::inputs::hf::student_folder`): where it was
     /// written, or why it was not.
     #[serde(default)]
     pub hf: HfExport,

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{HeldOut, RunConfig};
 use crate::data_parallel::join_job;
 use crate::host::error::{DistillError, Result};
-use crate::fingerprint::{self, Fingerprint};
+use crate::inputs::fingerprint::{self, Fingerprint};
 use crate::load::Loaded;
 use crate::torch::precision::check_trainable;
 use crate::preflight::{check_transformer_head, parse_device};
@@ -20,7 +20,7 @@ use crate::host::progress::{Progress, Verbosity};
 use crate::report::{DataParallelReport, DataReport, Report, RunFacts};
 use crate::rundir::RunDir;
 use crate::students::{check_baseline, Data, Students};
-use crate::teacher_cache::CacheKey;
+use crate::inputs::teacher_cache::CacheKey;
 
 /// What the command line asks of a training run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -44,7 +44,7 @@ pub struct TrainOptions {
     #[serde(skip)]
     pub stop_after: Option<u64>,
     /// `--teacher-cache DIR`: the teacher's train-set outputs shared with other runs
-    /// ([`crate::teacher_cache`]).
+    /// ([`crate::inputs::teacher_cache`]).
     #[serde(default)]
     pub teacher_cache: Option<PathBuf>,
     /// `--sync-batch-norm`: a data-parallel job's BatchNorm layers normalise over the global
@@ -245,7 +245,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         RunDir::check_free(out, opts.overwrite)?;
     }
     if let Some(cache) = &opts.teacher_cache {
-        crate::teacher_cache::check_folder(cache, out)?;
+        crate::inputs::teacher_cache::check_folder(cache, out)?;
     }
     let progress = Progress::new(opts.verbosity);
     cfg.idle_keys().into_iter().for_each(|note| progress.line(note));
@@ -319,7 +319,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     };
     for (role, set) in [("train", &loaded.train), ("test", &loaded.test)] {
         if let Some(stats) = set.text_stats() {
-            let summary = crate::data::text_summary(stats, set.len() as u64);
+            let summary = crate::inputs::data::text_summary(stats, set.len() as u64);
             progress.line(format!("data: {role} {}: {summary}", set.path().display()));
         }
     }

@@ -23,7 +23,7 @@ use tch::{Device, Kind, Tensor};
 use crate::amp::GradScaler;
 use crate::backward::run_backward;
 use crate::chunked_loss::chunked_loss;
-use crate::data::ModelInput;
+use crate::inputs::data::ModelInput;
 use crate::data_parallel::sync_batch_norm::synchronised;
 use crate::data_parallel::{Ddp, ProcessGroup};
 use crate::host::error::Result;

@@ -7,11 +7,11 @@ use estimator_wasm::schema::Config;
 use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
-use crate::data::Dataset;
+use crate::inputs::data::Dataset;
 use crate::host::error::{DistillError, Result};
 use crate::memory_plan::unplanned_pass_rows;
 use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
-use crate::teacher::Teacher;
+use crate::inputs::teacher::Teacher;
 
 /// What `student.init_from_teacher` takes: the teacher's parameters (fp32 on the CPU, whatever
 /// `teacher.precision` is) and, for a factorised head (`head_rank`), the first training inputs
@@ -29,7 +29,7 @@ pub fn teacher_weights(
     if spec.student.init_from_teacher.is_empty() {
         return Ok(None);
     }
-    let params = crate::vocab_check::shared_vocab_tables(
+    let params = crate::inputs::vocab_check::shared_vocab_tables(
         teacher.in_fp32(Device::Cpu)?.named_parameters()?,
         teacher.padded_vocab,
     );
@@ -68,7 +68,7 @@ pub fn build_student_from(
                     "student.init = {}: {why}: point it at a .safetensors file of this student's variables, e.g. a run's \
                      student.safetensors ({})",
                     path.display(),
-                    crate::data::PATHS_RULE
+                    crate::inputs::data::PATHS_RULE
                 ),
             )
         };

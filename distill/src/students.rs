@@ -17,7 +17,7 @@ use tch::{Device, Tensor};
 
 use crate::checkpoint;
 use crate::config::RunSettings;
-use crate::data::Dataset;
+use crate::inputs::data::Dataset;
 use crate::host::durable::{create_dir_all, write_atomic};
 use crate::host::error::{DistillError, Result};
 use crate::eval::{accuracy, teacher_outputs, teacher_pass};
@@ -31,8 +31,8 @@ use crate::host::progress::Progress;
 use crate::report::{Distilled, PaddedVocab, StudentReport, TeacherReport, TrainOutputs};
 use crate::student::TeacherWeights;
 use crate::student_build::build_student_from;
-use crate::teacher::Teacher;
-use crate::teacher_cache::{self, CacheKey, Keyless};
+use crate::inputs::teacher::Teacher;
+use crate::inputs::teacher_cache::{self, CacheKey, Keyless};
 use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 
 /// The datasets on the device, and the teacher's weights a student starts from.

@@ -18,7 +18,7 @@ use tch::{nn::VarStore, Tensor};
 use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
 use crate::checkpoint::{Restored, Snapshot};
-use crate::data::{permutation, Batch};
+use crate::inputs::data::{permutation, Batch};
 use crate::data_parallel::replicas::{any_rank, check_identical, merge_figures};
 use crate::data_parallel::Ddp;
 use crate::host::error::{DistillError, Result};
@@ -225,10 +225,10 @@ impl<'a> Trainer<'a> {
     }
 
     /// One forward and backward on the training batch that needs the most memory (see
-    /// [`crate::data::widths::widest_batch`]), leaving the optimiser, the step and the metrics
+    /// [`crate::inputs::data::widths::widest_batch`]), leaving the optimiser, the step and the metrics
     /// untouched: checks that the batch fits the device.
     pub fn probe(&self) -> Result<()> {
-        let rows = crate::data::widths::widest_batch(self.inputs.train, self.batches.size, self.inputs.settings.spec());
+        let rows = crate::inputs::data::widths::widest_batch(self.inputs.train, self.batches.size, self.inputs.settings.spec());
         let (data, soft) = self.batch_of(&Tensor::from_slice(&rows).to_device(self.inputs.settings.device()))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let batch =

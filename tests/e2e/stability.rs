@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use distill::config::{RunConfig, RunSettings};
-use distill::data::{permutation, Dataset, Examples, Images, Normalizer};
+use distill::inputs::data::{permutation, Dataset, Examples, Images, Normalizer};
 use distill::metrics::MetricsLog;
 use distill::host::progress::{Progress, Verbosity};
 use distill::student_build::build_student;

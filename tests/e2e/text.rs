@@ -3,9 +3,9 @@
 //! train, resume, export, evaluate) checked against PyTorch's reading of the files.
 use std::path::{Path, PathBuf};
 
-use distill::data::{Dataset, TextLayout, TextTokenizer};
+use distill::inputs::data::{Dataset, TextLayout, TextTokenizer};
 use distill::host::progress::Verbosity;
-use distill::teacher_cache::{self, CacheKey};
+use distill::inputs::teacher_cache::{self, CacheKey};
 use distill::TrainOptions;
 use e2e::{fixture, load_student, metrics_lines, options, python, run, run_stopped, serial, text_config, train};
 use estimator_wasm::Config;

@@ -70,7 +70,7 @@ impl DataFiles {
 /// [`DistillError::Config`] naming the key when the cfg does not fit text data.
 pub fn with_teacher_tokenizer(mut spec: Config, cfg_path: &Path, teacher: Option<&Path>) -> Result<Config> {
     let folder = teacher.map(Path::to_path_buf).or_else(|| teacher_folder(cfg_path, &spec));
-    let found = folder.filter(|f| crate::hf::is_model_folder(f)).and_then(|f| crate::hf::tokenizer(&f));
+    let found = folder.filter(|f| crate::inputs::hf::is_model_folder(f)).and_then(|f| crate::inputs::hf::tokenizer(&f));
     if let (Some(tokenizer), None) = (found, &spec.data.tokenizer) {
         let path = std::path::absolute(&tokenizer).unwrap_or(tokenizer);
         spec.data.tokenizer = Some(path.to_string_lossy().into_owned());

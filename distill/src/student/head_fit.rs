@@ -30,7 +30,7 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use super::Student;
-use crate::data::ModelInput;
+use crate::inputs::data::ModelInput;
 use crate::host::error::{DistillError, Result};
 
 /// Training windows whose hidden states the head is fitted on (64 x 128 = 8,192 tokens for the

@@ -11,7 +11,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::network::Network;
 use crate::torch::channels_last::channels_last;
-use crate::data::ModelInput;
+use crate::inputs::data::ModelInput;
 use crate::host::error::{DistillError, Result};
 
 /// One built layer: its description and the libtorch module that runs it.

@@ -21,7 +21,7 @@ use std::path::Path;
 use estimator_wasm::schema::{Config, Family};
 use tch::{nn, nn::VarStore, Tensor};
 
-use crate::data::ModelInput;
+use crate::inputs::data::ModelInput;
 use crate::host::error::Result;
 
 /// The line of a `student.init` file (`path`, named in `cfg_path`) that does not load: for a

@@ -25,7 +25,7 @@ use super::feed_forward::FeedForward;
 use super::linear::Linear;
 use super::network::Network;
 use super::norm::Norm;
-use crate::data::ModelInput;
+use crate::inputs::data::ModelInput;
 use crate::host::error::{DistillError, Result};
 
 /// A transformer student: its layers (from `arch::layers`) and the blocks that run them.

@@ -10,7 +10,7 @@ use tch::{CModule, Device, Kind, Tensor};
 
 use super::transformer::{l2_normalize, mean_pool};
 use super::Student;
-use crate::data::ModelInput;
+use crate::inputs::data::ModelInput;
 
 /// A 2-layer post-norm sentence encoder (BERT's layout) at toy sizes: vocab 40, d 8, 2 heads.
 pub const TINY: &str = "[data]\ntokenizer = \"tokenizer.json\"\ninput_shape = [12]\nclasses = 8\n\

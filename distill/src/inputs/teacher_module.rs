@@ -1,11 +1,11 @@
-//! What a [`crate::teacher::Teacher`] runs: a TorchScript module, or the native decoder of a
-//! Hugging Face model folder ([`crate::hf`]), behind the few calls the teacher makes of it (the
+//! What a [`crate::inputs::teacher::Teacher`] runs: a TorchScript module, or the native decoder of a
+//! Hugging Face model folder ([`crate::inputs::hf`]), behind the few calls the teacher makes of it (the
 //! forward on its inputs, its named parameters, eval mode, the CPU's channels-last weights).
 use tch::{CModule, IValue, TchError, Tensor};
 
 use crate::torch::channels_last::channels_last;
 use crate::host::error::Result;
-use crate::hf::HfDecoder;
+use crate::inputs::hf::HfDecoder;
 
 /// A TorchScript module or a Hugging Face decoder.
 #[derive(Debug)]

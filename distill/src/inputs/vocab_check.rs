@@ -32,7 +32,7 @@ pub fn shared_vocab(logits: Tensor, padded: Option<(u64, u64)>) -> Tensor {
 }
 
 /// What is wrong with a language-model teacher's output of shape `size` for token ids
-/// [batch, seq] under the run's vocabularies `vocab`, as [`crate::teacher::Teacher::output`]
+/// [batch, seq] under the run's vocabularies `vocab`, as [`crate::inputs::teacher::Teacher::output`]
 /// returns it (a padded teacher's logits already cut by [`shared_vocab`]): expected
 /// [batch, seq, classes]; `None` when right.
 pub fn token_logits_problem(size: &[i64], batch: i64, seq: i64, vocab: &VocabSizes) -> Option<String> {
@@ -154,7 +154,7 @@ pub fn shared_vocab_tables(params: Vec<(String, Tensor)>, padded: Option<(u64, u
 /// has more than `tokens / 0.9` rows. Ids of another vocabulary fit such a table and run, but
 /// mean other words, so the student would learn from nonsense. Tables padded past their
 /// tokenizer (to a multiple of 64 or 128 for speed) stay within 10%; a larger tokenizer than the
-/// table fails in the teacher's forward instead ([`crate::teacher::Teacher::output`]).
+/// table fails in the teacher's forward instead ([`crate::inputs::teacher::Teacher::output`]).
 pub fn tokenizer_warning(tokens: u64, teacher: &[(String, Tensor)], tokenizer: &std::path::Path) -> Option<String> {
     let (name, table) = teacher.iter().find(|(n, t)| t.dim() == 2 && TOKEN_TABLES.iter().any(|s| n.ends_with(s)))?;
     let rows = table.size()[0] as u64;

@@ -1,5 +1,5 @@
 //! The frozen teacher: any TorchScript module (scripted or traced) or a Hugging Face model
-//! folder of the Llama family ([`crate::hf`]), kept in eval mode and run
+//! folder of the Llama family ([`crate::inputs::hf`]), kept in eval mode and run
 //! under `no_grad`, never in the student's VarStore, so the optimiser cannot touch it. It takes
 //! the model input of a batch (`forward(x)`, or `forward(input_ids, attention_mask)` for text)
 //! and returns the output the objective compares with the student's (class logits [B, C], or an
@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
-use crate::data::{Batch, Dataset, ModelInput};
+use crate::inputs::data::{Batch, Dataset, ModelInput};
 use crate::host::error::{first_line, DistillError, Result};
 use crate::torch::precision::teacher_kind;
-use crate::teacher_module::{describe, describe_key, TeacherModule};
+use crate::inputs::teacher_module::{describe, describe_key, TeacherModule};
 
 pub struct Teacher {
     pub path: PathBuf,
@@ -36,20 +36,20 @@ pub struct Teacher {
 }
 
 impl Teacher {
-    /// Loads a TorchScript file, or a Hugging Face model folder ([`crate::hf`]), onto `device` in
+    /// Loads a TorchScript file, or a Hugging Face model folder ([`crate::inputs::hf`]), onto `device` in
     /// eval mode, its weights cast once to `precision` (fp16/bf16 halve the teacher's memory;
     /// its logits are cast back to fp32).
     ///
     /// # Errors
     /// [`DistillError::Teacher`] when the file is missing or is not TorchScript, or the folder
-    /// is not a model distill can build (see [`crate::hf::load`]).
+    /// is not a model distill can build (see [`crate::inputs::hf::load`]).
     pub fn load(path: &Path, output: Option<OutputSelector>, precision: Precision, device: Device) -> Result<Teacher> {
         let err = |m: String| DistillError::teacher(path, m);
         let kind = teacher_kind(precision);
-        let (module, params, params_source, file_bytes) = if crate::hf::is_model_folder(path) {
-            let (decoder, params) = crate::hf::load(path, kind, device)?;
+        let (module, params, params_source, file_bytes) = if crate::inputs::hf::is_model_folder(path) {
+            let (decoder, params) = crate::inputs::hf::load(path, kind, device)?;
             let module = TeacherModule::Hf(Box::new(decoder));
-            (module, params, ParamsSource::Parameters, crate::hf::weights::Checkpoint::file_bytes(path))
+            (module, params, ParamsSource::Parameters, crate::inputs::hf::weights::Checkpoint::file_bytes(path))
         } else {
             let file_bytes = std::fs::metadata(path)
                 .map_err(|e| err(format!("cannot read the teacher ({e}); pass --teacher <file.pt>")))?
@@ -88,7 +88,7 @@ impl Teacher {
     }
 
     /// This teacher, its logits cut to their first `shared` columns when they are `full` wide
-    /// (`padded` = `(full, shared)`, `TeacherSpec::padded_vocab`; [`crate::vocab_check::shared_vocab`]).
+    /// (`padded` = `(full, shared)`, `TeacherSpec::padded_vocab`; [`crate::inputs::vocab_check::shared_vocab`]).
     pub fn with_padded_vocab(mut self, padded: Option<(u64, u64)>) -> Teacher {
         self.padded_vocab = padded;
         self
@@ -164,7 +164,7 @@ impl Teacher {
             };
             DistillError::teacher(&self.path, format!("{fix} ({reason})"))
         })?;
-        let output = crate::vocab_check::shared_vocab(self.select(out)?, self.padded_vocab);
+        let output = crate::inputs::vocab_check::shared_vocab(self.select(out)?, self.padded_vocab);
         Ok(output.to_kind(Kind::Float))
     }
 
@@ -326,7 +326,7 @@ impl Teacher {
     }
 
     /// The `config.json` of a Hugging Face teacher; `None` for TorchScript.
-    pub fn hf_config(&self) -> Option<&crate::hf::HfConfig> {
+    pub fn hf_config(&self) -> Option<&crate::inputs::hf::HfConfig> {
         match &self.module {
             TeacherModule::Hf(d) => Some(&d.config),
             TeacherModule::Script(_) => None,

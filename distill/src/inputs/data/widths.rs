@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn the_probe_takes_the_batch_of_the_most_padded_tokens() {
-        use crate::data::{Examples, Text};
+        use crate::inputs::data::{Examples, Text};
         // sentences of 1..=10 tokens in batches of 4, one sorted pool: [1-4] 4 wide, [5-8] 8
         // wide (32 tokens), and the last [9, 10] (20 tokens): the probe takes [5-8]
         let sentences: Vec<Vec<u32>> = (1..=10).map(|n| vec![7; n]).collect();

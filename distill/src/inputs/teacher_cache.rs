@@ -15,7 +15,7 @@ use tch::{Kind, Tensor};
 
 use crate::host::durable::{create_dir_all, replace_via};
 use crate::host::error::{DistillError, Result};
-use crate::fingerprint::Fingerprint;
+use crate::inputs::fingerprint::Fingerprint;
 
 /// What determines the teacher's outputs on the train set: the content (size, CRC-32) of the
 /// teacher, train and tokenizer files (not their paths), and the rest of the `[data]` and

@@ -399,7 +399,7 @@ mod tests {
             order.chunks(32).map(|b| b.len() * b.iter().map(|&i| ids(&d, i as usize).len()).max().unwrap()).sum()
         };
         let tokens: usize = (0..d.len()).map(|i| ids(&d, i).len()).sum();
-        let shuffled = width(&crate::data::permutation(d.len(), 0, 0));
+        let shuffled = width(&crate::inputs::data::permutation(d.len(), 0, 0));
         let bucketed = width(&d.epoch_order(0, 0, 32));
         let mut sorted = d.epoch_order(0, 0, 32);
         sorted.sort();

@@ -189,7 +189,7 @@ mod tests {
             assert_eq!(c[key], value, "{key}");
         }
         // distill reads back what it writes, as a teacher folder
-        let back = crate::hf::HfConfig::parse(&c.to_string()).unwrap();
+        let back = crate::inputs::hf::HfConfig::parse(&c.to_string()).unwrap();
         assert_eq!((back.hidden, back.kv_heads, back.head_dim, back.tied, back.rope_theta), (32, 2, 8, true, 1e4));
     }
 

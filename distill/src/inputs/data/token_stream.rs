@@ -65,7 +65,7 @@ pub fn pack(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::tokenizer::TextLayout;
+    use crate::inputs::data::tokenizer::TextLayout;
 
     /// A word-level tokenizer: <|endoftext|>=0 a=1 b=2 c=3 d=4 (whitespace split).
     const TOKENIZER: &str = r#"{"version":"1.0","truncation":null,"padding":null,

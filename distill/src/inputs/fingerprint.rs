@@ -21,12 +21,12 @@ pub struct Fingerprint {
 
 impl Fingerprint {
     /// Reads `path` once, in 1 MiB blocks; a Hugging Face model folder as the files that make
-    /// its model, one after the other ([`crate::hf::model_files`]).
+    /// its model, one after the other ([`crate::inputs::hf::model_files`]).
     ///
     /// # Errors
     /// [`DistillError::Io`] when it cannot be read.
     pub fn of(role: &str, path: &Path) -> Result<Fingerprint> {
-        let files = if path.is_dir() { crate::hf::model_files(path) } else { vec![path.to_path_buf()] };
+        let files = if path.is_dir() { crate::inputs::hf::model_files(path) } else { vec![path.to_path_buf()] };
         let (mut hasher, mut bytes, mut buf) = (crc32fast::Hasher::new(), 0u64, vec![0u8; 1 << 20]);
         for path in &files {
             let mut file = std::fs::File::open(path).map_err(|e| DistillError::io(path, e))?;
