@@ -35,7 +35,7 @@ use crate::inputs::hf::student_folder::write_student_folder;
 use crate::latency::{large_batch, measure, Latency};
 use crate::prune::{LayerSparsity, Pruner};
 use crate::report::{PruneReport, ShrunkReport, StudentReport};
-use crate::shrink::{shrink, zero_dead_inputs};
+use crate::prune::shrink::{shrink, zero_dead_inputs};
 use crate::student::Student;
 use crate::trainer::{TrainInputs, TrainOutcome, Trained};
 

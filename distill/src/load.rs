@@ -15,7 +15,7 @@ use crate::memory_plan::{unplanned_pass_rows, LoadedSizes, TextLengths};
 use crate::host::phase_times::Phase;
 use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
 use crate::student::{StudentInit, TeacherInit, TeacherWeights};
-use crate::student_build::{build_student_from, teacher_weights};
+use crate::student::build::{build_student_from, teacher_weights};
 use crate::inputs::teacher::Teacher;
 use crate::inputs::vocab_check::{phantom_tokens_warning, tokenizer_warning, VocabSizes};
 

@@ -30,7 +30,7 @@ use crate::preflight::{chance_warning, collapse_problem};
 use crate::host::progress::Progress;
 use crate::report::{Distilled, PaddedVocab, StudentReport, TeacherReport, TrainOutputs};
 use crate::student::TeacherWeights;
-use crate::student_build::build_student_from;
+use crate::student::build::build_student_from;
 use crate::inputs::teacher::Teacher;
 use crate::inputs::teacher_cache::{self, CacheKey, Keyless};
 use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
@@ -39,7 +39,7 @@ use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 pub struct Data<'a> {
     pub train: &'a Dataset,
     pub test: &'a Dataset,
-    /// [`crate::student_build::teacher_weights`], for `student.init_from_teacher`.
+    /// [`crate::student::build::teacher_weights`], for `student.init_from_teacher`.
     pub teacher_weights: Option<&'a TeacherWeights>,
 }
 

@@ -53,7 +53,7 @@ fn the_fitted_head_misses_the_teachers_logits_by_the_variance_it_drops() {
         let init = StudentInit { teacher: Some(&weights), file: None };
         let (_vs, student, copied) = {
             let _guard = serial();
-            distill::student_build::build_student_from(&spec, init, &cfg, Device::Cpu).unwrap()
+            distill::student::build::build_student_from(&spec, init, &cfg, Device::Cpu).unwrap()
         };
         let copied = copied.unwrap();
         let fit = copied.head_fit.clone().unwrap();

@@ -68,7 +68,7 @@ fn a_student_copied_whole_from_the_llama_teacher_computes_its_logits() {
         let init = StudentInit { teacher: Some(&weights), file: None };
         let (_vs, student, copied) = {
             let _guard = serial();
-            distill::student_build::build_student_from(&spec, init, &cfg, Device::Cpu).unwrap()
+            distill::student::build::build_student_from(&spec, init, &cfg, Device::Cpu).unwrap()
         };
         let copied = copied.unwrap();
         assert_eq!((copied.teacher_layers, copied.kept.len(), copied.prefix.as_str()), (2, 0, ""), "{copied:?}");
@@ -199,7 +199,7 @@ fn a_llama_teacher_initialises_narrower_students_and_refuses_others() {
         let cfg = lm_config(dir.path(), edits);
         let spec = Config::from_toml_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
         let _guard = serial();
-        distill::student_build::build_student_from(
+        distill::student::build::build_student_from(
             &spec,
             StudentInit { teacher: Some(&weights), file: None },
             &cfg,

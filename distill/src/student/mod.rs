@@ -61,6 +61,7 @@ mod teacher_init_tests;
 pub mod transformer;
 #[cfg(test)]
 pub(crate) mod transformer_tests;
+pub mod build;
 
 pub use layered::{activate, Block, Layered};
 pub use network::Network;
@@ -83,7 +84,7 @@ pub fn trainable(vs: &VarStore) -> Vec<(String, Tensor)> {
 /// file (`student.init`, resolved).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StudentInit<'a> {
-    /// `crate::student_build::teacher_weights`; `None` without `student.init_from_teacher`.
+    /// `crate::student::build::teacher_weights`; `None` without `student.init_from_teacher`.
     pub teacher: Option<&'a TeacherWeights>,
     pub file: Option<&'a Path>,
 }

@@ -15,13 +15,16 @@
 //!   `|fc1[n, :]| * |fc2[:, n]|` (L2 norms: what a neuron reads times what it writes, the rule
 //!   `init_from_teacher` keeps a narrower feed-forward by); a removed neuron's `fc1` rows, bias
 //!   and `fc2` column are zeroed, so it writes exactly 0 whatever the activation.
+
+pub mod schedule;
+pub mod shrink;
 use estimator_wasm::schema::arch::{kept_units, Op};
 use estimator_wasm::schema::{MlpKind, PruneMethod, PruneScope, PruneSpec};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use crate::host::error::{DistillError, Result};
-pub use crate::prune_schedule::PruneSchedule;
+pub use crate::prune::schedule::PruneSchedule;
 use crate::student::Student;
 
 /// A conv/linear weight with its unstructured mask.
