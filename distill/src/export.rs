@@ -37,7 +37,7 @@ use crate::prune::{LayerSparsity, Pruner};
 use crate::report::{PruneReport, ShrunkReport, StudentReport};
 use crate::prune::shrink::{shrink, zero_dead_inputs};
 use crate::student::Student;
-use crate::trainer::{TrainInputs, TrainOutcome, Trained};
+use crate::train::trainer::{TrainInputs, TrainOutcome, Trained};
 
 /// Writes the student of `spec` (variables in `vs`, on any device) to `safetensors` and, traced
 /// in eval mode on the model input `example`, to `torchscript`; both from a CPU copy.
@@ -158,7 +158,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
         test_accuracy: outcome.test_accuracy,
         agreement: outcome.agreement,
         objective: spec.kd.objective.name().to_string(),
-        agreement_metric: crate::objective::from_spec(&spec.kd).agreement(),
+        agreement_metric: crate::train::objective::from_spec(&spec.kd).agreement(),
         spearman: outcome.spearman,
         test_perplexity: outcome.perplexity,
         final_losses: outcome.losses,

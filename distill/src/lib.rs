@@ -44,22 +44,11 @@
 //! (where the wall time went, for the report), `progress`,
 //! `error`; `plan_command` is `distill plan`, `compare` is `distill compare` (finished runs side
 //! by side: a table and a page).
-pub mod amp;
-pub mod backward;
-pub mod batches;
-pub mod checkpoint;
-pub mod chunked_loss;
 pub mod compare;
 pub mod config;
-pub mod eval;
 pub mod export;
 pub mod latency;
 pub mod load;
-pub mod loop_state;
-pub mod memory_plan;
-pub mod metrics;
-pub mod objective;
-pub mod optim;
 pub mod plan_command;
 pub mod preflight;
 pub mod prune;
@@ -67,19 +56,15 @@ pub mod report;
 pub mod report_html;
 pub mod run;
 pub mod rundir;
-pub mod schedule;
-pub mod similarity;
-pub mod step;
 pub mod student;
 pub mod students;
 pub mod summary;
-pub mod train_io;
-pub mod trainer;
 pub mod utilisation;
 pub mod host;
 pub mod torch;
 pub mod data_parallel;
 pub mod inputs;
+pub mod train;
 
 pub use host::error::{DistillError, Result};
 pub use run::{resume, run, TrainOptions};

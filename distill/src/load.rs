@@ -11,7 +11,7 @@ use tch::{Device, Tensor};
 use crate::config::{HeldOut, RunConfig};
 use crate::inputs::data::{Dataset, TextLayout, TextTokenizer};
 use crate::host::error::Result;
-use crate::memory_plan::{unplanned_pass_rows, LoadedSizes, TextLengths};
+use crate::train::memory_plan::{unplanned_pass_rows, LoadedSizes, TextLengths};
 use crate::host::phase_times::Phase;
 use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
 use crate::student::{StudentInit, TeacherInit, TeacherWeights};
@@ -92,10 +92,10 @@ impl Loaded {
         let probe = Tensor::arange(probe_rows(spec, train.len()), (tch::Kind::Int64, device));
         let probe = train.batch(&probe);
         let probe_logits = teacher.output(&probe.input)?;
-        let expected = match crate::objective::from_spec(&spec.kd).agreement() {
+        let expected = match crate::train::objective::from_spec(&spec.kd).agreement() {
             _ if spec.student.is_language_model() => TeacherOutput::TokenLogits { seq: probe.input.x.size()[1], vocab },
-            crate::objective::Agreement::Cosine => TeacherOutput::Embedding,
-            crate::objective::Agreement::Top1 => TeacherOutput::Logits,
+            crate::train::objective::Agreement::Cosine => TeacherOutput::Embedding,
+            crate::train::objective::Agreement::Top1 => TeacherOutput::Logits,
         };
         check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, expected)?;
         teacher.check_finite(&probe_logits, &probe, &train)?;

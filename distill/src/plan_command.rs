@@ -1,5 +1,5 @@
 //! `distill plan`: the memory estimator's breakdown of a run before any training, and the largest
-//! micro-batch per catalogue GPU. (Before a run, [`crate::memory_plan`] does the same on the
+//! micro-batch per catalogue GPU. (Before a run, [`crate::train::memory_plan`] does the same on the
 //! run's device.)
 //!
 //! `distill` adds to the cfg.toml what only it knows: the teacher's exact parameter count (read
@@ -17,7 +17,7 @@ use tch::Device;
 
 use crate::config::{DataFiles, HeldOut};
 use crate::host::error::{first_line, DistillError, Result};
-use crate::memory_plan::{counted_teacher, device_capacity, text_widths, Capacity, TextLengths};
+use crate::train::memory_plan::{counted_teacher, device_capacity, text_widths, Capacity, TextLengths};
 
 /// `distill plan` flags.
 #[derive(Debug, Clone)]
@@ -140,7 +140,7 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
         // a CUDA device is priced as the run prices it (its context, its cuBLAS workspace)
         Some(m) if m.name != "cpu" => inputs.device = Some(m.gpu),
         // the CPU has no runtime to price; "auto" takes the largest batch its RAM holds, at most
-        // the train set, as the trainer does (`crate::memory_plan::MemoryPlanner::largest_batch`)
+        // the train set, as the trainer does (`crate::train::memory_plan::MemoryPlanner::largest_batch`)
         Some(m) if batch.is_none() => {
             let fit = max_batch(&spec, &inputs, &m.gpu, spec.estimate.safety_margin).map_err(bad)?;
             let b = fit.ok_or_else(|| {

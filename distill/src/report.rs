@@ -6,8 +6,8 @@ use estimator_wasm::schema::DataSpec;
 
 use crate::inputs::data::{Dataset, TextStats};
 use crate::latency::Latency;
-use crate::memory_plan::MemoryPlan;
-use crate::objective::{Agreement, LossValues};
+use crate::train::memory_plan::MemoryPlan;
+use crate::train::objective::{Agreement, LossValues};
 use crate::host::phase_times::PhaseSeconds;
 use crate::prune::{LayerSparsity, PruneSchedule};
 use crate::utilisation::UtilisationReport;
@@ -123,7 +123,7 @@ pub struct StudentReport {
     pub skipped_steps: u64,
     pub final_loss_scale: Option<f64>,
     /// Training samples left out of every epoch: 1 when the last batch would hold a single
-    /// sample that BatchNorm cannot train on (`distill::batches`), else 0.
+    /// sample that BatchNorm cannot train on (`distill::train::batches`), else 0.
     #[serde(default)]
     pub samples_dropped_per_epoch: u64,
     /// Measured CPU inference latency of the exported student.

@@ -159,7 +159,7 @@ impl RunDir {
     fn has_checkpoints(&self) -> bool {
         ["checkpoints", "baseline/checkpoints"]
             .iter()
-            .any(|d| !crate::checkpoint::list(&self.partial.join(d)).is_empty())
+            .any(|d| !crate::train::checkpoint::list(&self.partial.join(d)).is_empty())
     }
 
     /// Path of `name` inside the folder being written.

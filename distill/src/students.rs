@@ -15,16 +15,16 @@ use std::sync::atomic::AtomicBool;
 use estimator_wasm::schema::Config;
 use tch::{Device, Tensor};
 
-use crate::checkpoint;
+use crate::train::checkpoint;
 use crate::config::RunSettings;
 use crate::inputs::data::Dataset;
 use crate::host::durable::{create_dir_all, write_atomic};
 use crate::host::error::{DistillError, Result};
-use crate::eval::{accuracy, teacher_outputs, teacher_pass};
+use crate::train::eval::{accuracy, teacher_outputs, teacher_pass};
 use crate::export::export;
 use crate::host::interrupt::Phase;
-use crate::metrics::MetricsLog;
-use crate::objective::Agreement;
+use crate::train::metrics::MetricsLog;
+use crate::train::objective::Agreement;
 use crate::host::phase_times::{during, Phase as Timed};
 use crate::preflight::{chance_warning, collapse_problem};
 use crate::host::progress::Progress;
@@ -33,7 +33,7 @@ use crate::student::TeacherWeights;
 use crate::student::build::build_student_from;
 use crate::inputs::teacher::Teacher;
 use crate::inputs::teacher_cache::{self, CacheKey, Keyless};
-use crate::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
+use crate::train::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 
 /// The datasets on the device, and the teacher's weights a student starts from.
 pub struct Data<'a> {
@@ -77,7 +77,7 @@ impl Students<'_> {
         let (settings, progress) = (self.settings, self.progress);
         let (spec, train_set, test_set) = (settings.spec(), data.train, data.test);
         let eval_batch = spec.train.eval_batch_size as usize;
-        let objective = crate::objective::from_spec(&spec.kd);
+        let objective = crate::train::objective::from_spec(&spec.kd);
         let scored = objective.agreement().classifies();
         let bar = progress.samples("teacher", test_set.len() as u64);
         crate::host::interrupt::enter(Phase::Teacher);
@@ -258,7 +258,7 @@ pub const TEACHER_OUTPUTS: &str = "teacher-outputs.safetensors";
 /// # Errors
 /// [`DistillError::Usage`] saying to leave `--baseline` out.
 pub fn check_baseline(baseline: bool, spec: &Config, train: &Dataset) -> Result<()> {
-    let scored = crate::objective::from_spec(&spec.kd).agreement().classifies();
+    let scored = crate::train::objective::from_spec(&spec.kd).agreement().classifies();
     if baseline && !(scored && train.labels().is_some()) {
         return Err(DistillError::Usage(
             "--baseline trains the student on labels alone, but this run has none to train on (unlabelled data or an embedding objective): leave --baseline out".into(),

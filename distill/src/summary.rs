@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use estimator_wasm::memory::render::human as bytes;
 
-use crate::objective::Agreement;
+use crate::train::objective::Agreement;
 use crate::report::{MemoryReport, Report};
 
 impl Report {

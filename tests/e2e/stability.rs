@@ -6,10 +6,10 @@ use std::sync::atomic::AtomicBool;
 
 use distill::config::{RunConfig, RunSettings};
 use distill::inputs::data::{permutation, Dataset, Examples, Images, Normalizer};
-use distill::metrics::MetricsLog;
+use distill::train::metrics::MetricsLog;
 use distill::host::progress::{Progress, Verbosity};
 use distill::student::build::build_student;
-use distill::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
+use distill::train::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 use distill::DistillError;
 use e2e::{digits_config, fixture, metrics_lines, serial, train};
 use estimator_wasm::Config;

@@ -15,7 +15,7 @@ use estimator_wasm::schema::{BatchSize, Config, Target};
 use tch::Device;
 
 use crate::host::error::{DistillError, Result};
-use crate::memory_plan::{LoadedSizes, MemoryPlan, MemoryPlanner};
+use crate::train::memory_plan::{LoadedSizes, MemoryPlan, MemoryPlanner};
 use crate::host::progress::Progress;
 
 /// The held-out set a run measures its students on.

@@ -11,7 +11,7 @@
 //!
 //! The Reducer hooks the parameters' gradient accumulators, so the backward must accumulate into
 //! `.grad` (`Tensor::f_backward`), not return gradients (`autograd::grad`), which runs no
-//! accumulator: the step's data-parallel path does so ([`crate::step`]).
+//! accumulator: the step's data-parallel path does so ([`crate::train::step`]).
 use std::ffi::c_void;
 
 use tch::Tensor;

@@ -5,7 +5,7 @@ use tch::{Kind, Tensor};
 
 use super::group::{ProcessGroup, ReduceOp};
 use crate::host::error::{DistillError, Result};
-use crate::loop_state::LoopState;
+use crate::train::loop_state::LoopState;
 
 /// Merges the ranks' step figures since the last merge into `state` ([`LoopState::merge_ranks`]:
 /// one all-reduce of 7 numbers). Every rank calls it after the same steps.

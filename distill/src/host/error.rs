@@ -25,7 +25,7 @@ pub enum DistillError {
     /// fp16: the loss scaler skipped `skipped` steps in a row (`amp::MAX_CONSECUTIVE_SKIPS`).
     #[error("fp16: {skipped} steps in a row skipped for a non-finite loss or gradients (the last at step {step}, epoch {epoch}, loss {value}; loss scale backed off to {scale}): the scale is not the cause; lower train.lr, use train.precision = \"bf16\" or \"fp32\", or check the data for NaN/inf")]
     Overflow { skipped: u64, step: u64, epoch: u64, value: f64, scale: f64 },
-    /// The loss has no graph to any trainable parameter of the student ([`crate::backward`]):
+    /// The loss has no graph to any trainable parameter of the student ([`crate::train::backward`]):
     /// there is nothing to train, and libtorch's autograd would crash on it.
     #[error("nothing to train: the loss depends on no trainable parameter of the student (kd.alpha = 0 leaves the label term alone, and this data has no labels): set kd.alpha > 0")]
     NothingToTrain,

@@ -185,13 +185,13 @@ mod tests {
     /// the teacher's mass.
     #[test]
     fn kd_over_the_shared_vocabulary_matches_the_hand_computed_value() {
-        use crate::objective::Objective;
+        use crate::train::objective::Objective;
         let teacher = Tensor::from_slice(&[0f32, 2f32.ln(), 4f32.ln(), 9.0, 0.0, 0.0, 0.0, -3.0]).reshape([1, 2, 4]);
         let cut = shared_vocab(teacher.shallow_clone(), Some((4, 3)));
         assert_eq!(cut.size(), [1, 2, 3]);
         let student = Tensor::zeros([1, 2, 3], (Kind::Float, Device::Cpu));
         let labels = Tensor::from_slice(&[1i64, 2]).reshape([1, 2]);
-        let kd = crate::objective::LogitKd::forward_kl(1.0, 1.0);
+        let kd = crate::train::objective::LogitKd::forward_kl(1.0, 1.0);
         let parts = kd.loss(&student, Some(&cut), Some(&labels));
         assert!((parts.kd.double_value(&[]) - 0.071_456_198_777_787_64).abs() < 1e-6, "{}", parts.kd.double_value(&[]));
         // logits of another width, and runs without padding, pass as they are

@@ -1,4 +1,4 @@
-//! A student's curves as its `metrics.jsonl` logged them ([`crate::metrics`]): the step lines and
+//! A student's curves as its `metrics.jsonl` logged them ([`crate::train::metrics`]): the step lines and
 //! the epoch lines, read as JSON objects so that every numeric field can be plotted by name.
 use std::path::Path;
 

@@ -83,8 +83,8 @@ pub fn render(report: &Report, student: &Curves, baseline: Option<&Curves>) -> S
         &chart("loss", "step", "loss", losses),
     ));
     let metric = match report.student.agreement_metric {
-        crate::objective::Agreement::Top1 => "agreement",
-        crate::objective::Agreement::Cosine => "cosine",
+        crate::train::objective::Agreement::Top1 => "agreement",
+        crate::train::objective::Agreement::Cosine => "cosine",
     };
     let held_out = [("test_accuracy", "test accuracy"), ("agreement", metric), ("spearman", "Spearman")];
     let held_out = both(student, baseline, epochs, &held_out, &all[..3]);

@@ -5,7 +5,7 @@ use plotters::style::RGBColor;
 
 use super::bars::{Bar, BarChart};
 use super::markup::escape;
-use crate::objective::Agreement;
+use crate::train::objective::Agreement;
 use crate::report::{MemoryReport, Report, StudentReport};
 use crate::summary::{compression, group};
 

@@ -9,7 +9,7 @@ use tch::{Device, Tensor};
 
 use crate::inputs::data::Dataset;
 use crate::host::error::{DistillError, Result};
-use crate::memory_plan::unplanned_pass_rows;
+use crate::train::memory_plan::unplanned_pass_rows;
 use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
 use crate::inputs::teacher::Teacher;
 

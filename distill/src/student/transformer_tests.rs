@@ -217,12 +217,12 @@ fn bf16_autocast_runs_finite_and_near_fp32() {
 /// positions when set; fp32 on the CPU, dropout seed 9.
 fn one_step(
     spec: &Config,
-    objective: &dyn crate::objective::Objective,
+    objective: &dyn crate::train::objective::Objective,
     k: usize,
     chunk: Option<i64>,
-    step: &crate::step::StepBatch,
-) -> crate::step::Gradients {
-    use crate::step::{forward_backward, param_segments, StepConfig};
+    step: &crate::train::step::StepBatch,
+) -> crate::train::step::Gradients {
+    use crate::train::step::{forward_backward, param_segments, StepConfig};
     let (vs, student) = build(spec);
     let _guard = crate::torch::test_rng::lock();
     let named = super::trainable(&vs);
@@ -246,7 +246,7 @@ fn one_step(
 
 #[test]
 fn checkpointed_gradients_equal_full_backprop() {
-    use crate::step::StepBatch;
+    use crate::train::step::StepBatch;
     // dropout everywhere, so that the recomputed segments must replay the same masks
     let spec = spec(&[
         ("activation = \"gelu\"", "activation = \"gelu\"\ndropout = 0.2"),
@@ -255,7 +255,7 @@ fn checkpointed_gradients_equal_full_backprop() {
     let input = batch(&[6, 3, 1], 6);
     let soft = Tensor::linspace(-1.0, 1.0, 24, (Kind::Float, Device::Cpu)).reshape([3, 8]);
     let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3, weight: 1.0 };
-    let objective = crate::objective::LogitKd::forward_kl(1.0, 1.0);
+    let objective = crate::train::objective::LogitKd::forward_kl(1.0, 1.0);
     let grads = |k: usize| one_step(&spec, &objective, k, None, &step).grads;
     let full = grads(1);
     assert!(full.iter().all(Tensor::defined));
@@ -283,8 +283,8 @@ const LANGUAGE_MODEL: [(&str, &str); 4] = [
 /// aside (fp32 here), under every divergence; the last position of each row has no next token.
 #[test]
 fn a_chunked_token_loss_equals_the_whole_one() {
-    use crate::objective::Divergence;
-    use crate::step::StepBatch;
+    use crate::train::objective::Divergence;
+    use crate::train::step::StepBatch;
     let spec = spec(&LANGUAGE_MODEL);
     let input = batch(&[7, 7, 7], 7);
     let ids = &input.x;
@@ -292,7 +292,7 @@ fn a_chunked_token_loss_equals_the_whole_one() {
     let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
     let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5 };
     for divergence in [Divergence::ForwardKl, Divergence::ReverseKl, Divergence::Jsd { beta: 0.3 }, Divergence::Tvd] {
-        let objective = crate::objective::LogitKd { temperature: 2.0, alpha: 0.7, divergence };
+        let objective = crate::train::objective::LogitKd { temperature: 2.0, alpha: 0.7, divergence };
         let run = |chunk: Option<i64>, k: usize| {
             let out = one_step(&spec, &objective, k, chunk, &step);
             (out.loss.values(), out.grads, out.predictions)

@@ -15,7 +15,7 @@ use tch::{nn::VarStore, Tensor};
 
 use crate::host::durable::{create_dir_all, replace_via, sync_file};
 use crate::host::error::{DistillError, Result};
-use crate::loop_state::LoopState;
+use crate::train::loop_state::LoopState;
 
 /// What `state.json` of a trainer's checkpoint holds.
 #[derive(Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use tch::{Kind, Tensor};
 
 use crate::inputs::data::{Batch, Dataset};
 use crate::host::error::{DistillError, Result};
-use crate::objective::Objective;
+use crate::train::objective::Objective;
 use crate::student::Student;
 use crate::inputs::teacher::Teacher;
 
@@ -184,7 +184,7 @@ mod tests {
         let e = teacher_outputs(&teacher, &data, 4, &bar, &stop).unwrap_err();
         assert!(e.is_interrupt(), "exit status 130: {e}");
         assert_eq!(interrupted(e), ("train", 0, 10));
-        let objective = crate::objective::from_spec(&estimator_wasm::schema::spec::KdSpec::default());
+        let objective = crate::train::objective::from_spec(&estimator_wasm::schema::spec::KdSpec::default());
         let e = teacher_pass(&teacher, &data, objective.as_ref(), 4, &bar, &stop).unwrap_err();
         assert_eq!(interrupted(e), ("test", 0, 10));
         // stopped after two batches of 4: the samples done are counted

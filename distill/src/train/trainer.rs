@@ -1,9 +1,9 @@
 //! The training loop of one student: seeded batches, soft targets, per-epoch evaluation, and
 //! checkpoints from which [`Trainer::restore`] continues bit for bit. Each step is the parameter
-//! update (`update`: [`crate::step::forward_backward`], loss scaling, the optimiser at its
+//! update (`update`: [`crate::train::step::forward_backward`], loss scaling, the optimiser at its
 //! schedule's rate, pruning masks), then `advance` (the step count and pruning events), then
-//! `log_step` (the books of [`crate::loop_state`], progress, metrics lines). The checkpoint
-//! format is [`crate::checkpoint`]'s. It reports through [`Progress`] and [`MetricsLog`] and never
+//! `log_step` (the books of [`crate::train::loop_state`], progress, metrics lines). The checkpoint
+//! format is [`crate::train::checkpoint`]'s. It reports through [`Progress`] and [`MetricsLog`] and never
 //! prints results itself. In a data-parallel job ([`crate::data_parallel`]) each rank trains on its share
 //! of every global batch ([`Batches::shard`]), the Reducer averages the gradients, the step's
 //! figures and the decision to stop are agreed by all-reduce, and every epoch ends with rank 0's
@@ -15,26 +15,26 @@ use std::time::Instant;
 use estimator_wasm::schema::arch::checkpoint_segments;
 use tch::{nn::VarStore, Tensor};
 
-use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
-use crate::batches::Batches;
-use crate::checkpoint::{Restored, Snapshot};
+use crate::train::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
+use crate::train::batches::Batches;
+use crate::train::checkpoint::{Restored, Snapshot};
 use crate::inputs::data::{permutation, Batch};
 use crate::data_parallel::replicas::{any_rank, check_identical, merge_figures};
 use crate::data_parallel::Ddp;
 use crate::host::error::{DistillError, Result};
-use crate::eval::{accuracy, student_pass};
-use crate::loop_state::{HeldOut, LoopState, StepFigures};
-use crate::metrics::MetricsLog;
-use crate::objective::{Agreement, Objective};
-use crate::optim::Optimizer;
+use crate::train::eval::{accuracy, student_pass};
+use crate::train::loop_state::{HeldOut, LoopState, StepFigures};
+use crate::train::metrics::MetricsLog;
+use crate::train::objective::{Agreement, Objective};
+use crate::train::optim::Optimizer;
 use crate::host::phase_times::{during, Phase};
 use crate::host::progress::Progress;
 use crate::prune::{PruneSchedule, Pruner};
-use crate::schedule::Schedule;
-use crate::similarity::spearman_of_cosines;
-use crate::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig};
+use crate::train::schedule::Schedule;
+use crate::train::similarity::spearman_of_cosines;
+use crate::train::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig};
 use crate::student::Student;
-pub use crate::train_io::{Checkpoints, RunEnd, SoftTargets, TrainInputs, TrainOutcome, SPEARMAN_PAIRS};
+pub use crate::train::train_io::{Checkpoints, RunEnd, SoftTargets, TrainInputs, TrainOutcome, SPEARMAN_PAIRS};
 
 /// The training loop of one student over [`TrainInputs`].
 pub struct Trainer<'a> {
@@ -115,7 +115,7 @@ impl<'a> Trainer<'a> {
             scaler,
             pruner,
             schedule,
-            objective: crate::objective::from_spec(&spec.kd),
+            objective: crate::train::objective::from_spec(&spec.kd),
             segments,
             param_segment,
             batches,
@@ -406,7 +406,7 @@ impl<'a> Trainer<'a> {
         Ok(())
     }
 
-    /// Writes a checkpoint of the current step under `dir` (see [`crate::checkpoint`] for its format).
+    /// Writes a checkpoint of the current step under `dir` (see [`crate::train::checkpoint`] for its format).
     pub fn save(&self, dir: &std::path::Path) -> Result<PathBuf> {
         let snapshot = Snapshot {
             vs: &self.vs,

@@ -3,8 +3,8 @@
 //! them. With the tensors, this is all a resumed run needs (a checkpoint's `state.json`).
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{EpochLine, StepLine};
-use crate::objective::LossValues;
+use crate::train::metrics::{EpochLine, StepLine};
+use crate::train::objective::LossValues;
 
 /// What one optimiser step produced, for the books.
 #[derive(Debug, Clone, Copy)]

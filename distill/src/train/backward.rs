@@ -28,8 +28,8 @@ pub fn run_backward(root: &Tensor, targets: &[&Tensor]) -> Result<Vec<Tensor>> {
 mod tests {
     use super::*;
     use crate::inputs::data::ModelInput;
-    use crate::objective::{Distance, EmbeddingKd};
-    use crate::step::{forward_backward, param_segments, StepBatch, StepConfig};
+    use crate::train::objective::{Distance, EmbeddingKd};
+    use crate::train::step::{forward_backward, param_segments, StepBatch, StepConfig};
     use estimator_wasm::schema::{Config, Precision};
     use tch::{nn::VarStore, Device, Kind};
 

@@ -181,7 +181,7 @@ impl MemoryPlanner {
     }
 
     /// The plan at micro-batch `batch`, or at the train set's size when that is smaller (the
-    /// largest batch the run makes: [`crate::batches`] cuts batches at `min(batch, n)`); warns
+    /// largest batch the run makes: [`crate::train::batches`] cuts batches at `min(batch, n)`); warns
     /// when an `auto` batch is the whole train set (full-batch training), and with the breakdown
     /// when the plan does not fit the device.
     ///

@@ -20,14 +20,14 @@ use std::ops::Range;
 use estimator_wasm::schema::Precision;
 use tch::{Device, Kind, Tensor};
 
-use crate::amp::GradScaler;
-use crate::backward::run_backward;
-use crate::chunked_loss::chunked_loss;
+use crate::train::amp::GradScaler;
+use crate::train::backward::run_backward;
+use crate::train::chunked_loss::chunked_loss;
 use crate::inputs::data::ModelInput;
 use crate::data_parallel::sync_batch_norm::synchronised;
 use crate::data_parallel::{Ddp, ProcessGroup};
 use crate::host::error::Result;
-use crate::objective::{LossParts, Objective};
+use crate::train::objective::{LossParts, Objective};
 use crate::torch::shim::autocast;
 use crate::student::Student;
 
@@ -52,7 +52,7 @@ pub struct StepConfig<'a> {
     /// ([`crate::data_parallel::sync_batch_norm`]).
     pub sync_batch_norm: Option<&'a ProcessGroup>,
     /// A language model's loss in chunks of this many positions (`kd.loss_chunk`): the head,
-    /// the student's last block, runs with the loss chunk by chunk ([`crate::chunked_loss`]).
+    /// the student's last block, runs with the loss chunk by chunk ([`crate::train::chunked_loss`]).
     pub loss_chunk: Option<i64>,
 }
 
@@ -356,7 +356,7 @@ mod tests {
         let cfg = StepConfig {
             device: Device::Cpu,
             precision: Precision::Fp32,
-            objective: &crate::objective::LogitKd::forward_kl(2.0, case.alpha),
+            objective: &crate::train::objective::LogitKd::forward_kl(2.0, case.alpha),
             seed: 3,
             segments,
             param_segment: &param_segments(&student, &names, segments),

@@ -4,7 +4,7 @@
 use tch::{Kind, Tensor};
 
 use super::*;
-use crate::objective::{LogitKd, Objective};
+use crate::train::objective::{LogitKd, Objective};
 
 /// `softmax(z / temperature)` in f64.
 fn softmax(z: &[f64], temperature: f64) -> Vec<f64> {
@@ -156,7 +156,7 @@ fn forward_kl_is_todays_loss_bit_for_bit() {
         assert!(soft_loss(&s, &t, temperature, Divergence::ForwardKl).equal(&today));
         // the objective `[kd]` builds by default
         let spec = estimator_wasm::schema::KdSpec { temperature, alpha: 1.0, ..Default::default() };
-        let parts = crate::objective::from_spec(&spec).loss(&s, Some(&t), None);
+        let parts = crate::train::objective::from_spec(&spec).loss(&s, Some(&t), None);
         assert!(parts.kd.equal(&today) && parts.loss.equal(&today));
     }
     // the value as it was computed before divergences existed (two_class_closed_form)

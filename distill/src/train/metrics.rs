@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::host::error::{DistillError, Result};
-use crate::objective::LossValues;
+use crate::train::objective::LossValues;
 
 /// A logged optimiser step: running means since the previous step line.
 #[derive(Debug, Clone, Serialize)]
@@ -43,7 +43,7 @@ pub struct EpochLine {
     /// embedding objectives the mean cosine similarity (report.json's `agreement_metric`).
     pub agreement: Option<f64>,
     /// Embeddings only: Spearman's rho between the student's and the teacher's cosine
-    /// similarities over 5,000 seeded random test pairs (`crate::similarity`).
+    /// similarities over 5,000 seeded random test pairs (`crate::train::similarity`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spearman: Option<f64>,
     /// Language models only: the student's test perplexity (`exp` of the mean next-token

@@ -1,6 +1,6 @@
 //! What a training run reads ([`TrainInputs`]: the resolved run, the data, the soft targets, the
 //! job's process group) and how it ends ([`TrainOutcome`], [`RunEnd`], [`Checkpoints`]); the loop
-//! itself is [`crate::trainer`].
+//! itself is [`crate::train::trainer`].
 use std::path::PathBuf;
 
 use tch::Tensor;
@@ -9,7 +9,7 @@ use crate::config::RunSettings;
 use crate::inputs::data::{Batch, Dataset};
 use crate::data_parallel::ProcessGroup;
 use crate::host::error::Result;
-use crate::objective::LossValues;
+use crate::train::objective::LossValues;
 use crate::inputs::teacher::Teacher;
 
 /// Where the soft targets (the teacher's outputs: whatever the objective compares, logits or

@@ -12,9 +12,9 @@
 //! to float rounding. The caller back-propagates the body with the gradient of `h`.
 use tch::Tensor;
 
-use crate::amp::GradScaler;
+use crate::train::amp::GradScaler;
 use crate::host::error::Result;
-use crate::objective::{LossParts, Objective};
+use crate::train::objective::{LossParts, Objective};
 
 /// What the chunked head and loss of one batch give.
 pub struct ChunkedLoss {
@@ -74,7 +74,7 @@ pub fn chunked_loss(
             Some(sc) => sc.scaled(&root),
             None => root,
         };
-        let mut out = crate::backward::run_backward(&root, &targets)?;
+        let mut out = crate::train::backward::run_backward(&root, &targets)?;
         let g_hidden = out.pop().unwrap_or_else(Tensor::new);
         for (acc, g) in grads.iter_mut().zip(out).filter(|(_, g)| g.defined()) {
             // in place: a second [vocab, d] gradient of the tied embedding would double it
