@@ -47,7 +47,6 @@
 pub mod compare;
 pub mod config;
 pub mod export;
-pub mod latency;
 pub mod load;
 pub mod plan_command;
 pub mod preflight;

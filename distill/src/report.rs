@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use estimator_wasm::schema::DataSpec;
 
 use crate::inputs::data::{Dataset, TextStats};
-use crate::latency::Latency;
+use crate::export::latency::Latency;
 use crate::train::memory_plan::MemoryPlan;
 use crate::train::objective::{Agreement, LossValues};
 use crate::host::phase_times::PhaseSeconds;
@@ -129,7 +129,7 @@ pub struct StudentReport {
     /// Measured CPU inference latency of the exported student.
     pub latency: Latency,
     pub prune: Option<PruneReport>,
-    /// The student as a Hugging Face model folder (`crate::inputs::hf::student_folder`): where it was
+    /// The student as a Hugging Face model folder (`crate::export::student_folder`): where it was
     /// written, or why it was not.
     #[serde(default)]
     pub hf: HfExport,

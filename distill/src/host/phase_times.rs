@@ -35,7 +35,7 @@ pub enum Phase {
     Checkpoints,
     /// Writing the exports and measuring them (sizes, sparsity, the shrunk student).
     Export,
-    /// The CPU latency measurement of the exported students ([`crate::latency`]).
+    /// The CPU latency measurement of the exported students ([`crate::export::latency`]).
     Latency,
     /// Everything else: the memory plan, an `"auto"` micro-batch's confirming step, the run
     /// folder and its files.

@@ -7,22 +7,19 @@
 //! One job per file: `config` reads `config.json`, `weights` the safetensors headers and tensors,
 //! `rope` the rotary frequencies, `llama` the decoder and its forward, `plan` what the memory
 //! estimator needs of the folder (its exact parameter count and layer list). The other way,
-//! `student_folder` writes a trained student as such a folder, `llama_student` and
-//! `bert_student` saying which students are a `LlamaForCausalLM` or a `BertModel` and under
-//! which names.
+//! the export stage's `student_folder` ([`crate::export::student_folder`]) writes a trained
+//! student as such a folder, `llama_student` and `bert_student` saying which students are a
+//! `LlamaForCausalLM` or a `BertModel` and under which names.
 use std::path::{Path, PathBuf};
 
 use tch::{Device, Kind};
 
 use crate::host::error::{DistillError, Result};
 
-pub mod bert_student;
 pub mod config;
 pub mod llama;
-pub mod llama_student;
 pub mod plan;
 pub mod rope;
-pub mod student_folder;
 pub mod weights;
 
 pub use config::HfConfig;

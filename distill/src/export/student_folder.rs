@@ -28,7 +28,7 @@ use tch::{Kind, Tensor};
 
 use super::bert_student::{self, bert_spec, bert_tensors, sentence_modules, Tensors};
 use super::llama_student::{self, llama_spec, llama_tensors};
-use super::weights::SINGLE;
+use crate::inputs::hf::weights::SINGLE;
 use crate::host::durable::{replace_via, sync_contents};
 use crate::host::error::{DistillError, Result};
 use crate::report::HfExport;
@@ -68,14 +68,14 @@ pub fn write_student_folder(spec: &Config, dir: &Path, tokenizer: Option<&Path>)
     let name = match arch {
         Arch::Llama(t) => {
             let tokens = special_tokens(tokenizer, t.vocab);
-            files.push((super::CONFIG.into(), llama_student::config_json(t, seq, &tokens)));
+            files.push((crate::inputs::hf::CONFIG.into(), llama_student::config_json(t, seq, &tokens)));
             files.push(("generation_config.json".into(), Value::Object(tokens)));
             weights.push((SINGLE.into(), llama_tensors(t, &named).map_err(bad)?));
             llama_student::ARCHITECTURE
         }
         Arch::Bert(t) => {
             let activation = spec.student.activation.name();
-            files.push((super::CONFIG.into(), bert_student::config_json(t, activation, spec.student.dropout, seq)));
+            files.push((crate::inputs::hf::CONFIG.into(), bert_student::config_json(t, activation, spec.student.dropout, seq)));
             files.extend(sentence_modules(spec, t, seq));
             let (model, dense) = bert_tensors(t, &named, seq).map_err(bad)?;
             weights.push((SINGLE.into(), model));
@@ -155,7 +155,7 @@ fn special_tokens(tokenizer: &Path, vocab: u64) -> Map<String, Value> {
         let text = std::fs::read_to_string(folder.join(name)).ok()?;
         serde_json::from_str::<Value>(&text).ok()?.as_object().cloned()
     };
-    let found = read("generation_config.json").or_else(|| read(super::CONFIG)).unwrap_or_default();
+    let found = read("generation_config.json").or_else(|| read(crate::inputs::hf::CONFIG)).unwrap_or_default();
     let fits = |v: &Value| match v {
         Value::Array(ids) => ids.iter().all(|id| id.as_u64().is_some_and(|id| id < vocab)),
         id => id.as_u64().is_some_and(|id| id < vocab),
@@ -169,7 +169,7 @@ fn copy_tokenizer(tokenizer: &Path, folder: &Path) -> Result<()> {
     let copy = |from: &Path, name: &str| {
         std::fs::copy(from, folder.join(name)).map(|_| ()).map_err(|e| DistillError::io(from, e))
     };
-    copy(tokenizer, super::TOKENIZER)?;
+    copy(tokenizer, crate::inputs::hf::TOKENIZER)?;
     let beside = tokenizer.parent().unwrap_or(Path::new("."));
     let mut has_config = false;
     for name in TOKENIZER_COMPANIONS {

@@ -5,7 +5,7 @@
 //!
 //! Structured pruning exports the shrunk student (with its `student.toml`) into the student's
 //! folder and the masked dense one under `dense/`. A student with a Hugging Face equivalent is
-//! also written as a model folder, `hf/` ([`crate::inputs::hf::student_folder`]).
+//! also written as a model folder, `hf/` ([`crate::export::student_folder`]).
 //!
 //! * `student.safetensors`: every variable under its cfg.toml layer id, e.g. `conv1.weight`,
 //!   `conv1_bn.running_mean`, `head.bias`; the same names as a PyTorch module with those
@@ -22,6 +22,11 @@
 //!
 //! Both are written from a CPU copy of the student ([`cpu_copy`]), so they load on a CPU-only
 //! machine (`torch.jit.load` without `map_location`) whatever device trained it.
+
+pub mod latency;
+pub mod bert_student;
+pub mod llama_student;
+pub mod student_folder;
 use std::io::Write;
 use std::path::Path;
 
@@ -31,8 +36,8 @@ use tch::{nn::VarStore, CModule, Device, Tensor};
 use crate::inputs::data::{Dataset, ModelInput};
 use crate::host::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
 use crate::host::error::{DistillError, Result};
-use crate::inputs::hf::student_folder::write_student_folder;
-use crate::latency::{large_batch, measure, Latency};
+use crate::export::student_folder::write_student_folder;
+use crate::export::latency::{large_batch, measure, Latency};
 use crate::prune::{LayerSparsity, Pruner};
 use crate::report::{PruneReport, ShrunkReport, StudentReport};
 use crate::prune::shrink::{shrink, zero_dead_inputs};
