@@ -44,21 +44,12 @@
 //! (where the wall time went, for the report), `progress`,
 //! `error`; `plan_command` is `distill plan`, `compare` is `distill compare` (finished runs side
 //! by side: a table and a page).
-pub mod compare;
 pub mod config;
 pub mod export;
-pub mod load;
-pub mod plan_command;
-pub mod preflight;
 pub mod prune;
 pub mod report;
-pub mod report_html;
 pub mod run;
-pub mod rundir;
 pub mod student;
-pub mod students;
-pub mod summary;
-pub mod utilisation;
 pub mod host;
 pub mod torch;
 pub mod data_parallel;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
-use distill::plan_command::PlanOptions;
+use distill::run::plan_command::PlanOptions;
 use distill::host::progress::Verbosity;
 use distill::TrainOptions;
 
@@ -127,7 +127,7 @@ fn main() -> ExitCode {
     distill::host::allocator::limit_malloc_arenas();
     let args = Args::parse();
     if let Some(Command::Compare { runs, html }) = &args.command {
-        return match distill::compare::compare(runs, html) {
+        return match distill::report::compare::compare(runs, html) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS
@@ -141,7 +141,7 @@ fn main() -> ExitCode {
     if let Some(Command::Plan { student, teacher, gpu, batch, train_samples, test_samples, json, sets }) = args.command
     {
         let opts = PlanOptions { student, teacher, gpu, batch, train_samples, test_samples, json, sets };
-        return match distill::plan_command::plan(&opts) {
+        return match distill::run::plan_command::plan(&opts) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

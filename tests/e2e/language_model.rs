@@ -108,7 +108,7 @@ print(len(lines), sum(len(t.encode(l).ids) + 1 for l in lines))";
     // distill plan prices the same windows (it counted the file's 1,500 lines before)
     let spec = estimator_wasm::schema::Config::from_toml_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
     let files = distill::config::DataFiles::of(&cfg, &spec).unwrap().unwrap();
-    assert_eq!(distill::plan_command::dataset(&files, &spec).unwrap().train_samples, counts[1] / 64);
+    assert_eq!(distill::run::plan_command::dataset(&files, &spec).unwrap().train_samples, counts[1] / 64);
 
     // The teacher's perplexity on the packed test windows is Python's (make_lm_fixtures.py);
     // the KD student beats the same student trained on next-token CE alone from the same

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use distill::config::RunConfig;
-use distill::load::Loaded;
+use distill::run::load::Loaded;
 use distill::report::PaddedVocab;
 use e2e::{fixture, lm_config, metrics_lines, serial, train};
 use tch::Device;

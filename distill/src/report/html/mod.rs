@@ -9,7 +9,7 @@
 //!
 //! One job per file: `curves` (reading `metrics.jsonl`), `markup` (escaping, the values put on
 //! the shapes), `chart` (line charts), `bars` (bar charts), `tables`, `page` (the page). `distill
-//! compare`'s page (`crate::compare`) draws with the same bars, markup and style.
+//! compare`'s page (`crate::report::compare`) draws with the same bars, markup and style.
 pub(crate) mod bars;
 mod chart;
 mod curves;

@@ -26,7 +26,7 @@ use crate::host::interrupt::Phase;
 use crate::train::metrics::MetricsLog;
 use crate::train::objective::Agreement;
 use crate::host::phase_times::{during, Phase as Timed};
-use crate::preflight::{chance_warning, collapse_problem};
+use crate::run::preflight::{chance_warning, collapse_problem};
 use crate::host::progress::Progress;
 use crate::report::{Distilled, PaddedVocab, StudentReport, TeacherReport, TrainOutputs};
 use crate::student::TeacherWeights;

@@ -13,7 +13,7 @@ use crate::inputs::data::{Dataset, TextLayout, TextTokenizer};
 use crate::host::error::Result;
 use crate::train::memory_plan::{unplanned_pass_rows, LoadedSizes, TextLengths};
 use crate::host::phase_times::Phase;
-use crate::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
+use crate::run::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
 use crate::student::{StudentInit, TeacherInit, TeacherWeights};
 use crate::student::build::{build_student_from, teacher_weights};
 use crate::inputs::teacher::Teacher;

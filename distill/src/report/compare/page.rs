@@ -3,9 +3,9 @@
 //! carrying its exact figure (`data-value`, `<title>`) as `report.html`'s bars do.
 use super::columns::{cell, present};
 use super::rows::Row;
-use crate::report_html::bars::{Bar, BarChart};
-use crate::report_html::markup::{escape, exact};
-use crate::report_html::page::{STUDENT, STYLE};
+use crate::report::html::bars::{Bar, BarChart};
+use crate::report::html::markup::{escape, exact};
+use crate::report::html::page::{STUDENT, STYLE};
 
 /// The chart id of a column: its header in lower case, spaces and slashes as dashes.
 fn id(header: &str) -> String {

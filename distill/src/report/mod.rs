@@ -1,5 +1,10 @@
 //! `report.json`: its fields, built once when every fact is known ([`Report::new`]); the
-//! printed summary of a run is `crate::summary`'s.
+//! printed summary of a run is `crate::report::summary`'s.
+
+pub mod html;
+pub mod compare;
+pub mod summary;
+pub mod utilisation;
 use serde::{Deserialize, Serialize};
 
 use estimator_wasm::schema::DataSpec;
@@ -10,7 +15,7 @@ use crate::train::memory_plan::MemoryPlan;
 use crate::train::objective::{Agreement, LossValues};
 use crate::host::phase_times::PhaseSeconds;
 use crate::prune::{LayerSparsity, PruneSchedule};
-use crate::utilisation::UtilisationReport;
+use crate::report::utilisation::UtilisationReport;
 
 /// The teacher, as measured in this run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -374,7 +379,7 @@ pub struct Report {
     pub output_dir: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_parallel: Option<DataParallelReport>,
-    /// The training steps' achieved FLOP/s and MFU ([`crate::utilisation`]).
+    /// The training steps' achieved FLOP/s and MFU ([`crate::report::utilisation`]).
     pub utilisation: Option<UtilisationReport>,
 }
 

@@ -122,7 +122,7 @@ impl Report {
             let _ = writeln!(out, "{}", memory_line(m));
         }
         if let Some(u) = &self.utilisation {
-            let _ = writeln!(out, "{}", crate::utilisation::line(u));
+            let _ = writeln!(out, "{}", crate::report::utilisation::line(u));
         }
         if let Some(w) = &t.warning {
             let _ = writeln!(out, "{w}");

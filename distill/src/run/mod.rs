@@ -3,6 +3,12 @@
 //! on the device (`RunSettings`), the folder with `run.json` and `config.toml`, the students
 //! (`students`), then `report.json` and the folder's final name; `--resume` continues an
 //! interrupted run from what its `run.json` kept.
+
+pub mod load;
+pub mod preflight;
+pub mod students;
+pub mod rundir;
+pub mod plan_command;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -13,13 +19,13 @@ use crate::config::{HeldOut, RunConfig};
 use crate::data_parallel::join_job;
 use crate::host::error::{DistillError, Result};
 use crate::inputs::fingerprint::{self, Fingerprint};
-use crate::load::Loaded;
+use crate::run::load::Loaded;
 use crate::torch::precision::check_trainable;
-use crate::preflight::{check_transformer_head, parse_device};
+use crate::run::preflight::{check_transformer_head, parse_device};
 use crate::host::progress::{Progress, Verbosity};
 use crate::report::{DataParallelReport, DataReport, Report, RunFacts};
-use crate::rundir::RunDir;
-use crate::students::{check_baseline, Data, Students};
+use crate::run::rundir::RunDir;
+use crate::run::students::{check_baseline, Data, Students};
 use crate::inputs::teacher_cache::CacheKey;
 
 /// What the command line asks of a training run.
@@ -123,7 +129,7 @@ fn start(opts: &TrainOptions) -> Result<Report> {
 /// started it (torchrun's restarts rerun the first command, so a restarted worker finds its
 /// own run).
 fn started_by(opts: &TrainOptions, out: &Path) -> Option<String> {
-    let saved = std::fs::read_to_string(crate::rundir::partial_path(out).join("run.json")).ok()?;
+    let saved = std::fs::read_to_string(crate::run::rundir::partial_path(out).join("run.json")).ok()?;
     let saved: Resumable = serde_json::from_str(&saved).ok()?;
     let same = serde_json::to_value(&saved.options).ok() == serde_json::to_value(absolute(opts, out)).ok();
     same.then_some(saved.config)
@@ -148,7 +154,7 @@ fn changed_warning(cfg_path: &Path, out: &Path, who: &str) -> String {
         "warning: {} changed since the run started; {who} trains the run's own copy ({}); to train the edited cfg, start \
          a new run (another --out)",
         cfg_path.display(),
-        crate::rundir::partial_path(out).join("config.toml").display()
+        crate::run::rundir::partial_path(out).join("config.toml").display()
     )
 }
 
@@ -331,7 +337,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         Ok(distilled) => {
             // the device's peak FLOP/s (on CPU a timed matmul: inside the wall time, as other)
             let precision = settings.spec().train.precision;
-            let peak = memory.is_some().then(|| crate::utilisation::device_peak(device, precision));
+            let peak = memory.is_some().then(|| crate::report::utilisation::device_peak(device, precision));
             // every fact of the report is known now: it is built once, here
             let (phases, wall_seconds) =
                 crate::host::phase_times::finish().unwrap_or_else(|| (Default::default(), start.elapsed().as_secs_f64()));
@@ -342,7 +348,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
                     true => "upper bound: every row at the widest training batch's width (text padded per batch)",
                     false => "exact: the estimator's step at the run's micro-batch",
                 };
-                crate::utilisation::utilisation(
+                crate::report::utilisation::utilisation(
                     &m.flops,
                     m.batch,
                     distilled.student.samples_per_s,
@@ -369,7 +375,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
             let report = Report::new(run, distilled);
             let json = serde_json::to_string_pretty(&report).expect("report serialises");
             rundir.write("report.json", json.as_bytes())?;
-            crate::report_html::write(&report, &rundir.path(""))?;
+            crate::report::html::write(&report, &rundir.path(""))?;
             // run.json goes only once the run has its name: a failed rename stays resumable
             let kept = rundir.kept();
             let partial = rundir.partial.clone();

@@ -7,7 +7,7 @@ use super::bars::{Bar, BarChart};
 use super::markup::escape;
 use crate::train::objective::Agreement;
 use crate::report::{MemoryReport, Report, StudentReport};
-use crate::summary::{compression, group};
+use crate::report::summary::{compression, group};
 
 /// Predicted figures' bars, and measured ones'.
 pub const PREDICTED: RGBColor = RGBColor(31, 119, 180);
@@ -151,8 +151,8 @@ pub fn phases(report: &Report) -> String {
 
 /// The training steps' FLOPs per sample by part, the achieved FLOP/s, the device's peak and the
 /// MFU (`report.json`'s `utilisation`).
-pub fn utilisation(u: &crate::utilisation::UtilisationReport) -> String {
-    use crate::utilisation::rate;
+pub fn utilisation(u: &crate::report::utilisation::UtilisationReport) -> String {
+    use crate::report::utilisation::rate;
     let f = &u.flops_per_sample;
     let flops = |v: f64| rate(v).replace("/s", "");
     let rows = [
