@@ -7,8 +7,8 @@
 //! sentence-transformers' modules.
 use std::path::Path;
 
+use distill::export::section::HfExport;
 use distill::inputs::data::ModelInput;
-use distill::report::HfExport;
 use distill::inputs::teacher::Teacher;
 use e2e::{fixture, lm_config, root, text_config, train};
 use estimator_wasm::schema::Precision;

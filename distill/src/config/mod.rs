@@ -4,7 +4,7 @@
 //! * [`RunConfig`]: the cfg.toml as written, with what only the trainer needs resolved once: the
 //!   files it names (relative to its folder) and the held-out set (a file, or a split of the
 //!   train file). The written `Config` is never changed afterwards.
-//! * [`RunSettings`]: the run as resolved on its device ([`RunConfig::resolve`]): the micro-batch
+//! * [`RunSettings`]: the run as resolved on its device ([`crate::train::memory_plan::resolve`]): the micro-batch
 //!   a number (`batch_size = "auto"` becomes the largest that fits, by the device's memory plan),
 //!   the estimator's target, the device. The trainer takes it and reads resolved values from it.
 
@@ -15,8 +15,6 @@ use estimator_wasm::schema::{BatchSize, Config, Target};
 use tch::Device;
 
 use crate::host::error::{DistillError, Result};
-use crate::train::memory_plan::{LoadedSizes, MemoryPlan, MemoryPlanner};
-use crate::host::progress::Progress;
 
 /// The held-out set a run measures its students on.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,7 +68,7 @@ impl DataFiles {
 /// [`DistillError::Config`] naming the key when the cfg does not fit text data.
 pub fn with_teacher_tokenizer(mut spec: Config, cfg_path: &Path, teacher: Option<&Path>) -> Result<Config> {
     let folder = teacher.map(Path::to_path_buf).or_else(|| teacher_folder(cfg_path, &spec));
-    let found = folder.filter(|f| crate::inputs::hf::is_model_folder(f)).and_then(|f| crate::inputs::hf::tokenizer(&f));
+    let found = folder.filter(|f| is_model_folder(f)).and_then(|f| tokenizer(&f));
     if let (Some(tokenizer), None) = (found, &spec.data.tokenizer) {
         let path = std::path::absolute(&tokenizer).unwrap_or(tokenizer);
         spec.data.tokenizer = Some(path.to_string_lossy().into_owned());
@@ -79,6 +77,19 @@ pub fn with_teacher_tokenizer(mut spec: Config, cfg_path: &Path, teacher: Option
         })?;
     }
     Ok(spec)
+}
+
+/// A Hugging Face model folder's tokenizer file.
+pub const TOKENIZER: &str = "tokenizer.json";
+
+/// Whether the teacher path `path` is a Hugging Face model folder rather than a TorchScript file.
+pub fn is_model_folder(path: &Path) -> bool {
+    path.is_dir()
+}
+
+/// The model folder's `tokenizer.json`, when it has one.
+pub fn tokenizer(dir: &Path) -> Option<PathBuf> {
+    Some(dir.join(TOKENIZER)).filter(|p| p.is_file())
 }
 
 /// The cfg's `teacher.hf` model folder (of `spec`, read from `cfg_path`), resolved.
@@ -205,31 +216,11 @@ impl RunConfig {
         }
     }
 
-    /// The run on `device`: `train.batch_size` as written, or for `"auto"` the largest
-    /// micro-batch that fits the device by its memory plan; returns the plan too (`None` where
-    /// the device's memory is unknown).
-    ///
-    /// # Errors
-    /// [`DistillError::Config`] when the estimate fails, when not even a batch of 1 fits, or for
-    /// `"auto"` on a device whose memory is unknown.
-    pub fn resolve(
-        self,
-        device: Device,
-        sizes: &LoadedSizes,
-        progress: &Progress,
-    ) -> Result<(RunSettings, Option<MemoryPlan>)> {
-        let planner = MemoryPlanner::on(device, &self.spec, sizes);
-        let auto = self.spec.train.batch_size == BatchSize::Auto;
-        let batch_size = match (self.spec.train.batch_size, &planner) {
-            (BatchSize::Fixed(n), _) => n,
-            (BatchSize::Auto, Some(planner)) => planner.largest_batch(&self.path)?,
-            (BatchSize::Auto, None) => return Err(self.auto_unplanned()),
-        };
-        let memory = planner.as_ref().map(|p| p.plan(batch_size, auto, &self.path, progress)).transpose()?;
-        // the estimator's target: the device's where it was planned, else as written
-        let target = planner.map_or(self.spec.estimate.target, |p| p.target());
-        let settings = RunSettings { cfg: self, batch_size: batch_size as usize, auto_batch: auto, target, device };
-        Ok((settings, memory))
+    /// The run with its micro-batch decided: `batch_size` (`auto_batch`: `train.batch_size` was
+    /// `"auto"`), the estimator's `target` and the `device`. The memory plan decides them
+    /// ([`crate::train::memory_plan::resolve`]); [`RunConfig::unplanned`] without one.
+    pub fn settle(self, batch_size: usize, auto_batch: bool, target: Target, device: Device) -> RunSettings {
+        RunSettings { cfg: self, batch_size, auto_batch, target, device }
     }
 
     /// Notes on keys that are set but change nothing in this run, for the log: `kd.loss_chunk`
@@ -270,7 +261,8 @@ impl RunConfig {
         Ok(RunSettings { cfg: self, batch_size: n as usize, auto_batch: false, target, device })
     }
 
-    fn auto_unplanned(&self) -> DistillError {
+    /// The error for `train.batch_size = "auto"` where the device's memory is unknown.
+    pub fn auto_unplanned(&self) -> DistillError {
         DistillError::config(
             &self.path,
             "train.batch_size = \"auto\": the device's memory is unknown here; set a number",
@@ -279,7 +271,7 @@ impl RunConfig {
 }
 
 /// The run as resolved: the cfg as written, with the micro-batch a number, the estimator's
-/// target and the device. Built once, by [`RunConfig::resolve`]; it cannot hold `"auto"`.
+/// target and the device. Built once, by [`RunConfig::settle`]; it cannot hold `"auto"`.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
     cfg: RunConfig,

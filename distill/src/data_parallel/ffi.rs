@@ -43,7 +43,8 @@ extern "C" {
 
 /// `Err` with the shim's message (prefixed by `what`) when `message` is not NULL.
 pub fn check(message: *mut c_char, what: &str) -> Result<()> {
-    crate::torch::shim::take_message(message).map_or(Ok(()), |text| Err(DistillError::Distributed(format!("{what}: {text}"))))
+    crate::torch::shim::take_message(message)
+        .map_or(Ok(()), |text| Err(DistillError::Distributed(format!("{what}: {text}"))))
 }
 
 /// The handles of `tensors`, for an array argument.

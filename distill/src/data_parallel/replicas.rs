@@ -1,26 +1,10 @@
-//! What the ranks of a data-parallel job agree on besides the gradients: the steps' figures over
-//! the global batches (merged when a line is logged, not every step: each collective costs a
-//! round trip), whether to stop, and a check that every rank holds the same student.
+//! What the ranks of a data-parallel job agree on besides the gradients: whether to stop, that
+//! they run the same job, and a check that every rank holds the same student (the steps' figures
+//! over the global batches: [`crate::train::loop_state::merge_figures`]).
 use tch::{Kind, Tensor};
 
 use super::group::{ProcessGroup, ReduceOp};
 use crate::host::error::{DistillError, Result};
-use crate::train::loop_state::LoopState;
-
-/// Merges the ranks' step figures since the last merge into `state` ([`LoopState::merge_ranks`]:
-/// one all-reduce of 7 numbers). Every rank calls it after the same steps.
-///
-/// # Errors
-/// [`DistillError::Distributed`] when a peer is gone.
-pub fn merge_figures(group: &ProcessGroup, state: &mut LoopState) -> Result<()> {
-    state.merge_ranks(group.world as f64, |packed| {
-        let t = Tensor::from_slice(packed).to_kind(Kind::Double);
-        group.all_reduce(&t, ReduceOp::Sum)?;
-        let v = Vec::<f64>::try_from(&t).map_err(|e| DistillError::Torch(e.to_string()))?;
-        packed.copy_from_slice(&v);
-        Ok(())
-    })
-}
 
 /// Fails unless every rank's `params` (parameters and buffers) sum to the same value (in
 /// float64, the same order on every rank): the replicas must stay bit-identical, as identical

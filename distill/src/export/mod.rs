@@ -23,24 +23,26 @@
 //! Both are written from a CPU copy of the student ([`cpu_copy`]), so they load on a CPU-only
 //! machine (`torch.jit.load` without `map_location`) whatever device trained it.
 
-pub mod latency;
 pub mod bert_student;
+pub mod latency;
 pub mod llama_student;
+pub mod section;
 pub mod student_folder;
+
 use std::io::Write;
 use std::path::Path;
 
 use estimator_wasm::schema::{Config, KdDivergence, KdObjective, PruneMethod};
 use tch::{nn::VarStore, CModule, Device, Tensor};
 
-use crate::inputs::data::{Dataset, ModelInput};
+use crate::export::latency::{large_batch, measure, Latency};
+use crate::export::section::{PruneReport, ShrunkReport, StudentReport};
+use crate::export::student_folder::write_student_folder;
 use crate::host::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
 use crate::host::error::{DistillError, Result};
-use crate::export::student_folder::write_student_folder;
-use crate::export::latency::{large_batch, measure, Latency};
-use crate::prune::{LayerSparsity, Pruner};
-use crate::report::{PruneReport, ShrunkReport, StudentReport};
+use crate::inputs::data::{Dataset, ModelInput};
 use crate::prune::shrink::{shrink, zero_dead_inputs};
+use crate::prune::{LayerSparsity, Pruner};
 use crate::student::Student;
 use crate::train::trainer::{TrainInputs, TrainOutcome, Trained};
 

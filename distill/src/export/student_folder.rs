@@ -28,10 +28,10 @@ use tch::{Kind, Tensor};
 
 use super::bert_student::{self, bert_spec, bert_tensors, sentence_modules, Tensors};
 use super::llama_student::{self, llama_spec, llama_tensors};
-use crate::inputs::hf::weights::SINGLE;
+use crate::export::section::HfExport;
 use crate::host::durable::{replace_via, sync_contents};
 use crate::host::error::{DistillError, Result};
-use crate::report::HfExport;
+use crate::inputs::hf::weights::SINGLE;
 
 /// The folder's name in the student's folder.
 pub const FOLDER: &str = "hf";
@@ -75,7 +75,10 @@ pub fn write_student_folder(spec: &Config, dir: &Path, tokenizer: Option<&Path>)
         }
         Arch::Bert(t) => {
             let activation = spec.student.activation.name();
-            files.push((crate::inputs::hf::CONFIG.into(), bert_student::config_json(t, activation, spec.student.dropout, seq)));
+            files.push((
+                crate::inputs::hf::CONFIG.into(),
+                bert_student::config_json(t, activation, spec.student.dropout, seq),
+            ));
             files.extend(sentence_modules(spec, t, seq));
             let (model, dense) = bert_tensors(t, &named, seq).map_err(bad)?;
             weights.push((SINGLE.into(), model));
@@ -169,7 +172,7 @@ fn copy_tokenizer(tokenizer: &Path, folder: &Path) -> Result<()> {
     let copy = |from: &Path, name: &str| {
         std::fs::copy(from, folder.join(name)).map(|_| ()).map_err(|e| DistillError::io(from, e))
     };
-    copy(tokenizer, crate::inputs::hf::TOKENIZER)?;
+    copy(tokenizer, crate::config::TOKENIZER)?;
     let beside = tokenizer.parent().unwrap_or(Path::new("."));
     let mut has_config = false;
     for name in TOKENIZER_COMPANIONS {

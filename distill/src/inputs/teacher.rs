@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use estimator_wasm::schema::{OutputSelector, Precision};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
-use crate::inputs::data::{Batch, Dataset, ModelInput};
 use crate::host::error::{first_line, DistillError, Result};
-use crate::torch::precision::teacher_kind;
+use crate::inputs::data::{Batch, Dataset, ModelInput};
 use crate::inputs::teacher_module::{describe, describe_key, TeacherModule};
+use crate::torch::precision::teacher_kind;
 
 pub struct Teacher {
     pub path: PathBuf,
@@ -46,7 +46,7 @@ impl Teacher {
     pub fn load(path: &Path, output: Option<OutputSelector>, precision: Precision, device: Device) -> Result<Teacher> {
         let err = |m: String| DistillError::teacher(path, m);
         let kind = teacher_kind(precision);
-        let (module, params, params_source, file_bytes) = if crate::inputs::hf::is_model_folder(path) {
+        let (module, params, params_source, file_bytes) = if crate::config::is_model_folder(path) {
             let (decoder, params) = crate::inputs::hf::load(path, kind, device)?;
             let module = TeacherModule::Hf(Box::new(decoder));
             (module, params, ParamsSource::Parameters, crate::inputs::hf::weights::Checkpoint::file_bytes(path))

@@ -4,8 +4,8 @@ use std::fmt::Write;
 
 use estimator_wasm::memory::render::human as bytes;
 
-use crate::train::objective::Agreement;
 use crate::report::{MemoryReport, Report};
+use crate::train::objective::Agreement;
 
 impl Report {
     /// The human summary printed at the end of a run (stdout).

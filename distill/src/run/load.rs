@@ -9,15 +9,18 @@ use estimator_wasm::DatasetSize;
 use tch::{Device, Tensor};
 
 use crate::config::{HeldOut, RunConfig};
-use crate::inputs::data::{Dataset, TextLayout, TextTokenizer};
 use crate::host::error::Result;
-use crate::train::memory_plan::{unplanned_pass_rows, LoadedSizes, TextLengths};
 use crate::host::phase_times::Phase;
-use crate::run::preflight::{check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput};
-use crate::student::{StudentInit, TeacherInit, TeacherWeights};
-use crate::student::build::{build_student_from, teacher_weights};
+use crate::inputs::data::{Dataset, TextLayout, TextTokenizer};
 use crate::inputs::teacher::Teacher;
 use crate::inputs::vocab_check::{phantom_tokens_warning, tokenizer_warning, VocabSizes};
+use crate::run::preflight::{
+    check_eval_mode, check_not_identical, check_same_range, check_teacher_shape, TeacherOutput,
+};
+use crate::student::build::unplanned_pass_rows;
+use crate::student::build::{build_student_from, teacher_weights};
+use crate::student::{StudentInit, TeacherInit, TeacherWeights};
+use crate::train::memory_plan::{LoadedSizes, TextLengths};
 
 /// The datasets on the device and the teacher.
 pub struct Loaded {

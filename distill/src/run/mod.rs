@@ -5,10 +5,10 @@
 //! interrupted run from what its `run.json` kept.
 
 pub mod load;
-pub mod preflight;
-pub mod students;
-pub mod rundir;
 pub mod plan_command;
+pub mod preflight;
+pub mod rundir;
+pub mod students;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -18,15 +18,15 @@ use serde::{Deserialize, Serialize};
 use crate::config::{HeldOut, RunConfig};
 use crate::data_parallel::join_job;
 use crate::host::error::{DistillError, Result};
-use crate::inputs::fingerprint::{self, Fingerprint};
-use crate::run::load::Loaded;
-use crate::torch::precision::check_trainable;
-use crate::run::preflight::{check_transformer_head, parse_device};
 use crate::host::progress::{Progress, Verbosity};
+use crate::inputs::fingerprint::{self, Fingerprint};
+use crate::inputs::teacher_cache::CacheKey;
 use crate::report::{DataParallelReport, DataReport, Report, RunFacts};
+use crate::run::load::Loaded;
+use crate::run::preflight::{check_transformer_head, parse_device};
 use crate::run::rundir::RunDir;
 use crate::run::students::{check_baseline, Data, Students};
-use crate::inputs::teacher_cache::CacheKey;
+use crate::torch::precision::check_trainable;
 
 /// What the command line asks of a training run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -259,7 +259,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;
     loaded.warnings.iter().for_each(|w| progress.warn(w.clone()));
     check_baseline(opts.baseline, &cfg.spec, &loaded.train)?;
-    let (settings, memory) = cfg.resolve(device, &loaded.sizes(), &progress)?;
+    let (settings, memory) = crate::train::memory_plan::resolve(cfg, device, &loaded.sizes(), &progress)?;
     if let Some(g) = &group {
         let planned = settings.spec().estimate.data_parallel;
         progress.line(format!(
@@ -339,8 +339,8 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
             let precision = settings.spec().train.precision;
             let peak = memory.is_some().then(|| crate::report::utilisation::device_peak(device, precision));
             // every fact of the report is known now: it is built once, here
-            let (phases, wall_seconds) =
-                crate::host::phase_times::finish().unwrap_or_else(|| (Default::default(), start.elapsed().as_secs_f64()));
+            let (phases, wall_seconds) = crate::host::phase_times::finish()
+                .unwrap_or_else(|| (Default::default(), start.elapsed().as_secs_f64()));
             let utilisation = memory.as_ref().zip(peak).map(|(m, peak)| {
                 let spec = settings.spec();
                 let padded = spec.data.tokenizer.is_some() && !spec.student.is_language_model();

@@ -271,7 +271,7 @@ fn unread_data_note(files: &DataFiles) -> String {
 /// # Errors
 /// [`DistillError::Teacher`] when the file is not TorchScript.
 pub fn teacher_model(path: &Path, spec: &Config) -> Result<TeacherModel> {
-    if crate::inputs::hf::is_model_folder(path) {
+    if crate::config::is_model_folder(path) {
         return crate::inputs::hf::plan::teacher_model(path, spec);
     }
     let (_, params) = crate::inputs::teacher::load_torchscript(path, Device::Cpu)

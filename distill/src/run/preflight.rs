@@ -5,11 +5,11 @@
 use estimator_wasm::schema::{Config, Family, HeadKind};
 use tch::{Device, Kind, Tensor};
 
-use crate::inputs::data::{Dataset, ModelInput};
 use crate::host::error::{DistillError, Result};
-use crate::student::Student;
+use crate::inputs::data::{Dataset, ModelInput};
 use crate::inputs::teacher::Teacher;
 use crate::inputs::vocab_check::{token_logits_problem, VocabSizes};
+use crate::student::Student;
 
 /// `--device auto|cpu|cuda|cuda:N`: auto picks CUDA device 0 when libtorch sees one.
 ///
@@ -336,7 +336,10 @@ mod tests {
         let x = Tensor::from_slice(&[0f32, 16., 0., 16., 8., 8., 4., 12.]).reshape([4, 1, 1, 2]);
         let y = Tensor::from_slice(&[0i64, 1, 0, 1]);
         let train = dataset("train.npz", x.shallow_clone(), y.shallow_clone());
-        assert_eq!(train.channel_stats(), [crate::inputs::data::ChannelStats { min: 0.0, max: 16.0, mean: 8.0, std: 6.0 }]);
+        assert_eq!(
+            train.channel_stats(),
+            [crate::inputs::data::ChannelStats { min: 0.0, max: 16.0, mean: 8.0, std: 6.0 }]
+        );
         // the same data shifted by 1: one distribution
         check_same_range(&train, &dataset("near.npz", &x + 1.0, y.shallow_clone())).unwrap();
         // 16 times larger (uint8 0..255 against floats 0..16)

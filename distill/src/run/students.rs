@@ -15,24 +15,25 @@ use std::sync::atomic::AtomicBool;
 use estimator_wasm::schema::Config;
 use tch::{Device, Tensor};
 
-use crate::train::checkpoint;
 use crate::config::RunSettings;
-use crate::inputs::data::Dataset;
+use crate::export::export;
+use crate::export::section::StudentReport;
 use crate::host::durable::{create_dir_all, write_atomic};
 use crate::host::error::{DistillError, Result};
-use crate::train::eval::{accuracy, teacher_outputs, teacher_pass};
-use crate::export::export;
 use crate::host::interrupt::Phase;
-use crate::train::metrics::MetricsLog;
-use crate::train::objective::Agreement;
 use crate::host::phase_times::{during, Phase as Timed};
-use crate::run::preflight::{chance_warning, collapse_problem};
 use crate::host::progress::Progress;
-use crate::report::{Distilled, PaddedVocab, StudentReport, TeacherReport, TrainOutputs};
-use crate::student::TeacherWeights;
-use crate::student::build::build_student_from;
+use crate::inputs::data::Dataset;
 use crate::inputs::teacher::Teacher;
 use crate::inputs::teacher_cache::{self, CacheKey, Keyless};
+use crate::report::{Distilled, PaddedVocab, TeacherReport, TrainOutputs};
+use crate::run::preflight::{chance_warning, collapse_problem};
+use crate::student::build::build_student_from;
+use crate::student::TeacherWeights;
+use crate::train::checkpoint;
+use crate::train::eval::{accuracy, teacher_outputs, teacher_pass};
+use crate::train::metrics::MetricsLog;
+use crate::train::objective::Agreement;
 use crate::train::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 
 /// The datasets on the device, and the teacher's weights a student starts from.

@@ -3,15 +3,14 @@
 //! then a `student.init` file.
 use std::path::Path;
 
-use estimator_wasm::schema::Config;
+use estimator_wasm::schema::{BatchSize, Config};
 use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
-use crate::inputs::data::Dataset;
 use crate::host::error::{DistillError, Result};
-use crate::train::memory_plan::unplanned_pass_rows;
-use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
+use crate::inputs::data::Dataset;
 use crate::inputs::teacher::Teacher;
+use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
 
 /// What `student.init_from_teacher` takes: the teacher's parameters (fp32 on the CPU, whatever
 /// `teacher.precision` is) and, for a factorised head (`head_rank`), the first training inputs
@@ -112,4 +111,38 @@ pub fn build_student(
 ) -> Result<(VarStore, Student)> {
     let init = StudentInit { teacher: None, file: init };
     build_student_from(spec, init, cfg_path, device).map(|(vs, student, _)| (vs, student))
+}
+
+/// Rows of a no-grad pass that runs outside the batches the plan prices (the preflight's probe of
+/// the teacher and the student, the factorised head's fit): at most 8, and no more than the
+/// micro-batch and the evaluation batch the cfg sets, so those passes fit within the plan (a
+/// causal LM's teacher returns fp32 logits [rows, S, vocab]: 8 windows of 1,024 tokens over
+/// 32,000 tokens held 4.5 GB against a plan of 278 MiB at batch 1). At least 2 where the
+/// evaluation batch allows: the eval-mode check compares a batch with its first half.
+pub fn unplanned_pass_rows(spec: &Config) -> i64 {
+    let micro_batch = match spec.train.batch_size {
+        BatchSize::Fixed(b) => b.max(2),
+        BatchSize::Auto => u64::MAX,
+    };
+    8u64.min(micro_batch).min(spec.train.eval_batch_size).max(1) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_outside_the_plan_are_no_larger_than_the_batches_it_prices() {
+        let rows = |train: &str| {
+            let text = format!(
+                "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [4]\n[train]\n{train}\n"
+            );
+            unplanned_pass_rows(&Config::from_toml_str(&text).unwrap())
+        };
+        assert_eq!(rows("batch_size = 64\neval_batch_size = 256"), 8);
+        assert_eq!(rows("batch_size = 1\neval_batch_size = 256"), 2);
+        assert_eq!(rows("batch_size = 1\neval_batch_size = 1"), 1);
+        assert_eq!(rows("batch_size = \"auto\"\neval_batch_size = 4"), 4);
+        assert_eq!(rows("batch_size = 64\neval_batch_size = 3"), 3);
+    }
 }

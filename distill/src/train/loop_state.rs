@@ -3,6 +3,10 @@
 //! them. With the tensors, this is all a resumed run needs (a checkpoint's `state.json`).
 use serde::{Deserialize, Serialize};
 
+use tch::{Kind, Tensor};
+
+use crate::data_parallel::group::{ProcessGroup, ReduceOp};
+use crate::host::error::{DistillError, Result};
 use crate::train::metrics::{EpochLine, StepLine};
 use crate::train::objective::LossValues;
 
@@ -276,6 +280,22 @@ impl LoopState {
     pub fn train_seconds(&self) -> f64 {
         self.train_seconds
     }
+}
+
+/// Merges the data-parallel ranks' step figures since the last merge into `state` ([`LoopState::merge_ranks`]:
+/// one all-reduce of 7 numbers). Every rank calls it after the same steps: when a line is logged,
+/// not every step, as each collective costs a round trip.
+///
+/// # Errors
+/// [`DistillError::Distributed`] when a peer is gone.
+pub fn merge_figures(group: &ProcessGroup, state: &mut LoopState) -> Result<()> {
+    state.merge_ranks(group.world as f64, |packed| {
+        let t = Tensor::from_slice(packed).to_kind(Kind::Double);
+        group.all_reduce(&t, ReduceOp::Sum)?;
+        let v = Vec::<f64>::try_from(&t).map_err(|e| DistillError::Torch(e.to_string()))?;
+        packed.copy_from_slice(&v);
+        Ok(())
+    })
 }
 
 #[cfg(test)]

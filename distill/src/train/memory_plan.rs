@@ -1,7 +1,7 @@
 //! The memory estimator on the run's device, before training: the device's capacity, the largest
 //! micro-batch that fits it (what `train.batch_size = "auto"` resolves to), and the plan at the
-//! run's micro-batch with its fit warning. [`crate::config::RunConfig::resolve`] asks; the plan's
-//! figures go into the report.
+//! run's micro-batch with its fit warning ([`resolve`]: the run as resolved on its device); the
+//! plan's figures go into the report.
 use std::path::Path;
 
 use estimator_wasm::memory::render::human;
@@ -12,9 +12,10 @@ use estimator_wasm::{
 };
 use tch::Device;
 
-use crate::inputs::data::widths::{batch_widths, pass_widths};
+use crate::config::{RunConfig, RunSettings};
 use crate::host::error::{DistillError, Result};
 use crate::host::progress::Progress;
+use crate::inputs::data::widths::{batch_widths, pass_widths};
 
 /// What only the loaded run knows: the teacher's exact parameter count (from its TorchScript
 /// file), the datasets as kept on the device, and for text its sentences' lengths.
@@ -267,38 +268,35 @@ fn available_ram() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Rows of a no-grad pass that runs outside the batches the plan prices (the preflight's probe of
-/// the teacher and the student, the factorised head's fit): at most 8, and no more than the
-/// micro-batch and the evaluation batch the cfg sets, so those passes fit within the plan (a
-/// causal LM's teacher returns fp32 logits [rows, S, vocab]: 8 windows of 1,024 tokens over
-/// 32,000 tokens held 4.5 GB against a plan of 278 MiB at batch 1). At least 2 where the
-/// evaluation batch allows: the eval-mode check compares a batch with its first half.
-pub fn unplanned_pass_rows(spec: &Config) -> i64 {
-    let micro_batch = match spec.train.batch_size {
-        BatchSize::Fixed(b) => b.max(2),
-        BatchSize::Auto => u64::MAX,
+/// The run `cfg` on `device`: `train.batch_size` as written, or for `"auto"` the largest
+/// micro-batch that fits the device by its memory plan; returns the plan too (`None` where the
+/// device's memory is unknown).
+///
+/// # Errors
+/// [`DistillError::Config`] when the estimate fails, when not even a batch of 1 fits, or for
+/// `"auto"` on a device whose memory is unknown.
+pub fn resolve(
+    cfg: RunConfig,
+    device: Device,
+    sizes: &LoadedSizes,
+    progress: &Progress,
+) -> Result<(RunSettings, Option<MemoryPlan>)> {
+    let planner = MemoryPlanner::on(device, &cfg.spec, sizes);
+    let auto = cfg.spec.train.batch_size == BatchSize::Auto;
+    let batch_size = match (cfg.spec.train.batch_size, &planner) {
+        (BatchSize::Fixed(n), _) => n,
+        (BatchSize::Auto, Some(planner)) => planner.largest_batch(&cfg.path)?,
+        (BatchSize::Auto, None) => return Err(cfg.auto_unplanned()),
     };
-    8u64.min(micro_batch).min(spec.train.eval_batch_size).max(1) as i64
+    let memory = planner.as_ref().map(|p| p.plan(batch_size, auto, &cfg.path, progress)).transpose()?;
+    // the estimator's target: the device's where it was planned, else as written
+    let target = planner.map_or(cfg.spec.estimate.target, |p| p.target());
+    Ok((cfg.settle(batch_size as usize, auto, target, device), memory))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passes_outside_the_plan_are_no_larger_than_the_batches_it_prices() {
-        let rows = |train: &str| {
-            let text = format!(
-                "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [4]\n[train]\n{train}\n"
-            );
-            unplanned_pass_rows(&Config::from_toml_str(&text).unwrap())
-        };
-        assert_eq!(rows("batch_size = 64\neval_batch_size = 256"), 8);
-        assert_eq!(rows("batch_size = 1\neval_batch_size = 256"), 2);
-        assert_eq!(rows("batch_size = 1\neval_batch_size = 1"), 1);
-        assert_eq!(rows("batch_size = \"auto\"\neval_batch_size = 4"), 4);
-        assert_eq!(rows("batch_size = 64\neval_batch_size = 3"), 3);
-    }
 
     /// A planner of a small MLP over `train_samples` samples on a device of `memory` bytes.
     fn planner(train_samples: u64, memory: u64) -> MemoryPlanner {

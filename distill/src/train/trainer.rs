@@ -15,25 +15,28 @@ use std::time::Instant;
 use estimator_wasm::schema::arch::checkpoint_segments;
 use tch::{nn::VarStore, Tensor};
 
+use crate::data_parallel::replicas::{any_rank, check_identical};
+use crate::data_parallel::Ddp;
+use crate::host::error::{DistillError, Result};
+use crate::host::phase_times::{during, Phase};
+use crate::host::progress::Progress;
+use crate::inputs::data::{permutation, Batch};
+use crate::prune::{PruneSchedule, Pruner};
+use crate::student::Student;
 use crate::train::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::train::batches::Batches;
 use crate::train::checkpoint::{Restored, Snapshot};
-use crate::inputs::data::{permutation, Batch};
-use crate::data_parallel::replicas::{any_rank, check_identical, merge_figures};
-use crate::data_parallel::Ddp;
-use crate::host::error::{DistillError, Result};
 use crate::train::eval::{accuracy, student_pass};
+use crate::train::loop_state::merge_figures;
 use crate::train::loop_state::{HeldOut, LoopState, StepFigures};
 use crate::train::metrics::MetricsLog;
 use crate::train::objective::{Agreement, Objective};
 use crate::train::optim::Optimizer;
-use crate::host::phase_times::{during, Phase};
-use crate::host::progress::Progress;
-use crate::prune::{PruneSchedule, Pruner};
 use crate::train::schedule::Schedule;
 use crate::train::similarity::spearman_of_cosines;
-use crate::train::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig};
-use crate::student::Student;
+use crate::train::step::{
+    forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig,
+};
 pub use crate::train::train_io::{Checkpoints, RunEnd, SoftTargets, TrainInputs, TrainOutcome, SPEARMAN_PAIRS};
 
 /// The training loop of one student over [`TrainInputs`].
@@ -84,8 +87,8 @@ impl<'a> Trainer<'a> {
         #[allow(clippy::single_range_in_vec_init)] // one segment spanning every block
         let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
         let param_segment = param_segments(&student, &names, &segments);
-        let scaler =
-            crate::torch::precision::loss_scaling(spec.train.precision).then(|| GradScaler::new(inputs.settings.device()));
+        let scaler = crate::torch::precision::loss_scaling(spec.train.precision)
+            .then(|| GradScaler::new(inputs.settings.device()));
         let pruner = match &spec.prune {
             Some(p) => {
                 let schedule = PruneSchedule::new(p, steps_per_epoch, spec.train.epochs)?;
@@ -228,7 +231,11 @@ impl<'a> Trainer<'a> {
     /// [`crate::inputs::data::widths::widest_batch`]), leaving the optimiser, the step and the metrics
     /// untouched: checks that the batch fits the device.
     pub fn probe(&self) -> Result<()> {
-        let rows = crate::inputs::data::widths::widest_batch(self.inputs.train, self.batches.size, self.inputs.settings.spec());
+        let rows = crate::inputs::data::widths::widest_batch(
+            self.inputs.train,
+            self.batches.size,
+            self.inputs.settings.spec(),
+        );
         let (data, soft) = self.batch_of(&Tensor::from_slice(&rows).to_device(self.inputs.settings.device()))?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let batch =

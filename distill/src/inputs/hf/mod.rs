@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use tch::{Device, Kind};
 
+use crate::config::TOKENIZER;
 use crate::host::error::{DistillError, Result};
 
 pub mod config;
@@ -25,19 +26,8 @@ pub mod weights;
 pub use config::HfConfig;
 pub use llama::HfDecoder;
 
-/// The folder's config file, and its tokenizer.
+/// The folder's config file (its tokenizer: [`crate::config::TOKENIZER`]).
 pub const CONFIG: &str = "config.json";
-pub const TOKENIZER: &str = "tokenizer.json";
-
-/// Whether the teacher path `path` is a model folder rather than a TorchScript file.
-pub fn is_model_folder(path: &Path) -> bool {
-    path.is_dir()
-}
-
-/// The folder's `tokenizer.json`, when it has one.
-pub fn tokenizer(dir: &Path) -> Option<PathBuf> {
-    Some(dir.join(TOKENIZER)).filter(|p| p.is_file())
-}
 
 /// The files that make the model of the folder `dir`, in name order: `config.json`, the
 /// safetensors and their index (what a resumed run or the teacher cache must find unchanged;

@@ -5,9 +5,10 @@ use plotters::style::RGBColor;
 
 use super::bars::{Bar, BarChart};
 use super::markup::escape;
-use crate::train::objective::Agreement;
-use crate::report::{MemoryReport, Report, StudentReport};
+use crate::export::section::StudentReport;
 use crate::report::summary::{compression, group};
+use crate::report::{MemoryReport, Report};
+use crate::train::objective::Agreement;
 
 /// Predicted figures' bars, and measured ones'.
 pub const PREDICTED: RGBColor = RGBColor(31, 119, 180);
