@@ -47,7 +47,9 @@ fn main() -> std::io::Result<()> {
     for epoch in 0..epochs {
         let order = distill::inputs::data::permutation(n, seed, epoch);
         let order = match &buckets {
-            Some((lengths, batch)) => distill::inputs::data::buckets::bucketed(order, |i| lengths[i], *batch, seed, epoch),
+            Some((lengths, batch)) => {
+                distill::inputs::data::buckets::bucketed(order, |i| lengths[i], *batch, seed, epoch)
+            }
             None => order,
         };
         for i in order {

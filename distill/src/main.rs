@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
-use distill::run::plan_command::PlanOptions;
 use distill::host::progress::Verbosity;
+use distill::run::plan_command::PlanOptions;
 use distill::TrainOptions;
 
 /// Distil a TorchScript teacher into the student that a cfg.toml describes.

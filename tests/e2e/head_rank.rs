@@ -2,9 +2,9 @@
 //! to the teacher's head on the student's hidden states, it keeps the share of the logits'
 //! variance it reports; a run with it trains, is priced as built, and exports what Rust computes.
 use distill::inputs::data::ModelInput;
+use distill::inputs::teacher::Teacher;
 use distill::student::head_fit::HEAD_FIT_WINDOWS;
 use distill::student::{StudentInit, TeacherWeights};
-use distill::inputs::teacher::Teacher;
 use e2e::{fixture, lm_config, python, serial, train};
 use estimator_wasm::schema::{arch, Precision};
 use estimator_wasm::Config;

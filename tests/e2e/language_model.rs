@@ -5,10 +5,10 @@
 //! training, resume and export checked against PyTorch.
 use std::path::Path;
 
-use distill::inputs::data::ModelInput;
 use distill::host::progress::Verbosity;
-use distill::student::{StudentInit, TeacherWeights};
+use distill::inputs::data::ModelInput;
 use distill::inputs::teacher::Teacher;
+use distill::student::{StudentInit, TeacherWeights};
 use e2e::{fixture, lm_config, metrics_lines, python, run_stopped, serial, train};
 use estimator_wasm::schema::Precision;
 use estimator_wasm::Config;

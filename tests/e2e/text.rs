@@ -3,8 +3,8 @@
 //! train, resume, export, evaluate) checked against PyTorch's reading of the files.
 use std::path::{Path, PathBuf};
 
-use distill::inputs::data::{Dataset, TextLayout, TextTokenizer};
 use distill::host::progress::Verbosity;
+use distill::inputs::data::{Dataset, TextLayout, TextTokenizer};
 use distill::inputs::teacher_cache::{self, CacheKey};
 use distill::TrainOptions;
 use e2e::{fixture, load_student, metrics_lines, options, python, run, run_stopped, serial, text_config, train};

@@ -1,8 +1,10 @@
-//! Host plumbing: atomic writes, Ctrl-C, progress lines, malloc's arenas, where the wall time went, the error type.
+//! Plumbing of the host, which every stage may use and which uses none: `durable` (atomic
+//! writes), `interrupt` (Ctrl-C), `progress` (the progress lines), `allocator` (malloc's arenas,
+//! peak resident memory), `phase_times` (where the wall time went), `error` (the error type).
 
-pub mod durable;
-pub mod interrupt;
-pub mod progress;
 pub mod allocator;
+pub mod durable;
 pub mod error;
+pub mod interrupt;
 pub mod phase_times;
+pub mod progress;

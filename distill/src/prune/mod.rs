@@ -1,4 +1,4 @@
-//! Pruning the student at the events of its schedule (`prune_schedule.rs`, Zhu & Gupta's cubic
+//! Pruning the student at the events of its schedule (`schedule.rs`, Zhu & Gupta's cubic
 //! schedule, arXiv:1710.01878).
 //!
 //! * Magnitude (unstructured): at each event exactly `round(s_t * n)` weights are zero, chosen by

@@ -30,8 +30,8 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use super::Student;
-use crate::inputs::data::ModelInput;
 use crate::host::error::{DistillError, Result};
+use crate::inputs::data::ModelInput;
 
 /// Training windows whose hidden states the head is fitted on (64 x 128 = 8,192 tokens for the
 /// SmolLM2 example: C is 576 x 576).

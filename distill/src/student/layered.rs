@@ -10,9 +10,9 @@ use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
 use super::network::Network;
-use crate::torch::channels_last::channels_last;
-use crate::inputs::data::ModelInput;
 use crate::host::error::{DistillError, Result};
+use crate::inputs::data::ModelInput;
+use crate::torch::channels_last::channels_last;
 
 /// One built layer: its description and the libtorch module that runs it.
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 //! * [`teacher_init`]: a transformer student's weights copied from a BERT teacher (DistilBERT),
 //!   or a Llama one ([`llama_init`]); [`head_fit`]: a factorised LM head fitted to the teacher's.
 //!
-//! A network is a sequence of blocks, the unit of gradient checkpointing (`step.rs`): block 0
+//! A network is a sequence of blocks, the unit of gradient checkpointing (`train/step.rs`): block 0
 //! takes the model input ([`ModelInput`]: normalised images or vectors [B, ...input_shape]; token
 //! ids [B, S] and their attention mask for text), the last block returns the output the
 //! objective compares with the teacher's (logits [B, classes], or an embedding [B, E]).
@@ -21,8 +21,8 @@ use std::path::Path;
 use estimator_wasm::schema::{Config, Family};
 use tch::{nn, nn::VarStore, Tensor};
 
-use crate::inputs::data::ModelInput;
 use crate::host::error::Result;
+use crate::inputs::data::ModelInput;
 
 /// The line of a `student.init` file (`path`, named in `cfg_path`) that does not load: for a
 /// variable it lacks, the names it holds (a PyTorch `state_dict`'s prefix, `model.fc1.weight`,
@@ -46,6 +46,7 @@ pub fn init_error(cfg_path: &Path, path: &Path, e: &tch::TchError) -> crate::Dis
 }
 
 pub mod attention;
+pub mod build;
 pub mod embedding;
 pub mod feed_forward;
 pub mod head_fit;
@@ -61,7 +62,6 @@ mod teacher_init_tests;
 pub mod transformer;
 #[cfg(test)]
 pub(crate) mod transformer_tests;
-pub mod build;
 
 pub use layered::{activate, Block, Layered};
 pub use network::Network;

@@ -205,8 +205,9 @@ fn bf16_autocast_runs_finite_and_near_fp32() {
     let (_, student) = build(&spec(&[]));
     let input = batch(&[6, 3, 1], 6);
     let fp32 = tch::no_grad(|| student.forward(&input, false));
-    let bf16 = crate::torch::shim::autocast(Device::Cpu, Precision::Bf16, || tch::no_grad(|| student.forward(&input, false)))
-        .unwrap();
+    let bf16 =
+        crate::torch::shim::autocast(Device::Cpu, Precision::Bf16, || tch::no_grad(|| student.forward(&input, false)))
+            .unwrap();
     assert!(bool::try_from(bf16.isfinite().all()).unwrap());
     let diff = max_diff(&fp32, &bf16.to_kind(Kind::Float));
     assert!(diff > 0.0 && diff < 0.05, "bf16 vs fp32 differ by {diff}");

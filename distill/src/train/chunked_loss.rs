@@ -12,8 +12,8 @@
 //! to float rounding. The caller back-propagates the body with the gradient of `h`.
 use tch::Tensor;
 
-use crate::train::amp::GradScaler;
 use crate::host::error::Result;
+use crate::train::amp::GradScaler;
 use crate::train::objective::{LossParts, Objective};
 
 /// What the chunked head and loss of one batch give.

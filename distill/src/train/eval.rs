@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use indicatif::ProgressBar;
 use tch::{Kind, Tensor};
 
-use crate::inputs::data::{Batch, Dataset};
 use crate::host::error::{DistillError, Result};
-use crate::train::objective::Objective;
-use crate::student::Student;
+use crate::inputs::data::{Batch, Dataset};
 use crate::inputs::teacher::Teacher;
+use crate::student::Student;
+use crate::train::objective::Objective;
 
 /// What a model's pass over a held-out set gives.
 #[derive(Debug)]

@@ -20,16 +20,16 @@ use std::ops::Range;
 use estimator_wasm::schema::Precision;
 use tch::{Device, Kind, Tensor};
 
-use crate::train::amp::GradScaler;
-use crate::train::backward::run_backward;
-use crate::train::chunked_loss::chunked_loss;
-use crate::inputs::data::ModelInput;
 use crate::data_parallel::sync_batch_norm::synchronised;
 use crate::data_parallel::{Ddp, ProcessGroup};
 use crate::host::error::Result;
-use crate::train::objective::{LossParts, Objective};
-use crate::torch::shim::autocast;
+use crate::inputs::data::ModelInput;
 use crate::student::Student;
+use crate::torch::shim::autocast;
+use crate::train::amp::GradScaler;
+use crate::train::backward::run_backward;
+use crate::train::chunked_loss::chunked_loss;
+use crate::train::objective::{LossParts, Objective};
 
 /// What a step needs to know about the run.
 pub struct StepConfig<'a> {

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use tch::Tensor;
 
 use crate::config::RunSettings;
-use crate::inputs::data::{Batch, Dataset};
 use crate::data_parallel::ProcessGroup;
 use crate::host::error::Result;
-use crate::train::objective::LossValues;
+use crate::inputs::data::{Batch, Dataset};
 use crate::inputs::teacher::Teacher;
+use crate::train::objective::LossValues;
 
 /// Where the soft targets (the teacher's outputs: whatever the objective compares, logits or
 /// embeddings) of a training batch come from.
