@@ -1,20 +1,19 @@
 //! The training loop of one student: seeded batches, soft targets, per-epoch evaluation, and
 //! checkpoints from which [`Trainer::restore`] continues bit for bit. Each step is the parameter
-//! update (`update`: [`crate::train::step::forward_backward`], loss scaling, the optimiser at its
+//! update (`update`: [`super::step::forward_backward`], loss scaling, the optimiser at its
 //! schedule's rate, pruning masks), then `advance` (the step count and pruning events), then
-//! `log_step` (the books of [`crate::train::loop_state`], progress, metrics lines). The checkpoint
-//! format is [`crate::train::checkpoint`]'s. It reports through [`Progress`] and [`MetricsLog`] and never
-//! prints results itself. In a data-parallel job ([`crate::data_parallel`]) each rank trains on its share
-//! of every global batch ([`Batches::shard`]), the Reducer averages the gradients, the step's
-//! figures and the decision to stop are agreed by all-reduce, and every epoch ends with rank 0's
-//! buffers sent out and a check that all ranks hold the same student.
-use std::ops::Range;
-use std::path::PathBuf;
-use std::time::Instant;
+//! `log_step` (the books of [`super::loop_state`], progress, metrics lines); the checkpoint
+//! format is [`super::checkpoint`]'s. It reports through [`Progress`] and [`MetricsLog`], never
+//! printing results itself. In a data-parallel job ([`crate::data_parallel`]) each rank trains on
+//! its share of every global batch ([`Batches::shard`]), the Reducer averages the gradients, the
+//! step's figures and the decision to stop are agreed by all-reduce, and every epoch ends with
+//! rank 0's buffers sent out and a check that all ranks hold the same student.
+use std::{ops::Range, path::PathBuf, time::Instant};
 
 use estimator_wasm::schema::arch::checkpoint_segments;
 use tch::{nn::VarStore, Tensor};
 
+use super::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig};
 use crate::data_parallel::replicas::{any_rank, check_identical};
 use crate::data_parallel::Ddp;
 use crate::host::error::{DistillError, Result};
@@ -27,16 +26,12 @@ use crate::train::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::train::batches::Batches;
 use crate::train::checkpoint::{Restored, Snapshot};
 use crate::train::eval::{accuracy, student_pass};
-use crate::train::loop_state::merge_figures;
-use crate::train::loop_state::{HeldOut, LoopState, StepFigures};
+use crate::train::loop_state::{merge_figures, HeldOut, LoopState, StepFigures};
 use crate::train::metrics::MetricsLog;
 use crate::train::objective::{Agreement, Objective};
 use crate::train::optim::Optimizer;
 use crate::train::schedule::Schedule;
 use crate::train::similarity::spearman_of_cosines;
-use crate::train::step::{
-    forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig,
-};
 pub use crate::train::train_io::{Checkpoints, RunEnd, SoftTargets, TrainInputs, TrainOutcome, SPEARMAN_PAIRS};
 
 /// The training loop of one student over [`TrainInputs`].
