@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
-use distill::progress::Verbosity;
+use distill::host::progress::Verbosity;
 use distill::report::Report;
 use distill::student::Student;
 use distill::TrainOptions;

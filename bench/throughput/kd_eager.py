@@ -6,13 +6,13 @@ It trains the same thing as `distill --teacher T --student CFG`:
   them (`estimator-wasm/src/schema/arch.rs::layers`, `distill/src/student/layered.rs`): conv blocks
   conv(kernel, same padding, no bias under BatchNorm) -> BatchNorm2d -> activation -> 2x2 pool,
   then flatten, fc blocks linear -> norm -> activation -> dropout, then `head`;
-- inputs `(x * scale - mean) / std` per channel in fp32 (`distill/src/data/normalize.rs`);
+- inputs `(x * scale - mean) / std` per channel in fp32 (`distill/src/inputs/data/normalize.rs`);
 - teacher logits computed once for the train set before training (`teacher.cache_logits = true`),
   the teacher's test predictions once for the agreement figure;
 - the loss `alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) [batchmean] + (1 - alpha) * CE`, both
-  log-softmaxes in fp32 (`distill/src/objective/logit_kd.rs`);
+  log-softmaxes in fp32 (`distill/src/train/objective/logit_kd.rs`);
 - AdamW (decoupled decay on conv/linear weights only) or SGD, the learning rate of each step from
-  linear warm-up then cosine to `min_lr` (`distill/src/optim.rs`, `distill/src/schedule.rs`);
+  linear warm-up then cosine to `min_lr` (`distill/src/train/optim.rs`, `distill/src/train/schedule.rs`);
 - batches of each epoch from a seeded permutation: `--order FILE` reads the trainer's own
   permutations (written by `cargo run --release -p distill --example epoch_order`), so both sides
   visit the same batches; without it, `torch.randperm` (same sizes, different order);
@@ -154,7 +154,7 @@ def load_npz(path, data):
 
 
 class Normalizer:
-    """`(x * scale - mean) / std` per channel, in fp32 (distill/src/data/normalize.rs)."""
+    """`(x * scale - mean) / std` per channel, in fp32 (distill/src/inputs/data/normalize.rs)."""
 
     def __init__(self, data, rank):
         self.scale = float(data.get("scale", 1.0))
@@ -179,7 +179,7 @@ class Normalizer:
 
 
 def lr_at(step, lr, min_lr, warmup, total):
-    """distill/src/schedule.rs: linear warm-up, then cosine to min_lr at the last step."""
+    """distill/src/train/schedule.rs: linear warm-up, then cosine to min_lr at the last step."""
     warmup = min(warmup, total)
     if step < warmup:
         return lr * (step + 1) / warmup

@@ -5,8 +5,8 @@ students `distill` builds from a cfg.toml (`examples/minilm/student.toml`): the 
 It trains the same thing as `distill --teacher T --student CFG`:
 - sentences: the non-blank lines of the train file, tokenised with `data.tokenizer` (Hugging Face
   `tokenizers`, padding off, truncation to `data.input_shape[0]` tokens with the special tokens
-  kept: `distill/src/data/tokenizer.rs`), each batch right-padded to its longest sentence with a
-  0/1 attention mask (`distill/src/data/text.rs`);
+  kept: `distill/src/inputs/data/tokenizer.rs`), each batch right-padded to its longest sentence with a
+  0/1 attention mask (`distill/src/inputs/data/text.rs`);
 - the post-norm BERT student of `[student.transformer]` with distill's parameter names and
   forward (`distill/src/student/`: the embedding sum with position ids 0..S and token type 0,
   LayerNorm; per layer `norm(h + proj(attn(qkv(h))))` with the math attention kernel and the

@@ -1,5 +1,5 @@
 // Data-parallel training on libtorch's own distributed engine, c10d (the C++ under
-// torch.nn.parallel.DistributedDataParallel), in a few C functions for distill/src/dist/: a
+// torch.nn.parallel.DistributedDataParallel), in a few C functions for distill/src/data_parallel/: a
 // TCPStore rendezvous, a ProcessGroup with the Gloo backend, broadcast and all-reduce, and the
 // c10d::Reducer that all-reduces gradients in buckets while autograd runs the backward. A group on
 // CUDA adds the NCCL backend (dist_nccl.cpp) for CUDA tensors beside Gloo, which keeps the CPU

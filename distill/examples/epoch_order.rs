@@ -1,6 +1,6 @@
 //! Writes the training order of the first `epochs` epochs, as the trainer draws it
-//! ([`distill::data::permutation`], and for text its length-bucketed form
-//! [`distill::data::buckets::bucketed`]), so that a reference loop outside Rust
+//! ([`distill::inputs::data::permutation`], and for text its length-bucketed form
+//! [`distill::inputs::data::buckets::bucketed`]), so that a reference loop outside Rust
 //! (`bench/throughput/kd_eager.py`, `bench/throughput/kd_eager_text.py`) can visit the samples in
 //! exactly the same batches.
 //!
@@ -45,9 +45,11 @@ fn main() -> std::io::Result<()> {
     };
     let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
     for epoch in 0..epochs {
-        let order = distill::data::permutation(n, seed, epoch);
+        let order = distill::inputs::data::permutation(n, seed, epoch);
         let order = match &buckets {
-            Some((lengths, batch)) => distill::data::buckets::bucketed(order, |i| lengths[i], *batch, seed, epoch),
+            Some((lengths, batch)) => {
+                distill::inputs::data::buckets::bucketed(order, |i| lengths[i], *batch, seed, epoch)
+            }
             None => order,
         };
         for i in order {

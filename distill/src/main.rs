@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
-use distill::plan_command::PlanOptions;
-use distill::progress::Verbosity;
+use distill::host::progress::Verbosity;
+use distill::run::plan_command::PlanOptions;
 use distill::TrainOptions;
 
 /// Distil a TorchScript teacher into the student that a cfg.toml describes.
@@ -117,17 +117,17 @@ enum Command {
 /// `PathBuf` parser takes it.
 fn home_path() -> impl TypedValueParser<Value = PathBuf> {
     OsStringValueParser::new().map(|value| match value.to_str() {
-        Some(text) => distill::overrides::expand_home(text),
+        Some(text) => distill::config::overrides::expand_home(text),
         None => PathBuf::from(value),
     })
 }
 
 fn main() -> ExitCode {
-    distill::phase_times::process_started();
-    distill::allocator::limit_malloc_arenas();
+    distill::host::phase_times::process_started();
+    distill::host::allocator::limit_malloc_arenas();
     let args = Args::parse();
     if let Some(Command::Compare { runs, html }) = &args.command {
-        return match distill::compare::compare(runs, html) {
+        return match distill::report::compare::compare(runs, html) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS
@@ -141,7 +141,7 @@ fn main() -> ExitCode {
     if let Some(Command::Plan { student, teacher, gpu, batch, train_samples, test_samples, json, sets }) = args.command
     {
         let opts = PlanOptions { student, teacher, gpu, batch, train_samples, test_samples, json, sets };
-        return match distill::plan_command::plan(&opts) {
+        return match distill::run::plan_command::plan(&opts) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS
@@ -152,7 +152,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    distill::interrupt::install();
+    distill::host::interrupt::install();
     let verbosity = if args.quiet { Verbosity::Quiet } else { Verbosity::Normal };
     let result = match &args.resume {
         Some(out) => distill::resume(
@@ -178,7 +178,7 @@ fn main() -> ExitCode {
         }),
     };
     // a data-parallel job's summary (or stop line) comes from rank 0 alone
-    let rank0 = distill::dist::DistEnv::from_process().ok().flatten().is_none_or(|e| e.rank == 0);
+    let rank0 = distill::data_parallel::DistEnv::from_process().ok().flatten().is_none_or(|e| e.rank == 0);
     match result {
         Ok(report) => {
             if rank0 {
@@ -189,12 +189,12 @@ fn main() -> ExitCode {
         // a stop that was asked for: its line says where the checkpoint is and how to go on
         Err(e) if e.is_requested_stop() => {
             if rank0 {
-                distill::progress::whole_line(&format!("{e}\n"));
+                distill::host::progress::whole_line(&format!("{e}\n"));
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            distill::progress::whole_line(&format!("error: {e}\n"));
+            distill::host::progress::whole_line(&format!("error: {e}\n"));
             ExitCode::from(if e.is_interrupt() { 130 } else { 2 })
         }
     }

@@ -2,7 +2,7 @@
 `torch.utils.flop_counter.FlopCounterMode`.
 
 The step is `measure.py`'s (same layers, inputs, precision and loss), run on CPU as `distill`
-runs it (`distill/src/step.rs`): without checkpointing, forward, loss, backward; with it, the
+runs it (`distill/src/train/step.rs`): without checkpointing, forward, loss, backward; with it, the
 forward of segments 0..K-2 without grad keeping each segment's input, the last segment with
 grad, the backward, then each earlier segment recomputed from its kept input (last to first)
 and back-propagated with the gradient of its output. Each phase is counted by its own

@@ -310,7 +310,7 @@ def checkpoint_segments(n, ckpt):
 
 
 def logit_loss(z, y, teacher_logits, temperature, alpha):
-    """distill/src/objective/logit_kd.rs: CE always, KD when alpha > 0, both in fp32."""
+    """distill/src/train/objective/logit_kd.rs: CE always, KD when alpha > 0, both in fp32."""
     ce = F.nll_loss(F.log_softmax(z, -1), y.reshape(-1))
     loss = (1 - alpha) * ce
     if alpha > 0:

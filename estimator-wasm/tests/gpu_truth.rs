@@ -1,6 +1,6 @@
 //! The plan against the CUDA caching allocator: every run recorded on a GPU
 //! (`fidelity/gpu/*/runs.toml`: the run's cfg, its data statistics, what the allocator measured)
-//! is priced as `distill` prices its own run on that device (`distill/src/memory_plan.rs`: the cfg
+//! is priced as `distill` prices its own run on that device (`distill/src/train/memory_plan.rs`: the cfg
 //! at `target = "cuda"`, the teacher's exact count, the datasets, text batch widths, the device's
 //! memory and compute capability), and the prediction must be within 5% of the measured peak
 //! allocated bytes. The allocator's reserved bytes are predicted as the segments of the plan's

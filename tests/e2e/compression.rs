@@ -2,7 +2,7 @@
 //! structured) and gradient checkpointing, checked against hand-computed or measured values.
 use std::path::Path;
 
-use distill::progress::Verbosity;
+use distill::host::progress::Verbosity;
 use e2e::{digits_config, fixture, metrics_lines, python, run_stopped, serial, train};
 use tch::Tensor;
 

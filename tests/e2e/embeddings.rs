@@ -1,7 +1,7 @@
 //! Embedding distillation (`kd.objective = "embedding_*"`): the student regresses the teacher's
 //! output vector, and the report's held-out figures (mean cosine with the teacher, Spearman of
 //! pair cosines) are checked against PyTorch's reading of the exported files.
-use distill::objective::Agreement;
+use distill::train::objective::Agreement;
 use e2e::{digits_config, fixture, metrics_lines, python, train};
 
 /// The mean row cosine between the exported student and the teacher on the digits test set,

@@ -1,6 +1,6 @@
 //! The exported student: PyTorch's `torch.jit.load` reads `student.pt` and gives the outputs
 //! that the Rust student computes from `student.safetensors`.
-use distill::data::ModelInput;
+use distill::inputs::data::ModelInput;
 use e2e::{digits_config, fixture, load_student, python, train};
 use estimator_wasm::Config;
 use tch::{Device, Tensor};
@@ -76,7 +76,7 @@ fn safetensors_names_are_the_layer_ids() {
 
 /// The digits test set, normalised as the cfg says, and its labels.
 fn test_set(spec: &Config) -> (Tensor, Tensor) {
-    let test = distill::data::Dataset::load(&fixture("digits-test.npz"), &spec.data, None).unwrap();
+    let test = distill::inputs::data::Dataset::load(&fixture("digits-test.npz"), &spec.data, None).unwrap();
     let all = test.chunks(test.len()).next().unwrap();
     (all.input.x, all.labels.unwrap())
 }
@@ -187,7 +187,7 @@ fn exports_load_on_a_cpu_only_machine() {
             device: device.into(),
             baseline: false,
             sets: Vec::new(),
-            verbosity: distill::progress::Verbosity::Quiet,
+            verbosity: distill::host::progress::Verbosity::Quiet,
             stop_after: None,
             teacher_cache: None,
             sync_batch_norm: false,

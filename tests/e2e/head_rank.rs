@@ -1,10 +1,10 @@
 //! A factorised language-model head (`student.transformer.head_rank`) on the LM fixture: fitted
 //! to the teacher's head on the student's hidden states, it keeps the share of the logits'
 //! variance it reports; a run with it trains, is priced as built, and exports what Rust computes.
-use distill::data::ModelInput;
+use distill::inputs::data::ModelInput;
+use distill::inputs::teacher::Teacher;
 use distill::student::head_fit::HEAD_FIT_WINDOWS;
 use distill::student::{StudentInit, TeacherWeights};
-use distill::teacher::Teacher;
 use e2e::{fixture, lm_config, python, serial, train};
 use estimator_wasm::schema::{arch, Precision};
 use estimator_wasm::Config;
@@ -53,7 +53,7 @@ fn the_fitted_head_misses_the_teachers_logits_by_the_variance_it_drops() {
         let init = StudentInit { teacher: Some(&weights), file: None };
         let (_vs, student, copied) = {
             let _guard = serial();
-            distill::student_build::build_student_from(&spec, init, &cfg, Device::Cpu).unwrap()
+            distill::student::build::build_student_from(&spec, init, &cfg, Device::Cpu).unwrap()
         };
         let copied = copied.unwrap();
         let fit = copied.head_fit.clone().unwrap();

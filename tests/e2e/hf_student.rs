@@ -7,9 +7,9 @@
 //! sentence-transformers' modules.
 use std::path::Path;
 
-use distill::data::ModelInput;
-use distill::report::HfExport;
-use distill::teacher::Teacher;
+use distill::export::section::HfExport;
+use distill::inputs::data::ModelInput;
+use distill::inputs::teacher::Teacher;
 use e2e::{fixture, lm_config, root, text_config, train};
 use estimator_wasm::schema::Precision;
 use serde_json::{json, Value};

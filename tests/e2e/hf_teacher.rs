@@ -3,8 +3,8 @@
 //! shards, q/k/v biases, untied) and a mistral (fp16, head_dim 16, sliding window 8, llama3
 //! rotary scaling) compute the logits `transformers` recorded, over a right-padded batch; a run
 //! distils a student from the llama folder.
-use distill::data::ModelInput;
-use distill::teacher::Teacher;
+use distill::inputs::data::ModelInput;
+use distill::inputs::teacher::Teacher;
 use std::path::Path;
 
 use e2e::{fixture, lm_config, metrics_lines, train};

@@ -5,10 +5,10 @@
 //! training, resume and export checked against PyTorch.
 use std::path::Path;
 
-use distill::data::ModelInput;
-use distill::progress::Verbosity;
+use distill::host::progress::Verbosity;
+use distill::inputs::data::ModelInput;
+use distill::inputs::teacher::Teacher;
 use distill::student::{StudentInit, TeacherWeights};
-use distill::teacher::Teacher;
 use e2e::{fixture, lm_config, metrics_lines, python, run_stopped, serial, train};
 use estimator_wasm::schema::Precision;
 use estimator_wasm::Config;
@@ -68,7 +68,7 @@ fn a_student_copied_whole_from_the_llama_teacher_computes_its_logits() {
         let init = StudentInit { teacher: Some(&weights), file: None };
         let (_vs, student, copied) = {
             let _guard = serial();
-            distill::student_build::build_student_from(&spec, init, &cfg, Device::Cpu).unwrap()
+            distill::student::build::build_student_from(&spec, init, &cfg, Device::Cpu).unwrap()
         };
         let copied = copied.unwrap();
         assert_eq!((copied.teacher_layers, copied.kept.len(), copied.prefix.as_str()), (2, 0, ""), "{copied:?}");
@@ -108,7 +108,7 @@ print(len(lines), sum(len(t.encode(l).ids) + 1 for l in lines))";
     // distill plan prices the same windows (it counted the file's 1,500 lines before)
     let spec = estimator_wasm::schema::Config::from_toml_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
     let files = distill::config::DataFiles::of(&cfg, &spec).unwrap().unwrap();
-    assert_eq!(distill::plan_command::dataset(&files, &spec).unwrap().train_samples, counts[1] / 64);
+    assert_eq!(distill::run::plan_command::dataset(&files, &spec).unwrap().train_samples, counts[1] / 64);
 
     // The teacher's perplexity on the packed test windows is Python's (make_lm_fixtures.py);
     // the KD student beats the same student trained on next-token CE alone from the same
@@ -199,7 +199,7 @@ fn a_llama_teacher_initialises_narrower_students_and_refuses_others() {
         let cfg = lm_config(dir.path(), edits);
         let spec = Config::from_toml_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
         let _guard = serial();
-        distill::student_build::build_student_from(
+        distill::student::build::build_student_from(
             &spec,
             StudentInit { teacher: Some(&weights), file: None },
             &cfg,

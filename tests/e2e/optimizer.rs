@@ -1,6 +1,6 @@
 //! Our AdamW and SGD (which own their state for exact resume) follow `torch.optim` step for
 //! step (AdamW both the default loop and `fused=True`): the same gradients applied for several steps give the same parameters as PyTorch.
-use distill::optim::Optimizer;
+use distill::train::optim::Optimizer;
 use e2e::python;
 use estimator_wasm::schema::{OptimizerKind as Kind_, TrainSpec};
 use tch::{Device, Kind, Tensor};

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use distill::config::RunConfig;
-use distill::load::Loaded;
 use distill::report::PaddedVocab;
+use distill::run::load::Loaded;
 use e2e::{fixture, lm_config, metrics_lines, serial, train};
 use tch::Device;
 

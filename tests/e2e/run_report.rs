@@ -1,6 +1,6 @@
 //! What a run says about itself beyond its students: where its wall time went (`phases` in
 //! report.json and the summary), how well it used the device (`utilisation`) and `report.html`.
-use distill::phase_times::Phase;
+use distill::host::phase_times::Phase;
 use e2e::{digits_config, fixture, lm_config, metrics_lines, train};
 
 #[test]
@@ -155,7 +155,7 @@ fn a_cpu_run_reports_its_flops_per_sample_achieved_rate_and_mfu_against_a_measur
     let detail = u["peak_detail"].as_str().unwrap();
     assert!(detail.starts_with("measured on this machine: fastest of 5 fp32 1024 x 1024 matmuls"), "{detail}");
     let summary = report.summary();
-    let line = distill::utilisation::line(report.utilisation.as_ref().unwrap());
+    let line = distill::report::utilisation::line(report.utilisation.as_ref().unwrap());
     assert!(line.starts_with("utilisation: ") && line.contains("(10.55 kFLOP per sample); MFU "), "{line}");
     assert!(summary.contains(&line), "{summary}");
     let html = std::fs::read_to_string(dir.path().join("run/report.html")).unwrap();

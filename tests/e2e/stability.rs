@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use distill::config::{RunConfig, RunSettings};
-use distill::data::{permutation, Dataset, Examples, Images, Normalizer};
-use distill::metrics::MetricsLog;
-use distill::progress::{Progress, Verbosity};
-use distill::student_build::build_student;
-use distill::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
+use distill::host::progress::{Progress, Verbosity};
+use distill::inputs::data::{permutation, Dataset, Examples, Images, Normalizer};
+use distill::student::build::build_student;
+use distill::train::metrics::MetricsLog;
+use distill::train::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
 use distill::DistillError;
 use e2e::{digits_config, fixture, metrics_lines, serial, train};
 use estimator_wasm::Config;

@@ -157,8 +157,8 @@ fn a_student_distilled_from_itself_is_refused() {
 /// file computes as saved: the scripted CNN fixture's logits equal the module's own within 1e-5.
 #[test]
 fn a_cpu_teacher_runs_channels_last_with_the_files_values() {
-    use distill::data::ModelInput;
-    use distill::teacher::Teacher;
+    use distill::inputs::data::ModelInput;
+    use distill::inputs::teacher::Teacher;
     use estimator_wasm::schema::{OutputSelector, Precision};
     use tch::{Device, IValue, Kind, Tensor};
 
@@ -197,8 +197,8 @@ fn a_cpu_teacher_runs_channels_last_with_the_files_values() {
 /// values.
 #[test]
 fn a_teacher_that_views_its_weights_runs_with_the_files_strides() {
-    use distill::data::ModelInput;
-    use distill::teacher::Teacher;
+    use distill::inputs::data::ModelInput;
+    use distill::inputs::teacher::Teacher;
     use estimator_wasm::schema::Precision;
     use tch::{Device, IValue, Kind, Tensor};
 

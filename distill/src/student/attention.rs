@@ -5,7 +5,7 @@
 //! `attn(y)`: the fused projection `qkv = y W^T + b` (rows q | k | v; k and v of `kv_heads`
 //! heads for grouped-query attention, Ainslie et al. 2023), split into heads
 //! [B, heads, S, d_head], q and k turned by rotary positions when `rope_theta` is set
-//! ([`super::rotary`]); then either the math kernel
+//! ([`crate::torch::rotary`]); then either the math kernel
 //! `p = softmax(q k^T / sqrt(d_head) + bias)`, `o = dropout(p) v` (Vaswani et al. 2017), k and v
 //! repeated to `heads`, with the additive bias `(1 - mask) * finfo(dtype).min` (Hugging Face
 //! BERT's extended attention mask) or, causal, `finfo.min` above the diagonal; or
@@ -23,7 +23,7 @@ use tch::{nn, Kind, Tensor};
 
 use super::linear::Linear;
 use super::norm::Norm;
-use super::rotary::Rotary;
+use crate::torch::rotary::Rotary;
 
 /// One self-attention block with its norm and residual connection.
 #[derive(Debug)]
@@ -163,7 +163,7 @@ mod tests {
 
     #[test]
     fn attention_by_hand() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         let rows = [[1.0f64, 2.0], [3.0, -1.0], [0.5, 0.5]];
         let y = Tensor::from_slice(&rows.concat()).reshape([1, 3, 2]).to_kind(Kind::Float);
         for kernel in [AttentionKernel::Math, AttentionKernel::Flash] {
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn causal_attention_ignores_later_tokens_and_both_kernels_agree() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         for kv_heads in [4, 2] {
             let (vs_math, vs_flash) = (VarStore::new(Device::Cpu), VarStore::new(Device::Cpu));
             let math = causal_attention(&vs_math, AttentionKernel::Math, kv_heads);

@@ -30,8 +30,8 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use super::Student;
-use crate::data::ModelInput;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
+use crate::inputs::data::ModelInput;
 
 /// Training windows whose hidden states the head is fitted on (64 x 128 = 8,192 tokens for the
 /// SmolLM2 example: C is 576 x 576).
@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn full_rank_reproduces_the_head_and_rank_r_reports_what_it_misses() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         tch::manual_seed(0);
         let (n, d, v): (i64, i64, i64) = (400, 6, 20);
         // anisotropic hidden states with a mean: the columns scaled 10, 5, 2, 1, 0.5, 0.1, plus 3
@@ -220,7 +220,7 @@ mod tests {
     /// ridge gave rows ~300x the others, and training blew up on them).
     #[test]
     fn a_sample_smaller_than_the_rank_gives_well_scaled_factors() {
-        let _rng = crate::test_rng::lock();
+        let _rng = crate::torch::test_rng::lock();
         tch::manual_seed(1);
         let h = Tensor::randn([3, 6], (Kind::Double, Device::Cpu));
         let w = Tensor::randn([20, 6], (Kind::Double, Device::Cpu));

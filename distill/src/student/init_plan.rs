@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use tch::nn::VarStore;
 use tch::Tensor;
 
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// What [`super::init_from_teacher`] copied, for the run's report.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,7 +143,7 @@ pub fn shape_message(dst: &str, src: &str, teacher: &[i64], student: &[i64]) -> 
     let (t, s) = (format!("{teacher:?}"), format!("{student:?}"));
     let fix = match dst {
         "embed.tokens.weight" | "head.weight" if teacher.first() != student.first() => {
-            crate::vocab_check::vocab_table_fix(src, teacher, student)
+            crate::inputs::vocab_check::vocab_table_fix(src, teacher, student)
         }
         "embed.tokens.weight" => format!("set student.transformer.d_model = {} (the teacher's width)", teacher[1]),
         "embed.positions.weight" => format!("set student.transformer.max_positions = {}", teacher[0]),

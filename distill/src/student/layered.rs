@@ -10,9 +10,9 @@ use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
 use super::network::Network;
-use crate::channels_last::channels_last;
-use crate::data::ModelInput;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
+use crate::inputs::data::ModelInput;
+use crate::torch::channels_last::channels_last;
 
 /// One built layer: its description and the libtorch module that runs it.
 #[derive(Debug)]
@@ -169,7 +169,7 @@ fn batch_norm(m: &nn::BatchNorm, x: &Tensor, train: bool) -> Tensor {
     if small && x.device() == Device::Cpu && !x.is_contiguous() {
         // through a permute, not `channels_last`'s `empty_strided`: the export traces this
         // forward, and a traced `empty_strided` keeps the tracing batch's size
-        let y = crate::dist::sync_batch_norm::forward_t(m, &x.contiguous(), train);
+        let y = crate::data_parallel::sync_batch_norm::forward_t(m, &x.contiguous(), train);
         let y = if train && y.requires_grad() {
             // two views that cancel out: the backward of the second reshapes the channels-last
             // gradient to [N, C*H*W], which takes a contiguous copy, so BatchNorm's backward
@@ -182,7 +182,7 @@ fn batch_norm(m: &nn::BatchNorm, x: &Tensor, train: bool) -> Tensor {
         };
         y.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2])
     } else {
-        crate::dist::sync_batch_norm::forward_t(m, x, train)
+        crate::data_parallel::sync_batch_norm::forward_t(m, x, train)
     }
 }
 
@@ -242,7 +242,7 @@ mod tests {
     /// has NHWC strides), gives NCHW's values, and its weight's gradient stays NCHW-shaped.
     #[test]
     fn cpu_convolutions_run_channels_last_with_the_same_values() {
-        let _guard = crate::test_rng::lock();
+        let _guard = crate::torch::test_rng::lock();
         tch::manual_seed(2);
         let vs = nn::VarStore::new(Device::Cpu);
         let cfg = nn::ConvConfig { padding: 1, bias: false, ..Default::default() };
@@ -268,7 +268,7 @@ mod tests {
     /// values and gradients of BatchNorm on the channels-last input itself.
     #[test]
     fn few_channel_batch_norm_runs_nchw_and_returns_channels_last() {
-        let _guard = crate::test_rng::lock();
+        let _guard = crate::torch::test_rng::lock();
         tch::manual_seed(3);
         let vs = nn::VarStore::new(Device::Cpu);
         let bn = nn::batch_norm2d(vs.root() / "n", 4, Default::default());
@@ -276,7 +276,7 @@ mod tests {
         let x = x.detach().set_requires_grad(true);
         let y = batch_norm(&bn, &x, true);
         assert_eq!(y.stride(), [100, 1, 20, 4], "channels-last out");
-        let reference = crate::dist::sync_batch_norm::forward_t(&bn, &x, true);
+        let reference = crate::data_parallel::sync_batch_norm::forward_t(&bn, &x, true);
         assert!((&y - &reference).abs().max().double_value(&[]) < 1e-5);
         // training-mode output has zero mean per channel
         let mean = y.mean_dim([0i64, 2, 3].as_slice(), false, Kind::Float).abs().max().double_value(&[]);

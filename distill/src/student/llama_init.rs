@@ -24,7 +24,7 @@ use tch::nn::VarStore;
 use tch::Tensor;
 
 use super::init_plan::{apply_plan, layer_count, strongest_neurons, Take, TeacherInit, Transfer, KEY};
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 const EMBED: &str = "embed_tokens.weight";
 

@@ -8,7 +8,7 @@
 //! * [`teacher_init`]: a transformer student's weights copied from a BERT teacher (DistilBERT),
 //!   or a Llama one ([`llama_init`]); [`head_fit`]: a factorised LM head fitted to the teacher's.
 //!
-//! A network is a sequence of blocks, the unit of gradient checkpointing (`step.rs`): block 0
+//! A network is a sequence of blocks, the unit of gradient checkpointing (`train/step.rs`): block 0
 //! takes the model input ([`ModelInput`]: normalised images or vectors [B, ...input_shape]; token
 //! ids [B, S] and their attention mask for text), the last block returns the output the
 //! objective compares with the teacher's (logits [B, classes], or an embedding [B, E]).
@@ -21,8 +21,8 @@ use std::path::Path;
 use estimator_wasm::schema::{Config, Family};
 use tch::{nn, nn::VarStore, Tensor};
 
-use crate::data::ModelInput;
-use crate::error::Result;
+use crate::host::error::Result;
+use crate::inputs::data::ModelInput;
 
 /// The line of a `student.init` file (`path`, named in `cfg_path`) that does not load: for a
 /// variable it lacks, the names it holds (a PyTorch `state_dict`'s prefix, `model.fc1.weight`,
@@ -40,12 +40,13 @@ pub fn init_error(cfg_path: &Path, path: &Path, e: &tch::TchError) -> crate::Dis
             let held = if n == 0 { "none".to_string() } else { held.join(", ") + &more };
             format!("has no tensor {name:?} of this student (it holds {held}): give it one tensor per student variable under that name, e.g. a run's student.safetensors")
         }
-        e => crate::error::first_line(&e.to_string()),
+        e => crate::host::error::first_line(&e.to_string()),
     };
     crate::DistillError::config(cfg_path, format!("student.init = {}: {why}", path.display()))
 }
 
 pub mod attention;
+pub mod build;
 pub mod embedding;
 pub mod feed_forward;
 pub mod head_fit;
@@ -55,7 +56,6 @@ pub mod linear;
 pub mod llama_init;
 pub mod network;
 pub mod norm;
-pub mod rotary;
 pub mod teacher_init;
 #[cfg(test)]
 mod teacher_init_tests;
@@ -84,7 +84,7 @@ pub fn trainable(vs: &VarStore) -> Vec<(String, Tensor)> {
 /// file (`student.init`, resolved).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StudentInit<'a> {
-    /// `crate::student_build::teacher_weights`; `None` without `student.init_from_teacher`.
+    /// `crate::student::build::teacher_weights`; `None` without `student.init_from_teacher`.
     pub teacher: Option<&'a TeacherWeights>,
     pub file: Option<&'a Path>,
 }
@@ -113,7 +113,7 @@ impl Student {
     /// [`crate::DistillError::Usage`] for a layer the trainer cannot build.
     pub fn new(root: &nn::Path, spec: &Config) -> Result<Student> {
         #[cfg(test)]
-        crate::test_rng::assert_held("building a student (random initialisation)");
+        crate::torch::test_rng::assert_held("building a student (random initialisation)");
         match spec.student.family {
             Family::Mlp | Family::Cnn => Ok(Student::Layered(Layered::new(root, spec)?)),
             Family::Transformer => Ok(Student::Transformer(Transformer::new(root, spec)?)),
@@ -149,7 +149,7 @@ impl Student {
     pub fn forward(&self, input: &ModelInput, train: bool) -> Tensor {
         #[cfg(test)]
         if train {
-            crate::test_rng::assert_held("a training-mode forward (dropout)");
+            crate::torch::test_rng::assert_held("a training-mode forward (dropout)");
         }
         self.net().forward(input, train)
     }
@@ -157,7 +157,7 @@ impl Student {
     /// See [`Network::example_input`].
     pub fn example_input(&self, batch: i64) -> ModelInput {
         #[cfg(test)]
-        crate::test_rng::assert_held("an example input");
+        crate::torch::test_rng::assert_held("an example input");
         self.net().example_input(batch)
     }
 
@@ -165,7 +165,7 @@ impl Student {
     pub fn forward_blocks(&self, h: &Tensor, blocks: Range<usize>, mask: Option<&Tensor>, train: bool) -> Tensor {
         #[cfg(test)]
         if train {
-            crate::test_rng::assert_held("a training-mode forward (dropout)");
+            crate::torch::test_rng::assert_held("a training-mode forward (dropout)");
         }
         self.net().forward_blocks(h, blocks, mask, train)
     }

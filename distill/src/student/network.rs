@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use tch::Tensor;
 
-use crate::data::ModelInput;
+use crate::inputs::data::ModelInput;
 
 /// A trainable student network as the training step sees it.
 pub trait Network {

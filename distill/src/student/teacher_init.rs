@@ -31,7 +31,7 @@ use tch::Tensor;
 
 pub use super::init_plan::TeacherInit;
 use super::init_plan::{apply_plan, layer_count, strongest_neurons, Take, Transfer, KEY};
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
 
 /// Copies the teacher's weights `teacher` (name, tensor; e.g. from `Teacher::named_parameters`)
 /// into the transformer student of `spec` whose variables are `vs`, under `no_grad`.

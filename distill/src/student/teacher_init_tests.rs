@@ -7,7 +7,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::teacher_init::{init_from_teacher, TeacherInit};
 use super::transformer_tests::{batch, build, python, spec};
-use crate::teacher::Teacher;
+use crate::inputs::teacher::Teacher;
 
 /// Sizes of a synthetic BERT.
 struct Bert {
@@ -19,7 +19,7 @@ struct Bert {
 
 /// A Hugging Face `BertModel` state (vocab 40, 16 positions, 2 token types) of random values.
 fn fake_bert(b: &Bert) -> Vec<(String, Tensor)> {
-    let _guard = crate::test_rng::lock();
+    let _guard = crate::torch::test_rng::lock();
     tch::manual_seed(17);
     let p = b.prefix;
     let r = |shape: &[i64]| Tensor::randn(shape, (Kind::Float, Device::Cpu));
@@ -275,7 +275,7 @@ fn the_fixture_teacher_is_reproduced_by_a_student_of_its_shape() {
         (0..s).map(|i| row.get(i).map_or(0, |&id| fill(id))).collect()
     };
     let flat = |f: fn(i64) -> i64| Tensor::from_slice(&rows.iter().flat_map(|r| pad(r, f)).collect::<Vec<_>>());
-    let input = crate::data::ModelInput {
+    let input = crate::inputs::data::ModelInput {
         x: flat(|id| id).reshape([rows.len() as i64, s as i64]),
         mask: Some(flat(|_| 1).reshape([rows.len() as i64, s as i64])),
     };

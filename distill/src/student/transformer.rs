@@ -12,7 +12,7 @@
 //!
 //! Block 0 takes token ids int64 [B, S]; every other block a float [B, S, d] (or, after `pool`,
 //! [B, d]); the attention mask int [B, S] reaches every block. Every op is shape-agnostic, so
-//! the TorchScript traced on one input shape runs on any other (`export.rs`).
+//! the TorchScript traced on one input shape runs on any other (`export/mod.rs`).
 use std::ops::Range;
 
 use estimator_wasm::schema::arch::{self, Layer, Op};
@@ -25,8 +25,8 @@ use super::feed_forward::FeedForward;
 use super::linear::Linear;
 use super::network::Network;
 use super::norm::Norm;
-use crate::data::ModelInput;
-use crate::error::{DistillError, Result};
+use crate::host::error::{DistillError, Result};
+use crate::inputs::data::ModelInput;
 
 /// A transformer student: its layers (from `arch::layers`) and the blocks that run them.
 #[derive(Debug)]

@@ -10,7 +10,7 @@ use tch::{CModule, Device, Kind, Tensor};
 
 use super::transformer::{l2_normalize, mean_pool};
 use super::Student;
-use crate::data::ModelInput;
+use crate::inputs::data::ModelInput;
 
 /// A 2-layer post-norm sentence encoder (BERT's layout) at toy sizes: vocab 40, d 8, 2 heads.
 pub const TINY: &str = "[data]\ntokenizer = \"tokenizer.json\"\ninput_shape = [12]\nclasses = 8\n\
@@ -30,7 +30,7 @@ pub fn spec(edits: &[(&str, &str)]) -> Config {
 
 /// The student of `spec` built from seed 5 (under the RNG lock, as other tests reseed).
 pub fn build(spec: &Config) -> (VarStore, Student) {
-    let _guard = crate::test_rng::lock();
+    let _guard = crate::torch::test_rng::lock();
     tch::manual_seed(5);
     let vs = VarStore::new(Device::Cpu);
     let student = Student::new(&vs.root(), spec).unwrap();
@@ -205,8 +205,9 @@ fn bf16_autocast_runs_finite_and_near_fp32() {
     let (_, student) = build(&spec(&[]));
     let input = batch(&[6, 3, 1], 6);
     let fp32 = tch::no_grad(|| student.forward(&input, false));
-    let bf16 = crate::shim::autocast(Device::Cpu, Precision::Bf16, || tch::no_grad(|| student.forward(&input, false)))
-        .unwrap();
+    let bf16 =
+        crate::torch::shim::autocast(Device::Cpu, Precision::Bf16, || tch::no_grad(|| student.forward(&input, false)))
+            .unwrap();
     assert!(bool::try_from(bf16.isfinite().all()).unwrap());
     let diff = max_diff(&fp32, &bf16.to_kind(Kind::Float));
     assert!(diff > 0.0 && diff < 0.05, "bf16 vs fp32 differ by {diff}");
@@ -217,14 +218,14 @@ fn bf16_autocast_runs_finite_and_near_fp32() {
 /// positions when set; fp32 on the CPU, dropout seed 9.
 fn one_step(
     spec: &Config,
-    objective: &dyn crate::objective::Objective,
+    objective: &dyn crate::train::objective::Objective,
     k: usize,
     chunk: Option<i64>,
-    step: &crate::step::StepBatch,
-) -> crate::step::Gradients {
-    use crate::step::{forward_backward, param_segments, StepConfig};
+    step: &crate::train::step::StepBatch,
+) -> crate::train::step::Gradients {
+    use crate::train::step::{forward_backward, param_segments, StepConfig};
     let (vs, student) = build(spec);
-    let _guard = crate::test_rng::lock();
+    let _guard = crate::torch::test_rng::lock();
     let named = super::trainable(&vs);
     let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
     let params: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
@@ -246,7 +247,7 @@ fn one_step(
 
 #[test]
 fn checkpointed_gradients_equal_full_backprop() {
-    use crate::step::StepBatch;
+    use crate::train::step::StepBatch;
     // dropout everywhere, so that the recomputed segments must replay the same masks
     let spec = spec(&[
         ("activation = \"gelu\"", "activation = \"gelu\"\ndropout = 0.2"),
@@ -255,7 +256,7 @@ fn checkpointed_gradients_equal_full_backprop() {
     let input = batch(&[6, 3, 1], 6);
     let soft = Tensor::linspace(-1.0, 1.0, 24, (Kind::Float, Device::Cpu)).reshape([3, 8]);
     let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3, weight: 1.0 };
-    let objective = crate::objective::LogitKd::forward_kl(1.0, 1.0);
+    let objective = crate::train::objective::LogitKd::forward_kl(1.0, 1.0);
     let grads = |k: usize| one_step(&spec, &objective, k, None, &step).grads;
     let full = grads(1);
     assert!(full.iter().all(Tensor::defined));
@@ -283,8 +284,8 @@ const LANGUAGE_MODEL: [(&str, &str); 4] = [
 /// aside (fp32 here), under every divergence; the last position of each row has no next token.
 #[test]
 fn a_chunked_token_loss_equals_the_whole_one() {
-    use crate::objective::Divergence;
-    use crate::step::StepBatch;
+    use crate::train::objective::Divergence;
+    use crate::train::step::StepBatch;
     let spec = spec(&LANGUAGE_MODEL);
     let input = batch(&[7, 7, 7], 7);
     let ids = &input.x;
@@ -292,7 +293,7 @@ fn a_chunked_token_loss_equals_the_whole_one() {
     let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
     let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5 };
     for divergence in [Divergence::ForwardKl, Divergence::ReverseKl, Divergence::Jsd { beta: 0.3 }, Divergence::Tvd] {
-        let objective = crate::objective::LogitKd { temperature: 2.0, alpha: 0.7, divergence };
+        let objective = crate::train::objective::LogitKd { temperature: 2.0, alpha: 0.7, divergence };
         let run = |chunk: Option<i64>, k: usize| {
             let out = one_step(&spec, &objective, k, chunk, &step);
             (out.loss.values(), out.grads, out.predictions)
@@ -317,7 +318,7 @@ fn a_chunked_token_loss_equals_the_whole_one() {
 /// does; and in PyTorch (`torch.jit.load`) too.
 #[test]
 fn traced_student_runs_other_shapes() {
-    let _rng = crate::test_rng::lock();
+    let _rng = crate::torch::test_rng::lock();
     for edits in [
         &[][..],
         &[
@@ -406,7 +407,7 @@ fn every_head_trains() {
     ];
     for (edits, shape) in heads {
         let (vs, student) = build(&spec(edits));
-        let _guard = crate::test_rng::lock();
+        let _guard = crate::torch::test_rng::lock();
         let input = batch(&[6, 3, 1], 6);
         let dims: Vec<i64> = shape.iter().copied().filter(|&d| d > 0).collect();
         // rows of mixed signs, near zero mean: within reach of a post-norm student

@@ -247,7 +247,7 @@ fn resume_refuses_a_changed_student_init() {
     let save_init = |scale: f64| {
         let text = std::fs::read_to_string(case.path(CFG)).unwrap().replace("init = \"init.safetensors\"", "");
         let spec = estimator_wasm::Config::from_toml_str(&text).unwrap();
-        let (vs, _) = distill::student_build::build_student(&spec, None, &case.path(CFG), tch::Device::Cpu).unwrap();
+        let (vs, _) = distill::student::build::build_student(&spec, None, &case.path(CFG), tch::Device::Cpu).unwrap();
         let _ = tch::no_grad(|| vs.variables()["fc1.weight"].shallow_clone().g_mul_scalar_(scale));
         vs.save(&init).unwrap();
     };

@@ -11,7 +11,7 @@ use crate::schema::{arch, Family};
 impl Compile<'_> {
     /// Per-sample FLOPs of one step: the student's layers (input gradients where the chain
     /// needs them), the forward of every checkpoint segment but the last of each stage again
-    /// (as `distill/src/step.rs` recomputes them), the teacher's forward when it runs on every
+    /// (as `distill/src/train/step.rs` recomputes them), the teacher's forward when it runs on every
     /// step (`teacher_online`), and the loss over `loss_rows` rows of `data.classes` logits.
     /// A teacher known only by its parameter count is priced at 2 FLOPs per parameter and
     /// token, with a note.

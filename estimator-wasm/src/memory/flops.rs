@@ -16,7 +16,7 @@
 //!   layer's pixels or features: 1 x forward), as autograd computes it;
 //! * `recompute` is the work a run repeats but the model does not need (hardware, not model
 //!   FLOPs, so MFU leaves it out): with checkpointing, the forward of every segment but the
-//!   last one (`distill/src/step.rs` recomputes those), and with a fused (flash) attention
+//!   last one (`distill/src/train/step.rs` recomputes those), and with a fused (flash) attention
 //!   kernel, the scores `q k^T` its backward computes again (`2 * s^2 * heads * d_head`; the
 //!   flash backward's five products in `torch.utils.flop_counter.sdpa_backward_flop_count`);
 //! * the teacher's no-grad forward on every step when it runs online (live soft targets), 0
@@ -167,7 +167,7 @@ pub fn forward_flops(layers: &[Layer], cuda: bool) -> u64 {
 }
 
 /// The loss's FLOPs per logit element (forward and backward), counted from distill's loss
-/// expressions (`distill/src/objective/`) at one FLOP per elementwise arithmetic operation, a
+/// expressions (`distill/src/train/objective/`) at one FLOP per elementwise arithmetic operation, a
 /// log-softmax counting 4 (subtract the row's maximum, exponentiate, add into the sum,
 /// subtract the log-sum), the backward 2 x the forward of the terms that depend on the
 /// student (the teacher's side has none):

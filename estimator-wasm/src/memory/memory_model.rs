@@ -8,7 +8,7 @@
 //!   saved storage attributed to the first layer that saves it, per pipeline stage
 //!   (`arch::split` of the layer list) and checkpoint segment (`student_chain`);
 //! * the teacher (weights, working set: `teacher_plan`), the loss and the per-step batch
-//!   tensors of `distill` (`distill/src/trainer.rs`: raw and normalised inputs, labels, indices;
+//!   tensors of `distill` (`distill/src/train/trainer.rs`: raw and normalised inputs, labels, indices;
 //!   logits kept until after the optimiser step: `step_tensors`);
 //! * model states per GPU (tensor-parallel split, then ZeRO sharding), masks, buckets, and the
 //!   memory every stage shares (`stage_plan`); gradients are returned by `run_backward`, none
@@ -59,7 +59,7 @@ impl MemoryModel {
         let ranges = stage_ranges(config, forward.layers.len())?;
         let (mut layers, x0_saved) = forward.layer_plans(&ranges, config.student.checkpointing)?;
         if c.recipe.autocast {
-            // distill evaluates without autocast (`distill/src/eval.rs`): the no-grad forward
+            // distill evaluates without autocast (`distill/src/train/eval.rs`): the no-grad forward
             // runs in the weights' dtype, which sizes its activations and attention scores
             let mut ctx = c.ctx;
             ctx.recipe.autocast = false;

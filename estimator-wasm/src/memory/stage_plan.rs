@@ -99,7 +99,7 @@ impl Compile<'_> {
         let mut cache_build = AllocatorPool::default();
         if let Some(d) = self.inputs.dataset {
             // images and vectors stay on the device with their int64 labels; text stays on the
-            // host (`distill/src/data/text.rs` pads each batch there), only a language model's
+            // host (`distill/src/inputs/data/text.rs` pads each batch there), only a language model's
             // next-token labels [N, S] int64 go to the device
             let seq = config.data.input_shape.first().copied().unwrap_or(1);
             let (input_bytes, label_bytes) = match (config.data.tokenizer.is_some(), config.student.is_language_model())

@@ -46,7 +46,7 @@ impl Compile<'_> {
             true => Size::per(mul(mul(loss_rows, classes, "loss")?, logits.dtype.bytes(), "loss")?),
             false => logits.size()?,
         };
-        // (distill/src/objective/logit_kd.rs; the peak over the loss measured on an H200 for a
+        // (distill/src/train/objective/logit_kd.rs; the peak over the loss measured on an H200 for a
         // causal LM's [8 x 128, 49152] logits in bf16: 8.44 x the fp32 [rows, V] bytes, as
         // listed here, over the held logits; docs/memory-model.md section 7)
         let mut saved: Vec<Size> = vec![fp32_logits, Size::per(mul(rows, 8, "labels")?), Size::fixed(4)];

@@ -1,0 +1,23 @@
+//! Stage 5 of a run (after `prune`): training. `trainer` (the loop), `step` (one forward and
+//! backward, with `backward` and `amp`'s loss scaling), `objective` and `chunked_loss` (the
+//! distillation loss), `optim` and `schedule` (the optimisers and the learning rate), `batches`,
+//! `train_io` (what a training run reads and how it ends), `loop_state` (the loop's position and running
+//! sums), `checkpoint`, `eval` and `similarity`, `metrics` (`metrics.jsonl`), and `memory_plan`
+//! (the estimator on the device, which resolves `train.batch_size = "auto"`).
+
+pub mod amp;
+pub mod backward;
+pub mod batches;
+pub mod checkpoint;
+pub mod chunked_loss;
+pub mod eval;
+pub mod loop_state;
+pub mod memory_plan;
+pub mod metrics;
+pub mod objective;
+pub mod optim;
+pub mod schedule;
+pub mod similarity;
+pub mod step;
+pub mod train_io;
+pub mod trainer;

@@ -1,0 +1,465 @@
+//! One training step's forward and backward: autocast, the objective's loss in fp32, loss scaling, and
+//! gradient checkpointing by segments (Chen et al. 2016, arXiv:1604.06174).
+//!
+//! The student's layers are split into segments (`estimator_wasm::schema::arch::checkpoint_segments`,
+//! the split the memory estimator prices; one segment without checkpointing). Dropout in
+//! block `b` of step `s` draws from libtorch's generator reseeded with (seed, s, b) before that
+//! block, so a recomputed segment replays the same masks, a resumed run replays the same steps,
+//! and the masks (hence the training) do not depend on how the blocks are split into segments.
+//!
+//! With checkpointing, the forward runs segments `0..K-1` under `no_grad`, keeping only each
+//! segment's input; the last segment runs with autograd and the loss is back-propagated to
+//! every parameter (its own through the logits, any through an extra term such as L1) and to
+//! its input. Then, from the last segment down to the first that holds parameters, each earlier
+//! segment is recomputed with autograd from its kept input and the gradient of its output is
+//! pushed in through the surrogate `sum(out * grad_out)`, whose gradient is exactly `grad_out`;
+//! the gradients of a parameter add up. Any segment count works, whatever blocks a segment holds.
+//! BatchNorm running statistics are restored before a recompute, so they move once per step.
+use std::ops::Range;
+
+use estimator_wasm::schema::Precision;
+use tch::{Device, Kind, Tensor};
+
+use crate::data_parallel::sync_batch_norm::synchronised;
+use crate::data_parallel::{Ddp, ProcessGroup};
+use crate::host::error::Result;
+use crate::inputs::data::ModelInput;
+use crate::student::Student;
+use crate::torch::shim::autocast;
+use crate::train::amp::GradScaler;
+use crate::train::backward::run_backward;
+use crate::train::chunked_loss::chunked_loss;
+use crate::train::objective::{LossParts, Objective};
+
+/// What a step needs to know about the run.
+pub struct StepConfig<'a> {
+    pub device: Device,
+    pub precision: Precision,
+    /// The loss of a batch from the student's output, the soft targets and the labels.
+    pub objective: &'a dyn Objective,
+    pub seed: u64,
+    /// Contiguous block ranges covering the student; more than one means checkpointing.
+    pub segments: &'a [Range<usize>],
+    /// `param_segment[i]`: the segment holding optimiser parameter `i`.
+    pub param_segment: &'a [usize],
+    /// Recompute segments in the backward (checkpointing) instead of keeping their graphs.
+    pub recompute: bool,
+    /// Data parallelism: the Reducer averages the gradients across ranks. One backward pass
+    /// accumulates into `.grad` as autograd runs; a step of several (checkpointing, a chunked
+    /// loss) computes its gradients alone and hands them over at the end ([`Ddp::average`]).
+    pub ddp: Option<&'a Ddp<'a>>,
+    /// SyncBatchNorm: the training forward's BatchNorm layers normalise over this group's ranks
+    /// ([`crate::data_parallel::sync_batch_norm`]).
+    pub sync_batch_norm: Option<&'a ProcessGroup>,
+    /// A language model's loss in chunks of this many positions (`kd.loss_chunk`): the head,
+    /// the student's last block, runs with the loss chunk by chunk ([`crate::train::chunked_loss`]).
+    pub loss_chunk: Option<i64>,
+}
+
+/// What one training step runs on: the batch's model input (with its attention mask for text),
+/// labels [B] (`None` for unlabelled data), the teacher's outputs [B, ...] (soft targets), and
+/// the index of the optimiser step it feeds.
+pub struct StepBatch<'a> {
+    pub input: &'a ModelInput,
+    pub labels: Option<&'a Tensor>,
+    pub soft: Option<&'a Tensor>,
+    pub step: u64,
+    /// Factor on the objective's loss in the backward: 1, or under data parallelism
+    /// `world * local / global` samples, so that averaging the ranks' gradients gives the
+    /// gradient of the global batch's mean loss when the shares differ in size.
+    pub weight: f64,
+}
+
+/// A batch's loss parts, the student's predictions and the gradient of every optimiser parameter.
+pub struct Gradients {
+    pub loss: LossParts,
+    /// The objective's predictions of the student's output (detached), for the running train
+    /// metric.
+    pub predictions: Tensor,
+    /// Aligned with `Optimizer::params()`; undefined where a parameter got no gradient.
+    pub grads: Vec<Tensor>,
+}
+
+/// Forward and backward of one batch. `extra_loss` (e.g. an L1 penalty, fp32 scalar with a
+/// graph to the parameters) is added to the objective's loss before back-propagation.
+pub fn forward_backward(
+    cfg: &StepConfig,
+    student: &Student,
+    params: &[&Tensor],
+    batch: &StepBatch,
+    scaler: Option<&GradScaler>,
+    extra_loss: &dyn Fn() -> Option<Tensor>,
+) -> Result<Gradients> {
+    let StepBatch { input, labels, soft, step, weight } = *batch;
+    let (x, mask) = (&input.x, input.mask.as_ref());
+    let k = cfg.segments.len();
+    if let Some(ddp) = cfg.ddp.filter(|_| (cfg.recompute && k > 1) || cfg.loss_chunk.is_some()) {
+        // Several backward passes would mark a parameter ready more than once, which the
+        // Reducer refuses: this rank's gradients first, then averaged in one pass.
+        let alone = StepConfig { ddp: None, ..*cfg };
+        let out = forward_backward(&alone, student, params, batch, scaler, extra_loss)?;
+        return Ok(Gradients { grads: ddp.average(&out.grads)?, ..out });
+    }
+    // Block by block, each reseeded by its index, so that dropout is the same for any split.
+    let run_blocks = |h: &Tensor, blocks: Range<usize>| -> Result<Tensor> {
+        let forward = || {
+            autocast(cfg.device, cfg.precision, || {
+                blocks.fold(h.shallow_clone(), |h, block| {
+                    tch::manual_seed(block_seed(cfg.seed, step, block as u64));
+                    student.forward_blocks(&h, block..block + 1, mask, true)
+                })
+            })
+        };
+        match cfg.sync_batch_norm {
+            Some(group) => synchronised(group, forward)?,
+            None => forward(),
+        }
+    };
+    // A chunked loss runs the last segment without the head, which runs with the loss.
+    let head = student.block_count() - 1;
+    let run = |h: &Tensor, segment: usize| -> Result<Tensor> {
+        let blocks = cfg.segments[segment].clone();
+        match cfg.loss_chunk {
+            Some(_) if segment == k - 1 => run_blocks(h, blocks.start..head),
+            _ => run_blocks(h, blocks),
+        }
+    };
+    let chunked = |body: &Tensor, grads: &mut [Tensor]| -> Result<(LossParts, Tensor, Tensor)> {
+        let chunk = cfg.loss_chunk.expect("called for a chunked loss");
+        let leaf = body.detach().set_requires_grad(true);
+        let run_head = |h: &Tensor| run_blocks(h, head..head + 1);
+        let labels = labels.expect("a language model's batches carry next-token labels");
+        let c = chunked_loss(cfg.objective, &run_head, &leaf, labels, soft, chunk, weight, scaler, params, grads)?;
+        let mut loss = c.loss;
+        let mut root = (body * &c.grad_hidden).sum(Kind::Float);
+        if let Some(extra) = extra_loss() {
+            loss.loss = &loss.loss + &extra;
+            root += scaler.map_or_else(|| extra.shallow_clone(), |s| s.scaled(&extra));
+        }
+        Ok((loss, root, c.predictions))
+    };
+    let mut grads: Vec<Tensor> = params.iter().map(|_| Tensor::new()).collect();
+    let in_segment =
+        |segment: usize| -> Vec<usize> { (0..params.len()).filter(|&i| cfg.param_segment[i] == segment).collect() };
+
+    if !cfg.recompute || k == 1 {
+        let mut h = x.shallow_clone();
+        for segment in 0..k {
+            h = run(&h, segment)?;
+        }
+        if cfg.loss_chunk.is_some() {
+            let (loss, root, predictions) = chunked(&h, &mut grads)?;
+            let all: Vec<usize> = (0..params.len()).collect();
+            let _ = backward_into(&root, params, &all, None, &mut grads)?;
+            return Ok(Gradients { loss, predictions, grads });
+        }
+        let (loss, backprop) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight);
+        let predictions = cfg.objective.predictions(&h.detach());
+        if let Some(ddp) = cfg.ddp {
+            if !backprop.requires_grad() {
+                return Err(crate::DistillError::NothingToTrain);
+            }
+            ddp.before_backward()?;
+            backprop.f_backward().map_err(|e| ddp.backward_error(e))?;
+            return Ok(Gradients { loss, predictions, grads: ddp.grads() });
+        }
+        let out = run_backward(&backprop, params)?;
+        return Ok(Gradients { loss, predictions, grads: out });
+    }
+
+    // Forward: keep only the input of each segment (and BN statistics from before it).
+    let mut inputs = vec![x.shallow_clone()];
+    let mut stats_before = Vec::with_capacity(k);
+    for segment in 0..k - 1 {
+        stats_before.push(copies(&student.running_stats(cfg.segments[segment].clone())));
+        let h = tch::no_grad(|| run(&inputs[segment], segment))?;
+        inputs.push(h);
+    }
+    // Last segment with autograd, from a leaf that collects the gradient of its input.
+    let leaf = inputs[k - 1].detach().set_requires_grad(true);
+    let output = run(&leaf, k - 1)?;
+    let (loss, backprop, predictions) = match cfg.loss_chunk {
+        Some(_) => chunked(&output, &mut grads)?,
+        None => {
+            let (loss, backprop) = finish(cfg, &output, labels, soft, scaler, extra_loss, weight);
+            (loss, backprop, cfg.objective.predictions(&output.detach()))
+        }
+    };
+    // The loss reaches the last segment's parameters through the logits and any parameter
+    // directly through the extra term (an L1 penalty): back-propagate it to all of them.
+    let all: Vec<usize> = (0..params.len()).collect();
+    let mut grad_out = backward_into(&backprop, params, &all, Some(&leaf), &mut grads)?;
+    // Earlier segments, last to first, down to the first one holding parameters (segments in
+    // front of it, such as a lone `flatten`, need no gradient): recompute, then push the output
+    // gradient in.
+    let lowest = cfg.param_segment.iter().copied().min().unwrap_or(k - 1);
+    for segment in (lowest..k - 1).rev() {
+        for (t, saved) in student.running_stats(cfg.segments[segment].clone()).iter_mut().zip(&stats_before[segment]) {
+            tch::no_grad(|| t.copy_(saved));
+        }
+        let input = (segment > lowest).then(|| inputs[segment].detach().set_requires_grad(true));
+        let out = run(input.as_ref().unwrap_or(&inputs[segment]), segment)?;
+        let surrogate = (out * &grad_out).sum(Kind::Float);
+        grad_out = backward_into(&surrogate, params, &in_segment(segment), input.as_ref(), &mut grads)?;
+    }
+    Ok(Gradients { loss, predictions, grads })
+}
+
+/// The objective's loss in fp32 plus any extra term, and the tensor to back-propagate: the
+/// objective's loss times `weight` plus the extra term, scaled for fp16.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    cfg: &StepConfig,
+    output: &Tensor,
+    labels: Option<&Tensor>,
+    soft: Option<&Tensor>,
+    scaler: Option<&GradScaler>,
+    extra_loss: &dyn Fn() -> Option<Tensor>,
+    weight: f64,
+) -> (LossParts, Tensor) {
+    let mut loss = cfg.objective.loss(output, soft, labels);
+    let weighted = if weight == 1.0 { loss.loss.shallow_clone() } else { &loss.loss * weight };
+    let total = match extra_loss() {
+        Some(extra) => {
+            loss.loss = &loss.loss + &extra;
+            weighted + extra
+        }
+        None => weighted,
+    };
+    let backprop = match scaler {
+        Some(s) => s.scaled(&total),
+        None => total,
+    };
+    (loss, backprop)
+}
+
+/// Back-propagates `root` to the parameters `which` (indices into `params`) and to `input`,
+/// adding the parameter gradients into `grads`; returns the input's gradient (or an undefined
+/// tensor without input).
+fn backward_into(
+    root: &Tensor,
+    params: &[&Tensor],
+    which: &[usize],
+    input: Option<&Tensor>,
+    grads: &mut [Tensor],
+) -> Result<Tensor> {
+    let mut targets: Vec<&Tensor> = which.iter().map(|&i| params[i]).collect();
+    if let Some(input) = input {
+        targets.push(input);
+    }
+    let mut out = run_backward(root, &targets)?;
+    let grad_in = if input.is_some() { out.pop().unwrap_or_else(Tensor::new) } else { Tensor::new() };
+    for (&i, g) in which.iter().zip(out).filter(|(_, g)| g.defined()) {
+        // in place (the gradients are autograd's fresh tensors): no second copy of a large one
+        if grads[i].defined() {
+            let _ = grads[i].g_add_(&g);
+        } else {
+            grads[i] = g;
+        }
+    }
+    Ok(grad_in)
+}
+
+fn copies(tensors: &[Tensor]) -> Vec<Tensor> {
+    tensors.iter().map(|t| t.detach().copy()).collect()
+}
+
+/// Copies of every BatchNorm running statistic of `student` (for [`restore_running_stats`]).
+pub fn save_running_stats(student: &Student) -> Vec<Tensor> {
+    copies(&student.running_stats(0..student.block_count()))
+}
+
+/// Puts back the running statistics `saved` by [`save_running_stats`] (a skipped fp16 step
+/// must not leave its forward's statistics, which may be inf/NaN, in the model).
+pub fn restore_running_stats(student: &Student, saved: &[Tensor]) {
+    for (t, saved) in student.running_stats(0..student.block_count()).iter_mut().zip(saved) {
+        tch::no_grad(|| t.copy_(saved));
+    }
+}
+
+/// The libtorch seed of block `block` of optimiser step `step`: SplitMix64 over the three
+/// numbers, so neighbouring steps and blocks get unrelated streams.
+pub fn block_seed(seed: u64, step: u64, block: u64) -> i64 {
+    let mix = |mut z: u64| {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    (mix(mix(mix(seed) ^ step) ^ block) >> 1) as i64
+}
+
+/// Maps each optimiser parameter (by name `<layer id>.<leaf>`) to the segment of its block.
+pub fn param_segments(student: &Student, names: &[String], segments: &[Range<usize>]) -> Vec<usize> {
+    names
+        .iter()
+        .map(|name| {
+            let block = student.block_of(name).unwrap_or(0);
+            segments.iter().position(|r| r.contains(&block)).unwrap_or(0)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use estimator_wasm::schema::arch::checkpoint_segments;
+    use estimator_wasm::schema::{Checkpointing, Config};
+    use tch::nn::VarStore;
+
+    /// A CNN (conv -> BN -> act -> pool blocks, then flatten and hidden blocks) and MLPs over an
+    /// image input (a leading `flatten`): segments of parameter-free blocks at every position.
+    const STUDENTS: [&str; 3] = [
+        "family = \"cnn\"\nchannels = [4, 6]\nhidden = [12, 8]\nnorm = \"batch\"",
+        "family = \"mlp\"\nhidden = [12, 8]\nnorm = \"batch\"",
+        "family = \"mlp\"\nhidden = [12]\nnorm = \"layer\"",
+    ];
+
+    /// One loss the config can build: the student, its dropout, alpha and an L1 weight.
+    #[derive(Clone, Copy, Debug)]
+    struct Case {
+        student: &'static str,
+        dropout: f64,
+        alpha: f64,
+        l1: f64,
+    }
+
+    fn setup(case: Case) -> (VarStore, Student, Vec<String>) {
+        let text = format!(
+            "[data]\ninput_shape = [1, 8, 8]\nclasses = 5\n[student]\n{}\ndropout = {}\n",
+            case.student, case.dropout
+        );
+        let spec = Config::from_toml_str(&text).unwrap();
+        tch::manual_seed(11);
+        let vs = VarStore::new(Device::Cpu);
+        let student = Student::new(&vs.root(), &spec).unwrap();
+        let mut names: Vec<String> =
+            vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).map(|(n, _)| n).collect();
+        names.sort();
+        (vs, student, names)
+    }
+
+    /// Blocks of the test student; under the RNG lock, since building it reseeds the global
+    /// generator that a concurrent test may be drawing from.
+    fn block_count(case: Case) -> usize {
+        let _guard = crate::torch::test_rng::lock();
+        setup(case).1.block_count()
+    }
+
+    /// Gradients (and BN running statistics after the step) of one batch.
+    fn grads(case: Case, segments: &[Range<usize>], recompute: bool) -> (Vec<Tensor>, Vec<Tensor>) {
+        let _guard = crate::torch::test_rng::lock();
+        let (vs, student, names) = setup(case);
+        let vars = vs.variables();
+        let params: Vec<Tensor> = names.iter().map(|n| vars[n].shallow_clone()).collect();
+        let refs: Vec<&Tensor> = params.iter().collect();
+        let cfg = StepConfig {
+            device: Device::Cpu,
+            precision: Precision::Fp32,
+            objective: &crate::train::objective::LogitKd::forward_kl(2.0, case.alpha),
+            seed: 3,
+            segments,
+            param_segment: &param_segments(&student, &names, segments),
+            recompute,
+            ddp: None,
+            sync_batch_norm: None,
+            loss_chunk: None,
+        };
+        let x = Tensor::linspace(-1.0, 1.0, 6 * 64, (Kind::Float, Device::Cpu)).reshape([6, 1, 8, 8]).sin() * 3.0;
+        let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);
+        let soft = Tensor::linspace(-2.0, 2.0, 30, (Kind::Float, Device::Cpu)).reshape([6, 5]);
+        let input = ModelInput::new(x);
+        let batch = StepBatch { input: &input, labels: Some(&y), soft: Some(&soft), step: 7, weight: 1.0 };
+        // L1 of every conv/linear weight, as `prune.l1` builds it: a term with a graph straight
+        // to parameters of every segment, not through the logits.
+        let l1 = || {
+            let weights = refs.iter().filter(|w| w.dim() >= 2);
+            (case.l1 > 0.0).then(|| weights.map(|w| w.abs().sum(Kind::Float)).reduce(|a, b| a + b).unwrap() * case.l1)
+        };
+        let out = forward_backward(&cfg, &student, &refs, &batch, None, &l1).unwrap();
+        (out.grads, student.running_stats(0..student.block_count()).iter().map(|t| t.copy()).collect())
+    }
+
+    fn max_diff(a: &[Tensor], b: &[Tensor]) -> f64 {
+        a.iter().zip(b).map(|(a, b)| (a - b).abs().max().double_value(&[])).fold(0.0, f64::max)
+    }
+
+    /// Checks `case` under each of `modes` against one unsegmented step keeping the whole graph
+    /// (also with dropout: the masks must not depend on the segmentation): the same gradients,
+    /// and BatchNorm statistics that move once; segmenting without recomputing, too.
+    fn check(case: Case, modes: &[Checkpointing]) {
+        let n = block_count(case);
+        #[allow(clippy::single_range_in_vec_init)]
+        let (g_ref, bn_ref) = grads(case, &[0..n], false);
+        for &mode in modes {
+            let segments = checkpoint_segments(n, mode).unwrap();
+            for recompute in [true, false] {
+                let (g, bn) = grads(case, &segments, recompute);
+                assert!(g.iter().all(Tensor::defined), "{case:?} {mode:?}: every parameter gets a gradient");
+                let diff = max_diff(&g, &g_ref);
+                let k = segments.len();
+                assert!(diff < 1e-6, "{case:?} {mode:?} ({k} segments, recompute {recompute}): grads differ by {diff}");
+                assert!(max_diff(&bn, &bn_ref) < 1e-7, "{case:?} {mode:?}: BN statistics must move once");
+            }
+        }
+    }
+
+    /// Every segment count from 1 to two more than the blocks, and "sqrt", so that segments
+    /// hold every run of parameter-free blocks (flatten, pool, activation, dropout); with the
+    /// KD, CE and L1 terms, with and without dropout.
+    #[test]
+    fn checkpointed_gradients_equal_full_backprop_for_every_segment_count() {
+        for student in STUDENTS {
+            for dropout in [0.0, 0.3] {
+                let case = Case { student, dropout, alpha: 0.5, l1: 0.01 };
+                let n = block_count(case) as u64;
+                let modes: Vec<Checkpointing> =
+                    (1..=n + 2).map(Checkpointing::Segments).chain([Checkpointing::Sqrt]).collect();
+                check(case, &modes);
+            }
+        }
+    }
+
+    /// The dropout that the test above checks is live: it changes the gradients.
+    #[test]
+    fn dropout_changes_the_gradients() {
+        let with = Case { student: STUDENTS[0], dropout: 0.3, alpha: 0.5, l1: 0.01 };
+        let without = Case { dropout: 0.0, ..with };
+        #[allow(clippy::single_range_in_vec_init)]
+        let whole = |case| grads(case, &[0..block_count(case)], false).0;
+        // Dropout blocks only exist with dropout: compare the parameters, which both share.
+        assert!(max_diff(&whole(with), &whole(without)) > 1e-4);
+    }
+
+    /// Every loss the config can build: alpha 0 (CE only), 1 (KD only), with and without L1.
+    #[test]
+    fn checkpointed_gradients_equal_full_backprop_for_every_loss() {
+        for student in STUDENTS {
+            for (alpha, l1) in [(0.0, 0.01), (1.0, 0.01), (0.5, 0.0), (1.0, 0.0)] {
+                let case = Case { student, dropout: 0.0, alpha, l1 };
+                let n = block_count(case) as u64;
+                check(case, &[Checkpointing::Segments(2), Checkpointing::Sqrt, Checkpointing::Segments(n)]);
+            }
+        }
+    }
+
+    #[test]
+    fn the_l1_term_reaches_the_first_segment() {
+        // With and without L1, the first layer's weight gradient differs by exactly
+        // l1 * sign(w) (no weight is 0), also when that layer's segment is recomputed.
+        let case = Case { student: STUDENTS[1], dropout: 0.0, alpha: 0.5, l1: 0.01 };
+        let n = block_count(case);
+        let segments = checkpoint_segments(n, Checkpointing::Segments(2)).unwrap();
+        assert_eq!(segments[0], 0..n / 2, "fc1 lies in the first of two segments");
+        let (with, _) = grads(case, &segments, true);
+        let (without, _) = grads(Case { l1: 0.0, ..case }, &segments, true);
+        let (vs, _, names) = {
+            let _guard = crate::torch::test_rng::lock();
+            setup(case)
+        };
+        let i = names.iter().position(|n| n == "fc1.weight").unwrap();
+        let sign = vs.variables()["fc1.weight"].sign();
+        let diff = (&with[i] - &without[i] - sign * 0.01).abs().max().double_value(&[]);
+        assert!(diff < 1e-7, "fc1.weight misses its L1 gradient by {diff}");
+    }
+}

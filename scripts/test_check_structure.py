@@ -1,0 +1,102 @@
+"""scripts/check-structure's flow check (`--stages`, `--plumbing`) on tiny crates written to a
+temporary folder, and on distill/src as the repository has it.
+
+Run: python -m unittest scripts/test_check_structure.py
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "check-structure")
+STAGES = ["--stages", "early,late", "--plumbing", "util"]
+
+
+def check(src, *args):
+    """(exit status, stdout) of check-structure on `src`."""
+    run = subprocess.run([sys.executable, SCRIPT, src, *args], capture_output=True, text=True, timeout=120)
+    return run.returncode, run.stdout
+
+
+class Flow(unittest.TestCase):
+    def crate(self, files):
+        """A crate at a temporary src/ folder: lib.rs declares the stages and the plumbing; `files`
+        maps a path under src/ to its text."""
+        root = tempfile.mkdtemp()
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", root]))
+        src = os.path.join(root, "src")
+        files = {"lib.rs": "pub mod early;\npub mod late;\npub mod util;\n", **files}
+        for path, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(src, path)), exist_ok=True)
+            with open(os.path.join(src, path), "w") as f:
+                f.write(text)
+        return src
+
+    def test_a_stage_importing_a_later_stage_is_reported(self):
+        src = self.crate({
+            "early/mod.rs": "pub fn first() -> u32 { crate::late::second() }\n",
+            "late/mod.rs": "pub fn second() -> u32 { 2 }\n",
+            "util/mod.rs": "pub fn one() -> u32 { 1 }\n",
+        })
+        status, out = check(src, *STAGES)
+        self.assertEqual(status, 1)
+        self.assertIn("flow: early uses late, of the later stage late", out)
+        self.assertIn("1 findings", out)
+
+    def test_a_stage_importing_an_earlier_stage_and_plumbing_passes(self):
+        src = self.crate({
+            "early/mod.rs": "pub fn first() -> u32 { crate::util::one() }\n",
+            "late/mod.rs": "use crate::early::first;\npub fn second() -> u32 { first() + crate::util::one() }\n",
+            "util/mod.rs": "pub fn one() -> u32 { 1 }\n",
+        })
+        self.assertEqual(check(src, *STAGES), (0, "4 modules, 0 findings\n"))
+
+    def test_plumbing_importing_a_stage_is_reported(self):
+        src = self.crate({
+            "early/mod.rs": "pub fn first() -> u32 { 1 }\n",
+            "late/mod.rs": "pub fn second() -> u32 { 2 }\n",
+            "util/mod.rs": "pub mod clock;\n",
+            "util/clock.rs": "pub fn tick() -> u32 { crate::early::first() }\n",
+        })
+        status, out = check(src, *STAGES)
+        self.assertEqual(status, 1)
+        self.assertIn("plumbing: util::clock uses the stage early", out)
+        self.assertIn("1 findings", out)
+
+    def test_a_module_outside_every_stage_is_reported(self):
+        src = self.crate({
+            "lib.rs": "pub mod early;\npub mod late;\npub mod util;\npub mod stray;\n",
+            "early/mod.rs": "",
+            "late/mod.rs": "",
+            "util/mod.rs": "",
+            "stray.rs": "",
+        })
+        status, out = check(src, *STAGES)
+        self.assertEqual(status, 1)
+        self.assertIn("unplaced: stray is in no stage (early, late) and no plumbing (util)", out)
+
+    def test_a_test_only_module_may_reach_a_later_stage(self):
+        src = self.crate({
+            "early/mod.rs": '#[cfg(test)]\n#[path = "early_tests.rs"]\nmod checks;\npub fn first() -> u32 { 1 }\n',
+            "early/early_tests.rs": "#[test]\nfn both() { assert_eq!(crate::late::second(), 2); }\n",
+            "late/mod.rs": "pub fn second() -> u32 { crate::early::first() + 1 }\n",
+            "util/mod.rs": "",
+        })
+        self.assertEqual(check(src, *STAGES), (0, "5 modules, 0 findings\n"))
+
+    def test_distill_flows_one_way(self):
+        src = os.path.join(HERE, "..", "distill", "src")
+        with open(SCRIPT) as f:
+            text = f.read()
+        stages = text.split('DISTILL_STAGES = "')[1].split('"')[0]
+        plumbing = text.split('DISTILL_PLUMBING = "')[1].split('"')[0]
+        self.assertEqual(stages, "config,inputs,student,prune,train,export,report,run")
+        status, out = check(src, "--stages", stages, "--plumbing", plumbing)
+        self.assertEqual(status, 0, out)
+        self.assertTrue(out.endswith(" 0 findings\n"), out)
+
+
+if __name__ == "__main__":
+    unittest.main()
