@@ -4,13 +4,13 @@
 //   ARTIFACTS     folder for the screenshots, the downloaded cfg.toml and budgets.json
 //   EXPLORE_BIN   native estimator-wasm example `explore` (the reference sweep for a form JSON)
 //   PLAN_BIN      native estimator-wasm example `plan` (the Plan JSON of a cfg.toml)
-//   DISTILL_BIN   target/debug/distill (its `plan` subcommand must accept the downloaded cfg.toml)
+//   DISTILL_BIN   target/debug/distill (its `plan` subcommand must price the downloaded cfg.toml as the page does)
 // Every check runs; failures are listed at the end and the exit code is 1 if any failed. Helpers
 // in lib.mjs; the checks of hostile links, pastes, phones and failures in robust.mjs; a distill run's
 // report.html (opened from disk, values read back against metrics.jsonl) in report.mjs.
 import { chromium } from 'playwright-core';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -198,8 +198,23 @@ await check('a link with a bad value keeps the rest and marks that input; names 
 await robustnessChecks(context);
 await firstHourChecks(context);
 
+/** The demo's Fashion-MNIST files in `dir` (train.npz, test.npz): linked from data/fashion-mnist when
+ * scripts/demo made them, else converted from Debian's dataset-fashion-mnist (scripts/setup installs it)
+ * by the demo's own script. */
+function fashionMnistFiles(dir) {
+  const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const made = join(ROOT, 'data', 'fashion-mnist');
+  mkdirSync(dirname(dir), { recursive: true });
+  if (existsSync(join(made, 'train.npz')) && existsSync(join(made, 'test.npz'))) {
+    symlinkSync(made, dir);
+    return;
+  }
+  execFileSync(join(ROOT, '.venv', 'bin', 'python'), [join(ROOT, 'examples', 'fashion-mnist', 'prepare_data.py'),
+    '/usr/share/datasets/fashion-mnist', dir], { stdio: 'pipe' });
+}
+
 let downloaded;
-await check('Download cfg.toml gives the file the page prices; distill plan accepts it', async () => {
+await check('Download cfg.toml gives the file the page prices; distill plan on it, with the demo\'s files, gives the page\'s figures', async () => {
   await page.selectOption('#f-teacher', 'fashion-mnist-cnn');
   await waitForState(page, (s) => s.teacher === 'fashion-mnist-cnn', 'fashion-mnist teacher');
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-cfg')]);
@@ -210,13 +225,25 @@ await check('Download cfg.toml gives the file the page prices; distill plan acce
   const want = execFileSync(EXPLORE_BIN, ['-', '--cfg'], { input: JSON.stringify(form), encoding: 'utf8' });
   eq(text.trim(), want.trim(), 'downloaded cfg.toml vs the native cfg.toml');
   eq(text.trim(), (await page.textContent('#cfg-toml')).trim(), 'downloaded vs shown');
-  const plan = JSON.parse(execFileSync(PLAN_BIN, [downloaded], { encoding: 'utf8' }));
-  eq(String(plan.totals.total), await page.getAttribute('#explorer [data-k="plan.totals.total"]', 'data-bytes'),
-    'native plan of the downloaded file vs the page');
   assert(existsSync(DISTILL_BIN), `${DISTILL_BIN} is missing: build distill (cargo build -p distill) before scripts/test-web`);
-  const r = spawnSync(DISTILL_BIN, ['plan', '--student', downloaded], { encoding: 'utf8' });
+  // distill plan on the same file with the demo's files beside it (its [data] paths are relative to
+  // it) prices the same bytes as the page: the images on the device and the teacher's cached logits too
+  const dir = mkdtempSync(join(tmpdir(), 'explorer-plan-'));
+  const cfg = join(dir, 'cfg.toml');
+  writeFileSync(cfg, text);
+  fashionMnistFiles(join(dir, 'data', 'fashion-mnist'));
+  const r = spawnSync(DISTILL_BIN, ['plan', '--student', cfg, '--json'], { encoding: 'utf8' });
   const said = (r.stderr || String(r.error || '')).split('\n').map((l) => l.trim()).filter(Boolean);
-  assert(r.status === 0, `${DISTILL_BIN} plan --student ${downloaded} exited ${r.status}: ${said.slice(0, 2).join(' / ')}`);
+  assert(r.status === 0, `${DISTILL_BIN} plan --student ${cfg} exited ${r.status}: ${said.slice(0, 2).join(' / ')}`);
+  const planned = JSON.parse(r.stdout);
+  eq(JSON.stringify(planned.data.dataset), JSON.stringify({ train_samples: 60000, test_samples: 10000, sample_bytes: 784 }),
+    'the files distill plan read');
+  eq(String(planned.plan.totals.total), await page.getAttribute('#explorer [data-k="plan.totals.total"]', 'data-bytes'),
+    'distill plan of the downloaded file vs the page');
+  for (const [i, row] of planned.max_batch.entries()) {
+    const want = row.batch == null ? '' : String(Math.min(row.batch, 60000));
+    eq(await page.getAttribute(`#gpu-table [data-k="gpus.${i}.max_batch"]`, 'data-batch'), want, `${row.gpu}'s largest micro-batch`);
+  }
 });
 
 await check('Copy cfg.toml puts the file on the clipboard', async () => {

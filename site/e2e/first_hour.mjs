@@ -4,9 +4,10 @@
 // select labels and buttons that are not cut or touching, results before the form on a phone
 // with chart text that reads, and the docs page opened from a file saying what to do. Run by
 // e2e.mjs.
+import { existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { ART, BASE, assert, check, eq, nativeSweep, stateOf, watch } from './lib.mjs';
+import { ART, BASE, assert, at, check, eq, nativeSweep, stateOf, watch } from './lib.mjs';
 import { layoutChecks } from './layout.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -40,6 +41,43 @@ export async function firstHourChecks(context) {
     await page.waitForFunction(() => document.getElementById('trainable')?.dataset.trainable === 'no');
     const next = await page.textContent('#next-steps');
     assert(!next.includes('distill --teacher') && next.includes('distill plan'), `advice under "cannot train": ${next}`);
+    await page.close();
+  });
+
+  await check('every largest micro-batch shown is at most the training set, and says so', async () => {
+    // the opening scenario on an RTX-4090: memory alone allows over 100,000 images, the set holds 60,000
+    const page = await open(context, 'cap', 'index.html');
+    const native = nativeSweep(await stateOf(page));
+    eq(native.train_samples, 60000, 'the opening scenario knows its training set');
+    const cells = await page.$$eval('#gpu-table [data-batch], #size-table [data-batch], #levers [data-batch]', (els) => els
+      .map((e) => ({ k: e.dataset.k, batch: e.dataset.batch, text: e.textContent.trim() })));
+    assert(cells.length >= 16 + 5 + 5, `${cells.length} largest-batch cells`);
+    let capped = 0;
+    for (const c of cells) {
+      const memory = at(native, c.k);
+      const want = memory == null ? '' : String(Math.min(memory, 60000));
+      eq(c.batch, want, `${c.k} (memory allows ${memory})`);
+      assert(memory == null || Number(c.batch) <= 60000, `${c.k}: ${c.batch} is more than the training set`);
+      if (memory != null && memory >= 60000) {
+        eq(c.text, '60,000 (whole set)', `${c.k}, where memory allows ${memory}`);
+        capped++;
+      }
+    }
+    assert(capped >= 10, `only ${capped} cells reach the training set`);
+    for (const sel of ['#gpu-table caption', '#levers caption']) {
+      assert((await page.textContent(sel)).includes('; at most the training set)'), `${sel} says nothing of the cap`);
+    }
+    await page.close();
+  });
+
+  await check('the opening scenario prices its files as distill plan does: no note says their size is unknown', async () => {
+    const page = await open(context, 'data', 'index.html');
+    const notes = await page.$$eval('#summary .notes li', (ls) => ls.map((l) => l.textContent));
+    assert(!notes.some((n) => n.includes('not known')), `a note contradicts the known 60,000 images: ${notes.join(' / ')}`);
+    // the images and labels on the device are a group of their own: (60,000 + 10,000) x (784 + 8) bytes and the
+    // allocator's rounding
+    const data = Number(await page.getAttribute('#size-bars .bar.chosen rect.g-data', 'data-bytes'));
+    assert(data >= 55440000 && data < 55440000 + 8 * 2 ** 20, `data on the device: ${data} bytes`);
     await page.close();
   });
 
@@ -82,6 +120,16 @@ export async function firstHourChecks(context) {
     assert(height > 0.3 * plot, `the chosen bar is ${height.toFixed(1)} px of a ${plot.toFixed(1)} px plot`);
     const mark = await page.textContent('#capacity-off-scale');
     assert(mark.includes('T4') && mark.includes('above the scale') && mark.includes('15.00 GiB'), mark);
+    // the mark lies inside the chart at both widths (it was cut at the right edge: "above the scal")
+    for (const width of [1280, 375]) {
+      await page.setViewportSize({ width, height: 900 });
+      const [svg] = await boxes(page, '#size-bars svg');
+      const [label] = await boxes(page, '#capacity-off-scale text');
+      assert(label.x >= svg.x - 0.5 && label.x + label.w <= svg.x + svg.w + 0.5 && label.y >= svg.y - 0.5,
+        `at ${width} px the mark (${label.x.toFixed(1)}..${(label.x + label.w).toFixed(1)} px) leaves the chart (${svg.x.toFixed(1)}..${(svg.x + svg.w).toFixed(1)} px)`);
+      await page.screenshot({ path: join(ART, `off-scale-${width}.png`), fullPage: true });
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
     // a GPU the bars reach: its line is drawn at its height, no mark
     await page.goto(`${BASE}index.html?teacher=gpt2&gpu=T4`);
     await page.waitForSelector('#size-bars line.capacity', { state: 'attached' });
@@ -144,12 +192,19 @@ export async function firstHourChecks(context) {
     await note.waitFor({ state: 'visible', timeout: 5000 });
     const text = await note.innerText();
     assert(text.includes('site/build') && text.includes('http.server'), text);
+    // no link of the page leads to a file the repository lacks (the explorer sits beside the built page only)
+    const dead = (await page.$$eval('a[href]', (as) => as.map((a) => a.href)))
+      .filter((h) => h.startsWith('file:') && !existsSync(fileURLToPath(h.split('#')[0])));
+    assert(dead.length === 0, `dead links from the file: ${dead.join(', ')}`);
     await page.close();
     // served, the note stays hidden and the widget runs
     const served = await context.newPage();
     await served.goto(`${BASE}docs/memory-model.html`);
     await served.locator('#live .total-bytes').waitFor({ timeout: 15000 });
     assert(!(await served.isVisible('#file-note')), 'the file note shows on the served page');
+    // served, the link leads to the explorer
+    await served.click('#explorer-link');
+    await served.waitForSelector('#explorer [data-k="plan.totals.total"]');
     await served.close();
   });
 

@@ -1,7 +1,8 @@
 // The charts' and form's layout as drawn, measured in the browser at 1280 px and on a
 // 375 px phone over several scenarios: no line of the micro-batch chart crosses its labels, no
-// bar total touches the GPU line, chart text is at least 10 px on screen, form labels and
-// select options are not cut. Run by first_hour.mjs.
+// bar total touches the GPU line, chart text is at least 10 px on screen and inside its chart,
+// the micro-batch ticks do not touch, form labels and select options are not cut. Run by
+// first_hour.mjs.
 import { join } from 'node:path';
 import { ART, BASE, assert, check, watch } from './lib.mjs';
 
@@ -73,6 +74,24 @@ const smallestChartText = (page) => page.$$eval('#size-bars text, #batch-curve t
   return sizes.reduce((a, b) => (b[0] < a[0] ? b : a), [Infinity, '']);
 });
 
+/** In `page`: chart text that runs past its chart's edge (an SVG clips it: "above the scal"). */
+const cutChartText = (page) => page.$$eval('#size-bars svg, #batch-curve svg', (svgs) => svgs.flatMap((svg) => {
+  const s = svg.getBoundingClientRect();
+  return [...svg.querySelectorAll('text')].map((t) => [t, t.getBoundingClientRect()])
+    .filter(([, r]) => r.width > 0 && (r.left < s.left - 0.5 || r.right > s.right + 0.5 || r.top < s.top - 0.5 || r.bottom > s.bottom + 0.5))
+    .map(([t, r]) => `"${t.textContent}" (${r.left.toFixed(1)}..${r.right.toFixed(1)} px) past its chart (${s.left.toFixed(1)}..${s.right.toFixed(1)} px)`);
+}));
+
+/** In `page`: neighbouring micro-batch tick labels less than 2 px apart, and how many are drawn. */
+const crowdedTicks = (page) => page.$$eval('#batch-curve .tick', (ts) => {
+  const r = ts.map((t) => [t.textContent, t.getBoundingClientRect()]).sort((a, b) => a[1].left - b[1].left);
+  const out = [];
+  for (let i = 1; i < r.length; i++) {
+    if (r[i][1].left - r[i - 1][1].right < 2) out.push(`ticks "${r[i - 1][0]}" and "${r[i][0]}" ${(r[i][1].left - r[i - 1][1].right).toFixed(1)} px apart`);
+  }
+  return [out, r.length];
+});
+
 /** In `page`: form labels cut off (their text wider than their box), and select options wider
  * than their select's room (its width less padding and the arrow's 20 px). */
 const cutLabels = (page) => page.$$eval('#explorer form', ([form]) => {
@@ -96,7 +115,7 @@ const cutLabels = (page) => page.$$eval('#explorer form', ([form]) => {
 /** Every check of this file, in a page of `context` (a playwright browser context). */
 export async function layoutChecks(context) {
   for (const width of WIDTHS) {
-    await check(`at ${width} px in ${VIEWS.length} views: no line crosses a chart label, no total touches the GPU line, chart text >= 10 px, nothing cut`, async () => {
+    await check(`at ${width} px in ${VIEWS.length} views: no line crosses a chart label, no total touches the GPU line, chart text >= 10 px, nothing cut, ticks apart`, async () => {
       const page = await context.newPage();
       watch(page, `layout ${width}`);
       await page.setViewportSize({ width, height: 900 });
@@ -110,7 +129,11 @@ export async function layoutChecks(context) {
         const [size, text] = await smallestChartText(page);
         if (size < 10) found.push(`${view}: chart text "${text}" is ${size.toFixed(1)} px`);
         for (const c of await cutLabels(page)) found.push(`${view}: ${c}`);
-        if (view.includes('gpt2&gpu=RTX-4090')) await page.screenshot({ path: join(ART, `layout-gpt2-${width}.png`), fullPage: true });
+        for (const c of await cutChartText(page)) found.push(`${view}: ${c}`);
+        const [crowded, ticks] = await crowdedTicks(page);
+        for (const c of crowded) found.push(`${view}: ${c}`);
+        if (ticks < 3) found.push(`${view}: only ${ticks} micro-batch ticks`);
+        if (view.includes('gpt2&gpu=RTX-4090') || view.includes('fashion-mnist-cnn&gpu=RTX-4090')) await page.screenshot({ path: join(ART, `layout-${view.split('&')[0].slice(8)}-${width}.png`), fullPage: true });
       }
       assert(found.length === 0, found.join('\n'));
       await page.close();

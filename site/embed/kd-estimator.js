@@ -18,6 +18,7 @@ const GROUPS = [
   ['activations', 'activations', '#e08a2c'],
   ['teacher', 'teacher', '#4f9a6b'],
   ['kd_buffers', 'KD buffers', '#d65c5c'],
+  ['data', 'data on the device', '#b08a3e'],
   ['runtime_overhead', 'runtime overhead', '#9aa3ad'],
 ];
 const PRECISIONS = ['fp32', 'fp16', 'bf16', 'pure_bf16', 'bf16_master'];

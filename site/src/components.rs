@@ -9,6 +9,7 @@ pub mod choice_field;
 pub mod gpu_table;
 pub mod layer_table;
 pub mod levers;
+pub mod max_batch_cell;
 pub mod number_field;
 pub mod parallel_form;
 pub mod size_bars;

@@ -85,6 +85,23 @@ pub fn clear_spot(
     })
 }
 
+/// Every how many doublings an axis of powers of two labels its ticks so that no two labels
+/// touch: the smallest power of two `k` (1, 2, 4...) with `k` doublings at least as wide as the
+/// widest label (`chars` characters of [`CHAR_W`]) and a gap of [`TICK_GAP`]; `per_doubling` is
+/// the axis's width of one doubling, in SVG user units. A label is centred on its tick, so two
+/// neighbours are `k x per_doubling` apart centre to centre.
+pub fn tick_stride(per_doubling: f64, chars: usize) -> u32 {
+    let room = chars as f64 * CHAR_W + TICK_GAP;
+    let mut k = 1u32;
+    while (k as f64) * per_doubling < room && k < 64 {
+        k *= 2;
+    }
+    k
+}
+
+/// The least room between two tick labels, in SVG user units.
+pub const TICK_GAP: f64 = 6.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +152,17 @@ mod tests {
         // nowhere clear
         let wall: Vec<_> = (0..20).map(|i| ((64.0 + 30.0 * i as f64, 0.0), (64.0 + 30.0 * i as f64, 300.0))).collect();
         assert_eq!(clear_spot((20, 1), 100.0, (64.0, 640.0), &[68.0], &wall, &[]), None);
+    }
+
+    #[test]
+    fn ticks_thin_out_until_their_labels_have_room() {
+        // 18 doublings (1 to 262,144) on 550 units: 30.6 units apart; "262144" needs
+        // 6 x 8.2 + 6 = 55.2 units, so every 2nd doubling (61.1 units)
+        assert_eq!(tick_stride(550.0 / 18.0, 6), 2);
+        // 8 doublings on the same width: 70.5 units, every one has room
+        assert_eq!(tick_stride(564.0 / 8.0, 3), 1);
+        // 15 units a doubling, 7-digit labels (63.4 units with the gap): 4 doublings are
+        // 60 units, short, so every 8th
+        assert_eq!(tick_stride(15.0, 7), 8);
     }
 }

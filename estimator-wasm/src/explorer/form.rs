@@ -327,6 +327,14 @@ impl ExplorerForm {
         Ok(c)
     }
 
+    /// What `distill plan` knows beyond `config` (this form's cfg.toml at some size) when it
+    /// reads the scenario's files: their sizes ([`Scenario::dataset`]), so the page prices the
+    /// resident data and the cached teacher logits as the plan does. Nothing for a pasted
+    /// cfg.toml or a scenario without known files.
+    pub fn inputs(&self, config: &Config) -> crate::Inputs {
+        crate::Inputs { dataset: self.scenario().and_then(|s| s.dataset(config)), ..crate::Inputs::default() }
+    }
+
     /// The chosen student's cfg.toml as a file `distill` reads (a comment header, then the
     /// tables).
     ///

@@ -2,6 +2,7 @@
 //! `[teacher]` tables), its input kind and a base student per family that the form scales.
 use serde::Serialize;
 
+use crate::memory::DatasetSize;
 use crate::schema::{Config, Family, Precision};
 
 /// The `teacher` value that means "the pasted cfg.toml in `cfg`".
@@ -48,6 +49,12 @@ pub struct Scenario {
     /// Fashion-MNIST, the WordNet sentences of examples/minilm): the largest micro-batch a run
     /// can cut. `None` for a task described without its data.
     pub train_samples: Option<u64>,
+    /// Samples in the test set of those files (`None` with `train_samples`).
+    pub test_samples: Option<u64>,
+    /// Bytes of one stored image in those files (the demo's `.npz` holds uint8 pixels,
+    /// `examples/fashion-mnist/prepare_data.py`); 0 for text, whose sample `distill` counts from
+    /// the cfg's sequence length ([`Scenario::dataset`]).
+    pub image_bytes: u64,
     /// `[data]` and `[teacher]` tables.
     #[serde(skip)]
     pub(crate) tables: &'static str,
@@ -102,6 +109,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         families: &[Family::Cnn, Family::Mlp],
         batch: 128,
         train_samples: Some(60_000),
+        test_samples: Some(10_000),
+        image_bytes: 28 * 28,
         precision: Precision::Fp32,
         tables: "[data]\ntrain = \"data/fashion-mnist/train.npz\"\ntest = \"data/fashion-mnist/test.npz\"\n\
                  input_shape = [1, 28, 28]\nclasses = 10\nscale = 0.00392156862745098\nmean = [0.2860]\nstd = [0.3530]\n\
@@ -117,6 +126,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         families: &[Family::Cnn, Family::Mlp],
         batch: 64,
         train_samples: None,
+        test_samples: None,
+        image_bytes: 0,
         precision: Precision::Bf16,
         tables: "[teacher]\nparams = 25557032\nbuffers = 53120\n[train]\neval_batch_size = 256\n",
         students: &[CNN_IMAGENET, MLP_IMAGENET],
@@ -130,6 +141,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         families: &[Family::Cnn, Family::Mlp],
         batch: 64,
         train_samples: None,
+        test_samples: None,
+        image_bytes: 0,
         precision: Precision::Bf16,
         tables: "[teacher]\nparams = 86567656\n[train]\neval_batch_size = 256\n",
         students: &[CNN_IMAGENET, MLP_IMAGENET],
@@ -145,6 +158,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         families: &[Family::Transformer],
         batch: 64,
         train_samples: Some(152_373),
+        test_samples: Some(2_620),
+        image_bytes: 0,
         precision: Precision::Fp32,
         tables: MINILM_TABLES,
         students: &[MINILM_STUDENT],
@@ -158,6 +173,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         families: &[Family::Transformer],
         batch: 32,
         train_samples: None,
+        test_samples: None,
+        image_bytes: 0,
         precision: Precision::Bf16,
         tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [128]\nclasses = 2\n[teacher]\ncache_logits = false\n\
                  [teacher.arch]\nfamily = \"transformer\"\nactivation = \"gelu\"\n[teacher.arch.transformer]\n\
@@ -176,6 +193,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         families: &[Family::Transformer],
         batch: 8,
         train_samples: None,
+        test_samples: None,
+        image_bytes: 0,
         precision: Precision::Bf16,
         tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [1024]\nclasses = 50257\n\
                  [teacher]\npreset = \"gpt2\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 8\n",
@@ -192,6 +211,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         families: &[Family::Transformer],
         batch: 8,
         train_samples: None,
+        test_samples: None,
+        image_bytes: 0,
         precision: Precision::Bf16,
         tables: SMOLLM2_TABLES,
         students: &[SMOLLM2_STUDENT],
@@ -205,6 +226,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         families: &[Family::Transformer],
         batch: 4,
         train_samples: None,
+        test_samples: None,
+        image_bytes: 0,
         precision: Precision::Bf16,
         tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [2048]\nclasses = 32000\n\
                  [teacher]\npreset = \"llama-2-7b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 4\n",
@@ -221,6 +244,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         families: &[Family::Transformer],
         batch: 2,
         train_samples: None,
+        test_samples: None,
+        image_bytes: 0,
         precision: Precision::Bf16,
         tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [2048]\nclasses = 128256\n\
                  [teacher]\npreset = \"llama-3-8b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 2\n",
@@ -229,6 +254,23 @@ pub static SCENARIOS: [Scenario; 9] = [
                      norm = \"rms\"\nattention = \"flash\"\nbias = false\ntie_embeddings = true\n"],
     },
 ];
+
+impl Scenario {
+    /// The scenario's data as `distill plan` reads it from its files, for `config` (the form's
+    /// cfg.toml of this scenario): the train and test samples, and the bytes of one stored
+    /// sample as `distill`'s `data::file_summary` counts them: the file's own image
+    /// ([`Scenario::image_bytes`], whatever input size the form sets), or a text line's token
+    /// ids and mask (2 x 8 bytes per token of `data.input_shape[0]`). `None` where the files are
+    /// not known: the plan then leaves the resident data and the cached teacher logits out.
+    pub fn dataset(&self, config: &Config) -> Option<DatasetSize> {
+        let (train_samples, test_samples) = (self.train_samples?, self.test_samples?);
+        let sample_bytes = match config.data.tokenizer {
+            Some(_) => 2 * 8 * config.data.input_shape.first().copied().unwrap_or(1),
+            None => self.image_bytes,
+        };
+        Some(DatasetSize { train_samples, test_samples, sample_bytes })
+    }
+}
 
 /// The scenario called `key` (matched as every name is, `crate::schema::names`).
 pub fn scenario(key: &str) -> Option<&'static Scenario> {

@@ -11,14 +11,14 @@ use crate::memory::breakdown::{Cat, Plan};
 use crate::schema::catalogue::{catalogue, Gpu};
 use crate::schema::limits::MAX_BATCH;
 use crate::schema::{Config, OptimizerKind, Precision, PruneMethod, Target};
-use crate::{Inputs, MemoryModel};
+use crate::MemoryModel;
 
 /// Width factors of the compared students, relative to the chosen width multiplier.
 pub const SIZES: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
 /// Index of the chosen student (factor 1) in [`SIZES`].
 pub const CHOSEN: usize = 2;
 
-/// The peak memory in the explorer's seven groups, in bytes; they add up to `total`, the
+/// The peak memory in the explorer's eight groups, in bytes; they add up to `total`, the
 /// device total (`Totals::total`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Breakdown {
@@ -34,40 +34,45 @@ pub struct Breakdown {
     pub teacher: u64,
     /// Both logits and the fp32 KD/CE loss buffers.
     pub kd_buffers: u64,
+    /// The train and test sets `distill` keeps on the device (0 where the scenario's files are
+    /// not known, [`crate::explorer::Scenario::dataset`]).
+    pub data: u64,
     /// CUDA context, NCCL, cuBLAS workspace, allocator rounding and segments, fragmentation
-    /// reserve (and resident datasets, which the explorer leaves out).
+    /// reserve.
     pub runtime_overhead: u64,
     /// The device total.
     pub total: u64,
 }
 
 /// The groups in stacking order: (JSON key, label).
-pub const GROUPS: [(&str, &str); 7] = [
+pub const GROUPS: [(&str, &str); 8] = [
     ("weights", "weights"),
     ("gradients", "gradients"),
     ("optimizer_states", "optimizer states"),
     ("activations", "activations"),
     ("teacher", "teacher"),
     ("kd_buffers", "KD buffers"),
+    ("data", "data on the device"),
     ("runtime_overhead", "runtime overhead"),
 ];
 
 /// Categories of each group but the runtime overhead, which is the rest of the device total.
-const MEMBERS: [&[Cat]; 6] = [
+const MEMBERS: [&[Cat]; 7] = [
     &[Cat::StudentWeights, Cat::CastCache, Cat::PruneMasks, Cat::ZeroGather],
     &[Cat::Gradients, Cat::DdpBuckets],
     &[Cat::OptimizerStates, Cat::LossScaler, Cat::StepTransient],
     &[Cat::Activations, Cat::Batch, Cat::ForwardTransient, Cat::BackwardTransient],
     &[Cat::TeacherWeights, Cat::TeacherTransient, Cat::TeacherLogitCache],
     &[Cat::Logits, Cat::LossTransient],
+    &[Cat::Dataset],
 ];
 
 impl Breakdown {
     /// Groups the peak of `plan`.
     pub fn of(plan: &Plan) -> Breakdown {
         let sum = |cats: &[Cat]| cats.iter().fold(0u64, |acc, &c| acc.saturating_add(plan.peak.get(c)));
-        let [w, g, o, a, t, k] = MEMBERS.map(sum);
-        let named = [w, g, o, a, t, k].iter().fold(0u64, |acc, &v| acc.saturating_add(v));
+        let [w, g, o, a, t, k, d] = MEMBERS.map(sum);
+        let named = [w, g, o, a, t, k, d].iter().fold(0u64, |acc, &v| acc.saturating_add(v));
         Breakdown {
             weights: w,
             gradients: g,
@@ -75,13 +80,14 @@ impl Breakdown {
             activations: a,
             teacher: t,
             kd_buffers: k,
+            data: d,
             runtime_overhead: plan.totals.total.saturating_sub(named),
             total: plan.totals.total,
         }
     }
 
     /// `(key, bytes)` in [`GROUPS`] order.
-    pub fn groups(&self) -> [(&'static str, u64); 7] {
+    pub fn groups(&self) -> [(&'static str, u64); 8] {
         let v = [
             self.weights,
             self.gradients,
@@ -89,9 +95,10 @@ impl Breakdown {
             self.activations,
             self.teacher,
             self.kd_buffers,
+            self.data,
             self.runtime_overhead,
         ];
-        let mut out = [("", 0); 7];
+        let mut out = [("", 0); 8];
         for (i, (key, _)) in GROUPS.iter().enumerate() {
             out[i] = (key, v[i]);
         }
@@ -183,6 +190,24 @@ pub struct Sweep {
     pub untrainable: Option<String>,
 }
 
+impl Sweep {
+    /// `batch` (one of this sweep's largest micro-batches, memory's answer) at most the
+    /// scenario's training set, [`within_data`].
+    pub fn within_data(&self, batch: Option<u64>) -> Option<u64> {
+        within_data(batch, self.train_samples)
+    }
+}
+
+/// A largest micro-batch `batch` at most `train_samples` where that is known: no run cuts a
+/// micro-batch larger than its data, as `distill plan` lists "(the whole train set)". `None`
+/// (nothing fits) stays `None`.
+pub fn within_data(batch: Option<u64>, train_samples: Option<u64>) -> Option<u64> {
+    match (batch, train_samples) {
+        (Some(b), Some(n)) => Some(b.min(n)),
+        (b, _) => b,
+    }
+}
+
 /// Prices the form: every view of the explorer.
 ///
 /// # Errors
@@ -191,7 +216,7 @@ pub struct Sweep {
 pub fn sweep(form: &ExplorerForm) -> Result<Sweep, FormError> {
     let base = form.base()?;
     let config = form.config_from(base.clone(), 1.0)?;
-    let model = MemoryModel::new(&config, &Inputs::default())?;
+    let model = MemoryModel::new(&config, &form.inputs(&config))?;
     let gpu: &Gpu = model.gpu().ok_or_else(|| FormError::on(FormField::Gpu, "choose a GPU"))?;
     let margin = config.estimate.safety_margin;
     let plan = model.plan(form.batch)?;
@@ -217,7 +242,7 @@ pub fn sweep(form: &ExplorerForm) -> Result<Sweep, FormError> {
         curve: curve(&model, search.batch),
         max_batch: search.batch,
         train_samples: crate::explorer::scenarios::scenario(&form.teacher).and_then(|s| s.train_samples),
-        gpus: gpu_rows(&config, &model, margin)?,
+        gpus: gpu_rows(form, &config, &model, margin)?,
         levers: levers(form, &base, gpu, plan.totals.total),
         untrainable: crate::schema::untrainable(&config),
         plan,
@@ -229,7 +254,7 @@ pub fn sweep(form: &ExplorerForm) -> Result<Sweep, FormError> {
 /// context and cuBLAS workspace (the batch search reads its memory), so the catalogue needs two
 /// models, not sixteen (the test `gpu_rows_equal_max_batch_per_gpu` holds this to the estimator's
 /// own answer).
-fn gpu_rows(config: &Config, chosen: &MemoryModel, margin: f64) -> Result<Vec<GpuRow>, FormError> {
+fn gpu_rows(form: &ExplorerForm, config: &Config, chosen: &MemoryModel, margin: f64) -> Result<Vec<GpuRow>, FormError> {
     let runtime = |g: &Gpu| (g.cuda_context, g.cublas_workspace);
     let mut models: Vec<((u64, u64), MemoryModel)> = Vec::new();
     if let Some(g) = chosen.gpu() {
@@ -243,7 +268,7 @@ fn gpu_rows(config: &Config, chosen: &MemoryModel, margin: f64) -> Result<Vec<Gp
                 let mut c = config.clone();
                 c.estimate.gpu = Some(g.name.to_string());
                 c.estimate.target = Target::Cuda;
-                models.push((runtime(g), MemoryModel::new(&c, &Inputs::default())?));
+                models.push((runtime(g), MemoryModel::new(&c, &form.inputs(&c))?));
                 models.len() - 1
             }
         };
@@ -266,7 +291,8 @@ fn chosen_size(form: &ExplorerForm, plan: &Plan, max_batch: Option<u64>) -> Stud
 
 fn size(form: &ExplorerForm, base: &Config, scale: f64, gpu: &Gpu, margin: f64) -> StudentSize {
     let priced = (|| {
-        let model = MemoryModel::new(&form.config_from(base.clone(), scale)?, &Inputs::default())?;
+        let config = form.config_from(base.clone(), scale)?;
+        let model = MemoryModel::new(&config, &form.inputs(&config))?;
         let plan = model.plan(form.batch)?;
         let search = batch::search(&model, gpu, margin)?;
         Ok::<_, FormError>((plan, search.batch))
@@ -351,7 +377,7 @@ fn levers(form: &ExplorerForm, base: &Config, gpu: &Gpu, current: u64) -> Vec<Le
     for (lever, setting, e) in variants {
         let priced = (|| {
             let config = e.config_from(base.clone(), 1.0)?;
-            let model = MemoryModel::new(&config, &Inputs::default())?;
+            let model = MemoryModel::new(&config, &e.inputs(&config))?;
             let total = model.totals(e.batch)?.total;
             Ok::<_, FormError>((total, batch::search(&model, gpu, config.estimate.safety_margin)?.batch))
         })();

@@ -39,8 +39,18 @@ pub fn BatchCurve(props: &BatchCurveProps) -> Html {
             </circle>
         }
     });
-    let ticks = s.curve.iter().filter(|p| p.batch.is_power_of_two()).map(|p| html! {
-        <text class="tick" x={x(p.batch).to_string()} y={(H - BOTTOM + 16.0).to_string()} text-anchor="middle">{ p.batch }</text>
+    // a label every `stride` doublings, so that neighbours never touch; one that would run past
+    // the right edge centred on its tick ends at the edge instead
+    let widest = s.curve.iter().filter(|p| p.batch.is_power_of_two()).map(|p| p.batch.to_string().len()).max();
+    let stride = placement::tick_stride((W - LEFT - 12.0) / right, widest.unwrap_or(1));
+    let ticks = s.curve.iter().filter(|p| p.batch.is_power_of_two() && p.batch.trailing_zeros() % stride == 0).map(|p| {
+        let (tx, anchor) = match x(p.batch) {
+            tx if tx + p.batch.to_string().len() as f64 * placement::CHAR_W / 2.0 > W => (W - 1.0, "end"),
+            tx => (tx, "middle"),
+        };
+        html! {
+            <text class="tick" x={tx.to_string()} y={(H - BOTTOM + 16.0).to_string()} text-anchor={anchor}>{ p.batch }</text>
+        }
     });
     // the labels go where no line crosses them: the capacity's above its line and the
     // budget's below its line, each at the first clear spot (an end, else just past a mark);
@@ -94,15 +104,7 @@ pub fn BatchCurve(props: &BatchCurveProps) -> Html {
         };
         boxes.push(Rect::lines(tx, ty, size.0, size.1));
         let lines = if size.1 == 1 { vec![one] } else { parts };
-        html! {
-            <g class={classes!(class, "label")}>
-                <text class="halo" x={tx.to_string()} y={ty.to_string()}><title>{ format::exact(bytes) }</title>
-                    { for lines.into_iter().enumerate().map(|(i, line)| html! {
-                        <tspan x={tx.to_string()} dy={if i == 0 { "0".to_string() } else { placement::LINE_H.to_string() }}>{ line }</tspan>
-                    }) }
-                </text>
-            </g>
-        }
+        label(classes!(class, "label"), (tx, ty), lines, Some(format::exact(bytes)))
     };
     let margin = s.capacity.saturating_sub(s.budget);
     let capacity_label = hlabel(s.capacity, "capacity", vec![format!("{} {}", s.gpu, format::bytes(s.capacity))], true);
@@ -125,16 +127,12 @@ pub fn BatchCurve(props: &BatchCurveProps) -> Html {
         let preferred = [x(m) + 6.0, x(m) - 6.0 - chars as f64 * placement::CHAR_W, LEFT + 4.0];
         segments.extend([s.capacity, s.budget].map(|b| ((LEFT, y(b)), (W, y(b)))));
         let mut rows = (0..).map(|i| TOP + 12.0 + 17.0 * i as f64).take_while(|&ty| ty <= H - BOTTOM - 4.0);
-        let (tx, ty) = rows
+        let spot = rows
             .find_map(|ty| {
                 placement::clear_spot((chars, 1), ty, span, &preferred, &segments, &boxes).map(|tx| (tx, ty))
             })
             .unwrap_or((preferred[1].max(LEFT + 4.0), TOP + 12.0));
-        html! {
-            <g class="max-mark label">
-                <text class="halo" x={tx.to_string()} y={ty.to_string()}>{ text }</text>
-            </g>
-        }
+        label(classes!("max-mark", "label"), spot, vec![text], None)
     });
     let chosen = html! {
         <line class="chosen-batch" x1={x(s.batch).to_string()} x2={x(s.batch).to_string()}
@@ -157,5 +155,20 @@ pub fn BatchCurve(props: &BatchCurveProps) -> Html {
                 <text class="axis" x={W.to_string()} y={(H - 4.0).to_string()} text-anchor="end">{ "micro-batch (samples per GPU)" }</text>
             </svg>
         </figure>
+    }
+}
+
+/// A chart label in a group of `class`: its `lines` stacked from the baseline at `(tx, ty)` on a
+/// halo, with `title` as its hover text.
+fn label(class: Classes, (tx, ty): (f64, f64), lines: Vec<String>, title: Option<String>) -> Html {
+    html! {
+        <g {class}>
+            <text class="halo" x={tx.to_string()} y={ty.to_string()}>
+                if let Some(t) = title { <title>{ t }</title> }
+                { for lines.into_iter().enumerate().map(|(i, line)| html! {
+                    <tspan x={tx.to_string()} dy={if i == 0 { "0".to_string() } else { placement::LINE_H.to_string() }}>{ line }</tspan>
+                }) }
+            </text>
+        </g>
     }
 }

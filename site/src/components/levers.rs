@@ -1,11 +1,12 @@
 //! What each lever changes for the chosen student: its device total and largest micro-batch
-//! with one setting moved.
+//! with one setting moved (the batch at most the training set).
 use std::rc::Rc;
 
 use estimator_wasm::explorer::sweep::Sweep;
 use yew::prelude::*;
 
 use super::bytes::Bytes;
+use super::max_batch_cell::{cap_note, max_batch_cell};
 
 #[derive(Properties, PartialEq)]
 pub struct LeversProps {
@@ -31,9 +32,7 @@ pub fn Levers(props: &LeversProps) -> Html {
                 if let Some(total) = l.total {
                     <td><Bytes value={total} k={format!("levers.{i}.total")} /></td>
                     <td>{ change }</td>
-                    <td data-k={format!("levers.{i}.max_batch")} data-batch={l.max_batch.map(|b| b.to_string()).unwrap_or_default()}>
-                        { l.max_batch.map_or("does not fit".to_string(), |b| b.to_string()) }
-                    </td>
+                    { max_batch_cell(l.max_batch, s.train_samples, format!("levers.{i}.max_batch"), "does not fit") }
                 } else {
                     <td colspan="3" class="na">{ l.error.clone().unwrap_or_default() }</td>
                 }
@@ -42,7 +41,7 @@ pub fn Levers(props: &LeversProps) -> Html {
     });
     html! {
         <table class="figures" id="levers">
-            <caption>{ "What each lever buys (the chosen student, one setting changed; ZeRO against DDP on the same GPUs)" }</caption>
+            <caption>{ "What each lever buys (the chosen student, one setting changed; ZeRO against DDP on the same GPUs" }{ cap_note(s) }{ ")" }</caption>
             <thead><tr><th>{ "lever" }</th><th>{ "changed to" }</th><th>{ "total" }</th><th>{ "change" }</th><th>{ "largest micro-batch" }</th></tr></thead>
             <tbody>{ for rows }</tbody>
         </table>

@@ -106,12 +106,13 @@ pub fn SizeBars(props: &SizeBarsProps) -> Html {
     });
     let capacity = if off_scale {
         html! {
+            // one line in the margin above the plot, ending at the chart's right edge: the tallest
+            // bar's total sits below it (the scale tops out 15% above that bar), and no width of
+            // the label's text runs past the edge
             <g class="capacity off-scale" id="capacity-off-scale">
-                <text class="capacity-label" x={(W - RIGHT + 8.0).to_string()} y={(TOP + 4.0).to_string()}>
+                <text class="capacity-label" x={(W - 2.0).to_string()} y={(TOP - 9.0).to_string()} text-anchor="end">
                     <title>{ format::exact(s.capacity) }</title>
-                    <tspan>{ format!("\u{2191} {}", s.gpu) }</tspan>
-                    <tspan x={(W - RIGHT + 8.0).to_string()} dy="13">{ format::bytes(s.capacity) }</tspan>
-                    <tspan x={(W - RIGHT + 8.0).to_string()} dy="13">{ "above the scale" }</tspan>
+                    { format!("\u{2191} {} {}, above the scale", s.gpu, format::bytes(s.capacity)) }
                 </text>
             </g>
         }

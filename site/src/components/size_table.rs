@@ -5,6 +5,7 @@ use estimator_wasm::explorer::sweep::{Sweep, GROUPS};
 use yew::prelude::*;
 
 use super::bytes::Bytes;
+use super::max_batch_cell::max_batch_cell;
 use crate::format;
 
 #[derive(Properties, PartialEq)]
@@ -52,10 +53,7 @@ pub fn SizeTable(props: &SizeTableProps) -> Html {
                 <tr>
                     <th scope="row">{ "largest micro-batch" }</th>
                     { for s.students.iter().enumerate().map(|(i, st)| html! {
-                        <td data-k={format!("students.{i}.max_batch")}
-                            data-batch={st.max_batch.map(|b| b.to_string()).unwrap_or_default()}>
-                            { st.max_batch.map_or("-".to_string(), |b| b.to_string()) }
-                        </td>
+                        { max_batch_cell(st.max_batch, s.train_samples, format!("students.{i}.max_batch"), "-") }
                     }) }
                 </tr>
             </tbody>

@@ -20,10 +20,7 @@ pub fn Summary(props: &SummaryProps) -> Html {
     let fit = plan.fit.as_ref();
     let gathered = plan.peak.get(estimator_wasm::Cat::ZeroGather);
     // no run cuts a batch larger than its training set
-    let largest = match (s.max_batch, s.train_samples) {
-        (Some(m), Some(n)) => Some(m.min(n)),
-        (m, _) => m,
-    };
+    let largest = s.within_data(s.max_batch);
     html! {
         <section class="summary" id="summary">
             <p>

@@ -4,21 +4,22 @@ use proptest::prelude::Just;
 
 use super::*;
 use crate::explorer::scenarios::{scenario, SCENARIOS};
-use crate::{estimate, max_batch};
+use crate::{estimate, max_batch, DatasetSize, Inputs};
 
 #[test]
 fn groups_cover_every_category_once_and_add_up_to_the_total() {
     let mut seen: Vec<Cat> = MEMBERS.iter().flat_map(|m| m.iter().copied()).collect();
-    seen.extend([Cat::CublasWorkspace, Cat::Dataset]); // in the runtime overhead
+    seen.push(Cat::CublasWorkspace); // in the runtime overhead
     seen.sort_by_key(|&c| c as usize);
     assert_eq!(seen, Cat::ALL.to_vec());
     for s in &SCENARIOS {
         let form = ExplorerForm::for_scenario(s, "H200");
-        let plan = estimate(&form.config().unwrap(), &Inputs::default()).unwrap();
+        let config = form.config().unwrap();
+        let plan = estimate(&config, &form.inputs(&config)).unwrap();
         let b = Breakdown::of(&plan);
         let sum: u64 = b.groups().iter().map(|g| g.1).sum();
         assert_eq!(sum, plan.totals.total, "{}", s.key);
-        // the six named groups are the allocated tensors less the cuBLAS workspace
+        // the seven named groups are the allocated tensors less the cuBLAS workspace
         let cublas = plan.peak.get(Cat::CublasWorkspace);
         assert_eq!(sum - b.runtime_overhead, plan.totals.allocated - cublas, "{}", s.key);
         if s.key == "gpt2" {
@@ -35,15 +36,15 @@ fn the_sweep_equals_the_estimator_on_each_config() {
     assert_eq!(s.students.len(), SIZES.len());
     for st in &s.students {
         let config = form.config_at(st.scale).unwrap();
-        let plan = estimate(&config, &Inputs::default()).unwrap();
+        let plan = estimate(&config, &form.inputs(&config)).unwrap();
         assert_eq!(st.breakdown.unwrap().total, plan.totals.total, "scale {}", st.scale);
         assert_eq!(st.params, Some(plan.params.student));
         assert_eq!(st.width, 2.0 * st.scale);
     }
     let config = form.config().unwrap();
-    assert_eq!(s.plan, estimate(&config, &Inputs::default()).unwrap());
+    assert_eq!(s.plan, estimate(&config, &form.inputs(&config)).unwrap());
     let t4 = crate::gpu("T4").unwrap();
-    assert_eq!(s.max_batch, max_batch(&config, &Inputs::default(), t4, 0.05).unwrap());
+    assert_eq!(s.max_batch, max_batch(&config, &form.inputs(&config), t4, 0.05).unwrap());
     assert_eq!(s.capacity, t4.memory);
     assert_eq!(s.gpus.len(), crate::catalogue().len());
     assert_eq!(s.gpus[0].max_batch, s.max_batch, "T4 is the first catalogue GPU");
@@ -59,7 +60,7 @@ fn gpu_rows_equal_max_batch_per_gpu() {
             for gpu in ["T4", "H200"] {
                 let form = ExplorerForm { family, ..ExplorerForm::for_scenario(s, gpu) };
                 let config = form.config().unwrap();
-                let want = crate::max_batch_per_gpu(&config, &Inputs::default(), 0.05).unwrap();
+                let want = crate::max_batch_per_gpu(&config, &form.inputs(&config), 0.05).unwrap();
                 let want: Vec<_> = want.iter().map(|(g, b)| (g.name, *b)).collect();
                 let got: Vec<_> = sweep(&form).unwrap().gpus.iter().map(|r| (r.gpu, r.max_batch)).collect();
                 assert_eq!(got, want, "{} {family:?} on {gpu}", s.key);
@@ -179,4 +180,45 @@ fn the_sweep_knows_the_training_set_of_a_scenario_with_files() {
     assert_eq!(sweep(&ExplorerForm::default()).unwrap().train_samples, None, "GPT-2's data is not known");
     let minilm = ExplorerForm::for_scenario(scenario("all-minilm-l6-v2").unwrap(), "T4");
     assert_eq!(sweep(&minilm).unwrap().train_samples, Some(152_373));
+    // every largest batch the page shows is at most the 60,000 images, as distill plan lists it
+    assert_eq!(s.within_data(s.max_batch), Some(60_000));
+    assert_eq!(s.within_data(Some(512)), Some(512));
+    assert_eq!(s.within_data(None), None);
+    let gpt2 = sweep(&ExplorerForm::default()).unwrap();
+    assert_eq!(gpt2.within_data(Some(1_000_000)), Some(1_000_000), "no known set, no cap");
+}
+
+#[test]
+fn the_page_prices_the_opening_cfg_as_distill_plan_does_with_its_files() {
+    // `distill plan` on the exported cfg.toml reads data/fashion-mnist/{train,test}.npz:
+    // 60,000 and 10,000 uint8 images of 28 x 28 (`data::file_summary`), and prices them with
+    // those inputs; the page must give the same bytes
+    let form = ExplorerForm::opening();
+    let config = Config::from_toml_str(&form.cfg_toml().unwrap()).unwrap();
+    let files = DatasetSize { train_samples: 60_000, test_samples: 10_000, sample_bytes: 784 };
+    let plan = estimate(&config, &Inputs { dataset: Some(files), ..Inputs::default() }).unwrap();
+    let s = sweep(&form).unwrap();
+    assert_eq!(s.plan.totals.total, plan.totals.total);
+    // what the files add: the images and their int64 labels, (60,000 + 10,000) x (784 + 8)
+    // = 55,440,000 bytes (52.9 MiB) before the allocator's rounding to 512-byte blocks and
+    // 2 MiB segments; and the teacher's logits of the train set cached in fp32, 60,000 x 10 x 4
+    // = 2,400,000 bytes, twice while the cache is built from its chunks, plus its 10,000 int64
+    // test predictions
+    let bare = estimate(&config, &Inputs::default()).unwrap();
+    let data = s.plan.peak.get(Cat::Dataset);
+    assert!((55_440_000..55_440_000 + 4 * (2 << 20)).contains(&data), "{data}");
+    assert_eq!(Breakdown::of(&s.plan).data, data);
+    assert!(
+        s.plan.totals.total - bare.totals.total >= data + 2_400_000,
+        "{} vs {}",
+        s.plan.totals.total,
+        bare.totals.total
+    );
+    assert!(s.plan.peak.get(Cat::TeacherLogitCache) >= 2_400_000 + 80_000);
+    // the set's size is known, so no note says the cache is left out for want of it
+    assert!(s.plan.notes.iter().all(|n| !n.contains("size is not known")), "{:?}", s.plan.notes);
+    assert!(bare.notes.iter().any(|n| n.contains("size is not known")), "{:?}", bare.notes);
+    // a scenario without known files keeps the note, and its data group is 0
+    let gpt2 = sweep(&ExplorerForm::default()).unwrap();
+    assert_eq!(Breakdown::of(&gpt2.plan).data, 0);
 }
