@@ -42,6 +42,7 @@
 //! (the teacher's train-set outputs on disk, for a resume or other runs),
 //! `interrupt` (Ctrl-C: the stop flag, and what it does in each phase of the run), `phase_times`
 //! (where the wall time went, for the report), `progress`,
+//! `fused_lm_loss` (a language model's head and loss fused, `kd.fused_head`),
 //! `error`; `plan_command` is `distill plan`, `compare` is `distill compare` (finished runs side
 //! by side: a table and a page).
 pub mod allocator;
@@ -60,6 +61,7 @@ pub mod error;
 pub mod eval;
 pub mod export;
 pub mod fingerprint;
+pub mod fused_lm_loss;
 pub mod hf;
 pub mod interrupt;
 pub mod latency;

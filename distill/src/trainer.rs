@@ -22,6 +22,7 @@ use crate::data::{permutation, Batch};
 use crate::dist::replicas::{any_rank, check_identical, merge_figures};
 use crate::dist::Ddp;
 use crate::error::{DistillError, Result};
+use crate::fused_lm_loss::FusedLmLoss;
 use crate::eval::{accuracy, student_pass};
 use crate::loop_state::{HeldOut, LoopState, StepFigures};
 use crate::metrics::MetricsLog;
@@ -49,6 +50,8 @@ pub struct Trainer<'a> {
     schedule: Schedule,
     /// The loss of a batch, from `[kd]` (built once).
     objective: Box<dyn Objective>,
+    /// `kd.fused_head`: the head and the loss fused.
+    fused: Option<FusedLmLoss>,
     segments: Vec<Range<usize>>,
     param_segment: Vec<usize>,
     /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).
@@ -107,6 +110,7 @@ impl<'a> Trainer<'a> {
         };
         Ok(Trainer {
             inputs,
+            fused: FusedLmLoss::of(spec, &student),
             student,
             vs,
             opt,
@@ -261,7 +265,8 @@ impl<'a> Trainer<'a> {
             recompute: self.segments.len() > 1,
             ddp: self.ddp.as_ref(),
             sync_batch_norm: self.inputs.group.filter(|_| self.inputs.sync_batch_norm),
-            loss_chunk: loss_chunk(spec),
+            loss_chunk: crate::chunked_loss::loss_chunk(spec),
+            fused_head: self.fused.as_ref(),
         }
     }
 
@@ -479,13 +484,6 @@ impl<'a> Trainer<'a> {
     pub fn loss_scale(&self) -> Option<f64> {
         self.scaler.as_ref().map(GradScaler::scale)
     }
-}
-
-/// `kd.loss_chunk` where it chunks: a language model whose windows are longer than a chunk.
-fn loss_chunk(spec: &estimator_wasm::schema::Config) -> Option<i64> {
-    let chunk = spec.kd.loss_chunk;
-    let seq = spec.data.input_shape.first().copied().unwrap_or(0);
-    (spec.student.is_language_model() && chunk > 0 && chunk < seq).then_some(chunk as i64)
 }
 
 /// The student's buffers (BatchNorm running statistics: variables without gradients), sorted by
