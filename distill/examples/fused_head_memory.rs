@@ -57,8 +57,9 @@ fn main() {
         "chunked" => {
             let head = |x: &Tensor| Ok::<_, distill::DistillError>(x.linear::<Tensor>(&weight, None));
             let mut grads = vec![Tensor::new()];
-            let c = chunked_loss(&kd, &head, &hidden, &labels, Some(&teacher), chunk, 1.0, None, &[&weight], &mut grads)
-                .expect("chunked loss");
+            let c =
+                chunked_loss(&kd, &head, &hidden, &labels, Some(&teacher), chunk, 1.0, None, &[&weight], &mut grads)
+                    .expect("chunked loss");
             c.loss.loss.double_value(&[])
         }
         "fused" => {

@@ -28,7 +28,8 @@ impl FusedLmLoss {
     /// model's head (the schema refuses `kd.fused_head` for any other); `None` otherwise.
     pub fn of(spec: &Config, student: &Student) -> Option<FusedLmLoss> {
         let head = student.lm_head().filter(|_| spec.kd.fused_head && spec.kd.objective == KdObjective::Logits)?;
-        let kd = LogitKd { temperature: spec.kd.temperature, alpha: spec.kd.alpha, divergence: Divergence::of(&spec.kd) };
+        let kd =
+            LogitKd { temperature: spec.kd.temperature, alpha: spec.kd.alpha, divergence: Divergence::of(&spec.kd) };
         Some(FusedLmLoss { kd, head, positions: spec.kd.loss_chunk.max(1) as i64 })
     }
 
@@ -47,7 +48,8 @@ impl FusedLmLoss {
         let teacher = soft.map(|t| t.flatten(0, 1));
         let head = Head { weight: &self.head.weight, bias: self.head.bias.as_ref() };
         let chunk = b * self.positions.min(s);
-        let (parts, predictions) = fused_head_loss(&rows, head, teacher.as_ref(), &labels.reshape([-1]), &self.kd, chunk);
+        let (parts, predictions) =
+            fused_head_loss(&rows, head, teacher.as_ref(), &labels.reshape([-1]), &self.kd, chunk);
         (parts, predictions.reshape([b, s]))
     }
 }

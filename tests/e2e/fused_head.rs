@@ -7,7 +7,10 @@ use e2e::{fixture, lm_config, metrics_lines, options, run, text_config};
 /// The steps' (loss, kd, ce) and the test perplexity of the fixture trained with `sets`.
 fn train(sets: &[&str]) -> (Vec<[f64; 3]>, f64) {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = lm_config(dir.path(), &[("alpha = 0.5", "alpha = 0.5\ntemperature = 2.0\ndivergence = \"jsd\"\nloss_chunk = 16")]);
+    let cfg = lm_config(
+        dir.path(),
+        &[("alpha = 0.5", "alpha = 0.5\ntemperature = 2.0\ndivergence = \"jsd\"\nloss_chunk = 16")],
+    );
     let mut opts = options(&fixture("lm/lm-teacher.pt"), &cfg, &dir.path().join("run"));
     opts.sets = sets.iter().map(|s| s.to_string()).collect();
     let report = run(&opts).unwrap();

@@ -69,7 +69,8 @@ fn loss_and_gradients_equal_the_unfused_path_for_every_divergence() {
                 let head = Head { weight: &fw, bias: Some(&fb) };
                 let (got, predictions) = fused_head_loss(&fh, head, Some(&teacher), &labels, &kd, chunk);
                 let case = format!("{divergence:?} alpha {alpha} chunk {chunk}");
-                for (name, g, w) in [("loss", &got.loss, &want.loss), ("kd", &got.kd, &want.kd), ("ce", &got.ce, &want.ce)]
+                for (name, g, w) in
+                    [("loss", &got.loss, &want.loss), ("kd", &got.kd, &want.kd), ("ce", &got.ce, &want.ce)]
                 {
                     assert!((value(g) - value(w)).abs() < 1e-5, "{case}: {name} {} != {}", value(g), value(w));
                 }

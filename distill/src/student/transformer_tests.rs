@@ -327,10 +327,11 @@ fn a_fused_head_step_equals_the_unfused_one() {
     let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
     let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5 };
     let kd = "objective = \"logits\"\ntemperature = 2.0\ndivergence = \"jsd\"\nbeta = 0.3";
-    let heads = [("tie_embeddings = true", "tie_embeddings = true"), ("tie_embeddings = true", "bias = true"), (
-        "tie_embeddings = true",
-        "head_rank = 3",
-    )];
+    let heads = [
+        ("tie_embeddings = true", "tie_embeddings = true"),
+        ("tie_embeddings = true", "bias = true"),
+        ("tie_embeddings = true", "head_rank = 3"),
+    ];
     for head in heads {
         let mut edits = LANGUAGE_MODEL.to_vec();
         edits[2].1 = edits[2].1.replace(head.0, head.1).leak();

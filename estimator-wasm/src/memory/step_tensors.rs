@@ -37,7 +37,13 @@ impl Compile<'_> {
         }
         if let (true, Some(head)) = (config.kd.fused_head && vocab_parallel, forward.layers.last()) {
             let weight = self.recipe.weight;
-            return crate::memory::fused_loss::fused_loss(config, &head.op, (rows, classes, teacher_classes), weight, kd);
+            return crate::memory::fused_loss::fused_loss(
+                config,
+                &head.op,
+                (rows, classes, teacher_classes),
+                weight,
+                kd,
+            );
         }
         // a language model's loss in chunks of positions (kd.loss_chunk, distill's
         // chunked_loss.rs): the loss tensors and the student's logits exist for one chunk at a

@@ -176,10 +176,13 @@ mod tests {
     fn a_fused_head_needs_a_language_model_and_a_chunk() {
         let none = "kd.fused_head: fuses a language model's head with its loss, and this student has none (student.family = \"transformer\" with head = \"lm\"): remove kd.fused_head";
         assert_eq!(kd("fused_head = true\nloss_chunk = 32\n").unwrap_err(), none, "an MLP");
-        let lm = "[data]\ntokenizer = \"t.json\"\ninput_shape = [64]\nclasses = 40\n[student]\nfamily = \"transformer\"\n\
+        let lm =
+            "[data]\ntokenizer = \"t.json\"\ninput_shape = [64]\nclasses = 40\n[student]\nfamily = \"transformer\"\n\
                   [student.transformer]\nvocab = 40\nlayers = 1\nd_model = 8\nheads = 2\nhead = \"lm\"\n[kd]\n";
         let parse = |lines: &str| Config::from_toml_str(&format!("{lm}{lines}")).map_err(|e| e.to_string());
-        let encoder = lm.replace("head = \"lm\"", "head = \"embedding\"").replace("[kd]\n", "[kd]\nobjective = \"embedding_mse\"\n");
+        let encoder = lm
+            .replace("head = \"lm\"", "head = \"embedding\"")
+            .replace("[kd]\n", "[kd]\nobjective = \"embedding_mse\"\n");
         let err = Config::from_toml_str(&format!("{encoder}fused_head = true\nloss_chunk = 32\n")).unwrap_err();
         assert_eq!(err.to_string(), none, "a sentence encoder");
         assert_eq!(
