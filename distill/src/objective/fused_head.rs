@@ -89,7 +89,7 @@ pub fn fused_head_grads(
             let (g, kd_rows, ce_rows) = chunk_terms(z, t.as_ref(), &labels.narrow(0, start, len), kd, n);
             kd_sum += kd_rows;
             ce_sum += ce_rows;
-            let _ = grad_hidden.narrow(0, start, len).copy_(&g.mm(&weight));
+            grad_hidden.narrow(0, start, len).copy_(&g.mm(&weight));
             let _ = grad_weight.addmm_(&g.tr(), &h);
             if let Some(gb) = grad_bias.as_mut() {
                 *gb += g.sum_dim_intlist(0, false, kind);
