@@ -6,7 +6,6 @@ mod determinism;
 mod divergences;
 mod embeddings;
 mod export;
-mod fused_head;
 mod head_rank;
 mod hf_student;
 mod hf_teacher;
