@@ -170,6 +170,14 @@ impl Student {
         self.net().forward_blocks(h, blocks, mask, train)
     }
 
+    /// A language model's head ([`Transformer::lm_head`]); `None` for other students.
+    pub fn lm_head(&self) -> Option<transformer::LmHead> {
+        match self {
+            Student::Transformer(t) => t.lm_head(),
+            Student::Layered(_) => None,
+        }
+    }
+
     /// See [`Network::block_count`].
     pub fn block_count(&self) -> usize {
         self.net().block_count()

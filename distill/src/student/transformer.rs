@@ -28,6 +28,16 @@ use super::norm::Norm;
 use crate::host::error::{DistillError, Result};
 use crate::inputs::data::ModelInput;
 
+/// A language model's head: `logits = (down h) weight^T + bias`, `down` [r, d] only for a
+/// factorised head (`head_rank = r`), `weight` [vocab, d or r] (the token embedding when tied),
+/// `bias` [vocab]. The tensors share the student's variables.
+#[derive(Debug)]
+pub struct LmHead {
+    pub down: Option<Tensor>,
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+}
+
 /// A transformer student: its layers (from `arch::layers`) and the blocks that run them.
 #[derive(Debug)]
 pub struct Transformer {
@@ -123,6 +133,23 @@ impl Transformer {
         }
         let seq = spec.data.input_shape.first().copied().unwrap_or(1) as i64;
         Ok(Transformer { layers, blocks, vocab: t.vocab as i64, seq })
+    }
+
+    /// A language model's head (`head = "lm"`, the last block) as shallow clones of its
+    /// variables, for the fused head and loss (`kd.fused_head`); `None` for other heads.
+    pub fn lm_head(&self) -> Option<LmHead> {
+        let clone = |t: &Option<Tensor>| t.as_ref().map(Tensor::shallow_clone);
+        match (self.layers.last().map(|l| &l.op), self.blocks.last()) {
+            (Some(Op::LmHead { .. }), Some(Block::Head(l))) => {
+                Some(LmHead { down: None, weight: l.weight.shallow_clone(), bias: clone(&l.bias) })
+            }
+            (Some(Op::LmHead { .. }), Some(Block::LowRankHead { down, up })) => Some(LmHead {
+                down: Some(down.weight.shallow_clone()),
+                weight: up.weight.shallow_clone(),
+                bias: clone(&up.bias),
+            }),
+            _ => None,
+        }
     }
 
     /// Index of the block whose layer id is `id`.

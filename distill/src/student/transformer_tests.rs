@@ -215,7 +215,8 @@ fn bf16_autocast_runs_finite_and_near_fp32() {
 
 /// One forward and backward of the student of `spec` (built from seed 5) on `step`: its blocks
 /// in `k` segments (recomputed when `k > 1`), the loss of `objective`, in chunks of `chunk`
-/// positions when set; fp32 on the CPU, dropout seed 9.
+/// positions when set, or fused with the head when `spec` sets `kd.fused_head`; fp32 on the
+/// CPU, dropout seed 9.
 fn one_step(
     spec: &Config,
     objective: &dyn crate::train::objective::Objective,
@@ -230,6 +231,7 @@ fn one_step(
     let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
     let params: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
     let segments = split(student.block_count(), k);
+    let fused = crate::fused_lm_loss::FusedLmLoss::of(spec, &student);
     let cfg = StepConfig {
         device: Device::Cpu,
         precision: Precision::Fp32,
@@ -241,6 +243,7 @@ fn one_step(
         ddp: None,
         sync_batch_norm: None,
         loss_chunk: chunk,
+        fused_head: fused.as_ref(),
     };
     forward_backward(&cfg, &student, &params, step, None, &|| None).unwrap()
 }
@@ -310,6 +313,44 @@ fn a_chunked_token_loss_equals_the_whole_one() {
             let diff = g.iter().zip(&full).map(|(a, b)| max_diff(a, b)).fold(0.0, f64::max);
             assert!(diff < 1e-6, "{divergence:?}, chunks of {chunk:?}, {k} segments: gradients differ by {diff}");
             assert_eq!(Vec::<Vec<i64>>::try_from(&p).unwrap(), Vec::<Vec<i64>>::try_from(&preds).unwrap());
+        }
+    }
+}
+
+/// The head fused with the loss (`kd.fused_head`) gives the loss, gradients and predictions of
+/// the unfused step: tied, untied with a bias, and factorised heads, with checkpointed segments,
+/// temperature 2 and a step weight of 0.5; the last position of each row has no next token.
+#[test]
+fn a_fused_head_step_equals_the_unfused_one() {
+    use crate::train::step::StepBatch;
+    let input = batch(&[7, 7, 7], 7);
+    let labels = Tensor::cat(&[input.x.narrow(1, 1, 6), Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu))], 1);
+    let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
+    let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5 };
+    let kd = "objective = \"logits\"\ntemperature = 2.0\ndivergence = \"jsd\"\nbeta = 0.3";
+    let heads = [
+        ("tie_embeddings = true", "tie_embeddings = true"),
+        ("tie_embeddings = true", "bias = true"),
+        ("tie_embeddings = true", "head_rank = 3"),
+    ];
+    for head in heads {
+        let mut edits = LANGUAGE_MODEL.to_vec();
+        edits[2].1 = edits[2].1.replace(head.0, head.1).leak();
+        edits[3].1 = kd;
+        let unfused = spec(&edits);
+        let objective = crate::train::objective::from_spec(&unfused.kd);
+        let want = one_step(&unfused, objective.as_ref(), 1, None, &step);
+        assert!(want.loss.values().kd > 1e-3);
+        for (chunk, k) in [(3, 1), (7, 3), (2, 2)] {
+            edits[3].1 = format!("{kd}\nloss_chunk = {chunk}\nfused_head = true").leak();
+            let fused = spec(&edits);
+            let got = one_step(&fused, objective.as_ref(), k, None, &step);
+            let (l, w) = (got.loss.values(), want.loss.values());
+            let close = (l.loss - w.loss).abs() < 1e-6 && (l.kd - w.kd).abs() < 1e-6 && (l.ce - w.ce).abs() < 1e-6;
+            assert!(close, "{head:?}, chunks of {chunk}, {k} segments: {l:?} vs {w:?}");
+            let diff = got.grads.iter().zip(&want.grads).map(|(a, b)| max_diff(a, b)).fold(0.0, f64::max);
+            assert!(diff < 1e-6, "{head:?}, chunks of {chunk}, {k} segments: gradients differ by {diff}");
+            assert!(got.predictions.equal(&want.predictions), "{head:?}, chunks of {chunk}");
         }
     }
 }

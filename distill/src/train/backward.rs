@@ -77,6 +77,7 @@ mod tests {
                 ddp: None,
                 sync_batch_norm: None,
                 loss_chunk: None,
+                fused_head: None,
             };
             let e = forward_backward(&cfg, &student, &params, &batch, None, &|| None).err().unwrap();
             assert!(matches!(e, DistillError::NothingToTrain), "{segments:?}: {e}");

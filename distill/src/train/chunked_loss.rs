@@ -16,6 +16,14 @@ use crate::host::error::Result;
 use crate::train::amp::GradScaler;
 use crate::train::objective::{LossParts, Objective};
 
+/// `kd.loss_chunk` where it chunks: a language model whose windows are longer than a chunk,
+/// unless the head is fused with the loss (`kd.fused_head`, [`crate::fused_lm_loss`]).
+pub fn loss_chunk(spec: &estimator_wasm::schema::Config) -> Option<i64> {
+    let chunk = spec.kd.loss_chunk;
+    let seq = spec.data.input_shape.first().copied().unwrap_or(0);
+    (spec.student.is_language_model() && !spec.kd.fused_head && chunk > 0 && chunk < seq).then_some(chunk as i64)
+}
+
 /// What the chunked head and loss of one batch give.
 pub struct ChunkedLoss {
     /// The batch's loss parts (the chunks' parts weighted by their shares of the tokens).

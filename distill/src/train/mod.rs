@@ -10,6 +10,7 @@ pub mod backward;
 pub mod batches;
 pub mod checkpoint;
 pub mod chunked_loss;
+pub mod fused_lm_loss;
 pub mod eval;
 pub mod loop_state;
 pub mod memory_plan;

@@ -24,6 +24,7 @@ use crate::data_parallel::sync_batch_norm::synchronised;
 use crate::data_parallel::{Ddp, ProcessGroup};
 use crate::host::error::Result;
 use crate::inputs::data::ModelInput;
+use crate::train::fused_lm_loss::FusedLmLoss;
 use crate::student::Student;
 use crate::torch::shim::autocast;
 use crate::train::amp::GradScaler;
@@ -54,6 +55,9 @@ pub struct StepConfig<'a> {
     /// A language model's loss in chunks of this many positions (`kd.loss_chunk`): the head,
     /// the student's last block, runs with the loss chunk by chunk ([`crate::train::chunked_loss`]).
     pub loss_chunk: Option<i64>,
+    /// A language model's head fused with its loss (`kd.fused_head`): the student runs up to
+    /// its head, whose logits the loss makes chunk by chunk ([`crate::fused_lm_loss`]).
+    pub fused_head: Option<&'a FusedLmLoss>,
 }
 
 /// What one training step runs on: the batch's model input (with its attention mask for text),
@@ -115,13 +119,14 @@ pub fn forward_backward(
             None => forward(),
         }
     };
-    // A chunked loss runs the last segment without the head, which runs with the loss.
+    // A chunked or fused loss runs the last segment without the head, which runs with the loss.
     let head = student.block_count() - 1;
+    let apart = cfg.loss_chunk.is_some() || cfg.fused_head.is_some();
     let run = |h: &Tensor, segment: usize| -> Result<Tensor> {
         let blocks = cfg.segments[segment].clone();
-        match cfg.loss_chunk {
-            Some(_) if segment == k - 1 => run_blocks(h, blocks.start..head),
-            _ => run_blocks(h, blocks),
+        match apart && segment == k - 1 {
+            true => run_blocks(h, blocks.start..head),
+            false => run_blocks(h, blocks),
         }
     };
     let chunked = |body: &Tensor, grads: &mut [Tensor]| -> Result<(LossParts, Tensor, Tensor)> {
@@ -153,8 +158,7 @@ pub fn forward_backward(
             let _ = backward_into(&root, params, &all, None, &mut grads)?;
             return Ok(Gradients { loss, predictions, grads });
         }
-        let (loss, backprop) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight);
-        let predictions = cfg.objective.predictions(&h.detach());
+        let (loss, backprop, predictions) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight);
         if let Some(ddp) = cfg.ddp {
             if !backprop.requires_grad() {
                 return Err(crate::DistillError::NothingToTrain);
@@ -180,10 +184,7 @@ pub fn forward_backward(
     let output = run(&leaf, k - 1)?;
     let (loss, backprop, predictions) = match cfg.loss_chunk {
         Some(_) => chunked(&output, &mut grads)?,
-        None => {
-            let (loss, backprop) = finish(cfg, &output, labels, soft, scaler, extra_loss, weight);
-            (loss, backprop, cfg.objective.predictions(&output.detach()))
-        }
+        None => finish(cfg, &output, labels, soft, scaler, extra_loss, weight),
     };
     // The loss reaches the last segment's parameters through the logits and any parameter
     // directly through the extra term (an L1 penalty): back-propagate it to all of them.
@@ -205,8 +206,9 @@ pub fn forward_backward(
     Ok(Gradients { loss, predictions, grads })
 }
 
-/// The objective's loss in fp32 plus any extra term, and the tensor to back-propagate: the
-/// objective's loss times `weight` plus the extra term, scaled for fp16.
+/// The objective's loss in fp32 plus any extra term, the tensor to back-propagate (the
+/// objective's loss times `weight` plus the extra term, scaled for fp16) and the objective's
+/// predictions; with a fused head, `output` is the final hidden states and the loss the fused one.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     cfg: &StepConfig,
@@ -216,8 +218,11 @@ fn finish(
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
     weight: f64,
-) -> (LossParts, Tensor) {
-    let mut loss = cfg.objective.loss(output, soft, labels);
+) -> (LossParts, Tensor, Tensor) {
+    let (mut loss, predictions) = match cfg.fused_head {
+        Some(fused) => fused.loss(output, soft, labels),
+        None => (cfg.objective.loss(output, soft, labels), cfg.objective.predictions(&output.detach())),
+    };
     let weighted = if weight == 1.0 { loss.loss.shallow_clone() } else { &loss.loss * weight };
     let total = match extra_loss() {
         Some(extra) => {
@@ -230,7 +235,7 @@ fn finish(
         Some(s) => s.scaled(&total),
         None => total,
     };
-    (loss, backprop)
+    (loss, backprop, predictions)
 }
 
 /// Back-propagates `root` to the parameters `which` (indices into `params`) and to `input`,
@@ -364,6 +369,7 @@ mod tests {
             ddp: None,
             sync_batch_norm: None,
             loss_chunk: None,
+            fused_head: None,
         };
         let x = Tensor::linspace(-1.0, 1.0, 6 * 64, (Kind::Float, Device::Cpu)).reshape([6, 1, 8, 8]).sin() * 3.0;
         let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);

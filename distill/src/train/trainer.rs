@@ -20,6 +20,7 @@ use crate::host::error::{DistillError, Result};
 use crate::host::phase_times::{during, Phase};
 use crate::host::progress::Progress;
 use crate::inputs::data::{permutation, Batch};
+use crate::train::fused_lm_loss::FusedLmLoss;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::student::Student;
 use crate::train::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
@@ -47,6 +48,8 @@ pub struct Trainer<'a> {
     schedule: Schedule,
     /// The loss of a batch, from `[kd]` (built once).
     objective: Box<dyn Objective>,
+    /// `kd.fused_head`: the head and the loss fused.
+    fused: Option<FusedLmLoss>,
     segments: Vec<Range<usize>>,
     param_segment: Vec<usize>,
     /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).
@@ -105,6 +108,7 @@ impl<'a> Trainer<'a> {
         };
         Ok(Trainer {
             inputs,
+            fused: FusedLmLoss::of(spec, &student),
             student,
             vs,
             opt,
@@ -263,7 +267,8 @@ impl<'a> Trainer<'a> {
             recompute: self.segments.len() > 1,
             ddp: self.ddp.as_ref(),
             sync_batch_norm: self.inputs.group.filter(|_| self.inputs.sync_batch_norm),
-            loss_chunk: loss_chunk(spec),
+            loss_chunk: crate::train::chunked_loss::loss_chunk(spec),
+            fused_head: self.fused.as_ref(),
         }
     }
 
@@ -481,13 +486,6 @@ impl<'a> Trainer<'a> {
     pub fn loss_scale(&self) -> Option<f64> {
         self.scaler.as_ref().map(GradScaler::scale)
     }
-}
-
-/// `kd.loss_chunk` where it chunks: a language model whose windows are longer than a chunk.
-fn loss_chunk(spec: &estimator_wasm::schema::Config) -> Option<i64> {
-    let chunk = spec.kd.loss_chunk;
-    let seq = spec.data.input_shape.first().copied().unwrap_or(0);
-    (spec.student.is_language_model() && chunk > 0 && chunk < seq).then_some(chunk as i64)
 }
 
 /// The student's buffers (BatchNorm running statistics: variables without gradients), sorted by

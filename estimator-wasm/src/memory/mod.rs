@@ -2,7 +2,7 @@
 //!
 //! [`memory_model`] compiles a [`crate::schema::Config`] into a [`MemoryModel`], one step per
 //! file (`setup`, `student_chain`, `teacher_plan`, `step_tensors`, `stage_plan`, `eval_plan`,
-//! `summary`, `scan_layout`) into the pieces of `compiled`: the layers priced by [`layer`]
+//! `summary`, `scan_layout`; `fused_loss` for a head fused with its loss) into the pieces of `compiled`: the layers priced by [`layer`]
 //! (sizes in [`sizes`]), the optimiser [`states`], the [`runtime`] allocator. `moments` defines
 //! what is live at each moment of a step and `scan` finds the peak; [`mod@estimate`] assembles the
 //! [`Plan`] ([`breakdown`]) that [`render`] prints; [`batch`] finds the largest micro-batch that
@@ -17,6 +17,7 @@ pub mod estimate;
 mod eval_plan;
 mod flop_plan;
 pub mod flops;
+mod fused_loss;
 pub mod inputs;
 pub mod layer;
 pub mod memory_model;

@@ -35,6 +35,16 @@ impl Compile<'_> {
             let fp32_logits = Size::per(mul(mul(rows, classes, "loss")?, 4, "loss")?);
             return Ok(embedding_loss(fp32_logits, logits.size()?, logits.dtype, config.kd.objective, rows, kd));
         }
+        if let (true, Some(head)) = (config.kd.fused_head && vocab_parallel, forward.layers.last()) {
+            let weight = self.recipe.weight;
+            return crate::memory::fused_loss::fused_loss(
+                config,
+                &head.op,
+                (rows, classes, teacher_classes),
+                weight,
+                kd,
+            );
+        }
         // a language model's loss in chunks of positions (kd.loss_chunk, distill's
         // chunked_loss.rs): the loss tensors and the student's logits exist for one chunk at a
         // time, beside the gradient of the final hidden states [S, d] (accumulated, and a chunk's)

@@ -30,6 +30,9 @@ pub(crate) struct Forward {
     pub transformer: bool,
     /// The last storage id handed out.
     pub next_id: StorageId,
+    /// A language model's head fused with its loss (`kd.fused_head`): the last layer saves
+    /// nothing and makes no logits in the training step (`crate::memory::fused_loss`).
+    pub fused_head: bool,
 }
 
 impl Forward {
@@ -58,11 +61,19 @@ impl Forward {
             chain = p.output;
             priced.push(p);
         }
+        let fused_head = config.kd.fused_head && config.student.is_language_model();
+        if let Some(head) = priced.last_mut().filter(|_| fused_head) {
+            // its no-grad forward (evaluation) still makes the whole logits: inference scratch kept
+            head.saves.clear();
+            head.forward_scratch.clear();
+            head.backward_scratch.clear();
+            head.backward_release.clear();
+        }
         // CLS pooling's chain is a view that keeps its storage's elements; as the output, its own
         if let Some(l) = layers.last().filter(|l| l.op == Op::ClsPool) {
             chain.elems = numel(&l.output).ok_or_else(|| EstimateError::overflow("the output size"))?;
         }
-        Ok(Forward { layers, priced, inputs_of, x0, logits: chain, input_elems, transformer, next_id })
+        Ok(Forward { layers, priced, inputs_of, x0, logits: chain, input_elems, transformer, next_id, fused_head })
     }
 
     /// One [`LayerPlan`] per layer, its saved storages attributed within each pipeline stage
@@ -123,6 +134,8 @@ impl Forward {
         let mut saved_so_far = Seen::new(self.next_id);
         for (i, lp) in plans.iter_mut().enumerate() {
             let (x, out) = (inputs_of[i], priced[i].output);
+            // a fused head's logits exist in the loss, a chunk at a time (priced there)
+            let makes_out = !(self.fused_head && i + 1 == priced.len());
             for s in &priced[i].saves {
                 if let Save::Chain(id, _) = s {
                     saved_so_far.insert(*id);
@@ -132,7 +145,7 @@ impl Forward {
                 if !saved_so_far.contains(x.id) {
                     lp.forward_live.push(x.size()?);
                 }
-                if !saves(&priced[i], out.id) {
+                if !saves(&priced[i], out.id) && makes_out {
                     lp.forward_live.push(out.size()?);
                 }
                 lp.inference_live.push(x.size()?);
@@ -140,7 +153,9 @@ impl Forward {
                 if !lp.segment_start {
                     lp.checkpoint_forward_live.push(x.size()?);
                 }
-                lp.checkpoint_forward_live.push(out.size()?);
+                if makes_out {
+                    lp.checkpoint_forward_live.push(out.size()?);
+                }
             }
             lp.forward_live.extend(priced[i].forward_scratch.iter().copied());
             lp.inference_live.extend(priced[i].inference_scratch.iter().copied());

@@ -77,6 +77,15 @@ pub struct KdSpec {
     /// loss and gradients as unchunked, up to float rounding.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub loss_chunk: u64,
+    /// A language model's head fused with its loss, `loss_chunk` positions at a time (needs
+    /// `loss_chunk`): each chunk's final hidden states go through the head and the loss
+    /// together, and the gradients of the hidden states, the head's weight (the token embedding
+    /// when tied) and its bias are computed in closed form per chunk, so no graph is kept
+    /// across chunks and the student's logits [B, S, vocab] never exist: one chunk's fp32
+    /// logits and probabilities at a time, and nothing of them at the backward. The same loss
+    /// and gradients as unfused, up to float rounding; the head's products run in fp32.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fused_head: bool,
     /// The divergence of the soft term (`objective = "logits"` only; refused with an
     /// embedding objective). `None`: forward KL. Read it with [`KdSpec::soft_divergence`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +103,7 @@ impl Default for KdSpec {
             temperature: 4.0,
             alpha: 0.9,
             loss_chunk: 0,
+            fused_head: false,
             divergence: None,
             beta: None,
         }
@@ -160,6 +170,30 @@ mod tests {
         for good in ["0.0", "1.0", "0.5"] {
             assert!(kd(&format!("divergence = \"jsd\"\nbeta = {good}\n")).is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn a_fused_head_needs_a_language_model_and_a_chunk() {
+        let none = "kd.fused_head: fuses a language model's head with its loss, and this student has none (student.family = \"transformer\" with head = \"lm\"): remove kd.fused_head";
+        assert_eq!(kd("fused_head = true\nloss_chunk = 32\n").unwrap_err(), none, "an MLP");
+        let lm =
+            "[data]\ntokenizer = \"t.json\"\ninput_shape = [64]\nclasses = 40\n[student]\nfamily = \"transformer\"\n\
+                  [student.transformer]\nvocab = 40\nlayers = 1\nd_model = 8\nheads = 2\nhead = \"lm\"\n[kd]\n";
+        let parse = |lines: &str| Config::from_toml_str(&format!("{lm}{lines}")).map_err(|e| e.to_string());
+        let encoder = lm
+            .replace("head = \"lm\"", "head = \"embedding\"")
+            .replace("[kd]\n", "[kd]\nobjective = \"embedding_mse\"\n");
+        let err = Config::from_toml_str(&format!("{encoder}fused_head = true\nloss_chunk = 32\n")).unwrap_err();
+        assert_eq!(err.to_string(), none, "a sentence encoder");
+        assert_eq!(
+            parse("fused_head = true\n").unwrap_err(),
+            "kd.fused_head: needs kd.loss_chunk > 0: the positions whose logits exist at once (e.g. 32)"
+        );
+        let spec = parse("fused_head = true\nloss_chunk = 16\n").unwrap();
+        assert!(spec.kd.fused_head);
+        // written back only when set
+        assert!(spec.to_toml_string().contains("fused_head = true"));
+        assert!(!parse("loss_chunk = 16\n").unwrap().to_toml_string().contains("fused_head"));
     }
 
     #[test]

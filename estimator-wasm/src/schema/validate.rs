@@ -48,6 +48,15 @@ impl Config {
         {
             return invalid("kd.objective", "a language model (head = \"lm\"): set objective = \"logits\"");
         }
+        if self.kd.fused_head && !self.student.is_language_model() {
+            return invalid("kd.fused_head", "fuses a language model's head with its loss, and this student has none (student.family = \"transformer\" with head = \"lm\"): remove kd.fused_head");
+        }
+        if self.kd.fused_head && self.kd.loss_chunk == 0 {
+            return invalid(
+                "kd.fused_head",
+                "needs kd.loss_chunk > 0: the positions whose logits exist at once (e.g. 32)",
+            );
+        }
         if self.data.tokenizer.is_some() && self.student.family != Family::Transformer {
             return invalid("data.tokenizer", "token ids need a student with family = \"transformer\"");
         }

@@ -4,6 +4,8 @@
 //! * [`loss`]: the interface, [`Objective`] and the [`LossParts`] it returns.
 //! * [`logit_kd`]: Hinton KD on class logits (a temperature-scaled divergence, batchmean, mixed
 //!   with CE); [`divergence`]: the divergences it takes (forward and reverse KL, JSD, TVD).
+//! * [`fused_head`]: a language model's head and logit loss fused, chunk by chunk, with
+//!   closed-form gradients (`kd.fused_head`): the student's [B, S, V] logits never exist.
 //! * [`embedding_kd`]: MSE or cosine distance between output vectors (sentence embeddings).
 //!
 //! An objective sees outputs only, so the student and the teacher may output logits [B, C] or
@@ -13,6 +15,7 @@ use estimator_wasm::schema::{KdObjective, KdSpec};
 pub mod agreement;
 pub mod divergence;
 pub mod embedding_kd;
+pub mod fused_head;
 pub mod logit_kd;
 pub mod loss;
 
