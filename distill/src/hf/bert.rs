@@ -19,7 +19,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 use tch::{Device, Kind, Tensor};
 
-use super::config::{flag, int, number, opt_int};
+use super::keys::{flag, int, number, opt_int};
 use super::layers::{lowest, Act, LayerNorm, Linear, Loader};
 use super::pooling::SentencePooling;
 use super::weights::Checkpoint;

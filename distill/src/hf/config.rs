@@ -11,7 +11,9 @@
 //! and mistral's sliding window.
 use serde_json::{Map, Value};
 
-/// The `model_type`s of the Llama family ([`super::model_config::SUPPORTED`] lists every
+use super::keys::{flag, int, number, opt_int};
+
+/// The `model_type`s of the Llama family ([`super::keys::SUPPORTED`] lists every
 /// family distill builds).
 pub const LLAMA_FAMILY: [&str; 3] = ["llama", "mistral", "qwen2"];
 
@@ -72,7 +74,7 @@ impl HfConfig {
         let c = json.as_object().ok_or("not a JSON object")?;
         let model_type = c.get("model_type").and_then(Value::as_str).unwrap_or("");
         if !LLAMA_FAMILY.contains(&model_type) {
-            return Err(super::model_config::unsupported(model_type));
+            return Err(super::keys::unsupported(model_type));
         }
         let act = c.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
         if act != "silu" {
@@ -150,33 +152,6 @@ fn rope(c: &Map<String, Value>) -> Result<(f64, RopeScaling), String> {
         }
     };
     Ok((theta, scaling))
-}
-
-pub(super) fn int(c: &Map<String, Value>, key: &str) -> Result<i64, String> {
-    opt_int(c, key)?.ok_or_else(|| format!("{key} is missing"))
-}
-
-pub(super) fn opt_int(c: &Map<String, Value>, key: &str) -> Result<Option<i64>, String> {
-    match c.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => {
-            v.as_i64().filter(|&n| n > 0).map(Some).ok_or_else(|| format!("{key} = {v} is not a positive integer"))
-        }
-    }
-}
-
-pub(super) fn number(c: &Map<String, Value>, key: &str) -> Result<f64, String> {
-    match c.get(key) {
-        None | Some(Value::Null) => Err(format!("{key} is missing")),
-        Some(v) => v
-            .as_f64()
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| format!("{key} = {v} is not a positive number")),
-    }
-}
-
-pub(super) fn flag(c: &Map<String, Value>, key: &str, default: bool) -> bool {
-    c.get(key).and_then(Value::as_bool).unwrap_or(default)
 }
 
 #[cfg(test)]

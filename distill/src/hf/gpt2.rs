@@ -15,7 +15,7 @@
 use serde_json::{Map, Value};
 use tch::{Device, Kind, Tensor};
 
-use super::config::{flag, int, number, opt_int};
+use super::keys::{flag, int, number, opt_int};
 use super::layers::{lowest, Act, LayerNorm, Linear, Loader};
 use super::weights::Checkpoint;
 use crate::error::Result;

@@ -6,15 +6,15 @@
 //! from the config and the safetensors, with no Python at run time; the data's tokenizer
 //! defaults to the folder's `tokenizer.json`.
 //!
-//! One job per file: `model_config` reads `config.json` by its `model_type`, `config` the Llama
-//! family's, `weights` the safetensors headers and tensors, `layers` what the models share
-//! (linear layers, LayerNorm, activations, the loader), `rope` the rotary frequencies, `llama`
-//! the decoder and its forward, `gpt2` GPT-2, `bert` the encoder, `pooling` its sentence
-//! embedding, `model` the one of them a folder holds, `plan` what the memory estimator needs of
-//! the folder (its exact parameter count and layer list). The other way,
-//! `student_folder` writes a trained student as such a folder, `llama_student` and
-//! `bert_student` saying which students are a `LlamaForCausalLM` or a `BertModel` and under
-//! which names.
+//! One job per file: `model_config` reads `config.json` by its `model_type` (`keys` its typed
+//! keys and the supported types), `config` the Llama family's, `weights` the safetensors headers
+//! and tensors, `layers` what the models share (linear layers, LayerNorm, activations, the
+//! loader), `rope` the rotary frequencies, `llama` the decoder and its forward, `gpt2` GPT-2,
+//! `bert` the encoder, `pooling` its sentence embedding, `model` the one of them a folder holds,
+//! `plan` what the memory estimator needs of the folder (its exact parameter count and layer
+//! list). The other way, `student_folder` writes a trained student as such a folder,
+//! `llama_student` and `bert_student` saying which students are a `LlamaForCausalLM` or a
+//! `BertModel` and under which names.
 use std::path::{Path, PathBuf};
 
 use tch::{Device, Kind};
@@ -25,6 +25,7 @@ pub mod bert;
 pub mod bert_student;
 pub mod config;
 pub mod gpt2;
+pub mod keys;
 pub mod layers;
 pub mod llama;
 pub mod llama_student;

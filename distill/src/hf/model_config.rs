@@ -7,9 +7,6 @@ use super::bert::BertConfig;
 use super::config::HfConfig;
 use super::gpt2::Gpt2Config;
 
-/// The `model_type`s distill builds, as the refusal lists them.
-pub const SUPPORTED: [&str; 5] = ["llama", "mistral", "qwen2", "gpt2", "bert"];
-
 /// The config of a model distill builds natively.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelConfig {
@@ -27,7 +24,7 @@ impl ModelConfig {
     ///
     /// # Errors
     /// One line (the caller adds the file name) naming the key at fault: not JSON, a
-    /// `model_type` outside [`SUPPORTED`], or the family's own ([`HfConfig::parse`],
+    /// `model_type` outside [`super::keys::SUPPORTED`], or the family's own ([`HfConfig::parse`],
     /// [`Gpt2Config::parse`], [`BertConfig::parse`]).
     pub fn parse(text: &str) -> Result<ModelConfig, String> {
         let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
@@ -47,17 +44,6 @@ impl ModelConfig {
             ModelConfig::Bert(_) => "bert",
         }
     }
-}
-
-/// The refusal of `model_type` (`""`: the key is missing).
-pub fn unsupported(model_type: &str) -> String {
-    let shown = if model_type.is_empty() { "missing".to_string() } else { format!("\"{model_type}\"") };
-    format!(
-        "model_type {shown} is not supported: distill builds {} (the Llama family), {} and {}; give a TorchScript teacher for other models",
-        SUPPORTED[..3].join(", "),
-        SUPPORTED[3],
-        SUPPORTED[4]
-    )
 }
 
 #[cfg(test)]
