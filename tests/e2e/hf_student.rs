@@ -4,7 +4,7 @@
 //! as a teacher computing what `student.pt` computes; and `transformers` loads it and agrees
 //! with `student.pt` (`tests/hf_student_check.py`, skipped with its reason without
 //! `transformers`). Likewise a BERT-style sentence encoder, as `BertModel` and
-//! sentence-transformers' modules.
+//! sentence-transformers' modules, which distill also reads back as a teacher.
 use std::path::Path;
 
 use distill::export::section::HfExport;
@@ -205,6 +205,22 @@ fn a_bert_student_is_written_with_its_sentence_transformers_modules() {
         std::fs::read(hf.join("tokenizer.json")).unwrap(),
         std::fs::read(fixture("text/tokenizer.json")).unwrap()
     );
+
+    // distill reads the folder back as a teacher (mean pooling, 2_Dense, normalisation): its
+    // embeddings are student.pt's, on the text fixture's probe lines
+    let expected = Tensor::read_safetensors(fixture("hf/expected.safetensors")).unwrap();
+    let get = |name: &str| expected.iter().find(|(n, _)| n == name).unwrap().1.shallow_clone();
+    let (ids, mask) = (get("bert.input_ids"), get("bert.attention_mask"));
+    let folder = Teacher::load(&hf, None, Precision::Fp32, Device::Cpu).unwrap();
+    assert_eq!(folder.params, report.student.params);
+    let got = folder.output(&ModelInput { x: ids.shallow_clone(), mask: Some(mask.shallow_clone()) }).unwrap();
+    let module = CModule::load(run.join("student.pt")).unwrap();
+    let traced = tch::no_grad(|| module.forward_is(&[IValue::from(ids), IValue::from(mask)]));
+    let IValue::Tensor(want) = traced.unwrap() else { panic!("student.pt returns one tensor") };
+    assert_eq!(got.size(), [3, 32]);
+    let diff = (&got - &want).abs().max().double_value(&[]);
+    assert!(diff < 1e-5, "the folder's embeddings differ from student.pt's by {diff}");
+    println!("distill's reading of the BERT folder: max |embedding - student.pt| = {diff}");
 
     if let Some(words) = transformers_check(&run) {
         assert_eq!(words[3], "3", "{words:?}");

@@ -7,6 +7,7 @@ mod divergences;
 mod embeddings;
 mod export;
 mod head_rank;
+mod hf_encoders;
 mod hf_student;
 mod hf_teacher;
 mod language_model;

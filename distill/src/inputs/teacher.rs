@@ -1,5 +1,5 @@
 //! The frozen teacher: any TorchScript module (scripted or traced) or a Hugging Face model
-//! folder of the Llama family ([`crate::inputs::hf`]), kept in eval mode and run
+//! folder of the Llama family, GPT-2 or a BERT-style encoder ([`crate::inputs::hf`]), kept in eval mode and run
 //! under `no_grad`, never in the student's VarStore, so the optimiser cannot touch it. It takes
 //! the model input of a batch (`forward(x)`, or `forward(input_ids, attention_mask)` for text)
 //! and returns the output the objective compares with the student's (class logits [B, C], or an
@@ -47,8 +47,8 @@ impl Teacher {
         let err = |m: String| DistillError::teacher(path, m);
         let kind = teacher_kind(precision);
         let (module, params, params_source, file_bytes) = if crate::config::is_model_folder(path) {
-            let (decoder, params) = crate::inputs::hf::load(path, kind, device)?;
-            let module = TeacherModule::Hf(Box::new(decoder));
+            let (model, params) = crate::inputs::hf::load(path, kind, device)?;
+            let module = TeacherModule::Hf(Box::new(model));
             (module, params, ParamsSource::Parameters, crate::inputs::hf::weights::Checkpoint::file_bytes(path))
         } else {
             let file_bytes = std::fs::metadata(path)
@@ -326,7 +326,7 @@ impl Teacher {
     }
 
     /// The `config.json` of a Hugging Face teacher; `None` for TorchScript.
-    pub fn hf_config(&self) -> Option<&crate::inputs::hf::HfConfig> {
+    pub fn hf_config(&self) -> Option<&crate::inputs::hf::ModelConfig> {
         match &self.module {
             TeacherModule::Hf(d) => Some(&d.config),
             TeacherModule::Script(_) => None,

@@ -1,22 +1,23 @@
-//! What a [`crate::inputs::teacher::Teacher`] runs: a TorchScript module, or the native decoder of a
+//! What a [`crate::inputs::teacher::Teacher`] runs: a TorchScript module, or the native model of a
 //! Hugging Face model folder ([`crate::inputs::hf`]), behind the few calls the teacher makes of it (the
 //! forward on its inputs, its named parameters, eval mode, the CPU's channels-last weights).
 use tch::{CModule, IValue, TchError, Tensor};
 
-use crate::host::error::Result;
-use crate::inputs::hf::HfDecoder;
 use crate::torch::channels_last::channels_last;
+use crate::host::error::Result;
+use crate::inputs::hf::HfModel;
 
-/// A TorchScript module or a Hugging Face decoder.
+/// A TorchScript module or a Hugging Face model.
 #[derive(Debug)]
 pub enum TeacherModule {
     Script(CModule),
-    Hf(Box<HfDecoder>),
+    Hf(Box<HfModel>),
 }
 
 impl TeacherModule {
     /// The forward on `args` (the model input, then the attention mask for text): the module's
-    /// own output, or the decoder's logits [B, S, vocab] as a tensor.
+    /// own output, or the folder model's logits [B, S, vocab] or sentence embedding [B, E] as a
+    /// tensor.
     ///
     /// # Errors
     /// libtorch's, when the forward fails on these inputs.
@@ -31,13 +32,13 @@ impl TeacherModule {
                     }
                 }
                 let ids = tensor(args.first())
-                    .ok_or_else(|| TchError::Torch("a model folder's decoder takes token ids".into()))?;
+                    .ok_or_else(|| TchError::Torch("a model folder's model takes token ids".into()))?;
                 d.forward(ids, tensor(args.get(1))).map(IValue::Tensor)
             }
         }
     }
 
-    /// The parameters by name: the module's, or the decoder's Hugging Face names.
+    /// The parameters by name: the module's, or the folder model's Hugging Face names.
     ///
     /// # Errors
     /// libtorch's, when it cannot list a module's.
@@ -48,7 +49,7 @@ impl TeacherModule {
         }
     }
 
-    /// Eval mode (the decoder has no dropout or batch statistics: nothing to switch).
+    /// Eval mode (a folder's model has no dropout or batch statistics: nothing to switch).
     ///
     /// # Errors
     /// libtorch's.

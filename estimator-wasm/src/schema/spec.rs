@@ -147,9 +147,11 @@ pub struct TeacherSpec {
     /// The teacher's architecture in the `[student]` schema (`[teacher.arch]`), for the estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<Box<StudentSpec>>,
-    /// A Hugging Face model folder of the Llama family (`config.json`, safetensors,
-    /// `tokenizer.json`), relative to the cfg.toml: the teacher when `--teacher` is not given,
-    /// priced from its `config.json` (`distill plan`), its `tokenizer.json` the data's by default.
+    /// A Hugging Face model folder (`config.json`, safetensors, `tokenizer.json`) of the Llama
+    /// family (llama, mistral, qwen2), GPT-2 (gpt2) or a BERT-style encoder (bert, pooled as its
+    /// sentence-transformers `modules.json` says, else by the mean of the tokens), relative to the
+    /// cfg.toml: the teacher when `--teacher` is not given, priced from its `config.json`
+    /// (`distill plan`), its `tokenizer.json` the data's by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hf: Option<String>,
     /// A language model's teacher whose vocabulary is padded past its tokenizer's: the width of

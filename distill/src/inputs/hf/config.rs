@@ -11,8 +11,11 @@
 //! and mistral's sliding window.
 use serde_json::{Map, Value};
 
-/// The `model_type`s distill builds, as the refusal lists them.
-pub const SUPPORTED: [&str; 3] = ["llama", "mistral", "qwen2"];
+use super::keys::{flag, int, number, opt_int};
+
+/// The `model_type`s of the Llama family ([`super::keys::SUPPORTED`] lists every
+/// family distill builds).
+pub const LLAMA_FAMILY: [&str; 3] = ["llama", "mistral", "qwen2"];
 
 /// A decoder of the Llama family as its `config.json` describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,18 +65,16 @@ impl HfConfig {
     ///
     /// # Errors
     /// One line (without the file name, which the caller adds) naming the key at fault: not
-    /// JSON, a `model_type` outside [`SUPPORTED`], a missing or mistyped key, an activation
-    /// other than SiLU, or a rotary scaling distill cannot compute exactly.
+    /// JSON, a `model_type` outside the Llama family ([`LLAMA_FAMILY`];
+    /// [`super::model_config::ModelConfig::parse`] sends the others elsewhere), a missing or
+    /// mistyped key, an activation other than SiLU, or a rotary scaling distill cannot compute
+    /// exactly.
     pub fn parse(text: &str) -> Result<HfConfig, String> {
         let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
         let c = json.as_object().ok_or("not a JSON object")?;
         let model_type = c.get("model_type").and_then(Value::as_str).unwrap_or("");
-        if !SUPPORTED.contains(&model_type) {
-            let shown = if model_type.is_empty() { "missing".to_string() } else { format!("\"{model_type}\"") };
-            return Err(format!(
-                "model_type {shown} is not supported: distill builds {} (the Llama family); give a TorchScript teacher for other models",
-                SUPPORTED.join(", ")
-            ));
+        if !LLAMA_FAMILY.contains(&model_type) {
+            return Err(super::keys::unsupported(model_type));
         }
         let act = c.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
         if act != "silu" {
@@ -153,33 +154,6 @@ fn rope(c: &Map<String, Value>) -> Result<(f64, RopeScaling), String> {
     Ok((theta, scaling))
 }
 
-fn int(c: &Map<String, Value>, key: &str) -> Result<i64, String> {
-    opt_int(c, key)?.ok_or_else(|| format!("{key} is missing"))
-}
-
-fn opt_int(c: &Map<String, Value>, key: &str) -> Result<Option<i64>, String> {
-    match c.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => {
-            v.as_i64().filter(|&n| n > 0).map(Some).ok_or_else(|| format!("{key} = {v} is not a positive integer"))
-        }
-    }
-}
-
-fn number(c: &Map<String, Value>, key: &str) -> Result<f64, String> {
-    match c.get(key) {
-        None | Some(Value::Null) => Err(format!("{key} is missing")),
-        Some(v) => v
-            .as_f64()
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| format!("{key} = {v} is not a positive number")),
-    }
-}
-
-fn flag(c: &Map<String, Value>, key: &str, default: bool) -> bool {
-    c.get(key).and_then(Value::as_bool).unwrap_or(default)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,10 +191,10 @@ mod tests {
 
     #[test]
     fn unsupported_configs_are_named() {
-        let gpt2 = LLAMA.replace("\"llama\"", "\"gpt2\"");
+        let t5 = LLAMA.replace("\"llama\"", "\"t5\"");
         assert_eq!(
-            HfConfig::parse(&gpt2).unwrap_err(),
-            "model_type \"gpt2\" is not supported: distill builds llama, mistral, qwen2 (the Llama family); give a TorchScript teacher for other models"
+            HfConfig::parse(&t5).unwrap_err(),
+            "model_type \"t5\" is not supported: distill builds llama, mistral, qwen2 (the Llama family), gpt2 and bert; give a TorchScript teacher for other models"
         );
         let yarn = LLAMA.replace("\"llama3\"", "\"yarn\"");
         assert!(HfConfig::parse(&yarn).unwrap_err().starts_with("rope_scaling type \"yarn\" is not supported"));

@@ -13,22 +13,10 @@ use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 use super::config::HfConfig;
+use super::layers::{lowest, Linear, Loader};
 use super::weights::Checkpoint;
 use crate::host::error::{DistillError, Result};
 use crate::torch::rotary::Rotary;
-
-/// A linear layer `x W^T + b` with the weight [out, in].
-#[derive(Debug)]
-struct Linear {
-    weight: Tensor,
-    bias: Option<Tensor>,
-}
-
-impl Linear {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        x.linear(&self.weight, self.bias.as_ref())
-    }
-}
 
 #[derive(Debug)]
 struct Layer {
@@ -73,7 +61,7 @@ impl HfDecoder {
         device: Device,
     ) -> Result<HfDecoder> {
         let c = &config;
-        let mut l = Loader { checkpoint, kind, device, named: Vec::new() };
+        let mut l = Loader::new(checkpoint, kind, device);
         let (d, q_dim, kv_dim) = (c.hidden, c.heads * c.head_dim, c.kv_heads * c.head_dim);
         let embed = l.take("model.embed_tokens.weight".into(), &[c.vocab, d])?;
         let mut layers = Vec::with_capacity(c.layers as usize);
@@ -182,37 +170,5 @@ impl HfDecoder {
         let variance = x32.pow_tensor_scalar(2).mean_dim(-1, true, Kind::Float);
         let y = &x32 * (variance + self.config.rms_eps).rsqrt();
         weight * y.to_kind(x.kind())
-    }
-}
-
-/// Takes tensors from a checkpoint in one kind, on one device, recording their names.
-struct Loader<'a> {
-    checkpoint: &'a Checkpoint,
-    kind: Kind,
-    device: Device,
-    named: Vec<(String, Tensor)>,
-}
-
-impl Loader<'_> {
-    fn take(&mut self, name: String, shape: &[i64]) -> Result<Tensor> {
-        let t = self.checkpoint.tensor(&name, shape, self.kind, self.device)?;
-        self.named.push((name, t.shallow_clone()));
-        Ok(t)
-    }
-
-    /// `{prefix}.weight` [out, inp], and `{prefix}.bias` [out] when `bias`.
-    fn linear(&mut self, prefix: &str, out: i64, inp: i64, bias: bool) -> Result<Linear> {
-        let weight = self.take(format!("{prefix}.weight"), &[out, inp])?;
-        let bias = if bias { Some(self.take(format!("{prefix}.bias"), &[out])?) } else { None };
-        Ok(Linear { weight, bias })
-    }
-}
-
-/// `torch.finfo(kind).min`: what transformers' masks add to a hidden key's score.
-fn lowest(kind: Kind) -> f64 {
-    match kind {
-        Kind::Half => -65504.0,
-        Kind::BFloat16 => -3.389_531_389_251_535_5e38,
-        _ => f64::from(f32::MIN),
     }
 }
