@@ -56,15 +56,15 @@ mod form {
     }
 }
 
-/// The "MiniLM to a small encoder" scenario writes the example's cfg.toml, and every
-/// scenario says whether `distill` trains what it writes.
+/// The "MiniLM to a small encoder" scenario writes the example's cfg.toml, every scenario says
+/// whether `distill` trains what it writes, and the Llama scenarios name a model folder.
 #[cfg(feature = "explorer")]
 mod trainable {
     use std::collections::BTreeMap;
 
     use estimator_wasm::explorer::sweep::sweep;
     use estimator_wasm::explorer::{scenario, ExplorerForm, SCENARIOS};
-    use estimator_wasm::schema::untrainable;
+    use estimator_wasm::schema::{untrainable, Precision, HF_MODEL_TYPES};
     use estimator_wasm::Config;
     use serde_json::Value;
 
@@ -138,16 +138,23 @@ mod trainable {
             "distill cannot train this yet: transformer classifiers (head = \"classifier\"); it trains sentence \
              encoders (head = \"embedding\")",
         );
+        // GPT-2's cfg.toml trains from its Hugging Face folder once distill reads gpt2 folders
+        let gpt2 = (!HF_MODEL_TYPES.contains(&"gpt2")).then(|| {
+            format!(
+                "distill cannot train this yet: a gpt2 model folder as the teacher (teacher.hf; it reads {} folders)",
+                HF_MODEL_TYPES.join(", ")
+            )
+        });
         let want = [
             ("fashion-mnist-cnn", None),
             ("resnet50", None),
             ("vit-b16", None),
             ("all-minilm-l6-v2", None),
             ("bert-base", classifier),
-            ("gpt2", lm),
+            ("gpt2", gpt2.as_deref()),
             ("smollm2-135m", None),
-            ("llama-2-7b", lm),
-            ("llama-3-8b", lm),
+            ("llama-2-7b", None),
+            ("llama-3-8b", None),
         ];
         let keys: Vec<&str> = SCENARIOS.iter().map(|s| s.key).collect();
         assert_eq!(keys, want.map(|(k, _)| k), "a new scenario needs its line here");
@@ -160,5 +167,76 @@ mod trainable {
         form.precision = estimator_wasm::schema::Precision::PureBf16;
         let note = sweep(&form).unwrap().untrainable.unwrap();
         assert!(note.ends_with("train.precision = \"pure_bf16\" (it trains fp32, fp16 and bf16)"), "{note}");
+        // a language model without text is named where a scenario's data has none
+        let mut lm_form = ExplorerForm::from_cfg(
+            "[data]\ninput_shape = [16]\nclasses = 50\n[student]\nfamily = \"transformer\"\n[student.transformer]\n\
+             vocab = 50\nlayers = 1\nd_model = 8\nheads = 2\n[teacher]\nparams = 1\n",
+            "H200",
+        )
+        .unwrap();
+        lm_form.batch = 1;
+        assert_eq!(sweep(&lm_form).unwrap().untrainable.as_deref(), lm);
+    }
+
+    /// The Llama scenarios' cfg.toml names the user's copy of the teacher's Hugging Face folder
+    /// (`teacher.hf`, its `tokenizer.json` the data's) and says where to get it; the page prices
+    /// the published checkpoint by its preset.
+    #[test]
+    fn the_llama_scenarios_train_from_a_model_folder() {
+        for (key, repo, dir, preset) in [
+            ("llama-2-7b", "meta-llama/Llama-2-7b-hf", "Llama-2-7b-hf", "llama-2-7b"),
+            ("llama-3-8b", "meta-llama/Meta-Llama-3-8B", "Meta-Llama-3-8B", "llama-3-8b"),
+        ] {
+            let form = ExplorerForm::for_scenario(scenario(key).unwrap(), "H200");
+            let text = form.cfg_toml().unwrap();
+            let exported = leaves(&text);
+            assert_eq!(exported.get("teacher.hf"), Some(&Value::from(dir)), "{key}");
+            assert_eq!(exported.get("teacher.preset"), None, "{key}");
+            assert_eq!(exported.get("data.tokenizer"), Some(&Value::from(format!("{dir}/tokenizer.json"))), "{key}");
+            assert_eq!(exported.get("data.train"), Some(&Value::from("train.txt")), "{key}");
+            assert_eq!(exported.get("data.test"), Some(&Value::from("test.txt")), "{key}");
+            assert!(text.contains(&format!("\n#   hf download {repo} --local-dir {dir}\n")), "{key}:\n{text}");
+            assert!(
+                text.contains("\n#   distill plan --student cfg.toml\n#   distill --student cfg.toml\n\n[data]"),
+                "{key}:\n{text}"
+            );
+            assert_eq!(form.config().unwrap().teacher.preset.as_deref(), Some(preset), "{key}: the page's price");
+            let s = sweep(&form).unwrap();
+            assert_eq!((s.untrainable, s.folder.map(|f| (f.repo, f.dir))), (None, Some((repo, dir))), "{key}");
+            // the student is a Llama: rotary positions, nothing added to its token embedding
+            let t = form.config().unwrap().student.transformer.unwrap();
+            assert_eq!((t.rope_theta.is_some(), t.max_positions, t.bias), (true, 0, false), "{key}");
+        }
+        assert!(sweep(&ExplorerForm::for_scenario(scenario("smollm2-135m").unwrap(), "H200"))
+            .unwrap()
+            .folder
+            .is_none());
+    }
+
+    /// The Llama 2 scenario's cfg.toml with the page's levers at a student small enough to train
+    /// in seconds (width 1/16, one layer, windows of 64 tokens, fp32) is
+    /// `tests/fixtures/explorer-llama.toml`, byte for byte: the file the end-to-end test
+    /// `explorer_folder` trains from a model folder (the tests crate builds without the explorer).
+    #[test]
+    fn the_llama_scenario_writes_the_fixture_the_end_to_end_test_trains() {
+        let form = ExplorerForm {
+            width: 1.0 / 16.0,
+            depth: 1.0 / 22.0,
+            input: 64,
+            batch: 8,
+            eval_batch: 8,
+            precision: Precision::Fp32,
+            teacher_precision: Precision::Fp32,
+            ..ExplorerForm::for_scenario(scenario("llama-2-7b").unwrap(), "RTX-4090")
+        };
+        let t = form.config().unwrap().student.transformer.unwrap();
+        assert_eq!((t.layers, t.d_model, t.heads, t.kv_heads, t.mlp_width), (1, 128, 2, Some(1), Some(352)));
+        let path = format!("{}/../tests/fixtures/explorer-llama.toml", env!("CARGO_MANIFEST_DIR"));
+        let text = form.cfg_toml().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            text,
+            "{path} is not the page's cfg.toml: write the right-hand text to it if the change is meant"
+        );
     }
 }

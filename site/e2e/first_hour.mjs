@@ -1,5 +1,6 @@
 // The explorer as a new user meets it in the first hour, at 1280 px and on a 375 px
-// phone: it opens on a scenario distill trains and never advises what its note contradicts,
+// phone: it opens on a scenario distill trains and never advises what its note contradicts, a
+// scenario read from a Hugging Face folder says which folder and where to get it,
 // figures in the unit that fits, round ticks, bars that show when the GPU line is far above,
 // select labels and buttons that are not cut or touching, results before the form on a phone
 // with chart text that reads, and the docs page opened from a file saying what to do. Run by
@@ -183,6 +184,30 @@ export async function firstHourChecks(context) {
     eq(await phone.getAttribute('#max-batch', 'data-batch'), String(Math.min(native.max_batch, 60000)), 'the summary on a phone');
     await phone.screenshot({ path: join(ART, 'explorer-375.png'), fullPage: true });
     await phone.close();
+  });
+
+  await check('a Llama scenario trains from a Hugging Face folder: its note says which folder and where to get it', async () => {
+    const page = await open(context, 'model folder', 'index.html?teacher=llama-2-7b');
+    const native = nativeSweep(await stateOf(page));
+    eq(native.untrainable, null, 'the estimator says distill trains it');
+    eq(native.folder.dir, 'Llama-2-7b-hf', 'the folder the estimator names');
+    eq(await page.getAttribute('#trainable', 'data-trainable'), 'yes', 'distill trains it');
+    eq(await page.getAttribute('#trainable', 'data-folder'), native.folder.dir, 'the folder the note names');
+    const note = await page.textContent('#trainable');
+    for (const part of [native.folder.repo, `${native.folder.dir}/`, 'train.txt', 'test.txt']) {
+      assert(note.includes(part), `the note lacks ${part}: ${note}`);
+    }
+    assert(!note.includes('cannot train') && !note.includes('TorchScript'), `the note: ${note}`);
+    const next = await page.textContent('#next-steps');
+    for (const part of [`hf download ${native.folder.repo} --local-dir ${native.folder.dir}`, 'hf auth login',
+      'distill plan --student cfg.toml', 'distill --student cfg.toml']) {
+      assert(next.includes(part), `the next steps lack ${part}: ${next}`);
+    }
+    assert(!next.includes('--teacher'), `the folder is the cfg's teacher, no --teacher: ${next}`);
+    const toml = await page.textContent('#cfg-toml');
+    assert(toml.includes(`hf = "${native.folder.dir}"`) && toml.includes(`tokenizer = "${native.folder.dir}/tokenizer.json"`)
+      && !toml.includes('preset ='), `the cfg.toml names the folder, not the preset:\n${toml}`);
+    await page.close();
   });
 
   await check('docs/memory-model.html opened as a file says how to see its widget', async () => {

@@ -5,6 +5,7 @@ mod compression;
 mod determinism;
 mod divergences;
 mod embeddings;
+mod explorer_folder;
 mod export;
 mod head_rank;
 mod hf_encoders;

@@ -4,7 +4,9 @@
 //! checkpointing, pruning, data parallelism, ZeRO stage, GPU).
 //!
 //! [`ExplorerForm::config`] turns the form into the [`Config`] that `distill plan` reads, so the page
-//! prices exactly the cfg.toml it exports. Every field is a plain value, so the whole form
+//! prices exactly the cfg.toml it exports, but for a scenario's teacher folder: the file names the
+//! user's copy (`teacher.hf`) where the page prices the published checkpoint by its preset
+//! ([`ExplorerForm::export_config`]). Every field is a plain value, so the whole form
 //! serialises to a URL query or to JSON. Pure: no I/O, no clock.
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +15,7 @@ use crate::explorer::scenarios::{
     scenario, InputKind, Scenario, CNN_SMALL, CUSTOM, IMAGENET_DATA, MLP_SMALL, SCENARIOS,
 };
 use crate::explorer::student_scaling::{base_input, scale_student, set_input};
+use crate::explorer::teacher_folder::TeacherFolder;
 use crate::memory::errors::EstimateError;
 use crate::schema::catalogue;
 use crate::schema::limits::MAX_BATCH;
@@ -341,13 +344,51 @@ impl ExplorerForm {
     /// # Errors
     /// As [`ExplorerForm::config`].
     pub fn cfg_toml(&self) -> Result<String, FormError> {
-        let c = self.config()?;
+        // the tables of export_config: the teacher's folder named where distill reads it
+        let c = self.export_config()?;
+        let (how, train) = self.folder().filter(TeacherFolder::trains).map_or((String::new(), ""), |f| {
+            let how = format!(
+                "# teacher.hf: your copy of {repo}'s Hugging Face folder, beside this file{access}:\n\
+                 #   {download}\n\
+                 # (or any {types} folder: set data.classes and student.transformer.vocab to its vocab_size)\n\
+                 # data.train, data.test: your text, one passage a line.\n",
+                repo = f.repo,
+                access = f.access(),
+                download = f.download(),
+                types = crate::schema::HF_MODEL_TYPES.join(", "),
+            );
+            (how, "#   distill --student cfg.toml\n")
+        });
         Ok(format!(
             "# cfg.toml from the distill explorer (teacher: {}). Paths in [data] are relative to this file.\n\
-             #   distill plan --student cfg.toml\n\n{}",
+             {how}#   distill plan --student cfg.toml\n{train}\n{}",
             self.scenario().map_or("pasted cfg.toml", |s| s.name),
             c.to_toml_string()
         ))
+    }
+
+    /// The chosen student's cfg.toml as `distill` reads it: [`ExplorerForm::config`], with the
+    /// scenario's teacher folder named in place of its preset where `distill` reads the folder
+    /// ([`TeacherFolder::named_in`]): the page prices the published checkpoint by the preset,
+    /// `distill plan` the user's copy by its `config.json`.
+    ///
+    /// # Errors
+    /// As [`ExplorerForm::config`].
+    pub fn export_config(&self) -> Result<Config, FormError> {
+        let c = self.config()?;
+        Ok(match self.folder() {
+            Some(folder) => {
+                let named = folder.named_in(c);
+                named.validate()?;
+                named
+            }
+            None => c,
+        })
+    }
+
+    /// The scenario's teacher folder ([`Scenario::folder`]); `None` for a pasted cfg.toml.
+    pub fn folder(&self) -> Option<TeacherFolder> {
+        self.scenario().and_then(|s| s.folder)
     }
 }
 

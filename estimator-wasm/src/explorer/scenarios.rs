@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::memory::DatasetSize;
+use crate::explorer::teacher_folder::TeacherFolder;
 use crate::schema::{Config, Family, Precision};
 
 /// The `teacher` value that means "the pasted cfg.toml in `cfg`".
@@ -41,6 +42,10 @@ pub struct Scenario {
     pub input: InputKind,
     /// Student families the input allows; the first is the default.
     pub families: &'static [Family],
+    /// The Hugging Face folder of a published checkpoint the exported cfg.toml names as its
+    /// teacher (the page prices it by the preset in `tables`); `None` for a teacher the file
+    /// describes by itself.
+    pub folder: Option<TeacherFolder>,
     /// Default micro-batch per GPU.
     pub batch: u64,
     /// Default student precision.
@@ -107,6 +112,7 @@ pub static SCENARIOS: [Scenario; 9] = [
         description: "the example teacher of examples/fashion-mnist (preset fashion-mnist-cnn); 28x28 grey images, 10 classes",
         input: InputKind::Image,
         families: &[Family::Cnn, Family::Mlp],
+        folder: None,
         batch: 128,
         train_samples: Some(60_000),
         test_samples: Some(10_000),
@@ -124,6 +130,7 @@ pub static SCENARIOS: [Scenario; 9] = [
                       (25,557,032 parameters, 53,120 BatchNorm statistics); its working set is a lower bound",
         input: InputKind::Image,
         families: &[Family::Cnn, Family::Mlp],
+        folder: None,
         batch: 64,
         train_samples: None,
         test_samples: None,
@@ -139,6 +146,7 @@ pub static SCENARIOS: [Scenario; 9] = [
                       parameters); its working set is a lower bound",
         input: InputKind::Image,
         families: &[Family::Cnn, Family::Mlp],
+        folder: None,
         batch: 64,
         train_samples: None,
         test_samples: None,
@@ -156,6 +164,7 @@ pub static SCENARIOS: [Scenario; 9] = [
                       and 4, trained on the embedding MSE",
         input: InputKind::Tokens,
         families: &[Family::Transformer],
+        folder: None,
         batch: 64,
         train_samples: Some(152_373),
         test_samples: Some(2_620),
@@ -171,6 +180,7 @@ pub static SCENARIOS: [Scenario; 9] = [
                       2-class head, as [teacher.arch]; the student is a DistilBERT-sized encoder",
         input: InputKind::Tokens,
         families: &[Family::Transformer],
+        folder: None,
         batch: 32,
         train_samples: None,
         test_samples: None,
@@ -191,13 +201,20 @@ pub static SCENARIOS: [Scenario; 9] = [
                       a DistilGPT-2-sized decoder (6 layers) with a tied head",
         input: InputKind::Tokens,
         families: &[Family::Transformer],
+        folder: Some(TeacherFolder {
+            repo: "openai-community/gpt2",
+            dir: "gpt2",
+            model_type: "gpt2",
+            gated: false,
+        }),
         batch: 8,
         train_samples: None,
         test_samples: None,
         image_bytes: 0,
         precision: Precision::Bf16,
-        tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [1024]\nclasses = 50257\n\
-                 [teacher]\npreset = \"gpt2\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 8\n",
+        tables: "[data]\ntrain = \"train.txt\"\ntest = \"test.txt\"\ntokenizer = \"gpt2/tokenizer.json\"\n\
+                 input_shape = [1024]\nclasses = 50257\n\
+                 [teacher]\npreset = \"gpt2\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\nepochs = 1\neval_batch_size = 8\n",
         students: &["family = \"transformer\"\nactivation = \"gelu\"\ndropout = 0.1\n[student.transformer]\n\
                      vocab = 50257\nlayers = 6\nd_model = 768\nheads = 12\nmax_positions = 1024\nattention = \"flash\"\n\
                      tie_embeddings = true\n"],
@@ -209,6 +226,7 @@ pub static SCENARIOS: [Scenario; 9] = [
                       student is the 4-layer decoder of examples/smollm2 (from teacher layers 0, 9, 19, 29)",
         input: InputKind::Tokens,
         families: &[Family::Transformer],
+        folder: None,
         batch: 8,
         train_samples: None,
         test_samples: None,
@@ -224,16 +242,23 @@ pub static SCENARIOS: [Scenario; 9] = [
                       (22 layers, d 2048, 4 key/value heads, SwiGLU)",
         input: InputKind::Tokens,
         families: &[Family::Transformer],
+        folder: Some(TeacherFolder {
+            repo: "meta-llama/Llama-2-7b-hf",
+            dir: "Llama-2-7b-hf",
+            model_type: "llama",
+            gated: true,
+        }),
         batch: 4,
         train_samples: None,
         test_samples: None,
         image_bytes: 0,
         precision: Precision::Bf16,
-        tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [2048]\nclasses = 32000\n\
-                 [teacher]\npreset = \"llama-2-7b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 4\n",
+        tables: "[data]\ntrain = \"train.txt\"\ntest = \"test.txt\"\ntokenizer = \"Llama-2-7b-hf/tokenizer.json\"\n\
+                 input_shape = [2048]\nclasses = 32000\n\
+                 [teacher]\npreset = \"llama-2-7b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\nepochs = 1\neval_batch_size = 4\n",
         students: &["family = \"transformer\"\nactivation = \"silu\"\n[student.transformer]\nvocab = 32000\n\
                      layers = 22\nd_model = 2048\nheads = 32\nkv_heads = 4\nmlp = \"swiglu\"\nmlp_width = 5632\n\
-                     norm = \"rms\"\nattention = \"flash\"\nbias = false\n"],
+                     norm = \"rms\"\nrope_theta = 10000.0\nattention = \"flash\"\nbias = false\n"],
     },
     Scenario {
         key: "llama-3-8b",
@@ -242,16 +267,23 @@ pub static SCENARIOS: [Scenario; 9] = [
                       (16 layers, d 2048, 8 key/value heads, tied head)",
         input: InputKind::Tokens,
         families: &[Family::Transformer],
+        folder: Some(TeacherFolder {
+            repo: "meta-llama/Meta-Llama-3-8B",
+            dir: "Meta-Llama-3-8B",
+            model_type: "llama",
+            gated: true,
+        }),
         batch: 2,
         train_samples: None,
         test_samples: None,
         image_bytes: 0,
         precision: Precision::Bf16,
-        tables: "[data]\ntrain = \"train.npz\"\nholdout = 0.1\ninput_shape = [2048]\nclasses = 128256\n\
-                 [teacher]\npreset = \"llama-3-8b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\neval_batch_size = 2\n",
+        tables: "[data]\ntrain = \"train.txt\"\ntest = \"test.txt\"\ntokenizer = \"Meta-Llama-3-8B/tokenizer.json\"\n\
+                 input_shape = [2048]\nclasses = 128256\n\
+                 [teacher]\npreset = \"llama-3-8b\"\nprecision = \"bf16\"\ncache_logits = false\n[train]\nepochs = 1\neval_batch_size = 2\n",
         students: &["family = \"transformer\"\nactivation = \"silu\"\n[student.transformer]\nvocab = 128256\n\
                      layers = 16\nd_model = 2048\nheads = 32\nkv_heads = 8\nmlp = \"swiglu\"\nmlp_width = 8192\n\
-                     norm = \"rms\"\nattention = \"flash\"\nbias = false\ntie_embeddings = true\n"],
+                     norm = \"rms\"\nrope_theta = 500000.0\nattention = \"flash\"\nbias = false\ntie_embeddings = true\n"],
     },
 ];
 

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::explorer::form::ExplorerForm;
 use crate::explorer::form_field::{FormError, FormField};
+use crate::explorer::teacher_folder::{untrainable_with, TeacherFolder};
 use crate::memory::batch;
 use crate::memory::breakdown::{Cat, Plan};
 use crate::schema::catalogue::{catalogue, Gpu};
@@ -186,8 +187,13 @@ pub struct Sweep {
     pub gpus: Vec<GpuRow>,
     pub levers: Vec<Lever>,
     /// Why `distill` cannot train the chosen student's cfg.toml yet (one line naming the keys,
-    /// [`crate::schema::untrainable`]); `None` when it trains it, given its data and teacher.
+    /// [`crate::schema::untrainable`], and a teacher folder it does not read,
+    /// [`crate::explorer::teacher_folder::untrainable_with`]); `None` when it trains it, given
+    /// its data and teacher.
     pub untrainable: Option<String>,
+    /// The Hugging Face folder the cfg.toml names as its teacher (the scenario's,
+    /// [`crate::explorer::Scenario::folder`]): which folder, and where to get it.
+    pub folder: Option<TeacherFolder>,
 }
 
 impl Sweep {
@@ -244,7 +250,8 @@ pub fn sweep(form: &ExplorerForm) -> Result<Sweep, FormError> {
         train_samples: crate::explorer::scenarios::scenario(&form.teacher).and_then(|s| s.train_samples),
         gpus: gpu_rows(form, &config, &model, margin)?,
         levers: levers(form, &base, gpu, plan.totals.total),
-        untrainable: crate::schema::untrainable(&config),
+        untrainable: untrainable_with(crate::schema::untrainable(&config), form.folder().as_ref()),
+        folder: form.folder(),
         plan,
     })
 }

@@ -37,6 +37,6 @@ pub use dtype::{DType, Recipe};
 pub use errors::{SpecError, UnknownGpu};
 pub use spec::*;
 pub use student_spec::*;
-pub use trainable::untrainable;
+pub use trainable::{untrainable, HF_MODEL_TYPES};
 pub use validate::check_safety_margin;
 pub use validate_teacher::check_teacher_counts;

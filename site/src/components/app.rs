@@ -78,7 +78,8 @@ pub fn App() -> Html {
                 <Levers sweep={sweep.clone()} />
                 <LayerTable sweep={sweep.clone()} open={state.show_layers} {ontoggle} />
                 if let Some(text) = &priced.cfg_toml {
-                    <CfgExport text={text.clone()} untrainable={sweep.untrainable.clone().map(AttrValue::from)} />
+                    <CfgExport text={text.clone()} untrainable={sweep.untrainable.clone().map(AttrValue::from)}
+                        folder={sweep.folder} />
                 }
             </>
         },

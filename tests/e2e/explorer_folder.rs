@@ -1,0 +1,115 @@
+//! The explorer's Llama 2 scenario as a user runs it: the cfg.toml the page exports
+//! (`tests/fixtures/explorer-llama.toml`, which estimator-wasm's test
+//! `the_llama_scenario_writes_the_fixture_the_end_to_end_test_trains` holds byte-equal to
+//! `ExplorerForm::cfg_toml`; this crate builds without the explorer) in a folder of its own, the
+//! model folder at the name the file gives (`Llama-2-7b-hf`: here the tiny llama fixture
+//! `hf/llama` stands in for meta-llama/Llama-2-7b-hf) and two text files beside it, and the
+//! folder's vocabulary (512) set as the file's header says for another Llama-family folder.
+use std::path::{Path, PathBuf};
+
+use distill::run::plan_command::PlanOptions;
+use e2e::{fixture, metrics_lines, options, run};
+use serde_json::Value;
+
+/// The header's instruction for a folder other than meta-llama/Llama-2-7b-hf: its vocab_size.
+const VOCAB: [&str; 2] = ["data.classes=512", "student.transformer.vocab=512"];
+
+/// `dir` laid out as the exported cfg.toml asks: `cfg.toml`, `Llama-2-7b-hf/` (the fixture's
+/// config.json, model.safetensors, tokenizer.json), `train.txt` and `test.txt` (the
+/// language-model fixture's 1,500 KJV verses and 200 held-out ones). Returns the cfg.toml's path.
+fn user_folder(dir: &Path) -> PathBuf {
+    let cfg = dir.join("cfg.toml");
+    std::fs::copy(fixture("explorer-llama.toml"), &cfg).unwrap();
+    let folder = dir.join("Llama-2-7b-hf");
+    std::fs::create_dir(&folder).unwrap();
+    for name in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(fixture("hf/llama").join(name), folder.join(name)).unwrap();
+    }
+    for (name, from) in [("train.txt", "lm/lm-train.txt"), ("test.txt", "lm/lm-test.txt")] {
+        std::fs::copy(fixture(from), dir.join(name)).unwrap();
+    }
+    cfg
+}
+
+/// `distill plan --json` of `cfg` with the vocabulary overrides, parsed.
+fn plan(cfg: &Path) -> Value {
+    let opts = PlanOptions {
+        student: cfg.to_path_buf(),
+        teacher: None,
+        gpu: None,
+        batch: None,
+        train_samples: None,
+        test_samples: None,
+        json: true,
+        sets: VOCAB.map(String::from).to_vec(),
+    };
+    serde_json::from_str(&distill::run::plan_command::plan(&opts).unwrap()).unwrap()
+}
+
+/// The file names the folder distill reads: the explorer's list of folder types is distill's.
+#[test]
+fn the_explorer_names_the_folders_distill_reads() {
+    assert_eq!(estimator_wasm::schema::HF_MODEL_TYPES, distill::inputs::hf::config::SUPPORTED);
+    let text = std::fs::read_to_string(fixture("explorer-llama.toml")).unwrap();
+    for line in
+        ["hf = \"Llama-2-7b-hf\"\n", "tokenizer = \"Llama-2-7b-hf/tokenizer.json\"\n", "train = \"train.txt\"\n"]
+    {
+        assert!(text.contains(line), "the exported cfg.toml lacks {line:?}");
+    }
+    assert!(!text.contains("preset"), "the folder, not a preset, describes the teacher:\n{text}");
+}
+
+/// `distill plan` prices the teacher from the folder's config.json: its exact parameter count
+/// (34,976, not Llama 2 7B's 6,738,415,616) and the same plan, byte for byte, as the same cfg
+/// describing that config.json by hand in `[teacher.arch]` (2 layers, d 32, 4 heads of which 2
+/// key/value, SwiGLU 64, RMSNorm, rotary base 10000, tied head over 512 tokens).
+#[test]
+fn distill_plan_prices_the_teacher_from_the_folders_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = user_folder(dir.path());
+    let folder = plan(&cfg);
+    assert_eq!(folder["plan"]["params"]["teacher"], 34_976);
+    let arch = "\n[teacher.arch]\nfamily = \"transformer\"\nactivation = \"silu\"\n[teacher.arch.transformer]\n\
+                vocab = 512\nlayers = 2\nd_model = 32\nheads = 4\nkv_heads = 2\nmlp_width = 64\nmlp = \"swiglu\"\n\
+                norm = \"rms\"\nrope_theta = 10000.0\ntie_embeddings = true\nbias = false\n";
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("hf = \"Llama-2-7b-hf\"\n"));
+    let by_hand = dir.path().join("by-hand.toml");
+    std::fs::write(&by_hand, text.replace("hf = \"Llama-2-7b-hf\"\n", arch)).unwrap();
+    let described = plan(&by_hand);
+    assert_eq!(described["plan"]["params"]["teacher"], 34_976);
+    for key in ["totals", "flops", "phases", "peak"] {
+        assert_eq!(folder["plan"][key], described["plan"][key], "plan.{key}");
+    }
+    // the teacher's forward is in the step: 2 x its 34,816 multiply-adds a token, and attention
+    let teacher = folder["plan"]["flops"]["teacher_forward"].as_u64().unwrap();
+    let tokens = 8 * 64;
+    assert!(teacher > 2 * 34_816 * tokens && teacher < 4 * 34_816 * tokens, "teacher forward {teacher} FLOPs");
+}
+
+/// `distill --student cfg.toml` (no `--teacher`: the cfg's folder) trains the exported file: one
+/// epoch of 64-token windows, a report.json whose teacher is the folder's, and a student that
+/// learned from it (its held-out perplexity well under the 512 of a uniform guess, and falling).
+#[test]
+fn distill_trains_the_exported_cfg_from_the_model_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = user_folder(dir.path());
+    let out = dir.path().join("run");
+    let opts = distill::TrainOptions { sets: VOCAB.map(String::from).to_vec(), ..options(Path::new(""), &cfg, &out) };
+    let report = run(&opts).unwrap();
+    assert!(out.join("report.json").is_file(), "no report.json in {}", out.display());
+    assert_eq!(
+        (report.teacher.params, report.teacher.path.ends_with("Llama-2-7b-hf")),
+        (34_976, true),
+        "{}",
+        report.teacher.path
+    );
+    let metrics = metrics_lines(&out.join("metrics.jsonl"));
+    let steps: Vec<f64> = metrics.iter().filter(|l| l["kind"] == "step").map(|l| l["loss"].as_f64().unwrap()).collect();
+    let epochs = metrics.iter().filter(|l| l["kind"] == "epoch").count();
+    assert!(epochs == 1 && steps.len() >= 2, "{epochs} epochs, {} step lines", steps.len());
+    assert!(steps.iter().all(|l| l.is_finite()) && steps[steps.len() - 1] < steps[0], "loss by step {steps:?}");
+    let (student, teacher) = (report.student.test_perplexity.unwrap(), report.teacher.test_perplexity.unwrap());
+    assert!(student.is_finite() && student < 200.0, "student perplexity {student} (vocabulary 512)");
+    assert!(teacher < student, "teacher {teacher}, student {student}");
+}
