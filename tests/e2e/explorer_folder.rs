@@ -49,7 +49,7 @@ fn plan(cfg: &Path) -> Value {
 /// The file names the folder distill reads: the explorer's list of folder types is distill's.
 #[test]
 fn the_explorer_names_the_folders_distill_reads() {
-    assert_eq!(estimator_wasm::schema::HF_MODEL_TYPES, distill::inputs::hf::config::SUPPORTED);
+    assert_eq!(estimator_wasm::schema::HF_MODEL_TYPES, distill::inputs::hf::config::LLAMA_FAMILY);
     let text = std::fs::read_to_string(fixture("explorer-llama.toml")).unwrap();
     for line in
         ["hf = \"Llama-2-7b-hf\"\n", "tokenizer = \"Llama-2-7b-hf/tokenizer.json\"\n", "train = \"train.txt\"\n"]

@@ -2,10 +2,11 @@
 //! the trainer runs (transformer classifiers, bf16-weight recipes, several GPUs), and the explorer says so next to every cfg.toml it writes.
 use crate::schema::{Config, Family, HeadKind, Precision, Target};
 
-/// The `model_type`s (`config.json`) of the Hugging Face model folders `distill` reads as
-/// teachers (`teacher.hf`, `--teacher DIR`) whose scenarios it exports: the Llama family, as `distill::inputs::hf::config::LLAMA_FAMILY`
-/// lists them (the end-to-end test `explorer_folder` holds the two lists equal). The explorer
-/// names a scenario's folder in its cfg.toml only for these.
+/// The `model_type`s (`config.json`) of the Hugging Face model folders whose scenarios the
+/// explorer exports as folder teachers (`teacher.hf`): the Llama family, as
+/// `distill::inputs::hf::config::LLAMA_FAMILY` lists them (the end-to-end test `explorer_folder`
+/// holds the two lists equal). distill also reads gpt2 and bert folders; the explorer names a
+/// scenario's folder in its cfg.toml only for these.
 pub const HF_MODEL_TYPES: [&str; 3] = ["llama", "mistral", "qwen2"];
 
 /// Why `distill` cannot train `config` yet, as one line naming the keys, or `None` when it
