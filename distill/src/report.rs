@@ -126,8 +126,13 @@ pub struct StudentReport {
     /// sample that BatchNorm cannot train on (`distill::batches`), else 0.
     #[serde(default)]
     pub samples_dropped_per_epoch: u64,
-    /// Measured CPU inference latency of the exported student.
-    pub latency: Latency,
+    /// Measured CPU inference latency of the exported student, when the run asked for it
+    /// (`--latency`); `null` otherwise.
+    #[serde(default)]
+    pub latency: Option<Latency>,
+    /// Why `latency` is null: [`crate::latency::NOT_MEASURED`], which says how to ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_not_measured: Option<String>,
     pub prune: Option<PruneReport>,
     /// The student as a Hugging Face model folder (`crate::hf::student_folder`): where it was
     /// written, or why it was not.
@@ -253,8 +258,9 @@ pub struct PruneReport {
     pub csr_bytes: u64,
     /// Structured pruning: the physically smaller student.
     pub shrunk: Option<ShrunkReport>,
-    /// CPU latency of the dense-shaped (masked) student.
-    pub dense_latency: Latency,
+    /// CPU latency of the dense-shaped (masked) student (`--latency`; `null` otherwise).
+    #[serde(default)]
+    pub dense_latency: Option<Latency>,
 }
 
 /// The student after removing pruned units.
@@ -439,7 +445,8 @@ mod tests {
             skipped_steps: 0,
             final_loss_scale: None,
             samples_dropped_per_epoch: 0,
-            latency: Latency { batch_1_ms: 0.25, large_batch: 256, large_batch_ms: 1.0, threads: 1 },
+            latency: Some(Latency { batch_1_ms: 0.25, large_batch: 256, large_batch_ms: 1.0, threads: 1 }),
+            latency_not_measured: None,
             prune: None,
             hf: HfExport { not_written: Some("why".into()), ..HfExport::default() },
         };
