@@ -101,6 +101,7 @@ pub fn options(teacher: &Path, config: &Path, out: &Path) -> TrainOptions {
         stop_after: None,
         teacher_cache: None,
         sync_batch_norm: false,
+        latency: false,
     }
 }
 

@@ -87,7 +87,9 @@ def prepare_text(a, cfg, out, init, order, env):
 
 
 def distill_cmd(a, cfg, out, sets, teacher=None):
-    cmd = [a.distill, "--teacher", teacher or a.teacher, "--student", cfg, "--device", a.device, "--out", out, "--overwrite", "--quiet"]
+    # --latency: distill's wall time keeps its own latency measurement (as before it was opt-in),
+    # and the last repetition's report gives it beside latency.py's
+    cmd = [a.distill, "--teacher", teacher or a.teacher, "--student", cfg, "--device", a.device, "--out", out, "--overwrite", "--quiet", "--latency"]
     for s in sets:
         cmd += ["--set", s]
     return cmd

@@ -1,6 +1,7 @@
-// Names the inputs of a saved TorchScript module's forward, which tch cannot: a module traced by
-// tch (CModule::create_by_tracing) gets the tracer's argument_1, argument_2, ..., so callers
-// cannot pass them by keyword (student(input_ids=..., attention_mask=...)). Its own file because
+// Names the inputs of a traced TorchScript module's forward, which tch cannot: a module traced by
+// tch's tracer (torch-sys's atm_create_for_tracing / atm_end_tracing) gets argument_1,
+// argument_2, ..., so callers cannot pass them by keyword (student(input_ids=...,
+// attention_mask=...)). The module is named in memory, before its one save. Its own file because
 // the TorchScript headers are slow to compile. Returns NULL on success or a malloc'd error
 // message that the caller frees with distill_free (csrc/shim.cpp).
 //
@@ -40,13 +41,13 @@ void count_constants(torch::jit::Block* block, std::unordered_set<const void*>& 
 
 extern "C" {
 
-// Loads the TorchScript file at `path`, renames its forward's `n` inputs after `self` to
-// `names` (graph values and schema: what the saved code's `def forward(self, ...)` prints), and
-// writes it back to `path`.
-char* distill_name_inputs(const char* path, const char** names, int n) {
+// Renames the `n` inputs after `self` of the forward of `module` (a torch::jit::Module, as
+// torch-sys's atm_create_for_tracing returns it) to `names`: its graph values and its schema
+// (what the saved code's `def forward(self, ...)` prints).
+char* distill_name_module_inputs(void* module, const char** names, int n) {
   try {
-    auto module = torch::jit::load(path);
-    auto& fn = torch::jit::toGraphFunction(module.get_method("forward").function());
+    auto& m = *static_cast<torch::jit::Module*>(module);
+    auto& fn = torch::jit::toGraphFunction(m.get_method("forward").function());
     auto graph = fn.graph();
     const auto& schema = fn.getSchema();
     if (schema.arguments().size() != static_cast<size_t>(n) + 1 || graph->inputs().size() != static_cast<size_t>(n) + 1) {
@@ -60,7 +61,6 @@ char* distill_name_inputs(const char* path, const char** names, int n) {
       args.emplace_back(names[i], schema.arguments()[i + 1].type());
     }
     fn.setSchema(schema.cloneWithArguments(std::move(args)));
-    module.save(path);
     return nullptr;
   } catch (const std::exception& e) {
     return strdup(e.what());

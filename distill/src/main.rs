@@ -61,6 +61,11 @@ struct Args {
     /// micro-batch: PyTorch's SyncBatchNorm, torchvision's --sync-bn) instead of each rank's own.
     #[arg(long, conflicts_with = "resume")]
     sync_batch_norm: bool,
+    /// Time the exported students on the CPU (median ms at batch 1 and at the large batch, in
+    /// report.json's latency); off, the run skips those seconds and the report says so. A resumed
+    /// run keeps the choice it was started with.
+    #[arg(long, conflicts_with = "resume")]
+    latency: bool,
     /// No progress output on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -175,6 +180,7 @@ fn main() -> ExitCode {
             stop_after: args.stop_after_steps,
             teacher_cache: args.teacher_cache,
             sync_batch_norm: args.sync_batch_norm,
+            latency: args.latency,
         }),
     };
     // a data-parallel job's summary (or stop line) comes from rank 0 alone

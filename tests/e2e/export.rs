@@ -191,6 +191,7 @@ fn exports_load_on_a_cpu_only_machine() {
             stop_after: None,
             teacher_cache: None,
             sync_batch_norm: false,
+            latency: false,
         })
         .unwrap()
     };

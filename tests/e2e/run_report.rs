@@ -1,13 +1,16 @@
 //! What a run says about itself beyond its students: where its wall time went (`phases` in
 //! report.json and the summary), how well it used the device (`utilisation`) and `report.html`.
 use distill::host::phase_times::Phase;
-use e2e::{digits_config, fixture, lm_config, metrics_lines, train};
+use distill::TrainOptions;
+use e2e::{digits_config, fixture, lm_config, metrics_lines, options, run, train};
 
 #[test]
 fn the_wall_time_is_split_by_phase_and_the_phases_sum_to_it() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = digits_config(dir.path(), &[]);
-    let report = train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), true).unwrap();
+    // --latency: the exports are timed, so every phase holds time
+    let opts = options(&fixture("teacher-scripted.pt"), &cfg, &dir.path().join("run"));
+    let report = run(&TrainOptions { baseline: true, latency: true, ..opts }).unwrap();
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("run/report.json")).unwrap()).unwrap();
     let phases = &saved["phases"];
@@ -54,12 +57,47 @@ fn the_wall_time_is_split_by_phase_and_the_phases_sum_to_it() {
     // least 2 of the (at least 3) calls at batch 1 and at the large batch
     let timed: f64 = [&report.student, report.baseline.as_ref().unwrap()]
         .iter()
-        .map(|s| 2.0 * (s.latency.batch_1_ms + s.latency.large_batch_ms) / 1e3)
+        .map(|s| s.latency.expect("--latency times the export"))
+        .map(|l| 2.0 * (l.batch_1_ms + l.large_batch_ms) / 1e3)
         .sum();
     assert!(p.latency_s >= timed, "latency {} s < the timed calls' {timed} s: {p:?}", p.latency_s);
+    for s in [&report.student, report.baseline.as_ref().unwrap()] {
+        let l = s.latency.unwrap();
+        assert!(l.batch_1_ms > 0.0 && l.large_batch_ms > l.batch_1_ms, "{l:?}");
+        // the digits cfg leaves the evaluation batch at its default, 256
+        assert_eq!((l.large_batch, s.latency_not_measured.as_deref()), (256, None));
+    }
+    assert!(saved["student"]["latency"]["batch_1_ms"].as_f64().unwrap() > 0.0);
+    assert!(saved["student"].get("latency_not_measured").is_none(), "{}", saved["student"]);
     let summary = report.summary();
     assert!(summary.contains(&p.line(report.wall_seconds)), "{summary}");
     assert!(summary.contains("time: startup "), "{summary}");
+}
+
+#[test]
+fn without_latency_asked_for_the_exports_are_not_timed_and_the_report_says_how_to_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    let prune = "log_every = 10\n[prune]\nsparsity = 0.5\nevery_steps = 10";
+    let cfg = digits_config(dir.path(), &[("log_every = 10", prune)]);
+    let report = train(&fixture("teacher-scripted.pt"), &cfg, dir.path(), true).unwrap();
+    // no timed call at all: the latency phase holds not a moment
+    assert_eq!(report.phases.latency_s, 0.0, "{:?}", report.phases);
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("run/report.json")).unwrap()).unwrap();
+    for (name, s) in [("student", &saved["student"]), ("alpha=0", &saved["baseline"])] {
+        assert!(s["latency"].is_null(), "{name}: {s}");
+        assert_eq!(s["latency_not_measured"], distill::export::latency::NOT_MEASURED, "{name}");
+        // the masked dense student of a pruned run is not timed either
+        assert!(s["prune"]["dense_latency"].is_null(), "{name}: {}", s["prune"]);
+    }
+    assert!(distill::export::latency::NOT_MEASURED.contains("pass --latency"));
+    let s = &report.student;
+    assert_eq!((s.latency.is_none(), s.latency_not_measured.as_deref()), (true, Some(distill::export::latency::NOT_MEASURED)));
+    let html = std::fs::read_to_string(dir.path().join("run/report.html")).unwrap();
+    // teacher, student and alpha=0 student: the teacher's cell is a dash, the students' say why
+    let unmeasured = "<td>-</td><td>not measured (--latency)</td><td>not measured (--latency)</td>";
+    assert!(html.contains(&format!("<tr><th>CPU latency, batch 1</th>{unmeasured}</tr>")), "{html}");
+    assert!(html.contains(&format!("<tr><th>CPU latency, large batch</th>{unmeasured}</tr>")), "{html}");
 }
 
 /// The `data-y` of the dot of `series` at `x` in `html`.

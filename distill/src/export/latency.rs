@@ -1,4 +1,7 @@
-//! Measured CPU inference latency of a student (eval mode, no autograd, fp32).
+//! Measured CPU inference latency of a student (eval mode, no autograd, fp32), when the run asks
+//! for it (`--latency`): the timing takes seconds a run need not spend (up to [`BUDGET_S`] and
+//! [`WARM_UP_S`] per batch size, per student), so a run without the flag skips it and its
+//! report says so ([`NOT_MEASURED`]).
 use std::time::Instant;
 
 use crate::inputs::data::ModelInput;
@@ -15,6 +18,10 @@ pub const WARM_UP_S: f64 = 0.5;
 
 /// The batch a latency is timed at besides 1.
 pub const LARGE_BATCH: i64 = 256;
+
+/// `latency_not_measured` of a student's report when the run did not ask for the timing.
+pub const NOT_MEASURED: &str =
+    "not measured: pass --latency to time the exported student on the CPU (median ms at batch 1 and at the large batch)";
 
 /// Median forward latency in milliseconds for one sample and for a large batch (text: the first
 /// test sentence, and the first `large_batch` padded to their longest).

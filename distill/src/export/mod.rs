@@ -1,7 +1,7 @@
 //! Exporting a trained student and measuring the exports: safetensors (for reuse in PyTorch or
 //! Rust) and TorchScript (for `torch.jit.load`), both written through a temp name, a flush and a
-//! rename (`durable`); then their sizes, CPU latency and, when pruned, sparsity and encodings,
-//! as the student's section of the report ([`export`]).
+//! rename (`durable`); then their sizes, CPU latency (when asked: `--latency`) and, when pruned,
+//! sparsity and encodings, as the student's section of the report ([`export`]).
 //!
 //! Structured pruning exports the shrunk student (with its `student.toml`) into the student's
 //! folder and the masked dense one under `dense/`. A student with a Hugging Face equivalent is
@@ -33,9 +33,9 @@ use std::io::Write;
 use std::path::Path;
 
 use estimator_wasm::schema::{Config, KdDivergence, KdObjective, PruneMethod};
-use tch::{nn::VarStore, CModule, Device, Tensor};
+use tch::{nn::VarStore, Device, Tensor};
 
-use crate::export::latency::{large_batch, measure, Latency};
+use crate::export::latency::{large_batch, measure, Latency, NOT_MEASURED};
 use crate::export::section::{PruneReport, ShrunkReport, StudentReport};
 use crate::export::student_folder::write_student_folder;
 use crate::host::durable::{create_dir_all, write_atomic, write_atomic_keeping_extension};
@@ -88,18 +88,15 @@ fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
     })
 }
 
-/// Traces `student` in eval mode on `example` and writes TorchScript to `path`; the
-/// tensors traced in are the student's, so it must be on the CPU ([`cpu_copy`]).
-/// Freezes `vs` (tracing cannot capture tensors that require grad).
+/// Traces `student` in eval mode on `example` (its inputs named as [`ModelInput::names`]) and
+/// writes TorchScript to `path`, once; the tensors traced in are the student's, so it must be on
+/// the CPU ([`cpu_copy`]). Freezes `vs` (tracing cannot capture tensors that require grad).
 fn save_torchscript(student: &Student, vs: &mut VarStore, example: &ModelInput, path: &Path) -> Result<()> {
     vs.freeze();
-    let module = CModule::create_by_tracing("Student", "forward", &example.tensors(), &mut |inputs| {
+    let module = crate::torch::shim::trace_named(&example.tensors(), &example.names(), |inputs| {
         vec![student.forward(&ModelInput::from_tensors(inputs), false)]
     })?;
-    write_atomic_keeping_extension(path, |tmp| {
-        module.save(tmp)?;
-        crate::torch::shim::name_inputs(tmp, &example.names())
-    })
+    write_atomic_keeping_extension(path, |tmp| module.save(tmp))
 }
 
 /// The model input of the first test sample, to trace the student on.
@@ -113,13 +110,19 @@ pub fn file_bytes(path: &Path) -> u64 {
 }
 
 /// Writes the files of a `trained` student into its folder `dir` and measures what the report
-/// says about them (sizes, CPU latency, sparsity, the shrunk student), with the training's
-/// `outcome`.
+/// says about them (sizes, sparsity, the shrunk student; its CPU latency when `latency` asks,
+/// `--latency`), with the training's `outcome`.
 ///
 /// # Errors
 /// [`DistillError::NonFinite`] for a student with a NaN/inf tensor (nothing is written); libtorch
 /// and I/O errors of the writers.
-pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, dir: &Path) -> Result<StudentReport> {
+pub fn export(
+    inputs: &TrainInputs,
+    trained: Trained,
+    outcome: &TrainOutcome,
+    dir: &Path,
+    latency: bool,
+) -> Result<StudentReport> {
     let spec = inputs.settings.spec();
     let example = first_sample(inputs);
     let Trained { vs, student, pruner } = trained;
@@ -133,7 +136,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
     let (dense_st, dense_ts) = (dense_dir.join("student.safetensors"), dense_dir.join("student.pt"));
     save_student(spec, &vs, &student, &example, &dense_st, &dense_ts)?;
     let named = crate::student::trainable(&vs);
-    let dense_latency = cpu_latency(spec, &dense_st, inputs.test)?;
+    let dense_latency = cpu_latency(spec, &dense_st, inputs.test, latency)?;
 
     let (st, ts) = (dir.join("student.safetensors"), dir.join("student.pt"));
     let mut exported = spec.clone();
@@ -142,7 +145,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
             let (shrunk, params, latency) = match structured {
                 Some(p) => {
                     let (report, narrow) = export_shrunk(inputs, &vs, &student, p, dir)?;
-                    let latency = cpu_latency(&narrow, &st, inputs.test)?;
+                    let latency = cpu_latency(&narrow, &st, inputs.test, latency)?;
                     exported = narrow;
                     (Some(report.clone()), report.params, latency)
                 }
@@ -181,6 +184,7 @@ pub fn export(inputs: &TrainInputs, trained: Trained, outcome: &TrainOutcome, di
         skipped_steps: outcome.skipped_steps,
         final_loss_scale: outcome.final_scale,
         samples_dropped_per_epoch: outcome.dropped_per_epoch,
+        latency_not_measured: latency.is_none().then(|| NOT_MEASURED.to_string()),
         latency,
         prune,
         hf,
@@ -248,7 +252,7 @@ fn prune_report(
     named: &[(String, Tensor)],
     dense_file: &Path,
     shrunk: Option<ShrunkReport>,
-    dense_latency: Latency,
+    dense_latency: Option<Latency>,
 ) -> PruneReport {
     let layers: Vec<LayerSparsity> = p.sparsity(named);
     let (dense_w, nonzero_w): (u64, u64) = layers.iter().fold((0, 0), |(d, z), l| (d + l.dense, z + l.nonzero));
@@ -295,8 +299,12 @@ fn gzip_bytes(path: &Path) -> u64 {
     enc.finish().map(|v| v.len() as u64).unwrap_or(0)
 }
 
-/// Latency of the student of `spec` loaded from `file` onto the CPU.
-fn cpu_latency(spec: &Config, file: &Path, test: &Dataset) -> Result<Latency> {
+/// Latency of the student of `spec` loaded from `file` onto the CPU, when `asked` (`--latency`);
+/// `None` (nothing loaded, nothing timed) otherwise.
+fn cpu_latency(spec: &Config, file: &Path, test: &Dataset, asked: bool) -> Result<Option<Latency>> {
+    if !asked {
+        return Ok(None);
+    }
     let mut vs = VarStore::new(Device::Cpu);
     let student = Student::new(&vs.root(), spec)?;
     vs.load(file).map_err(|e| DistillError::Torch(format!("{}: {e}", file.display())))?;
@@ -304,9 +312,9 @@ fn cpu_latency(spec: &Config, file: &Path, test: &Dataset) -> Result<Latency> {
         Some(_) => test.chunks(batch as usize).next().expect("a test set holds a sample").input.to_device(Device::Cpu),
         None => student.example_input(batch),
     };
-    Ok(crate::host::phase_times::during(crate::host::phase_times::Phase::Latency, || {
+    Ok(Some(crate::host::phase_times::during(crate::host::phase_times::Phase::Latency, || {
         measure(&student, &input, large_batch(spec.train.eval_batch_size))
-    }))
+    })))
 }
 
 #[cfg(test)]

@@ -63,8 +63,13 @@ pub struct StudentReport {
     /// sample that BatchNorm cannot train on (`distill::train::batches`), else 0.
     #[serde(default)]
     pub samples_dropped_per_epoch: u64,
-    /// Measured CPU inference latency of the exported student.
-    pub latency: Latency,
+    /// Measured CPU inference latency of the exported student, when the run asked for it
+    /// (`--latency`); `null` otherwise.
+    #[serde(default)]
+    pub latency: Option<Latency>,
+    /// Why `latency` is null: [`crate::export::latency::NOT_MEASURED`], which says how to ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_not_measured: Option<String>,
     pub prune: Option<PruneReport>,
     /// The student as a Hugging Face model folder (`crate::export::student_folder`): where it was
     /// written, or why it was not.
@@ -130,8 +135,9 @@ pub struct PruneReport {
     pub csr_bytes: u64,
     /// Structured pruning: the physically smaller student.
     pub shrunk: Option<ShrunkReport>,
-    /// CPU latency of the dense-shaped (masked) student.
-    pub dense_latency: Latency,
+    /// CPU latency of the dense-shaped (masked) student (`--latency`; `null` otherwise).
+    #[serde(default)]
+    pub dense_latency: Option<Latency>,
 }
 
 /// The student after removing pruned units.

@@ -19,9 +19,12 @@ pub enum Phase {
     /// Process start (before `main`, where Linux's `/proc` says when) to the start of loading:
     /// libtorch's loading, the command line, the cfg, the device.
     Startup,
-    /// The data files read, tokenised, split and put on the device.
+    /// The data files read, tokenised, split and put on the device. They are read on a thread
+    /// beside the teacher's loading ([`crate::run::load`]): this is the wait for them once the
+    /// teacher has loaded, and their move to the device.
     Data,
-    /// The teacher loaded and checked on a probe batch (with the student built for the check).
+    /// The teacher loaded (while the data files are read beside it) and checked on a probe batch
+    /// (with the student built for the check).
     TeacherLoad,
     /// The teacher's passes before training: the test set, and the train set's soft targets
     /// (computed, or read back from a cache). A live teacher's forwards count as training.
@@ -35,7 +38,8 @@ pub enum Phase {
     Checkpoints,
     /// Writing the exports and measuring them (sizes, sparsity, the shrunk student).
     Export,
-    /// The CPU latency measurement of the exported students ([`crate::export::latency`]).
+    /// The CPU latency measurement of the exported students ([`crate::export::latency`]), when the
+    /// run asks for it (`--latency`); 0 otherwise.
     Latency,
     /// Everything else: the memory plan, an `"auto"` micro-batch's confirming step, the run
     /// folder and its files.

@@ -304,7 +304,8 @@ mod tests {
             skipped_steps: 0,
             final_loss_scale: None,
             samples_dropped_per_epoch: 0,
-            latency: Latency { batch_1_ms: 0.25, large_batch: 256, large_batch_ms: 1.0, threads: 1 },
+            latency: Some(Latency { batch_1_ms: 0.25, large_batch: 256, large_batch_ms: 1.0, threads: 1 }),
+            latency_not_measured: None,
             prune: None,
             hf: HfExport { not_written: Some("why".into()), ..HfExport::default() },
         };

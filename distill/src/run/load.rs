@@ -1,5 +1,6 @@
 //! The run's inputs on its device, checked before any output exists: the train and held-out
-//! sets (a test file, or a split of the train file; each normalises its own batches) and the teacher, with
+//! sets (a test file, or a split of the train file; each normalises its own batches; read and
+//! tokenised on a thread while the teacher loads) and the teacher, with
 //! the preflight checks on a probe batch (teacher output shape, finite, in eval mode; a student
 //! that is not the teacher).
 use std::path::Path;
@@ -47,35 +48,23 @@ impl Loaded {
     /// fault and the fix; [`crate::DistillError::Config`] for a student that cannot be built.
     pub fn load(cfg: &RunConfig, teacher: &Path, device: Device) -> Result<Loaded> {
         let spec = &cfg.spec;
-        crate::host::phase_times::switch(Phase::Data);
-        let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
-        let tokenizer = cfg.data.tokenizer.as_deref();
-        let layout = if spec.student.is_language_model() { TextLayout::Packed } else { TextLayout::Sentences };
-        let window = spec.data.input_shape[0];
-        let tokenizer = tokenizer.map(|t| TextTokenizer::load(t, window, vocab, layout)).transpose()?;
-        let train = Dataset::load(&cfg.data.train, &spec.data, tokenizer.as_ref())?;
-        let (train, test) = match &cfg.data.held_out {
-            HeldOut::File(path) => {
-                let test = Dataset::load(path, &spec.data, tokenizer.as_ref())?;
-                check_same_range(&train, &test)?;
-                (train, test)
-            }
-            // windows of one stream share text across their edges (a window's last label is the
-            // next one's first token): a random split would test on what training saw
-            HeldOut::Split(_) if spec.student.is_language_model() => {
-                return Err(crate::DistillError::config(
-                    &cfg.path,
-                    "data.holdout: a language model's windows are cut from one stream, so a random split leaks text into the test set: give data.test, a held-out .txt",
-                ))
-            }
-            HeldOut::Split(fraction) => train.split(*fraction, spec.train.seed)?,
-        };
+        crate::host::phase_times::switch(Phase::TeacherLoad);
+        // The data files are read and tokenised (pure Rust: the tokenizers crate) on a thread of
+        // their own while this one loads the teacher (libtorch's objects stay on the thread that
+        // made them); neither waits for the other. The clock is this thread's: the teacher's
+        // loading is teacher load, the wait for the data after it is data.
+        let (data, loaded_teacher) = std::thread::scope(|scope| {
+            let data = scope.spawn(|| read_data(cfg));
+            let teacher = load_teacher(spec, teacher, device);
+            crate::host::phase_times::switch(Phase::Data);
+            let data = data.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (data, teacher)
+        });
+        // the data's mistakes first, as when the data was read before the teacher
+        let (tokenizer, train, test) = data?;
+        let teacher = loaded_teacher?;
         let (train, test) = (train.to_device(device), test.to_device(device));
         crate::host::phase_times::switch(Phase::TeacherLoad);
-        let padded = spec.teacher.padded_vocab(spec.data.classes);
-        let teacher = Teacher::load(teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?
-            .counted_or(spec.teacher.params)?
-            .with_padded_vocab(padded);
         let vocab = VocabSizes {
             classes: spec.data.classes,
             tokenizer: tokenizer.as_ref().map(|t| t.vocab_size()),
@@ -131,6 +120,50 @@ impl Loaded {
             text: lengths(train).map(|train| TextLengths { train, test: lengths(&self.test).unwrap_or_default() }),
         }
     }
+}
+
+/// The run's tokenizer (text data) and its train and held-out sets on the CPU, read from the
+/// files `cfg` names (a held-out split of the train file where it names no test file).
+///
+/// # Errors
+/// [`crate::DistillError::Data`] naming the file at fault; [`crate::DistillError::Config`] for
+/// a language model's random split.
+fn read_data(cfg: &RunConfig) -> Result<(Option<TextTokenizer>, Dataset, Dataset)> {
+    let spec = &cfg.spec;
+    let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
+    let layout = if spec.student.is_language_model() { TextLayout::Packed } else { TextLayout::Sentences };
+    let window = spec.data.input_shape[0];
+    let tokenizer = cfg.data.tokenizer.as_deref().map(|t| TextTokenizer::load(t, window, vocab, layout)).transpose()?;
+    let train = Dataset::load(&cfg.data.train, &spec.data, tokenizer.as_ref())?;
+    let (train, test) = match &cfg.data.held_out {
+        HeldOut::File(path) => {
+            let test = Dataset::load(path, &spec.data, tokenizer.as_ref())?;
+            check_same_range(&train, &test)?;
+            (train, test)
+        }
+        // windows of one stream share text across their edges (a window's last label is the
+        // next one's first token): a random split would test on what training saw
+        HeldOut::Split(_) if spec.student.is_language_model() => {
+            return Err(crate::DistillError::config(
+                &cfg.path,
+                "data.holdout: a language model's windows are cut from one stream, so a random split leaks text into the test set: give data.test, a held-out .txt",
+            ))
+        }
+        HeldOut::Split(fraction) => train.split(*fraction, spec.train.seed)?,
+    };
+    Ok((tokenizer, train, test))
+}
+
+/// The teacher at `path` on `device`, its parameters counted (or `teacher.params`) and its
+/// vocabulary padded as `spec` says.
+///
+/// # Errors
+/// [`crate::DistillError::Teacher`] naming the file and the fix.
+fn load_teacher(spec: &Config, path: &Path, device: Device) -> Result<Teacher> {
+    let padded = spec.teacher.padded_vocab(spec.data.classes);
+    Ok(Teacher::load(path, spec.teacher.output.clone(), spec.teacher.precision, device)?
+        .counted_or(spec.teacher.params)?
+        .with_padded_vocab(padded))
 }
 
 /// Rows of the preflight's probe batch: [`unplanned_pass_rows`], and no more than the train set

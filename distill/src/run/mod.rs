@@ -57,6 +57,11 @@ pub struct TrainOptions {
     /// batch ([`crate::data_parallel::sync_batch_norm`]).
     #[serde(default)]
     pub sync_batch_norm: bool,
+    /// `--latency`: time the exported students on the CPU ([`crate::export::latency`]); without it
+    /// their reports' `latency` is null and `latency_not_measured` says how to ask. Kept in
+    /// `run.json`: a resumed run measures when the run it continues was asked to.
+    #[serde(default)]
+    pub latency: bool,
 }
 
 fn quiet() -> Verbosity {
@@ -322,6 +327,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         group: group.as_ref(),
         sync_batch_norm: opts.sync_batch_norm,
         restore_from: restore_from.as_deref(),
+        latency: opts.latency,
     };
     for (role, set) in [("train", &loaded.train), ("test", &loaded.test)] {
         if let Some(stats) = set.text_stats() {
@@ -468,6 +474,7 @@ mod tests {
             stop_after: None,
             teacher_cache: None,
             sync_batch_norm: false,
+            latency: false,
         };
         // the cfg's `../../data/minilm/...`, resolved lexically (no `folder/..` in the paths)
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();

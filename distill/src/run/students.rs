@@ -66,6 +66,8 @@ pub struct Students<'a> {
     pub sync_batch_norm: bool,
     /// A resumed job's rank above 0: rank 0's run folder, whose checkpoints it starts from.
     pub restore_from: Option<&'a Path>,
+    /// `--latency`: time each exported student on the CPU.
+    pub latency: bool,
 }
 
 impl Students<'_> {
@@ -158,6 +160,7 @@ impl Students<'_> {
             source: self.restore_from.unwrap_or(self.dir).join(folder),
             stop: self.stop,
             stop_after: self.stop_after,
+            latency: self.latency,
         };
         let student = run_student(&inputs, &outputs(""), progress, "student")?;
 
@@ -311,6 +314,8 @@ pub struct StudentOutputs {
     pub stop: &'static AtomicBool,
     /// `--stop-after-steps`: checkpoint and stop when this student completes that step.
     pub stop_after: Option<u64>,
+    /// `--latency`: time the exported student on the CPU ([`crate::export::export`]).
+    pub latency: bool,
 }
 
 impl StudentOutputs {
@@ -390,7 +395,7 @@ pub fn run_student(
     };
     crate::host::interrupt::enter(Phase::Finishing);
     during(Timed::Export, || {
-        let report = export(inputs, trainer.into_trained(), &outcome, &out.dir)?;
+        let report = export(inputs, trainer.into_trained(), &outcome, &out.dir, out.latency)?;
         let json = serde_json::to_vec_pretty(&report).expect("report serialises");
         // into this rank's own folder (`done` may be rank 0's)
         write_atomic(&out.path("student-report.json"), |f| f.write_all(&json))?;

@@ -1,8 +1,8 @@
 //! Safe wrappers over `csrc/shim.cpp`: autocast with a chosen dtype on CPU or CUDA, the CUDA
 //! caching allocator's statistics (`torch.cuda.max_memory_allocated` and friends), and ATen's
-//! fused AdamW kernel; over `csrc/script_names.cpp`: a TorchScript file's input names; and over
+//! fused AdamW kernel; over `csrc/script_names.cpp`: a traced module with named inputs; and over
 //! `csrc/cuda_device.cpp`: a CUDA device's compute capability.
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use estimator_wasm::schema::Precision;
 use tch::{Device, Tensor};
@@ -12,7 +12,7 @@ use crate::torch::precision::{autocast_kind, scalar_type_code};
 
 extern "C" {
     fn distill_free(message: *mut c_char);
-    fn distill_name_inputs(path: *const c_char, names: *const *const c_char, n: c_int) -> *mut c_char;
+    fn distill_name_module_inputs(module: *mut c_void, names: *const *const c_char, n: c_int) -> *mut c_char;
     fn distill_autocast_enter(
         cuda: c_int,
         scalar_type: c_int,
@@ -58,21 +58,73 @@ fn check(message: *mut c_char) -> Result<()> {
     take_message(message).map_or(Ok(()), |text| Err(DistillError::Torch(text)))
 }
 
-/// Renames the inputs of the forward of the TorchScript file at `path` (after `self`) to
-/// `names` and rewrites the file (`csrc/script_names.cpp`): tch's tracer names them
-/// `argument_1`, `argument_2`, ..., which keyword calls cannot use.
+/// A TorchScript module made by [`trace_named`], owned here: tch's `CModule` keeps its libtorch
+/// pointer to itself, and naming the inputs in memory needs it.
+pub struct Traced(*mut torch_sys::CModule_);
+
+impl Drop for Traced {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from atm_create_for_tracing and is freed once, here.
+        unsafe { torch_sys::atm_free(self.0) }
+    }
+}
+
+impl Traced {
+    /// Writes the module to `path` (`torch.jit.save`'s format).
+    ///
+    /// # Errors
+    /// [`DistillError::Torch`] when libtorch cannot write it.
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        let path = c_text(path.as_os_str().as_encoded_bytes())?;
+        // SAFETY: a live module and a NUL-terminated path that outlives the call.
+        unsafe { torch_sys::atm_save(self.0, path.as_ptr()) };
+        torch_error()
+    }
+}
+
+/// libtorch's error of the last torch-sys call on this thread, taken (and freed), as tch's
+/// `read_and_clean_error` takes it (tch-0.24 src/wrappers/utils.rs).
+fn torch_error() -> Result<()> {
+    // SAFETY: torch-sys returns NULL or a malloc'd NUL-terminated string that we now own.
+    let message = unsafe { torch_sys::get_and_reset_last_err() };
+    if message.is_null() {
+        return Ok(());
+    }
+    let text = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
+    unsafe { libc::free(message.cast()) };
+    Err(DistillError::Torch(crate::host::error::first_line(&text)))
+}
+
+fn c_text(s: &[u8]) -> Result<CString> {
+    CString::new(s).map_err(|_| DistillError::Torch(format!("NUL byte in {}", String::from_utf8_lossy(s))))
+}
+
+/// Traces `f` on `inputs` into a module whose `forward` takes them under `names` (as tch's
+/// `CModule::create_by_tracing`, tch-0.24 src/wrappers/jit.rs, whose tracer names them
+/// `argument_1`, `argument_2`, ..., which keyword calls cannot use; renamed in memory by
+/// `csrc/script_names.cpp`, so the module is saved once).
 ///
 /// # Errors
-/// [`DistillError::Torch`] when the file does not load or save, or its forward takes another
-/// number of inputs.
-pub fn name_inputs(path: &std::path::Path, names: &[&str]) -> Result<()> {
-    use std::{ffi::CString, os::unix::ffi::OsStrExt};
-    let text = |s: &[u8]| CString::new(s).map_err(|_| DistillError::Torch(format!("NUL byte in {s:?}")));
-    let path = text(path.as_os_str().as_bytes())?;
-    let names = names.iter().map(|n| text(n.as_bytes())).collect::<Result<Vec<CString>>>()?;
+/// [`DistillError::Torch`] when libtorch cannot trace `f`, or `names` are not as many as its
+/// inputs.
+pub fn trace_named(inputs: &[Tensor], names: &[&str], f: impl FnOnce(&[Tensor]) -> Vec<Tensor>) -> Result<Traced> {
+    let c_inputs: Vec<*mut torch_sys::C_tensor> = inputs.iter().map(|t| t.as_ptr().cast_mut()).collect();
+    // SAFETY: live tensors; the module name is a NUL-terminated literal.
+    let module =
+        unsafe { torch_sys::atm_create_for_tracing(c"Student".as_ptr(), c_inputs.as_ptr(), c_inputs.len() as c_int) };
+    torch_error()?;
+    let traced = Traced(module);
+    let outputs = f(inputs);
+    let c_outputs: Vec<*mut torch_sys::C_tensor> = outputs.iter().map(|t| t.as_ptr().cast_mut()).collect();
+    // SAFETY: the module being traced, live output tensors, a NUL-terminated literal.
+    unsafe { torch_sys::atm_end_tracing(module, c"forward".as_ptr(), c_outputs.as_ptr(), c_outputs.len() as c_int) };
+    torch_error()?;
+    let names = names.iter().map(|n| c_text(n.as_bytes())).collect::<Result<Vec<CString>>>()?;
     let pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
-    // SAFETY: NUL-terminated strings that outlive the call; the shim copies what it keeps.
-    check(unsafe { distill_name_inputs(path.as_ptr(), pointers.as_ptr(), pointers.len() as c_int) })
+    // SAFETY: the traced module (a torch::jit::Module), NUL-terminated strings that outlive the
+    // call; the shim copies what it keeps.
+    check(unsafe { distill_name_module_inputs(module.cast(), pointers.as_ptr(), pointers.len() as c_int) })?;
+    Ok(traced)
 }
 
 /// Runs `f` under autocast to `precision` on `device` (PyTorch's `torch.autocast(device,

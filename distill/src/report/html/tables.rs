@@ -26,6 +26,8 @@ pub fn students(report: &Report) -> String {
     let (t, s, b) = (&report.teacher, &report.student, report.baseline.as_ref());
     let students: Vec<&StudentReport> = std::iter::once(s).chain(b).collect();
     let dash = || "-".to_string();
+    // a run without --latency skips the timing (crate::export::latency::NOT_MEASURED)
+    let unmeasured = || "not measured (--latency)".to_string();
     let maybe = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map(f).unwrap_or_else(dash);
     let pct = |v: f64| format!("{:.2}%", 100.0 * v);
     let fixed = |d: usize| move |v: f64| format!("{v:.d$}");
@@ -73,10 +75,15 @@ pub fn students(report: &Report) -> String {
         row("train time", &each(dash(), &|s| format!("{:.1} s", s.train_seconds))),
         row("steps x micro-batch", &each(dash(), &|s| format!("{} x {}", s.steps, s.batch_size))),
         row("precision (teacher's)", &each(dash(), &|s| format!("{} ({})", s.precision, s.teacher_precision))),
-        row("CPU latency, batch 1", &each(dash(), &|s| format!("{:.3} ms", s.latency.batch_1_ms))),
+        row(
+            "CPU latency, batch 1",
+            &each(dash(), &|s| s.latency.map_or(unmeasured(), |l| format!("{:.3} ms", l.batch_1_ms))),
+        ),
         row(
             "CPU latency, large batch",
-            &each(dash(), &|s| format!("{:.2} ms at {}", s.latency.large_batch_ms, s.latency.large_batch)),
+            &each(dash(), &|s| {
+                s.latency.map_or(unmeasured(), |l| format!("{:.2} ms at {}", l.large_batch_ms, l.large_batch))
+            }),
         ),
     ]);
     if s.prune.is_some() {
