@@ -17,6 +17,7 @@ pub mod estimate;
 mod eval_plan;
 mod flop_plan;
 pub mod flops;
+mod hidden_plan;
 pub mod inputs;
 pub mod layer;
 pub mod memory_model;

@@ -24,6 +24,7 @@ impl Config {
         }
         self.validate_outputs()?;
         self.validate_teacher_copy()?;
+        self.validate_hidden()?;
         match &self.prune {
             Some(prune) => prune.validate(&self.train, &self.student),
             None => Ok(()),
