@@ -61,6 +61,7 @@ pub mod eval;
 pub mod export;
 pub mod fingerprint;
 pub mod hf;
+pub mod hidden_step;
 pub mod interrupt;
 pub mod latency;
 pub mod load;

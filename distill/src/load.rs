@@ -72,7 +72,8 @@ impl Loaded {
         let padded = spec.teacher.padded_vocab(spec.data.classes);
         let teacher = Teacher::load(teacher, spec.teacher.output.clone(), spec.teacher.precision, device)?
             .counted_or(spec.teacher.params)?
-            .with_padded_vocab(padded);
+            .with_padded_vocab(padded)
+            .with_hidden_output(spec.teacher.hidden_output.clone());
         let vocab = VocabSizes {
             classes: spec.data.classes,
             tokenizer: tokenizer.as_ref().map(|t| t.vocab_size()),
@@ -100,6 +101,7 @@ impl Loaded {
         check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, expected)?;
         teacher.check_finite(&probe_logits, &probe, &train)?;
         check_eval_mode(&teacher, &probe.input, &probe_logits)?;
+        crate::hidden_step::preflight(spec, &teacher, &probe.input)?;
         let teacher_weights = teacher_weights(spec, &teacher, &train, device)?;
         let init = StudentInit { teacher: teacher_weights.as_ref(), file: cfg.init.as_deref() };
         let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;

@@ -9,6 +9,7 @@ mod export;
 mod head_rank;
 mod hf_student;
 mod hf_teacher;
+mod hidden_states;
 mod language_model;
 mod optimizer;
 mod padded_vocab;

@@ -13,6 +13,7 @@ use estimator_wasm::schema::{KdObjective, KdSpec};
 pub mod agreement;
 pub mod divergence;
 pub mod embedding_kd;
+pub mod hidden_kd;
 pub mod logit_kd;
 pub mod loss;
 

@@ -6,6 +6,7 @@ mod bad_input;
 mod common;
 mod compare;
 mod data_parallel;
+mod hidden;
 mod job_refusals;
 mod plan;
 mod resume;
