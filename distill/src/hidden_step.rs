@@ -8,7 +8,7 @@ use estimator_wasm::schema::hidden_spec::student_hidden_states;
 use estimator_wasm::schema::Config;
 use tch::{nn::VarStore, Tensor};
 
-use crate::data::{Batch, Dataset, ModelInput};
+use crate::data::{Batch, ModelInput};
 use crate::error::{DistillError, Result};
 use crate::objective::hidden_kd::HiddenKd;
 use crate::teacher::Teacher;
@@ -75,24 +75,27 @@ pub fn build(inputs: &TrainInputs, vs: &VarStore) -> Result<Option<HiddenKd>> {
     HiddenKd::new(&vs.root(), spec, &widths)
 }
 
-/// The soft targets of training rows `index` (batch `batch` of `data`) and, with pairs, the
-/// teacher's hidden states the pairs read ([`HiddenKd::prepare_teacher`]; empty without).
+/// The batch (model input, labels) of the training rows `rows` of `inputs`, their soft targets
+/// and, with pairs, the teacher's hidden states the pairs read, from the same forward
+/// ([`HiddenKd::prepare_teacher`]; empty without).
 ///
 /// # Errors
 /// As [`SoftTargets`]' and [`Teacher::output_and_hidden`]; a non-finite teacher output.
-pub fn soft_and_hidden(
-    targets: &SoftTargets,
+pub fn batch_of(
+    inputs: &TrainInputs,
     hidden: Option<&HiddenKd>,
-    index: &Tensor,
-    batch: &Batch,
-    data: &Dataset,
-) -> Result<(Option<Tensor>, Vec<Tensor>)> {
-    match (hidden, targets) {
+    rows: &[i64],
+) -> Result<(Batch, Option<Tensor>, Vec<Tensor>)> {
+    let (targets, data) = (&inputs.targets, inputs.train);
+    let index = Tensor::from_slice(rows).to_device(inputs.settings.device());
+    let batch = data.batch(&index);
+    let (soft, states) = match (hidden, targets) {
         (Some(kd), SoftTargets::Live(teacher)) => {
             let (soft, states) = teacher.output_and_hidden(&batch.input, &kd.teacher_layers())?;
-            teacher.check_finite(&soft, batch, data)?;
-            Ok((Some(soft), kd.prepare_teacher(states)))
+            teacher.check_finite(&soft, &batch, data)?;
+            (Some(soft), kd.prepare_teacher(states))
         }
-        _ => Ok((targets.get(index, batch, data)?, Vec::new())),
-    }
+        _ => (targets.get(&index, &batch, data)?, Vec::new()),
+    };
+    Ok((batch, soft, states))
 }

@@ -389,7 +389,8 @@ mod tests {
         let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);
         let soft = Tensor::linspace(-2.0, 2.0, 30, (Kind::Float, Device::Cpu)).reshape([6, 5]);
         let input = ModelInput::new(x);
-        let batch = StepBatch { input: &input, labels: Some(&y), soft: Some(&soft), step: 7, weight: 1.0, teacher_hidden: &[] };
+        let batch =
+            StepBatch { input: &input, labels: Some(&y), soft: Some(&soft), step: 7, weight: 1.0, teacher_hidden: &[] };
         // L1 of every conv/linear weight, as `prune.l1` builds it: a term with a graph straight
         // to parameters of every segment, not through the logits.
         let l1 = || {

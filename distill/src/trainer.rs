@@ -18,11 +18,12 @@ use tch::{nn::VarStore, Tensor};
 use crate::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::batches::Batches;
 use crate::checkpoint::{Restored, Snapshot};
-use crate::data::{permutation, Batch};
+use crate::data::permutation;
 use crate::dist::replicas::{any_rank, check_identical, merge_figures};
 use crate::dist::Ddp;
 use crate::error::{DistillError, Result};
 use crate::eval::{accuracy, student_pass};
+use crate::hidden_step::batch_of;
 use crate::loop_state::{HeldOut, LoopState, StepFigures};
 use crate::metrics::MetricsLog;
 use crate::objective::{Agreement, Objective};
@@ -233,24 +234,14 @@ impl<'a> Trainer<'a> {
     /// untouched: checks that the batch fits the device.
     pub fn probe(&self) -> Result<()> {
         let rows = crate::data::widths::widest_batch(self.inputs.train, self.batches.size, self.inputs.settings.spec());
-        let (data, soft, teacher_hidden) =
-            self.batch_of(&Tensor::from_slice(&rows).to_device(self.inputs.settings.device()))?;
+        let (data, soft, teacher_hidden) = batch_of(self.inputs, self.hidden.as_ref(), &rows)?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let (labels, soft) = (data.labels.as_ref(), soft.as_ref());
-        let batch = StepBatch { input: &data.input, labels, soft, step: 0, weight: 1.0, teacher_hidden: &teacher_hidden };
+        let batch =
+            StepBatch { input: &data.input, labels, soft, step: 0, weight: 1.0, teacher_hidden: &teacher_hidden };
         // outside the Reducer: a probe's gradients are neither averaged nor kept
         let cfg = StepConfig { ddp: None, sync_batch_norm: None, ..self.step_config() };
         forward_backward(&cfg, &self.student, &params, &batch, self.scaler.as_ref(), &|| None).map(|_| ())
-    }
-
-    /// The batch (model input, labels) and soft targets of the training rows `index`.
-    /// With `[[kd.hidden]]`, the teacher's hidden states the pairs read, from the same forward.
-    fn batch_of(&self, index: &Tensor) -> Result<(Batch, Option<Tensor>, Vec<Tensor>)> {
-        let batch = self.inputs.train.batch(index);
-        let (targets, hidden) = (&self.inputs.targets, self.hidden.as_ref());
-        let (soft, teacher_hidden) =
-            crate::hidden_step::soft_and_hidden(targets, hidden, index, &batch, self.inputs.train)?;
-        Ok((batch, soft, teacher_hidden))
     }
 
     fn step_config(&self) -> StepConfig<'_> {
@@ -281,8 +272,7 @@ impl<'a> Trainer<'a> {
     /// under data parallelism) but its time (0 here), which the caller measures.
     fn update(&mut self, chunk: &[i64], weight: f64, epoch: u64, lr: f64) -> Result<StepFigures> {
         let step = self.state.step();
-        let (data, soft, teacher_hidden) =
-            self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.settings.device()))?;
+        let (data, soft, teacher_hidden) = batch_of(self.inputs, self.hidden.as_ref(), chunk)?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);

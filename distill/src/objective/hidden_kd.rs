@@ -67,7 +67,10 @@ impl HiddenKd {
         let mut terms = Vec::with_capacity(pairs.len());
         for (k, (pair, &t)) in pairs.iter().zip(teacher_widths).enumerate() {
             let state = states.get(pair.student_layer as usize).ok_or_else(|| {
-                DistillError::Usage(format!("kd.hidden[{k}].student_layer: the student has {} hidden states", states.len()))
+                DistillError::Usage(format!(
+                    "kd.hidden[{k}].student_layer: the student has {} hidden states",
+                    states.len()
+                ))
             })?;
             let s = state.width as i64;
             let projection = (s != t).then(|| {
@@ -132,7 +135,7 @@ impl HiddenKd {
                 HiddenLoss::Mse => mse_term(&p.to_kind(Kind::Float), t, m),
                 HiddenLoss::Cosine => cosine_term(&p.to_kind(Kind::Float), t, m),
             };
-            total = total + d * term.weight;
+            total += d * term.weight;
         }
         total
     }

@@ -106,6 +106,7 @@ fn one_step_moves_the_projection_and_the_student_layer_by_the_hidden_term() {
     let soft = Tensor::linspace(-1.0, 1.0, 24, (Kind::Float, Device::Cpu)).reshape([8, 3]);
     let teacher = kd.prepare_teacher(vec![Tensor::linspace(0.0, 2.0, 40, (Kind::Float, Device::Cpu)).reshape([8, 5])]);
     let objective = crate::objective::LogitKd::forward_kl(2.0, 1.0);
+    #[allow(clippy::single_range_in_vec_init)] // one segment spanning every block
     let segments = [0..student.block_count()];
     let step = |hidden: Option<&HiddenKd>| {
         let cfg = StepConfig {
@@ -121,7 +122,14 @@ fn one_step_moves_the_projection_and_the_student_layer_by_the_hidden_term() {
             loss_chunk: None,
             hidden,
         };
-        let batch = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 0, weight: 1.0, teacher_hidden: &teacher };
+        let batch = StepBatch {
+            input: &input,
+            labels: None,
+            soft: Some(&soft),
+            step: 0,
+            weight: 1.0,
+            teacher_hidden: &teacher,
+        };
         forward_backward(&cfg, &student, &refs, &batch, None, &|| None).unwrap()
     };
     let (with, without) = (step(Some(&kd)), step(None));
@@ -133,7 +141,9 @@ fn one_step_moves_the_projection_and_the_student_layer_by_the_hidden_term() {
     let got = value(&with.loss.loss) - value(&without.loss.loss);
     assert!((got - want).abs() < 1e-5, "{got} against {want}");
     assert_eq!(value(&with.loss.kd), value(&without.loss.kd));
-    let grad = |out: &crate::step::Gradients, name: &str| out.grads[names.iter().position(|n| n == name).unwrap()].shallow_clone();
+    let grad = |out: &crate::step::Gradients, name: &str| {
+        out.grads[names.iter().position(|n| n == name).unwrap()].shallow_clone()
+    };
     // the projection gets a gradient only from the hidden term; fc1 gets the term's on top
     let g = grad(&with, "kd_hidden.0.weight");
     assert!(value(&g.abs().sum(Kind::Float)) > 1e-4);

@@ -291,7 +291,14 @@ fn a_chunked_token_loss_equals_the_whole_one() {
     let ids = &input.x;
     let labels = Tensor::cat(&[ids.narrow(1, 1, 6), Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu))], 1);
     let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
-    let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5, teacher_hidden: &[] };
+    let step = StepBatch {
+        input: &input,
+        labels: Some(&labels),
+        soft: Some(&soft),
+        step: 3,
+        weight: 0.5,
+        teacher_hidden: &[],
+    };
     for divergence in [Divergence::ForwardKl, Divergence::ReverseKl, Divergence::Jsd { beta: 0.3 }, Divergence::Tvd] {
         let objective = crate::objective::LogitKd { temperature: 2.0, alpha: 0.7, divergence };
         let run = |chunk: Option<i64>, k: usize| {

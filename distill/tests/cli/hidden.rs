@@ -24,7 +24,10 @@ fn a_hidden_pair_naming_a_student_layer_that_does_not_exist_says_how_many_there_
     let (code, stderr) = case.run(TEACHER, CFG);
     assert_eq!(code, 2, "{stderr}");
     let line = stderr.trim_end();
-    assert!(line.starts_with(&format!("error: {cfg}: kd.hidden[0].student_layer: is 40, and the student has ")), "{line}");
+    assert!(
+        line.starts_with(&format!("error: {cfg}: kd.hidden[0].student_layer: is 40, and the student has ")),
+        "{line}"
+    );
     assert!(line.contains(" hidden states (one per layer of distill plan's table, 0-based): use 0 to "), "{line}");
     assert_eq!(line.lines().count(), 1);
     assert!(!case.path("run").exists() && !case.path("run.partial").exists());
@@ -43,11 +46,11 @@ fn a_hidden_pair_of_negative_weight_is_refused() {
 
 #[test]
 fn a_teacher_without_hidden_outputs_is_told_which_key_to_set() {
-    // the digits teacher returns its logits alone
+    // the digits teacher returns a dict of its logits and features, no hidden states
     let case = Case::new();
     with_pair(&case, CFG, "student_layer = 1\nteacher_layer = 0");
     let want = format!(
-        "error: {}: [[kd.hidden]] needs the teacher's hidden states, and teacher.hidden_output is not set (the teacher returns a tensor [8, 10]): set it to the dict key or tuple index of its list of hidden states, e.g. teacher.hidden_output = \"hidden_states\"",
+        "error: {}: [[kd.hidden]] needs the teacher's hidden states, and teacher.hidden_output is not set (the teacher returns a dict with keys [\"features\", \"logits\"]): set it to the dict key or tuple index of its list of hidden states, e.g. teacher.hidden_output = \"hidden_states\"",
         case.path(TEACHER).display()
     );
     refused(&case, TEACHER, CFG, &want);

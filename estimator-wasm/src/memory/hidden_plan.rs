@@ -7,8 +7,8 @@
 //! * the projection `[t, s]` when `s != t`: its weight, gradient and optimiser states, priced as
 //!   a parameter of the student layer whose output it projects ([`crate::memory::states`]);
 //! * saved for the backward: MSE saves the difference `p - h_t` (`square`'s input, `R t 4`);
-//!   cosine the fp32 projected state `p` (the norm's input, `R t 4`) and three [R] fp32 vectors
-//!   (`|p|`, the product of the norms, the cosines). Once per step, the attention mask as fp32
+//!   cosine the fp32 projected state `p` (the norm's input, `R t 4`) and two [R] fp32 vectors
+//!   (`|p|` and `max(|p|, eps)`; the teacher's state is normalised in place once). Once per step, the attention mask as fp32
 //!   `[R]` that weighs the tokens (a transformer's only);
 //! * transient while the loss is built: the fp32 projected state and one more `R t 4` (the
 //!   square, or the product `p h_t`); in the backward two `R t 4` gradients.
@@ -75,7 +75,7 @@ impl Compile<'_> {
             held.push(state);
             loss.saved.push(state);
             if pair.loss == HiddenLoss::Cosine {
-                loss.saved.extend(std::iter::repeat_n(f32_rows(1)?, 3));
+                loss.saved.extend(std::iter::repeat_n(f32_rows(1)?, 2));
             }
             loss.transient.extend([state, state]);
             loss.grads.extend([state, state]);
@@ -86,7 +86,8 @@ impl Compile<'_> {
         // one allocation in the pool's rounding with the teacher's logits (close: each is large)
         let mut total = loss.teacher_logits.unwrap_or(Size::fixed(0));
         for h in &held {
-            total.per_sample = total.per_sample.checked_add(h.per_sample).ok_or_else(|| EstimateError::overflow("kd.hidden"))?;
+            total.per_sample =
+                total.per_sample.checked_add(h.per_sample).ok_or_else(|| EstimateError::overflow("kd.hidden"))?;
         }
         loss.teacher_logits = Some(total);
         Ok(())

@@ -32,7 +32,8 @@ pub enum HiddenLoss {
     #[default]
     Mse,
     /// `sum_t m_t (1 - cos(p_t, h_t)) / sum_t m_t`, the cosine distance of each real token's
-    /// vectors (`F.cosine_similarity`, eps 1e-8) averaged over the real tokens.
+    /// vectors averaged over the real tokens, `cos(p, h) = p h / (max(|p|, eps) max(|h|, eps))`
+    /// with eps 1e-8 (`F.cosine_similarity`'s).
     Cosine,
 }
 names!(HiddenLoss { Mse = "mse", Cosine = "cosine" });
@@ -128,40 +129,14 @@ pub fn check_pairs(pairs: &[HiddenPair], states: &[HiddenState], transformer: bo
     Ok(())
 }
 
-impl crate::schema::Config {
-    /// `[[kd.hidden]]` against the rest of the cfg: each pair's student layer exists and its
-    /// weight is >= 0 ([`check_pairs`]); the pairs need the teacher (`kd.alpha > 0`) and a step
-    /// that keeps every hidden state (no `student.checkpointing`, no `kd.loss_chunk`).
-    ///
-    /// # Errors
-    /// [`SpecError::Invalid`] naming the key and the fix.
-    pub(crate) fn validate_hidden(&self) -> Result<(), SpecError> {
-        if self.kd.hidden.is_empty() {
-            return Ok(());
-        }
-        let invalid = |key: &str, message: &str| Err(SpecError::Invalid { key: key.into(), message: message.into() });
-        if self.kd.alpha == 0.0 {
-            return invalid("kd.hidden", "needs the teacher, and kd.alpha = 0 runs none: set alpha > 0 or remove [[kd.hidden]]");
-        }
-        if self.student.checkpointing != crate::schema::Checkpointing::None {
-            return invalid("kd.hidden", "keeps the student's hidden states for the loss, which student.checkpointing recomputes: set checkpointing = \"none\" or remove [[kd.hidden]]");
-        }
-        if self.kd.loss_chunk > 0 {
-            return invalid("kd.hidden", "is not combined with kd.loss_chunk yet (the chunked loss runs the head apart): set loss_chunk = 0 or remove [[kd.hidden]]");
-        }
-        let layers = crate::schema::arch::layers(&self.student, &self.data)?;
-        let transformer = layers.iter().any(|l| matches!(l.op, Op::SelfAttention(_)));
-        check_pairs(&self.kd.hidden, &student_hidden_states(&layers), transformer)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::schema::Config;
 
     /// A 2-block transformer language model (3 hidden states).
-    const LM: &str = "[data]\ninput_shape = [16]\nclasses = 32\ntokenizer = \"t.json\"\n[student]\nfamily = \"transformer\"\n\
+    const LM: &str =
+        "[data]\ninput_shape = [16]\nclasses = 32\ntokenizer = \"t.json\"\n[student]\nfamily = \"transformer\"\n\
         [student.transformer]\nvocab = 32\nlayers = 2\nd_model = 8\nheads = 2\nhead = \"lm\"\n[kd]\nalpha = 0.5\n";
 
     fn read(extra: &str) -> Result<Config, String> {
@@ -199,13 +174,22 @@ mod tests {
         assert!(read(&pair(2, "0.0")).is_ok());
         let alpha0 = format!("{}{}", LM.replace("alpha = 0.5", "alpha = 0.0"), pair(1, "1.0"));
         assert!(Config::from_toml_str(&alpha0).unwrap_err().to_string().starts_with("kd.hidden: needs the teacher"));
-        let ckpt = format!("{}{}", LM.replace("family = \"transformer\"\n", "family = \"transformer\"\ncheckpointing = \"sqrt\"\n"), pair(1, "1.0"));
+        let ckpt = format!(
+            "{}{}",
+            LM.replace("family = \"transformer\"\n", "family = \"transformer\"\ncheckpointing = \"sqrt\"\n"),
+            pair(1, "1.0")
+        );
         assert!(Config::from_toml_str(&ckpt).unwrap_err().to_string().contains("set checkpointing = \"none\""));
         let chunk = format!("{}loss_chunk = 4\n{}", LM, pair(1, "1.0"));
         assert!(Config::from_toml_str(&chunk).unwrap_err().to_string().contains("set loss_chunk = 0"));
         // an mlp counts its layers
         let mlp = "[data]\ninput_shape = [4]\nclasses = 3\n[student]\nfamily = \"mlp\"\nhidden = [6]\n";
-        let n = crate::schema::arch::layers(&Config::from_toml_str(mlp).unwrap().student, &Config::from_toml_str(mlp).unwrap().data).unwrap().len();
+        let n = crate::schema::arch::layers(
+            &Config::from_toml_str(mlp).unwrap().student,
+            &Config::from_toml_str(mlp).unwrap().data,
+        )
+        .unwrap()
+        .len();
         let err = Config::from_toml_str(&format!("{mlp}{}", pair(n as u64, "1.0"))).unwrap_err().to_string();
         assert_eq!(err, format!("kd.hidden[0].student_layer: is {n}, and the student has {n} hidden states (one per layer of distill plan's table, 0-based): use 0 to {}", n - 1));
     }
