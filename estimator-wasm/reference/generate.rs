@@ -16,7 +16,8 @@ use estimator_wasm::SpecError;
 use quote::ToTokens;
 
 /// The schema files whose structs and enums make up cfg.toml, relative to the crate.
-pub const SOURCES: [&str; 3] = ["src/schema/spec.rs", "src/schema/student_spec.rs", "src/schema/kd_spec.rs"];
+pub const SOURCES: [&str; 4] =
+    ["src/schema/spec.rs", "src/schema/student_spec.rs", "src/schema/kd_spec.rs", "src/schema/hidden_spec.rs"];
 
 /// The smallest cfg.toml that holds every table (the estimate's is written separately).
 pub const MINIMAL: &str = "[data]\ninput_shape = [8]\nclasses = 4\n\n[student]\nfamily = \"transformer\"\n\n\
@@ -220,7 +221,11 @@ fn inner(ty: &str) -> &str {
             t = &rest[..rest.len() - 1];
         }
     }
-    t
+    // a list of tables (`[[kd.hidden]]`), not of numbers
+    match t.strip_prefix("Vec<") {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_uppercase()) => &rest[..rest.len() - 1],
+        _ => t,
+    }
 }
 
 /// The tables of cfg.toml in reading order, from `Config` down. A struct met twice (the
@@ -278,6 +283,8 @@ fn written_defaults() -> BTreeMap<String, serde_json::Value> {
         out.insert(path.to_string(), all[path].clone());
     }
     out.insert("student.transformer".to_string(), all["student"]["transformer"].clone());
+    let pair = estimator_wasm::schema::hidden_spec::HiddenPair::default();
+    out.insert("kd.hidden".to_string(), serde_json::to_value(&pair).expect("a pair serialises"));
     out
 }
 
@@ -288,7 +295,7 @@ fn default_of(key: &Key, written: Option<&serde_json::Value>, schema: &Schema) -
         return "required".into();
     }
     if schema.structs.contains_key(inner(&key.ty)) {
-        return "unset".into();
+        return if key.ty.starts_with("Vec<") { "none".into() } else { "unset".into() };
     }
     if let Some(v) = written {
         return format!("`{}`", toml_value(v));
@@ -322,7 +329,7 @@ fn type_of(ty: &str, schema: &Schema) -> String {
         return e.values.iter().map(|(s, _)| format!("`\"{s}\"`")).collect::<Vec<_>>().join(", ");
     }
     if schema.structs.contains_key(t) {
-        return "table".into();
+        return if ty.starts_with("Vec<") { "list of tables".into() } else { "table".into() };
     }
     match t {
         "u64" => "integer".into(),
@@ -391,7 +398,10 @@ pub fn reference(crate_dir: &Path) -> String {
         }
         let st = &schema.structs[&table.ty];
         let defaults = written.get(&table.path);
-        let _ = write!(out, "\n## `[{}]`\n\n", table.path);
+        // a list of tables (`Vec<HiddenPair>`) is written `[[kd.hidden]]`
+        let listed = schema.structs.values().flat_map(|st| &st.keys).any(|k| k.ty == format!("Vec<{}>", table.ty));
+        let (open, close) = if listed { ("[[", "]]") } else { ("[", "]") };
+        let _ = write!(out, "\n## `{open}{}{close}`\n\n", table.path);
         if !st.doc.is_empty() {
             let _ = writeln!(out, "{}\n", cell(&st.doc).replace("\\|", "|"));
         }
@@ -400,6 +410,7 @@ pub fn reference(crate_dir: &Path) -> String {
             let sub = inner(&key.ty);
             let shown = tables.iter().find(|t| t.ty == sub && t.path != format!("{}.{}", table.path, key.name));
             let ty = match shown {
+                Some(t) if key.ty.starts_with("Vec<") => format!("list of tables: the `[[{}]]` keys", t.path),
                 Some(t) if schema.structs.contains_key(sub) => format!("table: the `[{}]` keys", t.path),
                 _ => type_of(&key.ty, &schema),
             };

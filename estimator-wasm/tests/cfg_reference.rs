@@ -47,8 +47,13 @@ fn every_table_lists_the_keys_serde_accepts() {
     let schema = read_schema(crate_dir());
     let tables = tables(&schema);
     let paths: Vec<&str> = tables.iter().map(|t| t.path.as_str()).collect();
-    assert_eq!(paths, ["", "data", "teacher", "student", "student.transformer", "kd", "train", "prune", "estimate"]);
-    for table in &tables {
+    assert_eq!(
+        paths,
+        ["", "data", "teacher", "student", "student.transformer", "kd", "kd.hidden", "train", "prune", "estimate"]
+    );
+    // `[[kd.hidden]]` is a list of tables, which `with_value` cannot write into: its keys are
+    // checked by `estimator-wasm/src/schema/hidden_spec.rs`'s tests
+    for table in tables.iter().filter(|t| t.path != "kd.hidden") {
         let source: Vec<String> = schema.structs[&table.ty].keys.iter().map(|k| k.name.clone()).collect();
         let serde = expected_names(&with_value(MINIMAL, &table.path, "zzz_unknown", "1"));
         assert_eq!(source, serde, "table [{}]", table.path);
@@ -59,7 +64,7 @@ fn every_table_lists_the_keys_serde_accepts() {
 fn every_named_value_is_one_serde_accepts() {
     let schema = read_schema(crate_dir());
     let mut probed = 0;
-    for table in tables(&schema) {
+    for table in tables(&schema).into_iter().filter(|t| t.path != "kd.hidden") {
         for key in &schema.structs[&table.ty].keys {
             let ty = key.ty.trim_start_matches("Option<").trim_end_matches('>');
             let Some(e) = schema.enums.get(ty) else { continue };

@@ -11,6 +11,7 @@ mod head_rank;
 mod hf_encoders;
 mod hf_student;
 mod hf_teacher;
+mod hidden_states;
 mod language_model;
 mod optimizer;
 mod padded_vocab;

@@ -33,7 +33,12 @@ pub struct Teacher {
     /// `(its logits' width, the vocabulary shared with the student)` when its vocabulary is
     /// padded past the tokenizer's (`teacher.vocab`): [`Teacher::output`] cuts to the shared.
     pub padded_vocab: Option<(u64, u64)>,
+    /// `teacher.hidden_output`: where its hidden states are in its output ([`hidden`]).
+    hidden_output: Option<OutputSelector>,
 }
+
+#[path = "teacher_hidden.rs"]
+mod hidden;
 
 impl Teacher {
     /// Loads a TorchScript file, or a Hugging Face model folder ([`crate::inputs::hf`]), onto `device` in
@@ -84,6 +89,7 @@ impl Teacher {
             precision,
             restrided,
             padded_vocab: None,
+            hidden_output: None,
         })
     }
 
@@ -312,6 +318,7 @@ impl Teacher {
     /// As [`Teacher::load`].
     pub fn in_fp32(&self, device: Device) -> Result<Teacher> {
         Ok(Teacher::load(&self.path, self.output.clone(), Precision::Fp32, device)?
+            .with_hidden_output(self.hidden_output.clone())
             .with_padded_vocab(self.padded_vocab))
     }
 

@@ -92,6 +92,7 @@ impl Loaded {
         check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, expected)?;
         teacher.check_finite(&probe_logits, &probe, &train)?;
         check_eval_mode(&teacher, &probe.input, &probe_logits)?;
+        crate::hidden_step::preflight(spec, &teacher, &probe.input)?;
         let teacher_weights = teacher_weights(spec, &teacher, &train, device)?;
         let init = StudentInit { teacher: teacher_weights.as_ref(), file: cfg.init.as_deref() };
         let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;
@@ -163,7 +164,8 @@ fn load_teacher(spec: &Config, path: &Path, device: Device) -> Result<Teacher> {
     let padded = spec.teacher.padded_vocab(spec.data.classes);
     Ok(Teacher::load(path, spec.teacher.output.clone(), spec.teacher.precision, device)?
         .counted_or(spec.teacher.params)?
-        .with_padded_vocab(padded))
+        .with_padded_vocab(padded)
+        .with_hidden_output(spec.teacher.hidden_output.clone()))
 }
 
 /// Rows of the preflight's probe batch: [`unplanned_pass_rows`], and no more than the train set

@@ -123,6 +123,10 @@ impl Students<'_> {
         }
         let (targets, train_outputs, train_outputs_seconds) = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
             (false, _) => (SoftTargets::None, TrainOutputs::NoTeacher, None),
+            (true, true) if !spec.kd.hidden.is_empty() => {
+                progress.line("teacher: runs on every batch ([[kd.hidden]] reads its hidden states, which are not cached; teacher.cache_logits is not used)".into());
+                (SoftTargets::Live(teacher), TrainOutputs::Live, None)
+            }
             // a language model's logits [N, S, vocab] are far too large to keep
             (true, true) if spec.student.is_language_model() => {
                 let cache = if self.teacher_cache.is_some() { "; --teacher-cache is not used" } else { "" };

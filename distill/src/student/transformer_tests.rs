@@ -244,6 +244,7 @@ fn one_step(
         sync_batch_norm: None,
         loss_chunk: chunk,
         fused_head: fused.as_ref(),
+        hidden: None,
     };
     forward_backward(&cfg, &student, &params, step, None, &|| None).unwrap()
 }
@@ -258,7 +259,7 @@ fn checkpointed_gradients_equal_full_backprop() {
     ]);
     let input = batch(&[6, 3, 1], 6);
     let soft = Tensor::linspace(-1.0, 1.0, 24, (Kind::Float, Device::Cpu)).reshape([3, 8]);
-    let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3, weight: 1.0 };
+    let step = StepBatch { input: &input, labels: None, soft: Some(&soft), step: 3, weight: 1.0, teacher_hidden: &[] };
     let objective = crate::train::objective::LogitKd::forward_kl(1.0, 1.0);
     let grads = |k: usize| one_step(&spec, &objective, k, None, &step).grads;
     let full = grads(1);
@@ -294,7 +295,14 @@ fn a_chunked_token_loss_equals_the_whole_one() {
     let ids = &input.x;
     let labels = Tensor::cat(&[ids.narrow(1, 1, 6), Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu))], 1);
     let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
-    let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5 };
+    let step = StepBatch {
+        input: &input,
+        labels: Some(&labels),
+        soft: Some(&soft),
+        step: 3,
+        weight: 0.5,
+        teacher_hidden: &[],
+    };
     for divergence in [Divergence::ForwardKl, Divergence::ReverseKl, Divergence::Jsd { beta: 0.3 }, Divergence::Tvd] {
         let objective = crate::train::objective::LogitKd { temperature: 2.0, alpha: 0.7, divergence };
         let run = |chunk: Option<i64>, k: usize| {

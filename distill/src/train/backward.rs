@@ -63,7 +63,7 @@ mod tests {
         let params: Vec<&Tensor> = names.iter().map(|n| &vars[n]).collect();
         let n = student.block_count();
         let input = ModelInput::new(Tensor::ones([3, 6], (Kind::Float, Device::Cpu)));
-        let batch = StepBatch { input: &input, labels: None, soft: None, step: 0, weight: 1.0 };
+        let batch = StepBatch { input: &input, labels: None, soft: None, step: 0, weight: 1.0, teacher_hidden: &[] };
         #[allow(clippy::single_range_in_vec_init)]
         for segments in [vec![0..n], vec![0..1, 1..n]] {
             let cfg = StepConfig {
@@ -78,6 +78,7 @@ mod tests {
                 sync_batch_norm: None,
                 loss_chunk: None,
                 fused_head: None,
+                hidden: None,
             };
             let e = forward_backward(&cfg, &student, &params, &batch, None, &|| None).err().unwrap();
             assert!(matches!(e, DistillError::NothingToTrain), "{segments:?}: {e}");

@@ -11,6 +11,7 @@ pub mod batches;
 pub mod checkpoint;
 pub mod chunked_loss;
 pub mod fused_lm_loss;
+pub mod hidden_step;
 pub mod eval;
 pub mod loop_state;
 pub mod memory_plan;

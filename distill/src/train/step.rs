@@ -25,6 +25,7 @@ use crate::data_parallel::{Ddp, ProcessGroup};
 use crate::host::error::Result;
 use crate::inputs::data::ModelInput;
 use crate::train::fused_lm_loss::FusedLmLoss;
+use crate::train::objective::hidden_kd::HiddenKd;
 use crate::student::Student;
 use crate::torch::shim::autocast;
 use crate::train::amp::GradScaler;
@@ -58,6 +59,9 @@ pub struct StepConfig<'a> {
     /// A language model's head fused with its loss (`kd.fused_head`): the student runs up to
     /// its head, whose logits the loss makes chunk by chunk ([`crate::fused_lm_loss`]).
     pub fused_head: Option<&'a FusedLmLoss>,
+    /// `[[kd.hidden]]`: the outputs of the pairs' blocks are kept and their weighted distances
+    /// to [`StepBatch::teacher_hidden`] added to the objective's loss (`None`: nothing kept).
+    pub hidden: Option<&'a HiddenKd>,
 }
 
 /// What one training step runs on: the batch's model input (with its attention mask for text),
@@ -72,6 +76,8 @@ pub struct StepBatch<'a> {
     /// `world * local / global` samples, so that averaging the ranks' gradients gives the
     /// gradient of the global batch's mean loss when the shares differ in size.
     pub weight: f64,
+    /// The teacher's hidden states the pairs of [`StepConfig::hidden`] read (empty without).
+    pub teacher_hidden: &'a [Tensor],
 }
 
 /// A batch's loss parts, the student's predictions and the gradient of every optimiser parameter.
@@ -94,7 +100,7 @@ pub fn forward_backward(
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
 ) -> Result<Gradients> {
-    let StepBatch { input, labels, soft, step, weight } = *batch;
+    let StepBatch { input, labels, soft, step, weight, .. } = *batch;
     let (x, mask) = (&input.x, input.mask.as_ref());
     let k = cfg.segments.len();
     if let Some(ddp) = cfg.ddp.filter(|_| (cfg.recompute && k > 1) || cfg.loss_chunk.is_some()) {
@@ -104,13 +110,19 @@ pub fn forward_backward(
         let out = forward_backward(&alone, student, params, batch, scaler, extra_loss)?;
         return Ok(Gradients { grads: ddp.average(&out.grads)?, ..out });
     }
-    // Block by block, each reseeded by its index, so that dropout is the same for any split.
+    // Block by block, each reseeded by its index, so that dropout is the same for any split;
+    // the outputs the hidden pairs read are kept.
+    let kept = std::cell::RefCell::new(Vec::<(usize, Tensor)>::new());
     let run_blocks = |h: &Tensor, blocks: Range<usize>| -> Result<Tensor> {
         let forward = || {
             autocast(cfg.device, cfg.precision, || {
                 blocks.fold(h.shallow_clone(), |h, block| {
                     tch::manual_seed(block_seed(cfg.seed, step, block as u64));
-                    student.forward_blocks(&h, block..block + 1, mask, true)
+                    let out = student.forward_blocks(&h, block..block + 1, mask, true);
+                    if cfg.hidden.is_some_and(|kd| kd.wants(block)) {
+                        kept.borrow_mut().push((block, out.shallow_clone()));
+                    }
+                    out
                 })
             })
         };
@@ -158,7 +170,8 @@ pub fn forward_backward(
             let _ = backward_into(&root, params, &all, None, &mut grads)?;
             return Ok(Gradients { loss, predictions, grads });
         }
-        let (loss, backprop, predictions) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight);
+        let hidden = cfg.hidden.map(|kd| kd.loss(&kept.take(), batch.teacher_hidden, mask));
+        let (loss, backprop, predictions) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight, hidden);
         if let Some(ddp) = cfg.ddp {
             if !backprop.requires_grad() {
                 return Err(crate::DistillError::NothingToTrain);
@@ -184,7 +197,8 @@ pub fn forward_backward(
     let output = run(&leaf, k - 1)?;
     let (loss, backprop, predictions) = match cfg.loss_chunk {
         Some(_) => chunked(&output, &mut grads)?,
-        None => finish(cfg, &output, labels, soft, scaler, extra_loss, weight),
+        // (no hidden pairs: they are refused beside checkpointing)
+        None => finish(cfg, &output, labels, soft, scaler, extra_loss, weight, None),
     };
     // The loss reaches the last segment's parameters through the logits and any parameter
     // directly through the extra term (an L1 penalty): back-propagate it to all of them.
@@ -206,9 +220,10 @@ pub fn forward_backward(
     Ok(Gradients { loss, predictions, grads })
 }
 
-/// The objective's loss in fp32 plus any extra term, the tensor to back-propagate (the
-/// objective's loss times `weight` plus the extra term, scaled for fp16) and the objective's
-/// predictions; with a fused head, `output` is the final hidden states and the loss the fused one.
+/// The objective's loss in fp32 plus the hidden pairs' term `hidden` and any extra term, the
+/// tensor to back-propagate (the objective's loss and the hidden term times `weight` plus the
+/// extra term, scaled for fp16) and the objective's predictions; with a fused head, `output` is
+/// the final hidden states and the loss the fused one.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     cfg: &StepConfig,
@@ -218,11 +233,15 @@ fn finish(
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
     weight: f64,
+    hidden: Option<Tensor>,
 ) -> (LossParts, Tensor, Tensor) {
     let (mut loss, predictions) = match cfg.fused_head {
         Some(fused) => fused.loss(output, soft, labels),
         None => (cfg.objective.loss(output, soft, labels), cfg.objective.predictions(&output.detach())),
     };
+    if let Some(hidden) = hidden {
+        loss.loss = &loss.loss + hidden;
+    }
     let weighted = if weight == 1.0 { loss.loss.shallow_clone() } else { &loss.loss * weight };
     let total = match extra_loss() {
         Some(extra) => {
@@ -370,12 +389,14 @@ mod tests {
             sync_batch_norm: None,
             loss_chunk: None,
             fused_head: None,
+            hidden: None,
         };
         let x = Tensor::linspace(-1.0, 1.0, 6 * 64, (Kind::Float, Device::Cpu)).reshape([6, 1, 8, 8]).sin() * 3.0;
         let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);
         let soft = Tensor::linspace(-2.0, 2.0, 30, (Kind::Float, Device::Cpu)).reshape([6, 5]);
         let input = ModelInput::new(x);
-        let batch = StepBatch { input: &input, labels: Some(&y), soft: Some(&soft), step: 7, weight: 1.0 };
+        let batch =
+            StepBatch { input: &input, labels: Some(&y), soft: Some(&soft), step: 7, weight: 1.0, teacher_hidden: &[] };
         // L1 of every conv/linear weight, as `prune.l1` builds it: a term with a graph straight
         // to parameters of every segment, not through the logits.
         let l1 = || {

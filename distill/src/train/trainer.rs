@@ -21,6 +21,7 @@ use crate::host::phase_times::{during, Phase};
 use crate::host::progress::Progress;
 use crate::inputs::data::{permutation, Batch};
 use crate::train::fused_lm_loss::FusedLmLoss;
+use crate::train::hidden_step::batch_of;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::student::Student;
 use crate::train::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
@@ -57,6 +58,8 @@ pub struct Trainer<'a> {
     state: LoopState,
     /// Data parallelism: the Reducer of `params` in `inputs.group`.
     ddp: Option<Ddp<'a>>,
+    /// `[[kd.hidden]]`: the pairs and their projections (variables of `vs`).
+    hidden: Option<crate::train::objective::hidden_kd::HiddenKd>,
 }
 
 /// A trained student, taken out of its [`Trainer`] for export.
@@ -77,6 +80,7 @@ impl<'a> Trainer<'a> {
         let world = inputs.group.map_or(1, |g| g.world);
         let batches = Batches::sharded(inputs.train.len(), inputs.settings.batch_size(), world, &student)?;
         let steps_per_epoch = batches.steps_per_epoch;
+        let hidden = crate::hidden_step::build(inputs, &vs)?;
         let named = crate::student::trainable(&vs);
         let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
         let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
@@ -123,6 +127,7 @@ impl<'a> Trainer<'a> {
             batches,
             state: LoopState::default(),
             ddp,
+            hidden,
         })
     }
 
@@ -230,25 +235,15 @@ impl<'a> Trainer<'a> {
     /// [`crate::inputs::data::widths::widest_batch`]), leaving the optimiser, the step and the metrics
     /// untouched: checks that the batch fits the device.
     pub fn probe(&self) -> Result<()> {
-        let rows = crate::inputs::data::widths::widest_batch(
-            self.inputs.train,
-            self.batches.size,
-            self.inputs.settings.spec(),
-        );
-        let (data, soft) = self.batch_of(&Tensor::from_slice(&rows).to_device(self.inputs.settings.device()))?;
+        let rows = crate::inputs::data::widths::widest_batch(self.inputs.train, self.batches.size, self.inputs.settings.spec());
+        let (data, soft, teacher_hidden) = batch_of(self.inputs, self.hidden.as_ref(), &rows)?;
         let params: Vec<&Tensor> = self.params.iter().collect();
+        let (labels, soft) = (data.labels.as_ref(), soft.as_ref());
         let batch =
-            StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step: 0, weight: 1.0 };
+            StepBatch { input: &data.input, labels, soft, step: 0, weight: 1.0, teacher_hidden: &teacher_hidden };
         // outside the Reducer: a probe's gradients are neither averaged nor kept
         let cfg = StepConfig { ddp: None, sync_batch_norm: None, ..self.step_config() };
         forward_backward(&cfg, &self.student, &params, &batch, self.scaler.as_ref(), &|| None).map(|_| ())
-    }
-
-    /// The batch (model input, labels) and soft targets of the training rows `index`.
-    fn batch_of(&self, index: &Tensor) -> Result<(Batch, Option<Tensor>)> {
-        let batch = self.inputs.train.batch(index);
-        let soft = self.inputs.targets.get(index, &batch, self.inputs.train)?;
-        Ok((batch, soft))
     }
 
     fn step_config(&self) -> StepConfig<'_> {
@@ -269,6 +264,7 @@ impl<'a> Trainer<'a> {
             sync_batch_norm: self.inputs.group.filter(|_| self.inputs.sync_batch_norm),
             loss_chunk: crate::train::chunked_loss::loss_chunk(spec),
             fused_head: self.fused.as_ref(),
+            hidden: self.hidden.as_ref(),
         }
     }
 
@@ -279,11 +275,12 @@ impl<'a> Trainer<'a> {
     /// under data parallelism) but its time (0 here), which the caller measures.
     fn update(&mut self, chunk: &[i64], weight: f64, epoch: u64, lr: f64) -> Result<StepFigures> {
         let step = self.state.step();
-        let (data, soft) = self.batch_of(&Tensor::from_slice(chunk).to_device(self.inputs.settings.device()))?;
+        let (data, soft, teacher_hidden) = batch_of(self.inputs, self.hidden.as_ref(), chunk)?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let pruner = self.pruner.as_ref();
         let extra = || pruner.and_then(Pruner::l1_penalty);
-        let batch = StepBatch { input: &data.input, labels: data.labels.as_ref(), soft: soft.as_ref(), step, weight };
+        let (labels, soft) = (data.labels.as_ref(), soft.as_ref());
+        let batch = StepBatch { input: &data.input, labels, soft, step, weight, teacher_hidden: &teacher_hidden };
         if let Some(ddp) = &self.ddp {
             ddp.before_forward()?;
         }

@@ -7,6 +7,7 @@ mod common;
 mod compare;
 mod data_parallel;
 mod hf_folder;
+mod hidden;
 mod job_refusals;
 mod plan;
 mod resume;

@@ -55,7 +55,7 @@ impl MemoryModel {
         inputs.check()?;
         let setup = Setup::of(config, inputs)?;
         let mut c = Compile::new(config, inputs, &setup);
-        let forward = Forward::price(config, &c.ctx)?;
+        let mut forward = Forward::price(config, &c.ctx)?;
         let ranges = stage_ranges(config, forward.layers.len())?;
         let (mut layers, x0_saved) = forward.layer_plans(&ranges, config.student.checkpointing)?;
         if c.recipe.autocast {
@@ -72,11 +72,13 @@ impl MemoryModel {
         let checkpointing = arch::checkpoint_segments(forward.layers.len(), config.student.checkpointing).is_some();
         let teacher = c.teacher()?;
         let kd = config.kd.alpha > 0.0 && teacher.is_some();
-        let loss = c.loss(&forward, kd)?;
+        let mut loss = c.loss(&forward, kd)?;
+        c.hidden(&mut forward, &mut loss, teacher.as_ref().map(|(t, _)| t))?;
         let batch = c.batch_tensors(&forward, x0_saved || checkpointing)?;
         // a language model's teacher runs on every batch: its logits [N, S, vocab] are not
         // cached, whatever teacher.cache_logits says (as distill trains it)
-        let cache = config.teacher.cache_logits && !config.student.is_language_model();
+        // hidden-state pairs ([[kd.hidden]]) need the teacher's hidden states: it runs live too
+        let cache = config.teacher.cache_logits && !config.student.is_language_model() && config.kd.hidden.is_empty();
         let teacher_plan = teacher.as_ref().map(|(_, live)| TeacherPlan {
             layers: live.clone(),
             live: kd && !cache,

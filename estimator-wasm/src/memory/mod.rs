@@ -18,6 +18,7 @@ mod eval_plan;
 mod flop_plan;
 pub mod flops;
 mod fused_loss;
+mod hidden_plan;
 pub mod inputs;
 pub mod layer;
 pub mod memory_model;

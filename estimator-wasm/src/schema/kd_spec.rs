@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::schema::defaults::*;
+pub use crate::schema::hidden_spec::HiddenPair;
 use crate::schema::names::names;
 use crate::schema::tables::tables;
 
@@ -94,6 +95,13 @@ pub struct KdSpec {
     /// in [0, 1]. `None`: [`DEFAULT_BETA`]. Read it with [`KdSpec::jsd_beta`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beta: Option<f64>,
+
+    // hidden-state distillation (hidden_spec.rs)
+    /// Hidden-state pairs, one `[[kd.hidden]]` table each (`crate::schema::hidden_spec`), each
+    /// adding its weighted distance to the loss; the teacher then runs on every batch, and
+    /// `student.checkpointing` and `kd.loss_chunk` are refused beside them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<HiddenPair>,
 }
 
 impl Default for KdSpec {
@@ -106,6 +114,7 @@ impl Default for KdSpec {
             fused_head: false,
             divergence: None,
             beta: None,
+            hidden: Vec::new(),
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod catalogue;
 mod defaults;
 pub mod dtype;
 pub mod errors;
+pub mod hidden_spec;
 pub mod kd_spec;
 pub mod layer_ops;
 pub mod limits;

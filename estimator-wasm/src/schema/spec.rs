@@ -162,6 +162,11 @@ pub struct TeacherSpec {
     /// `None`: the teacher's logits are `data.classes` wide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vocab: Option<u64>,
+    /// `[[kd.hidden]]`: dict key or tuple index of the teacher's hidden states, a list (or
+    /// tuple) of [B, S, d] tensors in Hugging Face's order (0 the embeddings' output, `i` layer
+    /// `i`'s), e.g. `"hidden_states"`. A Hugging Face folder returns its own: leave it unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden_output: Option<OutputSelector>,
 }
 
 impl TeacherSpec {
@@ -189,6 +194,7 @@ impl Default for TeacherSpec {
             arch: None,
             hf: None,
             vocab: None,
+            hidden_output: None,
         }
     }
 }

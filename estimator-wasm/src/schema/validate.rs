@@ -3,6 +3,7 @@
 //! by expanding it (`crate::schema::arch`), a preset teacher by its table
 //! (`crate::schema::teacher_presets`), a GPU name by the catalogue.
 use crate::schema::errors::SpecError;
+use crate::schema::hidden_spec;
 use crate::schema::limits::{self, MAX_BATCH, MAX_BLOCKS, MAX_EPOCHS, MAX_LAYERS, MAX_SIZE};
 use crate::schema::spec::*;
 use crate::schema::student_spec::*;
@@ -24,6 +25,7 @@ impl Config {
         }
         self.validate_outputs()?;
         self.validate_teacher_copy()?;
+        self.validate_hidden()?;
         match &self.prune {
             Some(prune) => prune.validate(&self.train, &self.student),
             None => Ok(()),
@@ -448,6 +450,37 @@ pub fn check_safety_margin(margin: f64) -> Result<(), SpecError> {
         return Ok(());
     }
     invalid("estimate.safety_margin", "must be a fraction in [0, 1) (typical: 0.05)")
+}
+
+// hidden-state pairs ([[kd.hidden]], hidden_spec.rs)
+impl Config {
+    /// `[[kd.hidden]]` against the rest of the cfg: each pair's student layer exists and its
+    /// weight is >= 0 ([`hidden_spec::check_pairs`]); the pairs need the teacher (`kd.alpha > 0`) and a step
+    /// that keeps every hidden state (no `student.checkpointing`, no `kd.loss_chunk`).
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming the key and the fix.
+    pub(crate) fn validate_hidden(&self) -> Result<(), SpecError> {
+        if self.kd.hidden.is_empty() {
+            return Ok(());
+        }
+        let invalid = |key: &str, message: &str| Err(SpecError::Invalid { key: key.into(), message: message.into() });
+        if self.kd.alpha == 0.0 {
+            return invalid(
+                "kd.hidden",
+                "needs the teacher, and kd.alpha = 0 runs none: set alpha > 0 or remove [[kd.hidden]]",
+            );
+        }
+        if self.student.checkpointing != Checkpointing::None {
+            return invalid("kd.hidden", "keeps the student's hidden states for the loss, which student.checkpointing recomputes: set checkpointing = \"none\" or remove [[kd.hidden]]");
+        }
+        if self.kd.loss_chunk > 0 {
+            return invalid("kd.hidden", "is not combined with kd.loss_chunk yet (the chunked loss runs the head apart): set loss_chunk = 0 or remove [[kd.hidden]]");
+        }
+        let layers = crate::schema::arch::layers(&self.student, &self.data)?;
+        let transformer = layers.iter().any(|l| matches!(l.op, crate::schema::layer_ops::Op::SelfAttention(_)));
+        hidden_spec::check_pairs(&self.kd.hidden, &hidden_spec::student_hidden_states(&layers), transformer)
+    }
 }
 
 pub(crate) fn invalid<T>(key: &str, message: &str) -> Result<T, SpecError> {

@@ -108,6 +108,26 @@ impl HfDecoder {
     /// # Errors
     /// libtorch's, for ids that are not int64 [B, S] within the vocabulary.
     pub fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> std::result::Result<Tensor, tch::TchError> {
+        Ok(self.forward_keeping(ids, mask, &[])?.0)
+    }
+
+    /// As [`HfDecoder::forward`], and the hidden states `keep` lists (in that order) as
+    /// `transformers`' `output_hidden_states` numbers them: 0 the embeddings' output, `i` layer
+    /// `i`'s, the last (`num_hidden_layers`) after the final norm; each [B, S, hidden] in the
+    /// weights' kind, the others never copied.
+    ///
+    /// # Errors
+    /// As [`HfDecoder::forward`]; a state past `num_hidden_layers`.
+    pub fn forward_keeping(
+        &self,
+        ids: &Tensor,
+        mask: Option<&Tensor>,
+        keep: &[usize],
+    ) -> std::result::Result<(Tensor, Vec<Tensor>), tch::TchError> {
+        let n = self.layers.len();
+        if let Some(&bad) = keep.iter().find(|&&i| i > n) {
+            return Err(tch::TchError::Torch(format!("hidden state {bad} of a decoder with {} ({n} layers)", n + 1)));
+        }
         if ids.dim() != 2 || ids.kind() != Kind::Int64 {
             return Err(tch::TchError::Torch(format!(
                 "token ids must be int64 [B, S], not {:?} {:?}",
@@ -116,13 +136,20 @@ impl HfDecoder {
             )));
         }
         tch::no_grad(|| {
+            let mut kept: Vec<(usize, Tensor)> = Vec::new();
+            let mut keep_at = |i: usize, h: &Tensor| {
+                if keep.contains(&i) {
+                    kept.push((i, h.copy())); // h is added to in place
+                }
+            };
             let c = &self.config;
             let kind = self.embed.kind();
             let seq = ids.size()[1];
             let mut h = Tensor::f_embedding(&self.embed, ids, -1, false, false)?;
+            keep_at(0, &h);
             let (cos, sin) = super::rope::angles(&self.inv_freq, seq, kind);
             let blocked = self.blocked(ids, mask);
-            for layer in &self.layers {
+            for (i, layer) in self.layers.iter().enumerate() {
                 let x = self.rms(&h, &layer.input_norm);
                 let heads = |t: Tensor, n: i64| t.unflatten(-1, [n, c.head_dim]).transpose(1, 2);
                 let q = Rotary::apply(&heads(layer.q.forward(&x), c.heads), &cos, &sin);
@@ -141,8 +168,15 @@ impl HfDecoder {
                 let x = self.rms(&h, &layer.post_norm);
                 let mlp = layer.down.forward(&(layer.gate.forward(&x).silu() * layer.up.forward(&x)));
                 h += mlp;
+                if i + 1 < n {
+                    keep_at(i + 1, &h);
+                }
             }
-            Ok(self.rms(&h, &self.norm).matmul(&self.head.tr()))
+            let normed = self.rms(&h, &self.norm);
+            keep_at(n, &normed);
+            let logits = normed.matmul(&self.head.tr());
+            let states = keep.iter().map(|k| kept.iter().find(|(i, _)| i == k).expect("kept above").1.shallow_clone());
+            Ok((logits, states.collect()))
         })
     }
 

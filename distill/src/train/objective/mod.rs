@@ -16,6 +16,7 @@ pub mod agreement;
 pub mod divergence;
 pub mod embedding_kd;
 pub mod fused_head;
+pub mod hidden_kd;
 pub mod logit_kd;
 pub mod loss;
 
