@@ -108,7 +108,7 @@ pub fn options(teacher: &Path, config: &Path, out: &Path) -> TrainOptions {
 /// Runs `opts` under [`serial`].
 pub fn run(opts: &TrainOptions) -> distill::Result<Report> {
     let _guard = serial();
-    distill::run(opts)
+    distill::run(opts, &distill::data_parallel::Launch::single())
 }
 
 /// Trains quietly on CPU into `dir/run` and returns the report.

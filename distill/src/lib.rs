@@ -21,6 +21,10 @@
 //! Plumbing, used by every stage and using none: [`host`] (atomic writes, Ctrl-C, progress
 //! lines, malloc's arenas, phase times, the error type), [`torch`] (the C++ shim, precisions,
 //! rotary positions, channels-last), [`data_parallel`] (the process group, DDP, SyncBatchNorm).
+//! Whether a process trains alone or as one rank of a data-parallel job is chosen once: `main.rs`
+//! reads the launcher's environment ([`data_parallel::Launch`]), `run/mod.rs` joins the job's
+//! group ([`data_parallel::Launch::join`]) and the trainer holds the resulting
+//! [`data_parallel::Strategy`]; no other code branches on a rank or a world size.
 //!
 //! One training step, from the command line to `report.json`, passes through eight files, each
 //! entered once, each with one job:

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
+use distill::data_parallel::Launch;
 use distill::host::progress::Verbosity;
 use distill::run::plan_command::PlanOptions;
 use distill::TrainOptions;
@@ -159,32 +160,16 @@ fn main() -> ExitCode {
     }
     distill::host::interrupt::install();
     let verbosity = if args.quiet { Verbosity::Quiet } else { Verbosity::Normal };
-    let result = match &args.resume {
-        Some(out) => distill::resume(
-            out,
-            args.teacher.as_deref(),
-            args.teacher_cache.as_deref(),
-            verbosity,
-            args.stop_after_steps,
-        ),
-        None => distill::run(&TrainOptions {
-            // empty: the cfg's teacher.hf (RunConfig::teacher)
-            teacher: args.teacher.unwrap_or_default(),
-            student: args.student.expect("clap requires --student"),
-            out: args.out,
-            overwrite: args.overwrite,
-            device: args.device,
-            baseline: args.baseline,
-            sets: args.sets,
-            verbosity,
-            stop_after: args.stop_after_steps,
-            teacher_cache: args.teacher_cache,
-            sync_batch_norm: args.sync_batch_norm,
-            latency: args.latency,
-        }),
+    // the launcher's environment, read once: alone, or one rank of a data-parallel job
+    let (launch, result) = match Launch::from_process() {
+        Ok(launch) => {
+            let result = train(args, verbosity, &launch);
+            (launch, result)
+        }
+        Err(e) => (Launch::single(), Err(e)),
     };
     // a data-parallel job's summary (or stop line) comes from rank 0 alone
-    let rank0 = distill::data_parallel::DistEnv::from_process().ok().flatten().is_none_or(|e| e.rank == 0);
+    let rank0 = launch.writes_run_folder();
     match result {
         Ok(report) => {
             if rank0 {
@@ -203,5 +188,37 @@ fn main() -> ExitCode {
             distill::host::progress::whole_line(&format!("error: {e}\n"));
             ExitCode::from(if e.is_interrupt() { 130 } else { 2 })
         }
+    }
+}
+
+/// Trains (or resumes, `--resume`) as `args` say, alone or as the rank `launch` says.
+fn train(args: Args, verbosity: Verbosity, launch: &Launch) -> distill::Result<distill::report::Report> {
+    match &args.resume {
+        Some(out) => distill::resume(
+            out,
+            args.teacher.as_deref(),
+            args.teacher_cache.as_deref(),
+            verbosity,
+            args.stop_after_steps,
+            launch,
+        ),
+        None => distill::run(
+            &TrainOptions {
+                // empty: the cfg's teacher.hf (RunConfig::teacher)
+                teacher: args.teacher.unwrap_or_default(),
+                student: args.student.expect("clap requires --student"),
+                out: args.out,
+                overwrite: args.overwrite,
+                device: args.device,
+                baseline: args.baseline,
+                sets: args.sets,
+                verbosity,
+                stop_after: args.stop_after_steps,
+                teacher_cache: args.teacher_cache,
+                sync_batch_norm: args.sync_batch_norm,
+                latency: args.latency,
+            },
+            launch,
+        ),
     }
 }

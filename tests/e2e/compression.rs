@@ -38,7 +38,7 @@ fn interrupted_and_resumed_run_equals_an_unbroken_one() {
     assert!(!out.exists() && out.with_file_name("run.partial").join("checkpoints").is_dir());
     let resumed = {
         let _guard = serial();
-        distill::resume(&out, None, None, Verbosity::Quiet, None).unwrap()
+        distill::resume(&out, None, None, Verbosity::Quiet, None, &distill::data_parallel::Launch::single()).unwrap()
     };
     // Bit for bit on CPU: every logged loss, KD and CE part, accuracy and loss scale.
     assert_eq!(metrics(&dir.path().join("a/run")), metrics(&out));

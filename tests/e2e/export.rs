@@ -179,20 +179,23 @@ fn exports_load_on_a_cpu_only_machine() {
     );
     let report = {
         let _guard = e2e::serial();
-        distill::run(&distill::TrainOptions {
-            teacher: fixture("teacher-scripted.pt"),
-            student: cfg,
-            out: Some(dir.path().join("run")),
-            overwrite: false,
-            device: device.into(),
-            baseline: false,
-            sets: Vec::new(),
-            verbosity: distill::host::progress::Verbosity::Quiet,
-            stop_after: None,
-            teacher_cache: None,
-            sync_batch_norm: false,
-            latency: false,
-        })
+        distill::run(
+            &distill::TrainOptions {
+                teacher: fixture("teacher-scripted.pt"),
+                student: cfg,
+                out: Some(dir.path().join("run")),
+                overwrite: false,
+                device: device.into(),
+                baseline: false,
+                sets: Vec::new(),
+                verbosity: distill::host::progress::Verbosity::Quiet,
+                stop_after: None,
+                teacher_cache: None,
+                sync_batch_norm: false,
+                latency: false,
+            },
+            &distill::data_parallel::Launch::single(),
+        )
         .unwrap()
     };
     assert!(report.device.starts_with(device), "{}", report.device);

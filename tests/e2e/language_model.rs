@@ -175,7 +175,7 @@ fn an_interrupted_language_model_run_resumes_bit_for_bit() {
     assert!(run_stopped(&teacher, &cfg, &out, 30).is_interrupt());
     {
         let _guard = serial();
-        distill::resume(&out, None, None, Verbosity::Quiet, None).unwrap();
+        distill::resume(&out, None, None, Verbosity::Quiet, None, &distill::data_parallel::Launch::single()).unwrap();
     }
     let lines = |p: &Path| -> Vec<String> {
         metrics_lines(&p.join("metrics.jsonl"))

@@ -124,7 +124,7 @@ impl Fp16Run {
             targets: SoftTargets::None,
             teacher_test_preds: None,
             teacher_weights: None,
-            group: None,
+            strategy: &distill::data_parallel::Strategy::Single,
             sync_batch_norm: false,
         }
     }

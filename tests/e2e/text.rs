@@ -91,7 +91,7 @@ fn an_interrupted_text_run_resumes_bit_for_bit() {
     assert!(err.is_interrupt(), "{err}");
     let resumed = {
         let _guard = serial();
-        distill::resume(&out, None, None, Verbosity::Quiet, None).unwrap()
+        distill::resume(&out, None, None, Verbosity::Quiet, None, &distill::data_parallel::Launch::single()).unwrap()
     };
     let lines = |p: &Path| -> Vec<String> {
         metrics_lines(&p.join("metrics.jsonl"))
@@ -125,7 +125,7 @@ fn a_resumed_run_reads_the_teacher_outputs_its_first_part_cached() {
     teacher_cache::write(&cache, &key, &outputs.zeros_like()).unwrap();
     {
         let _guard = serial();
-        distill::resume(&out, None, None, Verbosity::Quiet, None).unwrap();
+        distill::resume(&out, None, None, Verbosity::Quiet, None, &distill::data_parallel::Launch::single()).unwrap();
     }
     let after: Vec<f64> = metrics_lines(&out.join("metrics.jsonl"))
         .iter()

@@ -2,22 +2,27 @@
 //! in the job ([`env`], read from torchrun's, Slurm's or Open MPI's variables), its process group
 //! ([`group`], Gloo over TCP), and the DDP Reducer that averages gradients during the backward
 //! ([`ddp`]), and SyncBatchNorm ([`sync_batch_norm`]). A job of one process creates none of them.
+//! [`strategy`] resolves which of the two this process is, once: the binary reads the launcher's
+//! environment ([`Launch`]), the run joins the group ([`Launch::join`]) and the trainer holds the
+//! [`Strategy`], which alone branches on ranks.
 pub mod ddp;
 pub mod env;
 mod ffi;
 pub mod group;
 pub mod replicas;
+pub mod strategy;
 pub mod sync_batch_norm;
 
 pub use ddp::Ddp;
 pub use env::DistEnv;
 pub use group::{Backend, ProcessGroup};
+pub use strategy::{Launch, Strategy};
 
 use crate::host::error::{DistillError, Result};
 use group::DEFAULT_TIMEOUT;
 
-/// The process group of the data-parallel job this process was launched into (torchrun, Slurm,
-/// Open MPI: [`DistEnv`]) and this rank's training device, or `None` and `device` when it runs
+/// The process group of the data-parallel job `env` this process was launched into (torchrun,
+/// Slurm, Open MPI: [`DistEnv`]) and this rank's training device, or `None` and `device` when it runs
 /// alone.
 ///
 /// On CUDA each rank trains on `cuda:<LOCAL_RANK mod the GPUs it sees>` (torchrun's convention,
@@ -31,8 +36,12 @@ use group::DEFAULT_TIMEOUT;
 /// # Errors
 /// [`DistillError::Usage`] for a malformed timeout or backend, NCCL on the CPU; the group's
 /// errors.
-pub fn join_job(device: tch::Device, named: &str) -> Result<(Option<ProcessGroup>, tch::Device)> {
-    let Some(env) = DistEnv::from_process()? else { return Ok((None, device)) };
+pub fn join_job(
+    env: Option<&DistEnv>,
+    device: tch::Device,
+    named: &str,
+) -> Result<(Option<ProcessGroup>, tch::Device)> {
+    let Some(env) = env else { return Ok((None, device)) };
     let device = match device {
         tch::Device::Cuda(_) if !named.starts_with("cuda:") => {
             tch::Device::Cuda(env.local_rank % (tch::Cuda::device_count().max(1) as usize))
@@ -61,5 +70,5 @@ pub fn join_job(device: tch::Device, named: &str) -> Result<(Option<ProcessGroup
         }
         (Err(_), _) => Backend::Gloo,
     };
-    Ok((Some(ProcessGroup::join(&env, timeout, backend)?), device))
+    Ok((Some(ProcessGroup::join(env, timeout, backend)?), device))
 }

@@ -16,7 +16,7 @@ use estimator_wasm::schema::Config;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{HeldOut, RunConfig};
-use crate::data_parallel::join_job;
+use crate::data_parallel::Launch;
 use crate::host::error::{DistillError, Result};
 use crate::host::progress::{Progress, Verbosity};
 use crate::inputs::fingerprint::{self, Fingerprint};
@@ -87,7 +87,8 @@ fn one() -> usize {
     1
 }
 
-/// Runs a whole distillation and returns its report (also written to `<out>/report.json`).
+/// Runs a whole distillation and returns its report (also written to `<out>/report.json`): alone,
+/// or as the rank of the data-parallel job that `launch` says (read once, by the binary).
 ///
 /// # Errors
 /// Any [`DistillError`]. Before the first checkpoint nothing is left behind; after it, the
@@ -96,38 +97,37 @@ fn one() -> usize {
 /// Under torchrun's automatic restarts (`--max-restarts`), which rerun this same command after a
 /// worker fails, a restarted worker continues the run that the command started, from rank 0's
 /// newest checkpoint, as `--resume` would.
-pub fn run(opts: &TrainOptions) -> Result<Report> {
-    start(opts).map_err(|e| crate::config::overrides::pin_on_set(e, &opts.student, &opts.sets))
+pub fn run(opts: &TrainOptions, launch: &Launch) -> Result<Report> {
+    start(opts, launch).map_err(|e| crate::config::overrides::pin_on_set(e, &opts.student, &opts.sets))
 }
 
 /// [`run`], before its refusals are pinned on the `--set` they come from.
-fn start(opts: &TrainOptions) -> Result<Report> {
+fn start(opts: &TrainOptions, launch: &Launch) -> Result<Report> {
     let (cfg, teacher) = RunConfig::load(&opts.student, &opts.sets)?.with_teacher(&opts.teacher)?;
     let opts = &TrainOptions { teacher, ..opts.clone() };
     let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
-    let job = crate::data_parallel::DistEnv::from_process()?;
-    if let Some(env) = job.as_ref().filter(|e| e.restart > 0) {
-        let progress = Progress::new(if env.rank == 0 { opts.verbosity } else { Verbosity::Quiet });
+    if launch.restart() > 0 {
+        let progress = Progress::new(if launch.writes_run_folder() { opts.verbosity } else { Verbosity::Quiet });
         if let Some(saved) = started_by(opts, &out) {
             progress.line(format!(
                 "torchrun restart {}: continuing {} from its newest checkpoint",
-                env.restart,
+                launch.restart(),
                 out.display()
             ));
             if changed_since(&cfg.spec, &saved) {
                 progress.warn(changed_warning(&cfg.path, &out, "the restart"));
             }
-            return resume(&out, None, None, opts.verbosity, opts.stop_after);
+            return resume(&out, None, None, opts.verbosity, opts.stop_after, launch);
         }
         if opts.out.is_none() {
             progress.line(format!(
                 "torchrun restart {}: without --out every attempt starts again in a new folder; pass --out to continue \
                  where the failed one stopped",
-                env.restart
+                launch.restart()
             ));
         }
     }
-    execute(opts, cfg, &out, None)
+    execute(opts, cfg, &out, None, launch)
 }
 
 /// The cfg.toml text of the interrupted run in `out`'s `.partial` folder when these options
@@ -175,10 +175,10 @@ pub fn resume(
     cache: Option<&Path>,
     verbosity: Verbosity,
     stop_after: Option<u64>,
+    launch: &Launch,
 ) -> Result<Report> {
-    let job = crate::data_parallel::DistEnv::from_process()?;
     // a job's ranks above 0 read rank 0's folder, which rank 0 holds
-    let rundir = RunDir::reopen(out, job.as_ref().is_none_or(|e| e.rank == 0))?;
+    let rundir = RunDir::reopen(out, launch.writes_run_folder())?;
     let out = &rundir.out.clone();
     let saved = rundir.path("run.json");
     let text = std::fs::read_to_string(&saved).map_err(|e| DistillError::io(&saved, e))?;
@@ -196,11 +196,12 @@ pub fn resume(
     let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;
     let cfg = RunConfig::from_spec(&opts.student, spec)?;
     // the cfg file as it reads now (with the run's --set values): edits to it are not trained
-    let rank0 = job.as_ref().is_none_or(|e| e.rank == 0);
-    if rank0 && RunConfig::load(&opts.student, &opts.sets).is_ok_and(|now| changed_since(&now.spec, &saved.config)) {
+    if launch.writes_run_folder()
+        && RunConfig::load(&opts.student, &opts.sets).is_ok_and(|now| changed_since(&now.spec, &saved.config))
+    {
         Progress::new(verbosity).warn(changed_warning(&opts.student, out, "--resume"));
     }
-    let world = job.map_or(1, |e| e.world);
+    let world = launch.world_size();
     if saved.world_size != world {
         return Err(DistillError::Usage(format!(
             "{}: the run was {}, and this is {}: its steps hold {} micro-batches, so resume it with as many processes \
@@ -213,10 +214,16 @@ pub fn resume(
         )));
     }
     fingerprint::check_unchanged(out, &saved.inputs, &input_files(&opts, &cfg))?;
-    execute(&opts, cfg, out, Some(rundir))
+    execute(&opts, cfg, out, Some(rundir), launch)
 }
 
-fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<RunDir>) -> Result<Report> {
+fn execute(
+    opts: &TrainOptions,
+    cfg: RunConfig,
+    out: &Path,
+    reopened: Option<RunDir>,
+    launch: &Launch,
+) -> Result<Report> {
     let start = Instant::now();
     crate::host::phase_times::start_run();
     let device = parse_device(&opts.device)?;
@@ -225,22 +232,14 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     // report the lost connection instead of the mistake
     check_trainable(&cfg.spec, &cfg.path)?;
     check_transformer_head(&cfg.spec, &cfg.path)?;
-    if let Some(env) = crate::data_parallel::DistEnv::from_process()? {
-        refuse_in_a_job(&cfg, env.world)?;
+    if launch.is_job() {
+        refuse_in_a_job(&cfg, launch.world_size())?;
     }
-    let (group, device) = join_job(device, &opts.device)?;
+    let (strategy, device) = launch.join(device, &opts.device)?;
     // Only rank 0 writes the run folder; the others write theirs into a folder of their own that
     // goes when they finish. All may share a --teacher-cache (each writes through a file named by
     // its process id and renames it: the same outputs land whoever is last).
-    let private = match &group {
-        Some(g) if g.rank > 0 => Some(
-            tempfile::Builder::new()
-                .prefix(&format!("distill-rank{}-", g.rank))
-                .tempdir()
-                .map_err(|e| DistillError::io(&std::env::temp_dir(), e))?,
-        ),
-        _ => None,
-    };
+    let private = strategy.private_folder()?;
     let private_out = private.as_ref().map(|d| d.path().join("run"));
     let out = private_out.as_deref().unwrap_or(out);
     // a resumed job's ranks above 0 start from rank 0's checkpoints and keep their own folder
@@ -265,23 +264,23 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     loaded.warnings.iter().for_each(|w| progress.warn(w.clone()));
     check_baseline(opts.baseline, &cfg.spec, &loaded.train)?;
     let (settings, memory) = crate::train::memory_plan::resolve(cfg, device, &loaded.sizes(), &progress)?;
-    if let Some(g) = &group {
-        let planned = settings.spec().estimate.data_parallel;
+    if let Some(backend) = strategy.backend_name() {
+        let (planned, world) = (settings.spec().estimate.data_parallel, strategy.world_size());
         progress.line(format!(
             "data-parallel: {} processes ({} on {}), {} samples each per step, {} in all",
-            g.world,
-            g.backend.name(),
+            world,
+            backend,
             match device {
                 tch::Device::Cuda(i) => format!("cuda:{i}"),
                 _ => "cpu".into(),
             },
             settings.batch_size(),
-            settings.batch_size() * g.world
+            settings.batch_size() * world
         ));
-        if planned != 1 && planned as usize != g.world {
+        if planned != 1 && planned as usize != world {
             progress.line(format!(
                 "note: estimate.data_parallel = {planned} in the cfg.toml, but {} processes run: the memory plan prices {planned}",
-                g.world
+                world
             ));
         }
     }
@@ -289,7 +288,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let student = &settings.spec().student;
     let batch_norm = student.norm == estimator_wasm::schema::Norm::Batch
         && student.family != estimator_wasm::schema::Family::Transformer;
-    match (opts.sync_batch_norm, group.is_some(), batch_norm) {
+    match (opts.sync_batch_norm, strategy.is_data_parallel(), batch_norm) {
         (true, false, _) => progress
             .line("note: --sync-batch-norm in one process: its BatchNorm layers see the whole batch already".into()),
         (true, true, false) => {
@@ -306,12 +305,10 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
     let inputs = fingerprint::all(&files)?;
     let cache_key = CacheKey::new(&inputs, settings.spec());
     let config = settings.to_toml();
-    if let Some(g) = &group {
-        // every rank must train the same cfg on the same teacher and data
-        let what = format!("{config}\n{inputs:?}\nsync_batch_norm={}", opts.sync_batch_norm);
-        crate::data_parallel::replicas::check_same_job(g, what.as_bytes())?;
-    }
-    let world_size = group.as_ref().map_or(1, |g| g.world);
+    // every rank must train the same cfg on the same teacher and data
+    let what = format!("{config}\n{inputs:?}\nsync_batch_norm={}", opts.sync_batch_norm);
+    strategy.check_same_job(what.as_bytes())?;
+    let world_size = strategy.world_size();
     let resumable = Resumable { options: absolute(opts, out), config, inputs, world_size };
     rundir.write("run.json", &serde_json::to_vec_pretty(&resumable).expect("run.json serialises"))?;
     rundir.write("config.toml", settings.portable_toml().as_bytes())?;
@@ -324,7 +321,7 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
         progress: &progress,
         cache_key,
         teacher_cache: opts.teacher_cache.as_deref(),
-        group: group.as_ref(),
+        strategy: &strategy,
         sync_batch_norm: opts.sync_batch_norm,
         restore_from: restore_from.as_deref(),
         latency: opts.latency,
@@ -370,11 +367,11 @@ fn execute(opts: &TrainOptions, cfg: RunConfig, out: &Path, reopened: Option<Run
                 wall_seconds,
                 phases,
                 output_dir: rundir.out.display().to_string(),
-                data_parallel: group.as_ref().map(|g| DataParallelReport {
-                    world_size: g.world,
-                    backend: g.backend.name(),
+                data_parallel: strategy.backend_name().map(|backend| DataParallelReport {
+                    world_size,
+                    backend,
                     micro_batch: settings.batch_size() as u64,
-                    global_batch: (settings.batch_size() * g.world) as u64,
+                    global_batch: (settings.batch_size() * world_size) as u64,
                 }),
                 utilisation,
             };

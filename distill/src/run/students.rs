@@ -60,8 +60,8 @@ pub struct Students<'a> {
     pub cache_key: CacheKey,
     /// `--teacher-cache DIR`: the folder of teacher outputs shared by runs.
     pub teacher_cache: Option<&'a Path>,
-    /// The data-parallel job's process group, when this process is one of several.
-    pub group: Option<&'a crate::data_parallel::ProcessGroup>,
+    /// Alone, or one rank of a data-parallel job.
+    pub strategy: &'a crate::data_parallel::Strategy,
     /// `--sync-batch-norm`: BatchNorm over the job's global batch.
     pub sync_batch_norm: bool,
     /// A resumed job's rank above 0: rank 0's run folder, whose checkpoints it starts from.
@@ -149,7 +149,7 @@ impl Students<'_> {
             targets,
             teacher_test_preds: Some(&teacher_test),
             teacher_weights: data.teacher_weights,
-            group: self.group,
+            strategy: self.strategy,
             sync_batch_norm: self.sync_batch_norm,
         };
         if settings.auto_batch() {
@@ -217,7 +217,7 @@ impl Students<'_> {
             None => in_shared().map(|outputs| (outputs, shared.as_ref().expect("read from it"))),
         };
         // a data-parallel job's other ranks keep no run folder of use (rank 0 writes the run)
-        let in_run_folder = self.group.is_none_or(|g| g.rank == 0);
+        let in_run_folder = self.strategy.writes_run_folder();
         if let Some((outputs, from)) = found {
             progress.line(format!("teacher: outputs of {n} train samples read from {}", from.display()));
             // each place that should hold them and does not gets them
@@ -356,7 +356,7 @@ pub fn run_student(
         dir: out.path("checkpoints"),
         stop: out.stop,
         stop_after: out.stop_after,
-        write: inputs.group.is_none_or(|g| g.rank == 0),
+        write: inputs.strategy.writes_run_folder(),
     };
     let metrics_path = out.path("metrics.jsonl");
     let restore_dir = out.source.join("checkpoints");

@@ -3,10 +3,8 @@
 //! them. With the tensors, this is all a resumed run needs (a checkpoint's `state.json`).
 use serde::{Deserialize, Serialize};
 
-use tch::{Kind, Tensor};
-
-use crate::data_parallel::group::{ProcessGroup, ReduceOp};
-use crate::host::error::{DistillError, Result};
+use crate::data_parallel::Strategy;
+use crate::host::error::Result;
 use crate::train::metrics::{EpochLine, StepLine};
 use crate::train::objective::LossValues;
 
@@ -287,15 +285,9 @@ impl LoopState {
 /// not every step, as each collective costs a round trip.
 ///
 /// # Errors
-/// [`DistillError::Distributed`] when a peer is gone.
-pub fn merge_figures(group: &ProcessGroup, state: &mut LoopState) -> Result<()> {
-    state.merge_ranks(group.world as f64, |packed| {
-        let t = Tensor::from_slice(packed).to_kind(Kind::Double);
-        group.all_reduce(&t, ReduceOp::Sum)?;
-        let v = Vec::<f64>::try_from(&t).map_err(|e| DistillError::Torch(e.to_string()))?;
-        packed.copy_from_slice(&v);
-        Ok(())
-    })
+/// [`crate::host::error::DistillError::Distributed`] when a peer is gone.
+pub fn merge_figures(strategy: &Strategy, state: &mut LoopState) -> Result<()> {
+    state.merge_ranks(strategy.world_size() as f64, |packed| strategy.merge(packed))
 }
 
 #[cfg(test)]

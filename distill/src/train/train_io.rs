@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use tch::Tensor;
 
 use crate::config::RunSettings;
-use crate::data_parallel::ProcessGroup;
+use crate::data_parallel::Strategy;
 use crate::host::error::Result;
 use crate::inputs::data::{Batch, Dataset};
 use crate::inputs::teacher::Teacher;
@@ -51,8 +51,8 @@ pub struct TrainInputs<'a> {
     pub teacher_test_preds: Option<&'a Tensor>,
     /// The teacher's parameters a fresh student starts from (`student.init_from_teacher`).
     pub teacher_weights: Option<&'a crate::student::TeacherWeights>,
-    /// The data-parallel job's process group (`None`: this process trains alone).
-    pub group: Option<&'a ProcessGroup>,
+    /// Alone, or one rank of a data-parallel job (its process group).
+    pub strategy: &'a Strategy,
     /// Normalise BatchNorm over the job's global batch (`--sync-batch-norm`).
     pub sync_batch_norm: bool,
 }

@@ -14,7 +14,6 @@ use estimator_wasm::schema::arch::checkpoint_segments;
 use tch::{nn::VarStore, Tensor};
 
 use super::step::{forward_backward, param_segments, restore_running_stats, save_running_stats, StepBatch, StepConfig};
-use crate::data_parallel::replicas::{any_rank, check_identical};
 use crate::data_parallel::Ddp;
 use crate::host::error::{DistillError, Result};
 use crate::host::phase_times::{during, Phase};
@@ -56,7 +55,7 @@ pub struct Trainer<'a> {
     /// The epoch's optimiser steps (a last batch BatchNorm cannot train on is dropped).
     batches: Batches,
     state: LoopState,
-    /// Data parallelism: the Reducer of `params` in `inputs.group`.
+    /// Data parallelism: the Reducer of `params` in `inputs.strategy`'s group.
     ddp: Option<Ddp<'a>>,
     /// `[[kd.hidden]]`: the pairs and their projections (variables of `vs`).
     hidden: Option<crate::train::objective::hidden_kd::HiddenKd>,
@@ -77,7 +76,7 @@ impl<'a> Trainer<'a> {
     /// [`DistillError::Usage`] for a pruning schedule that does not fit the run.
     pub fn new(inputs: &'a TrainInputs<'a>, vs: VarStore, mut student: Student) -> Result<Trainer<'a>> {
         let spec = inputs.settings.spec();
-        let world = inputs.group.map_or(1, |g| g.world);
+        let world = inputs.strategy.world_size();
         let batches = Batches::sharded(inputs.train.len(), inputs.settings.batch_size(), world, &student)?;
         let steps_per_epoch = batches.steps_per_epoch;
         let hidden = crate::hidden_step::build(inputs, &vs)?;
@@ -100,10 +99,7 @@ impl<'a> Trainer<'a> {
             }
             None => None,
         };
-        let ddp = match inputs.group {
-            Some(g) => Some(Ddp::new(g, &params, &buffers(&vs))?),
-            None => None,
-        };
+        let ddp = inputs.strategy.reducer(&params, &buffers(&vs))?;
         let schedule = Schedule {
             lr: spec.train.lr,
             min_lr: spec.train.min_lr,
@@ -169,8 +165,8 @@ impl<'a> Trainer<'a> {
             let (chunk, weight) = {
                 let all = &order.as_ref().expect("set above").1;
                 let global = self.batches.range(i);
-                let local = self.inputs.group.map_or(global.clone(), |g| self.batches.shard(global.clone(), g.rank));
-                let weight = (local.len() * self.batches.world) as f64 / global.len() as f64;
+                let local = self.inputs.strategy.shard(global.clone(), |g, rank| self.batches.shard(g, rank));
+                let weight = (local.len() * self.inputs.strategy.world_size()) as f64 / global.len() as f64;
                 (all[local].to_vec(), weight)
             };
             let (started, lr) = (Instant::now(), self.schedule.at(self.state.step()));
@@ -189,13 +185,8 @@ impl<'a> Trainer<'a> {
                 let ctrl_c = c.stop.load(std::sync::atomic::Ordering::SeqCst);
                 // Every rank of a job stops after the same step: Ctrl-C reaches them at different
                 // times, so they agree on it at the steps that log or save (the same on all).
-                let ctrl_c = match self.inputs.group {
-                    Some(g) if step % spec.train.log_every == 0 || epoch_end || (every > 0 && step % every == 0) => {
-                        any_rank(g, ctrl_c)?
-                    }
-                    Some(_) => false,
-                    None => ctrl_c,
-                };
+                let meet = step % spec.train.log_every == 0 || epoch_end || (every > 0 && step % every == 0);
+                let ctrl_c = self.inputs.strategy.agree_to_stop(ctrl_c, meet)?;
                 let stop = ctrl_c || c.stop_after == Some(step);
                 if epoch_end || stop || (every > 0 && step % every == 0) {
                     self.merge_figures()?;
@@ -253,15 +244,12 @@ impl<'a> Trainer<'a> {
             precision: spec.train.precision,
             objective: self.objective.as_ref(),
             // each rank of a job draws its own dropout masks (rank 0 the masks of one process)
-            seed: spec
-                .train
-                .seed
-                .wrapping_add(self.inputs.group.map_or(0, |g| g.rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            seed: self.inputs.strategy.rank_seed(spec.train.seed),
             segments: &self.segments,
             param_segment: &self.param_segment,
             recompute: self.segments.len() > 1,
             ddp: self.ddp.as_ref(),
-            sync_batch_norm: self.inputs.group.filter(|_| self.inputs.sync_batch_norm),
+            sync_batch_norm: self.inputs.strategy.sync_batch_norm(self.inputs.sync_batch_norm),
             loss_chunk: crate::train::chunked_loss::loss_chunk(spec),
             fused_head: self.fused.as_ref(),
             hidden: self.hidden.as_ref(),
@@ -293,7 +281,8 @@ impl<'a> Trainer<'a> {
         let losses = out.loss.values();
         // Under data parallelism the loss parts are weighted as the gradient is, so that the
         // ranks' mean is the global batch's (`LoopState::merge_ranks`).
-        let booked = if self.inputs.group.is_some() && weight != 1.0 { losses.mean(1.0 / weight) } else { losses };
+        let booked =
+            if self.inputs.strategy.is_data_parallel() && weight != 1.0 { losses.mean(1.0 / weight) } else { losses };
         let figures = StepFigures { losses: booked, correct, samples: chunk.len() as f64, seconds: 0.0, applied: true };
         // A rank's own loss: a non-finite one on another rank makes the averaged gradients, so
         // every rank's next loss, non-finite too.
@@ -329,9 +318,9 @@ impl<'a> Trainer<'a> {
     /// Data parallelism: merges the ranks' figures of the steps since the last merge (every rank
     /// calls this after the same steps); nothing in one process.
     fn merge_figures(&mut self) -> Result<()> {
-        match self.inputs.group {
-            Some(g) if self.state.has_unmerged() => merge_figures(g, &mut self.state),
-            _ => Ok(()),
+        match self.inputs.strategy.is_data_parallel() && self.state.has_unmerged() {
+            true => merge_figures(self.inputs.strategy, &mut self.state),
+            false => Ok(()),
         }
     }
 
@@ -353,9 +342,9 @@ impl<'a> Trainer<'a> {
         progress: &Progress,
         metrics: &mut MetricsLog,
     ) -> Result<()> {
-        match self.inputs.group {
-            Some(_) => self.state.record_unmerged(figures),
-            None => self.state.record(figures),
+        match self.inputs.strategy.is_data_parallel() {
+            true => self.state.record_unmerged(figures),
+            false => self.state.record(figures),
         }
         progress.step(self.state.window_status());
         let step = self.state.step();
@@ -371,9 +360,9 @@ impl<'a> Trainer<'a> {
     fn end_epoch(&mut self, epoch: u64, progress: &Progress, metrics: &mut MetricsLog, name: &str) -> Result<()> {
         let inputs = self.inputs;
         self.merge_figures()?;
-        if let (Some(g), Some(ddp)) = (inputs.group, &self.ddp) {
+        if let Some(ddp) = &self.ddp {
             ddp.sync_buffers()?;
-            check_identical(g, &ddp.tensors(), &format!("after epoch {}", epoch + 1))?;
+            inputs.strategy.check_identical(&ddp.tensors(), &format!("after epoch {}", epoch + 1))?;
         }
         let spec = inputs.settings.spec();
         let batch = spec.train.eval_batch_size as usize;
