@@ -31,7 +31,17 @@ impl Teacher {
         let cast = |t: Tensor| IValue::Tensor(if t.is_floating_point() { t.to_kind(self.kind) } else { t });
         let (out, hidden) = match &self.module {
             TeacherModule::Hf(d) => {
-                let n = d.config.layers as usize + 1;
+                let n = d.hidden_states().ok_or_else(|| {
+                    DistillError::teacher(
+                        &self.path,
+                        format!(
+                            "kd.hidden: hidden states are read from a Llama-family folder (llama, mistral, qwen2) or a \
+                             TorchScript teacher's teacher.hidden_output, and this folder is {}: remove [[kd.hidden]] \
+                             or trace the teacher with its hidden states",
+                            d.config.model_type()
+                        ),
+                    )
+                })?;
                 self.check_layers(layers, n, "the folder's decoder returns")?;
                 let run = tch::no_grad(|| d.forward_keeping(&input.x, input.mask.as_ref(), layers));
                 match run {

@@ -92,7 +92,7 @@ impl Loaded {
         check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, expected)?;
         teacher.check_finite(&probe_logits, &probe, &train)?;
         check_eval_mode(&teacher, &probe.input, &probe_logits)?;
-        crate::hidden_step::preflight(spec, &teacher, &probe.input)?;
+        crate::train::hidden_step::preflight(spec, &teacher, &probe.input)?;
         let teacher_weights = teacher_weights(spec, &teacher, &train, device)?;
         let init = StudentInit { teacher: teacher_weights.as_ref(), file: cfg.init.as_deref() };
         let (_, student, teacher_init) = build_student_from(spec, init, &cfg.path, device)?;

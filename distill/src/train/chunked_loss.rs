@@ -17,7 +17,7 @@ use crate::train::amp::GradScaler;
 use crate::train::objective::{LossParts, Objective};
 
 /// `kd.loss_chunk` where it chunks: a language model whose windows are longer than a chunk,
-/// unless the head is fused with the loss (`kd.fused_head`, [`crate::fused_lm_loss`]).
+/// unless the head is fused with the loss (`kd.fused_head`, [`crate::train::fused_lm_loss`]).
 pub fn loss_chunk(spec: &estimator_wasm::schema::Config) -> Option<i64> {
     let chunk = spec.kd.loss_chunk;
     let seq = spec.data.input_shape.first().copied().unwrap_or(0);

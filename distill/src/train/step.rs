@@ -57,7 +57,7 @@ pub struct StepConfig<'a> {
     /// the student's last block, runs with the loss chunk by chunk ([`crate::train::chunked_loss`]).
     pub loss_chunk: Option<i64>,
     /// A language model's head fused with its loss (`kd.fused_head`): the student runs up to
-    /// its head, whose logits the loss makes chunk by chunk ([`crate::fused_lm_loss`]).
+    /// its head, whose logits the loss makes chunk by chunk ([`crate::train::fused_lm_loss`]).
     pub fused_head: Option<&'a FusedLmLoss>,
     /// `[[kd.hidden]]`: the outputs of the pairs' blocks are kept and their weighted distances
     /// to [`StepBatch::teacher_hidden`] added to the objective's loss (`None`: nothing kept).

@@ -18,7 +18,7 @@ use crate::data_parallel::Ddp;
 use crate::host::error::{DistillError, Result};
 use crate::host::phase_times::{during, Phase};
 use crate::host::progress::Progress;
-use crate::inputs::data::{permutation, Batch};
+use crate::inputs::data::permutation;
 use crate::train::fused_lm_loss::FusedLmLoss;
 use crate::train::hidden_step::batch_of;
 use crate::prune::{PruneSchedule, Pruner};
@@ -79,7 +79,7 @@ impl<'a> Trainer<'a> {
         let world = inputs.strategy.world_size();
         let batches = Batches::sharded(inputs.train.len(), inputs.settings.batch_size(), world, &student)?;
         let steps_per_epoch = batches.steps_per_epoch;
-        let hidden = crate::hidden_step::build(inputs, &vs)?;
+        let hidden = crate::train::hidden_step::build(inputs, &vs)?;
         let named = crate::student::trainable(&vs);
         let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
         let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();

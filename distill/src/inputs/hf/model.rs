@@ -81,4 +81,32 @@ impl HfModel {
             _ => None,
         }
     }
+
+    /// How many hidden states a `[[kd.hidden]]` pair can name: `num_hidden_layers + 1` for a
+    /// Llama-family decoder (0 the embeddings' output, as Hugging Face's `output_hidden_states`
+    /// numbers them); `None` for GPT-2 and BERT, whose hidden states distill does not collect yet.
+    pub fn hidden_states(&self) -> Option<usize> {
+        match &self.net {
+            Net::Llama(m) => Some(m.config.layers as usize + 1),
+            _ => None,
+        }
+    }
+
+    /// The logits and the hidden states `keep` (each [B, S, hidden]) of a Llama-family decoder
+    /// ([`HfDecoder::forward_keeping`]), without autograd.
+    ///
+    /// # Errors
+    /// As [`HfModel::forward`]; a model other than a Llama-family decoder (see
+    /// [`HfModel::hidden_states`]).
+    pub fn forward_keeping(
+        &self,
+        ids: &Tensor,
+        mask: Option<&Tensor>,
+        keep: &[usize],
+    ) -> Result<(Tensor, Vec<Tensor>), TchError> {
+        match &self.net {
+            Net::Llama(m) => m.forward_keeping(ids, mask, keep),
+            _ => Err(TchError::Torch(format!("a {} folder gives no hidden states", self.config.model_type()))),
+        }
+    }
 }

@@ -120,6 +120,7 @@ fn one_step_moves_the_projection_and_the_student_layer_by_the_hidden_term() {
             ddp: None,
             sync_batch_norm: None,
             loss_chunk: None,
+            fused_head: None,
             hidden,
         };
         let batch = StepBatch {
