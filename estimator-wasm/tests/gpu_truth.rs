@@ -2,11 +2,11 @@
 //! (`fidelity/gpu/*/runs.toml`: the run's cfg, its data statistics, what the allocator measured)
 //! is priced as `distill` prices its own run on that device (`distill/src/memory_plan.rs`: the cfg
 //! at `target = "cuda"`, the teacher's exact count, the datasets, text batch widths, the device's
-//! memory and compute capability), and the prediction must be within 5% of the measured peak
-//! allocated bytes. The allocator's reserved bytes are predicted as the segments of the plan's
-//! peak moment, a lower bound of what it measured (it keeps every segment it ever opened: cached
-//! blocks of earlier passes and of other batch widths add 2-49% on these runs,
-//! `docs/memory-model.md`); the table prints both.
+//! memory and compute capability). The prediction must be within 5% of the measured peak
+//! allocated bytes, and the allocator's reserved bytes (the run's requests replayed on the
+//! model of `c10/cuda/CUDACachingAllocator.cpp`, `estimator-wasm/src/memory/caching_allocator.rs`)
+//! within 10% of the measured peak reserved, but for the runs of [`RESERVED_MISSES`]. The table
+//! prints both.
 use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::catalogue::cuda_device;
@@ -87,6 +87,35 @@ fn predict(dir: &Path, p: &Provenance, run: &Run) -> (u64, u64) {
     (plan.peak_allocated(), plan.totals.reserved)
 }
 
+/// Runs whose predicted reserved bytes are off by more than 10%: (name, error when listed, why).
+/// Each must stay within [`MISS_BOUND`], and leaves the list once it is within 10% (the test
+/// fails while a listed run is within 10%), so the list can only shrink.
+const RESERVED_MISSES: &[(&str, f64, &str)] = &[
+    (
+        "text-fixture",
+        -0.196,
+        "63 steps of shuffled batches padded to widths up to 64 leave blocks cached at widths the fixture does not record",
+    ),
+    (
+        "minilm-bf16",
+        -0.151,
+        "313 steps of shuffled batches padded to widths up to 117; the fixture records the widest only, the replay the others not",
+    ),
+    (
+        "minilm-fp32",
+        -0.249,
+        "as minilm-bf16, with fp32 activations twice the size: the uncached widths weigh twice as much",
+    ),
+    (
+        "smollm2-auto",
+        0.126,
+        "over: the replay orders the step's requests coarser than the run (a layer's temporaries together), splitting blocks the run reuses",
+    ),
+];
+
+/// How far a run of [`RESERVED_MISSES`] may be off.
+const MISS_BOUND: f64 = 0.25;
+
 fn error(predicted: u64, measured: u64) -> f64 {
     (predicted as f64 - measured as f64) / measured as f64
 }
@@ -122,8 +151,24 @@ fn the_plan_holds_on_every_recorded_gpu_run() {
             if ea.abs() > 0.05 {
                 failures.push(format!("{}: allocated {:+.1}% (more than 5%)", run.name, 100.0 * ea));
             }
-            if er > 0.02 {
-                failures.push(format!("{}: reserved {:+.1}%, above what the allocator held", run.name, 100.0 * er));
+            match RESERVED_MISSES.iter().find(|m| m.0 == run.name) {
+                None if er.abs() > 0.10 => {
+                    failures.push(format!("{}: reserved {:+.1}% (more than 10%)", run.name, 100.0 * er))
+                }
+                Some(_) if er.abs() <= 0.10 => failures.push(format!(
+                    "{}: reserved {:+.1}%, within 10%: take it out of RESERVED_MISSES",
+                    run.name,
+                    100.0 * er
+                )),
+                Some(m) if er.abs() > MISS_BOUND => failures.push(format!(
+                    "{}: reserved {:+.1}% (listed at {:+.1}%: {}), more than {}%",
+                    run.name,
+                    100.0 * er,
+                    100.0 * m.1,
+                    m.2,
+                    100.0 * MISS_BOUND
+                )),
+                _ => {}
             }
         }
     }

@@ -51,15 +51,21 @@ fn tiny_mlp_by_hand() {
 #[test]
 fn cuda_rounds_every_tensor_and_adds_the_runtime() {
     let cpu = estimate(&config(TINY), &Inputs::default()).unwrap();
-    let cuda = estimate(&config(&TINY.replace("target = \"cpu\"", "gpu = \"T4\"")), &Inputs::default()).unwrap();
+    let cuda_cfg = TINY.replace("target = \"cpu\"", "gpu = \"T4\"");
+    let cuda = estimate(&config(&format!("{cuda_cfg}fragmentation = 0.1\n")), &Inputs::default()).unwrap();
     // 4 parameter tensors, each rounded to 512 B
     assert_eq!(cuda.peak.get(Cat::StudentWeights), 4 * 512);
     assert_eq!(cuda.totals.cuda_context, 768 << 20);
     // the main thread's cuBLAS workspace (8320 KiB) opens a 20 MiB segment; autograd's thread's
-    // (from the first backward on) is priced at its size; small tensors one 2 MiB segment
+    // (from the first backward on) is cut from the 11.875 MiB left of it; small tensors one
+    // 2 MiB segment
     assert_eq!(cuda.peak.get(Cat::CublasWorkspace), 2 * 8320 * 1024);
-    assert_eq!(cuda.totals.reserved, (20 << 20) + 8320 * 1024 + (2 << 20));
+    assert_eq!(cuda.totals.reserved, (20 << 20) + (2 << 20));
     assert_eq!(cuda.totals.fragmentation, cuda.totals.reserved.div_ceil(10));
+    // without `estimate.fragmentation` there is no reserve beyond the allocator's own bytes
+    let plain = estimate(&config(&cuda_cfg), &Inputs::default()).unwrap();
+    assert_eq!(plain.totals.fragmentation, 0);
+    assert_eq!(plain.totals.total, plain.totals.reserved + (768 << 20));
     assert!(cuda.totals.total > cpu.totals.total);
     assert!(cuda.fit.unwrap().fits);
 }

@@ -45,11 +45,12 @@ impl MemoryModel {
         }
         let peak = peak.ok_or_else(|| EstimateError::overflow("the peak"))?;
         let peak_stage = &self.student.stages[best.stage];
-        let (fragmentation, total) = self.setup.runtime.device_total(peak.reserved)?;
+        let reserved = self.run_reserved(b, peak.reserved);
+        let (fragmentation, total) = self.setup.runtime.device_total(reserved)?;
         let totals = Totals {
             requested: peak.requested,
             allocated: peak.allocated,
-            reserved: peak.reserved,
+            reserved,
             fragmentation,
             cuda_context: self.setup.runtime.cuda_context,
             nccl: self.setup.runtime.nccl,
@@ -116,16 +117,27 @@ impl MemoryModel {
     pub fn totals(&self, b: u64) -> Result<Totals, EstimateError> {
         check_batch(b)?;
         let peak = scan::scan(self, b)?.checked_peak()?;
-        let (fragmentation, total) = self.setup.runtime.device_total(peak.reserved)?;
+        let reserved = self.run_reserved(b, peak.reserved);
+        let (fragmentation, total) = self.setup.runtime.device_total(reserved)?;
         Ok(Totals {
             requested: peak.pool.requested,
             allocated: peak.pool.allocated,
-            reserved: peak.reserved,
+            reserved,
             fragmentation,
             cuda_context: self.setup.runtime.cuda_context,
             nccl: self.setup.runtime.nccl,
             total,
         })
+    }
+
+    /// The allocator's peak reserved bytes over a run at micro-batch `b`: on CUDA the run's
+    /// requests replayed on the caching allocator's model (`crate::memory::alloc_trace`); on
+    /// the CPU, where nothing is cached, `moment_peak` (the peak moment's bytes).
+    fn run_reserved(&self, b: u64, moment_peak: u64) -> u64 {
+        if !self.setup.runtime.cuda {
+            return moment_peak;
+        }
+        crate::memory::alloc_trace::Run::of(self, b, self.setup.eval_batch).peak_reserved()
     }
 
     /// FLOPs of one training step at micro-batch `b` (`crate::memory::flops`' convention).
