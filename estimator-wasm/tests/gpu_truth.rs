@@ -127,7 +127,7 @@ const RESERVED_MISSES: &[(&str, f64, &str)] = &[
     (
         "smollm2-auto",
         0.126,
-        "over: the replay orders the step's requests coarser than the run (a layer's temporaries together), splitting blocks the run reuses",
+        "over: the replay frees a layer's temporaries together, not each when dead, and opens segments the run reuses (likely; not measured)",
     ),
 ];
 

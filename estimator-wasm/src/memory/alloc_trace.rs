@@ -86,7 +86,7 @@ struct Tracer {
 
 impl Tracer {
     /// Requests `sizes` at `b` rows (zero sizes make no request); returns (bytes, address).
-    fn alloc(&mut self, sizes: &[Size], b: u64) -> Vec<(u64, u64)> {
+    fn alloc(&mut self, sizes: &[Size], b: u64) -> Vec<(u64, u128)> {
         sizes
             .iter()
             .map(|s| s.at_saturating(b))
@@ -95,7 +95,7 @@ impl Tracer {
             .collect()
     }
 
-    fn fixed(&mut self, bytes: &[u64]) -> Vec<(u64, u64)> {
+    fn fixed(&mut self, bytes: &[u64]) -> Vec<(u64, u128)> {
         bytes.iter().filter(|&&x| x > 0).map(|&x| (x, self.a.malloc(x))).collect()
     }
 
@@ -104,7 +104,7 @@ impl Tracer {
         self.fixed(bytes);
     }
 
-    fn free(&mut self, blocks: Vec<(u64, u64)>) {
+    fn free(&mut self, blocks: Vec<(u64, u128)>) {
         for (_, address) in blocks {
             self.a.free(address);
         }
@@ -154,7 +154,7 @@ impl Tracer {
             }
         }
         let cast = self.fixed(&statics.cast_cache);
-        let mut saved: Vec<Vec<(u64, u64)>> = Vec::with_capacity(layers.len());
+        let mut saved: Vec<Vec<(u64, u128)>> = Vec::with_capacity(layers.len());
         for l in layers {
             saved.push(self.alloc(&resident(l), b));
             let live = if s.checkpointing { &l.checkpoint_forward_live } else { &l.forward_live };
@@ -179,7 +179,7 @@ impl Tracer {
         self.free(loss_saved);
         self.free(loss_grads);
         let mut grads = Vec::new();
-        let mut recomputed: Vec<Vec<(u64, u64)>> = vec![Vec::new(); layers.len()];
+        let mut recomputed: Vec<Vec<(u64, u128)>> = vec![Vec::new(); layers.len()];
         for i in (0..layers.len()).rev() {
             let l = &layers[i];
             if s.checkpointing && (i + 1 == layers.len() || layers[i + 1].segment_start) {

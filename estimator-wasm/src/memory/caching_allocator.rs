@@ -23,18 +23,11 @@
 //! threshold and one stream are assumed, as `distill` runs.
 use std::collections::{BTreeMap, BTreeSet};
 
-/// `kMinBlockSize`: every request is rounded up to a multiple of it.
-pub const MIN_BLOCK: u64 = 512;
-/// `kSmallSize`: the largest request of the small pool.
-pub const SMALL_SIZE: u64 = 1 << 20;
-/// `kSmallBuffer`: the segment size of the small pool.
-pub const SMALL_BUFFER: u64 = 2 << 20;
-/// `kMinLargeAlloc`: the smallest request that gets a segment of its own size.
-pub const MIN_LARGE_ALLOC: u64 = 10 << 20;
-/// `kLargeBuffer`: the segment opened for a large-pool request below `kMinLargeAlloc`.
-pub const LARGE_BUFFER: u64 = 20 << 20;
-/// `kRoundLarge`: the rounding of segments for requests of `kMinLargeAlloc` or more.
-pub const ROUND_LARGE: u64 = 2 << 20;
+// the allocator's constants, under their names in the source
+use crate::memory::runtime::{
+    BLOCK as MIN_BLOCK, LARGE_REQUEST as MIN_LARGE_ALLOC, LARGE_ROUND as ROUND_LARGE, MID_SEGMENT as LARGE_BUFFER,
+    SMALL_REQUEST as SMALL_SIZE, SMALL_SEGMENT as SMALL_BUFFER,
+};
 
 /// `round_size`: `bytes` as the allocator hands it out.
 pub fn round_size(bytes: u64) -> u64 {
@@ -56,19 +49,19 @@ pub fn allocation_size(size: u64) -> u64 {
 struct Block {
     size: u64,
     free: bool,
-    segment: u64,
+    segment: u128,
 }
 
 /// The allocator's state: its segments, their blocks, and its counters.
 #[derive(Debug, Clone, Default)]
 pub struct CachingAllocator {
-    /// Every block by address.
-    blocks: BTreeMap<u64, Block>,
+    /// Every block by address (u128: a run of segments near 2^64 bytes each still has room).
+    blocks: BTreeMap<u128, Block>,
     /// Cached free blocks of each pool, as (size, address): `[small, large]`.
-    free: [BTreeSet<(u64, u64)>; 2],
+    free: [BTreeSet<(u64, u128)>; 2],
     /// Segments by base address: (size, small pool).
-    segments: BTreeMap<u64, (u64, bool)>,
-    next_address: u64,
+    segments: BTreeMap<u128, (u64, bool)>,
+    next_address: u128,
     /// Bytes of the device the allocator may reserve (`u64::MAX`: unlimited).
     limit: u64,
     /// Bytes in segments now (`reserved_bytes.current`).
@@ -89,7 +82,7 @@ impl CachingAllocator {
     }
 
     /// Serves a request of `bytes`; returns the block's address (the handle [`Self::free`] takes).
-    pub fn malloc(&mut self, bytes: u64) -> u64 {
+    pub fn malloc(&mut self, bytes: u64) -> u128 {
         let size = round_size(bytes);
         let small = size <= SMALL_SIZE;
         let pool = usize::from(!small);
@@ -106,7 +99,7 @@ impl CachingAllocator {
                 }
                 let base = self.next_address;
                 // segments never touch: a gap keeps neighbours of different segments apart
-                self.next_address = base.saturating_add(segment).saturating_add(SMALL_BUFFER);
+                self.next_address = base + u128::from(segment) + u128::from(SMALL_BUFFER);
                 self.segments.insert(base, (segment, small));
                 self.blocks.insert(base, Block { size: segment, free: true, segment: base });
                 self.reserved = self.reserved.saturating_add(segment);
@@ -118,7 +111,7 @@ impl CachingAllocator {
         let split = if small { remaining >= MIN_BLOCK } else { remaining > SMALL_SIZE };
         let segment = self.blocks[&address].segment;
         let taken = if split {
-            let rest = address + size;
+            let rest = address + u128::from(size);
             self.blocks.insert(rest, Block { size: remaining, free: true, segment });
             self.free[pool].insert((remaining, rest));
             size
@@ -135,10 +128,10 @@ impl CachingAllocator {
     ///
     /// # Panics
     /// If `address` is not a block in use (a bug of the caller's trace).
-    pub fn free(&mut self, address: u64) {
+    pub fn free(&mut self, address: u128) {
         let block = self.blocks[&address];
         assert!(!block.free, "double free at {address}");
-        self.allocated -= block.size;
+        self.allocated = self.allocated.saturating_sub(block.size);
         let pool = usize::from(!self.segments[&block.segment].1);
         let (mut start, mut size) = (address, block.size);
         if let Some((&prev, &p)) = self.blocks.range(..address).next_back() {
@@ -163,7 +156,7 @@ impl CachingAllocator {
     /// `release_cached_blocks`: every segment whose blocks are all free goes back to the driver.
     fn release_cached(&mut self) {
         // a segment with no block in use is one free block at its base, of its size
-        let whole: Vec<(u64, u64, bool)> = self.free[0]
+        let whole: Vec<(u128, u64, bool)> = self.free[0]
             .iter()
             .chain(&self.free[1])
             .filter(|(size, base)| self.segments.get(base).is_some_and(|s| s.0 == *size))
@@ -173,7 +166,7 @@ impl CachingAllocator {
             self.free[usize::from(!small)].remove(&(size, base));
             self.blocks.remove(&base);
             self.segments.remove(&base);
-            self.reserved -= size;
+            self.reserved = self.reserved.saturating_sub(size);
         }
     }
 }

@@ -45,7 +45,8 @@ impl MemoryModel {
         }
         let peak = peak.ok_or_else(|| EstimateError::overflow("the peak"))?;
         let peak_stage = &self.student.stages[best.stage];
-        let reserved = self.run_reserved(b, peak.reserved);
+        let most_allocated = moments.iter().map(|m| m.allocated).max().unwrap_or(0);
+        let reserved = self.run_reserved(b, peak.reserved, most_allocated);
         let (fragmentation, total) = self.setup.runtime.device_total(reserved)?;
         let totals = Totals {
             requested: peak.requested,
@@ -116,8 +117,10 @@ impl MemoryModel {
     /// As [`MemoryModel::plan`].
     pub fn totals(&self, b: u64) -> Result<Totals, EstimateError> {
         check_batch(b)?;
-        let peak = scan::scan(self, b)?.checked_peak()?;
-        let reserved = self.run_reserved(b, peak.reserved);
+        let scan = scan::scan(self, b)?;
+        let peak = scan.checked_peak()?;
+        let most_allocated = scan.moments.iter().flatten().map(|m| m.pool.allocated).max().unwrap_or(0);
+        let reserved = self.run_reserved(b, peak.reserved, most_allocated);
         let (fragmentation, total) = self.setup.runtime.device_total(reserved)?;
         Ok(Totals {
             requested: peak.pool.requested,
@@ -131,13 +134,15 @@ impl MemoryModel {
     }
 
     /// The allocator's peak reserved bytes over a run at micro-batch `b`: on CUDA the run's
-    /// requests replayed on the caching allocator's model (`crate::memory::alloc_trace`); on
-    /// the CPU, where nothing is cached, `moment_peak` (the peak moment's bytes).
-    fn run_reserved(&self, b: u64, moment_peak: u64) -> u64 {
+    /// requests replayed on the caching allocator's model (`crate::memory::alloc_trace`), and
+    /// at least `most_allocated`, the most any moment allocates (segments hold every block in
+    /// use); on the CPU, where nothing is cached, `moment_peak` (the peak moment's bytes).
+    fn run_reserved(&self, b: u64, moment_peak: u64, most_allocated: u64) -> u64 {
         if !self.setup.runtime.cuda {
             return moment_peak;
         }
-        crate::memory::alloc_trace::Run::of(self, b, self.setup.eval_batch).peak_reserved()
+        let replay = crate::memory::alloc_trace::Run::of(self, b, self.setup.eval_batch).peak_reserved();
+        replay.max(most_allocated)
     }
 
     /// FLOPs of one training step at micro-batch `b` (`crate::memory::flops`' convention).
