@@ -86,11 +86,13 @@ fn priced(dir: &Path, p: &Provenance, run: &Run) -> (Config, Inputs) {
     (config, inputs)
 }
 
-/// Predicted (peak allocated, peak reserved) bytes of `run` on the fixture's device.
+/// Predicted (peak allocated, peak reserved) bytes of `run` on the fixture's device; reserved is
+/// the plan's [`estimator_wasm::Plan::reserved_replay`] (the caching allocator replayed).
 fn predict(dir: &Path, p: &Provenance, run: &Run) -> (u64, u64) {
     let (config, inputs) = priced(dir, p, run);
     let plan = estimate(&config, &inputs).unwrap_or_else(|e| panic!("{}: {e}", run.name));
-    (plan.peak_allocated(), plan.totals.reserved)
+    let replayed = plan.reserved_replay.unwrap_or_else(|| panic!("{}: a CUDA plan replays the allocator", run.name));
+    (plan.peak_allocated(), replayed)
 }
 
 /// Every recorded session's fixture, with its folder.

@@ -107,9 +107,7 @@ proptest! {
                 let t = plan.totals;
                 prop_assert!(t.requested <= t.allocated && t.allocated <= t.reserved.max(t.allocated));
                 prop_assert_eq!(t.total, t.reserved + t.fragmentation + t.cuda_context + t.nccl);
-                // the run's reserved bytes hold every moment's blocks in use (each moment's own
-                // segment estimate may exceed the replay's, which shares segments across moments)
-                prop_assert!(plan.moments.iter().all(|p| p.allocated <= t.reserved));
+                prop_assert!(plan.moments.iter().all(|p| p.reserved <= t.reserved));
                 prop_assert!(plan.peak.iter().map(|(_, v)| v).sum::<u64>() <= t.allocated);
                 if let Some(fit) = plan.fit {
                     prop_assert_eq!(fit.fits, t.total <= fit.capacity);
@@ -121,10 +119,7 @@ proptest! {
         }
     }
 
-    /// More samples never allocate less; the device total, whose reserved bytes come from
-    /// packing blocks into segments (not monotone: a tensor that grows past a segment's free
-    /// block opens a new one, while a larger one may fit another), by at most one segment of
-    /// the largest moment's size class, 2% of the total or 20 MiB.
+    /// More samples never need less memory.
     #[test]
     fn monotone_in_the_batch(student in student(), run in run(), a in 1..5000u64, b in 1..5000u64) {
         let model = Config::from_toml_str(&config_text(&student, &run)).map_err(EstimateError::from)
@@ -133,9 +128,8 @@ proptest! {
         let model = model.unwrap();
         let (lo, hi) = (a.min(b), a.max(b));
         if let (Ok(x), Ok(y)) = (model.totals(lo), model.totals(hi)) {
-            prop_assert!(x.allocated <= y.allocated, "{} at {lo} > {} at {hi}", x.allocated, y.allocated);
-            let slack = (y.total / 50).max(20 << 20);
-            prop_assert!(x.total <= y.total + slack, "{} at {lo} > {} at {hi}", x.total, y.total);
+            // the device total is monotone (the peak moment may change, so its split may not)
+            prop_assert!(x.total <= y.total, "{} at {lo} > {} at {hi}", x.total, y.total);
         }
     }
 }

@@ -1,8 +1,7 @@
 //! The largest micro-batch that fits a GPU: a closed form from the linear model
 //! `M(b) = M_fixed + b * m_lin` (`docs/memory-model.md` section 9), then verified against the full
-//! model's device total ([`MemoryModel::totals`]: the caching allocator's reserved bytes over the
-//! run, any `estimate.fragmentation` reserve, context), which only adds memory, so the answer lies
-//! at or below the closed form and a binary search finds it.
+//! model (allocator rounding, segments, fragmentation, context), which only adds memory, so the
+//! answer lies at or below the closed form and a binary search over the step function finds it.
 use serde::Serialize;
 
 use crate::memory::errors::EstimateError;
@@ -60,8 +59,11 @@ pub fn search(model: &MemoryModel, gpu: &Gpu, safety: f64) -> Result<BatchSearch
     let mut evaluations = 0u32;
     let mut fits = |b: u64| -> Result<bool, EstimateError> {
         evaluations += 1;
-        match model.totals(b) {
-            Ok(t) => Ok(t.total <= budget),
+        let total = scan::scan(model, b)
+            .and_then(|s| s.checked_peak())
+            .and_then(|p| model.setup.runtime.device_total(p.reserved));
+        match total {
+            Ok((_, total)) => Ok(total <= budget),
             Err(EstimateError::Overflow { .. }) => Ok(false),
             Err(e) => Err(e),
         }

@@ -44,14 +44,13 @@ impl MemoryModel {
             moments.push(row);
         }
         let peak = peak.ok_or_else(|| EstimateError::overflow("the peak"))?;
+        let moments_allocated = moments.iter().map(|m| m.allocated).max().unwrap_or(0);
         let peak_stage = &self.student.stages[best.stage];
-        let most_allocated = moments.iter().map(|m| m.allocated).max().unwrap_or(0);
-        let reserved = self.run_reserved(b, peak.reserved, most_allocated);
-        let (fragmentation, total) = self.setup.runtime.device_total(reserved)?;
+        let (fragmentation, total) = self.setup.runtime.device_total(peak.reserved)?;
         let totals = Totals {
             requested: peak.requested,
             allocated: peak.allocated,
-            reserved,
+            reserved: peak.reserved,
             fragmentation,
             cuda_context: self.setup.runtime.cuda_context,
             nccl: self.setup.runtime.nccl,
@@ -108,6 +107,7 @@ impl MemoryModel {
             pruning: self.summary.pruning,
             flops: self.flops.at(b),
             notes: self.summary.notes.clone(),
+            reserved_replay: self.reserved_replay(b, moments_allocated),
         })
     }
 
@@ -117,15 +117,12 @@ impl MemoryModel {
     /// As [`MemoryModel::plan`].
     pub fn totals(&self, b: u64) -> Result<Totals, EstimateError> {
         check_batch(b)?;
-        let scan = scan::scan(self, b)?;
-        let peak = scan.checked_peak()?;
-        let most_allocated = scan.moments.iter().flatten().map(|m| m.pool.allocated).max().unwrap_or(0);
-        let reserved = self.run_reserved(b, peak.reserved, most_allocated);
-        let (fragmentation, total) = self.setup.runtime.device_total(reserved)?;
+        let peak = scan::scan(self, b)?.checked_peak()?;
+        let (fragmentation, total) = self.setup.runtime.device_total(peak.reserved)?;
         Ok(Totals {
             requested: peak.pool.requested,
             allocated: peak.pool.allocated,
-            reserved,
+            reserved: peak.reserved,
             fragmentation,
             cuda_context: self.setup.runtime.cuda_context,
             nccl: self.setup.runtime.nccl,
@@ -133,16 +130,18 @@ impl MemoryModel {
         })
     }
 
-    /// The allocator's peak reserved bytes over a run at micro-batch `b`: on CUDA the run's
-    /// requests replayed on the caching allocator's model (`crate::memory::alloc_trace`), and
-    /// at least `most_allocated`, the most any moment allocates (segments hold every block in
-    /// use); on the CPU, where nothing is cached, `moment_peak` (the peak moment's bytes).
-    fn run_reserved(&self, b: u64, moment_peak: u64, most_allocated: u64) -> u64 {
+    /// The caching allocator's reserved bytes, replayed: its peak over a run at micro-batch `b`
+    /// (the run's requests replayed on `crate::memory::caching_allocator`'s model by
+    /// `crate::memory::alloc_trace`, cached blocks of earlier passes included), at least
+    /// `most_allocated`, the most any moment allocates (segments hold every block in use).
+    /// `None` on the CPU, where nothing is cached. Only [`MemoryModel::plan`] runs it: the
+    /// replay walks every request of the run, too slow for [`MemoryModel::totals`]' sweeps.
+    fn reserved_replay(&self, b: u64, most_allocated: u64) -> Option<u64> {
         if !self.setup.runtime.cuda {
-            return moment_peak;
+            return None;
         }
         let replay = crate::memory::alloc_trace::Run::of(self, b, self.setup.eval_batch).peak_reserved();
-        replay.max(most_allocated)
+        Some(replay.max(most_allocated))
     }
 
     /// FLOPs of one training step at micro-batch `b` (`crate::memory::flops`' convention).

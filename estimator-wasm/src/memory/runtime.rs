@@ -1,5 +1,5 @@
 //! What the CUDA runtime adds to the tensors: caching-allocator rounding and segments, the CUDA
-//! context, the cuBLAS workspace, NCCL buffers and an optional fragmentation reserve
+//! context, the cuBLAS workspace, NCCL buffers and a fragmentation reserve
 //! (`docs/memory-model.md` section 7; `c10/cuda/CUDACachingAllocator.cpp`).
 //!
 //! Every request is rounded up to 512 B. Requests up to 1 MiB are packed into 2 MiB segments,
@@ -12,8 +12,9 @@
 //! prices: small tensors packed into 2 MiB segments; 1-10 MiB tensors at their size but at least
 //! 2 MiB each (the small segment they left); larger tensors rounded to 2 MiB; and the cuBLAS
 //! workspace, the first 1-10 MiB request of a process, as the whole 20 MiB segment it opens.
-//! The plan's reserved total is not this sum but the allocator's peak over the whole run, from
-//! the replay of `crate::memory::caching_allocator` (cached blocks of earlier passes included).
+//! The device total is built on this fast bound (plus the `estimate.fragmentation` reserve); the
+//! plan also reports the allocator's peak over the whole run, replayed on
+//! `crate::memory::caching_allocator` (`Plan::reserved_replay`), which is too slow for sweeps.
 use serde::Serialize;
 
 use crate::memory::errors::EstimateError;

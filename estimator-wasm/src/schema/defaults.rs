@@ -10,7 +10,7 @@ pub(crate) fn one_u64() -> u64 {
     1
 }
 pub(crate) fn default_fragmentation() -> f64 {
-    0.0
+    0.10
 }
 pub(crate) fn default_safety_margin() -> f64 {
     0.05

@@ -330,10 +330,7 @@ pub struct EstimateSpec {
     /// Pipeline stages p (1F1B schedule: stage j keeps p - j micro-batches in flight).
     #[serde(default = "one_u64")]
     pub pipeline_stages: u64,
-    /// Reserve on top of the allocator's reserved bytes, as a fraction of them (0.10 = 10%).
-    /// Default 0: on CUDA the reserved bytes are the caching allocator's own, modelled over the
-    /// whole run (`docs/memory-model.md`, "The caching allocator's reserved bytes"), cached
-    /// free blocks included.
+    /// Reserve for allocator fragmentation, as a fraction of the allocator's peak (0.10 = 10%).
     #[serde(default = "default_fragmentation")]
     pub fragmentation: f64,
     /// CUDA context size in MiB, overriding the GPU catalogue's default.
