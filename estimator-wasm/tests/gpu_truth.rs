@@ -2,16 +2,16 @@
 //! (`fidelity/gpu/*/runs.toml`: the run's cfg, its data statistics, what the allocator measured)
 //! is priced as `distill` prices its own run on that device (`distill/src/train/memory_plan.rs`: the cfg
 //! at `target = "cuda"`, the teacher's exact count, the datasets, text batch widths, the device's
-//! memory and compute capability), and the prediction must be within 5% of the measured peak
-//! allocated bytes. The allocator's reserved bytes are predicted as the segments of the plan's
-//! peak moment, a lower bound of what it measured (it keeps every segment it ever opened: cached
-//! blocks of earlier passes and of other batch widths add 2-49% on these runs,
-//! `docs/memory-model.md`); the table prints both.
+//! memory and compute capability). The prediction must be within 5% of the measured peak
+//! allocated bytes, and the allocator's reserved bytes (the run's requests replayed on the
+//! model of `c10/cuda/CUDACachingAllocator.cpp`, `estimator-wasm/src/memory/caching_allocator.rs`)
+//! within 10% of the measured peak reserved, but for the runs of [`RESERVED_MISSES`]. The table
+//! prints both.
 use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::catalogue::cuda_device;
 use estimator_wasm::schema::Target;
-use estimator_wasm::{estimate, Config, DatasetSize, Inputs, TeacherModel, TextWidths};
+use estimator_wasm::{estimate, max_batch, Config, DatasetSize, Inputs, TeacherModel, TextWidths};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -57,8 +57,8 @@ fn sessions() -> Vec<PathBuf> {
     dirs
 }
 
-/// Predicted (peak allocated, peak reserved) bytes of `run` on the fixture's device.
-fn predict(dir: &Path, p: &Provenance, run: &Run) -> (u64, u64) {
+/// `run`'s cfg and inputs as `distill` prices them on the fixture's device (at the run's batch).
+fn priced(dir: &Path, p: &Provenance, run: &Run) -> (Config, Inputs) {
     let cfg_path = dir.join(format!("{}.toml", run.name));
     let text = std::fs::read_to_string(&cfg_path).unwrap();
     let mut config = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{}: {e}", cfg_path.display()));
@@ -83,9 +83,58 @@ fn predict(dir: &Path, p: &Provenance, run: &Run) -> (u64, u64) {
             evaluation: run.text_evaluation.clone().unwrap_or_default(),
         }),
     };
-    let plan = estimate(&config, &inputs).unwrap_or_else(|e| panic!("{}: {e}", run.name));
-    (plan.peak_allocated(), plan.totals.reserved)
+    (config, inputs)
 }
+
+/// Predicted (peak allocated, peak reserved) bytes of `run` on the fixture's device; reserved is
+/// the plan's [`estimator_wasm::Plan::reserved_replay`] (the caching allocator replayed).
+fn predict(dir: &Path, p: &Provenance, run: &Run) -> (u64, u64) {
+    let (config, inputs) = priced(dir, p, run);
+    let plan = estimate(&config, &inputs).unwrap_or_else(|e| panic!("{}: {e}", run.name));
+    let replayed = plan.reserved_replay.unwrap_or_else(|| panic!("{}: a CUDA plan replays the allocator", run.name));
+    (plan.peak_allocated(), replayed)
+}
+
+/// Every recorded session's fixture, with its folder.
+fn fixtures() -> Vec<(PathBuf, Fixture)> {
+    sessions()
+        .into_iter()
+        .map(|dir| {
+            let text = std::fs::read_to_string(dir.join("runs.toml")).unwrap();
+            let fixture = basic_toml::from_str(&text).unwrap();
+            (dir, fixture)
+        })
+        .collect()
+}
+
+/// Runs whose predicted reserved bytes are off by more than 10%: (name, error when listed, why).
+/// Each must stay within [`MISS_BOUND`], and leaves the list once it is within 10% (the test
+/// fails while a listed run is within 10%), so the list can only shrink.
+const RESERVED_MISSES: &[(&str, f64, &str)] = &[
+    (
+        "text-fixture",
+        -0.196,
+        "63 steps of shuffled batches padded to widths up to 64 leave blocks cached at widths the fixture does not record",
+    ),
+    (
+        "minilm-bf16",
+        -0.151,
+        "313 steps of shuffled batches padded to widths up to 117; the fixture records the widest only, the replay the others not",
+    ),
+    (
+        "minilm-fp32",
+        -0.249,
+        "as minilm-bf16, with fp32 activations twice the size: the uncached widths weigh twice as much",
+    ),
+    (
+        "smollm2-auto",
+        0.126,
+        "over: the replay frees a layer's temporaries together, not each when dead, and opens segments the run reuses (likely; not measured)",
+    ),
+];
+
+/// How far a run of [`RESERVED_MISSES`] may be off.
+const MISS_BOUND: f64 = 0.25;
 
 fn error(predicted: u64, measured: u64) -> f64 {
     (predicted as f64 - measured as f64) / measured as f64
@@ -95,8 +144,7 @@ fn error(predicted: u64, measured: u64) -> f64 {
 fn the_plan_holds_on_every_recorded_gpu_run() {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let mut failures = Vec::new();
-    for dir in sessions() {
-        let fixture: Fixture = basic_toml::from_str(&std::fs::read_to_string(dir.join("runs.toml")).unwrap()).unwrap();
+    for (dir, fixture) in fixtures() {
         let p = &fixture.provenance;
         println!("{} ({}), {}", p.device, dir.file_name().unwrap().to_string_lossy(), p.date);
         println!(
@@ -122,10 +170,71 @@ fn the_plan_holds_on_every_recorded_gpu_run() {
             if ea.abs() > 0.05 {
                 failures.push(format!("{}: allocated {:+.1}% (more than 5%)", run.name, 100.0 * ea));
             }
-            if er > 0.02 {
-                failures.push(format!("{}: reserved {:+.1}%, above what the allocator held", run.name, 100.0 * er));
+            match RESERVED_MISSES.iter().find(|m| m.0 == run.name) {
+                None if er.abs() > 0.10 => {
+                    failures.push(format!("{}: reserved {:+.1}% (more than 10%)", run.name, 100.0 * er))
+                }
+                Some(_) if er.abs() <= 0.10 => failures.push(format!(
+                    "{}: reserved {:+.1}%, within 10%: take it out of RESERVED_MISSES",
+                    run.name,
+                    100.0 * er
+                )),
+                Some(m) if er.abs() > MISS_BOUND => failures.push(format!(
+                    "{}: reserved {:+.1}% (listed at {:+.1}%: {}), more than {}%",
+                    run.name,
+                    100.0 * er,
+                    100.0 * m.1,
+                    m.2,
+                    100.0 * MISS_BOUND
+                )),
+                _ => {}
             }
         }
     }
     assert!(failures.is_empty(), "the plan misses the allocator:\n{}", failures.join("\n"));
+}
+
+/// `train.batch_size = "auto"` to the edge: on the recorded runs whose batch "auto" chose, the
+/// plan at that batch fills the target (the device's memory less `estimate.safety_margin`)
+/// within 5%, and where the batch can be searched here (no text: a text run's widths depend on
+/// the batch, which `distill` recomputes from its sentences) the batch the plan now chooses fills
+/// it within 5% too, never past it. Printed next to what the run measured (its reserved bytes
+/// plus the plan's CUDA context: the process's device memory as the plan counts it).
+#[test]
+fn auto_fills_the_target_on_the_recorded_auto_runs() {
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let mut seen = 0;
+    for (dir, fixture) in fixtures() {
+        let p = &fixture.provenance;
+        for run in fixture.run.iter().filter(|r| r.name.ends_with("-auto")) {
+            seen += 1;
+            let (config, inputs) = priced(&dir, p, run);
+            let margin = config.estimate.safety_margin;
+            let target = p.memory_bytes - (p.memory_bytes as f64 * margin).ceil() as u64;
+            let plan = estimate(&config, &inputs).unwrap();
+            let fill = plan.totals.total as f64 / target as f64;
+            let measured = run.measured_peak_reserved_bytes + plan.totals.cuda_context;
+            println!(
+                "{}: batch {} (recorded), plan {:.1} GiB of the {:.1} GiB target ({:.1}%), measured {:.1} GiB ({:.1}%)",
+                run.name,
+                run.batch,
+                gib(plan.totals.total),
+                gib(target),
+                100.0 * fill,
+                gib(measured),
+                100.0 * measured as f64 / target as f64
+            );
+            assert!((fill - 1.0).abs() <= 0.05, "{}: the plan fills {:.1}% of the target", run.name, 100.0 * fill);
+            if inputs.text.is_some() {
+                continue;
+            }
+            let auto = Inputs { batch: None, ..inputs.clone() };
+            let b = max_batch(&config, &auto, &inputs.device.unwrap(), margin).unwrap().unwrap();
+            let chosen = estimate(&config, &Inputs { batch: Some(b), ..inputs.clone() }).unwrap();
+            let fill = chosen.totals.total as f64 / target as f64;
+            println!("{}: \"auto\" now chooses {b}, the plan filling {:.1}% of the target", run.name, 100.0 * fill);
+            assert!((0.95..=1.0).contains(&fill), "{}: batch {b} fills {:.1}%", run.name, 100.0 * fill);
+        }
+    }
+    assert!(seen >= 2, "the recorded MiniLM and SmolLM2 auto runs");
 }

@@ -52,16 +52,16 @@ fn tiny_mlp_by_hand() {
 fn cuda_rounds_every_tensor_and_adds_the_runtime() {
     let cpu = estimate(&config(TINY), &Inputs::default()).unwrap();
     let cuda = estimate(&config(&TINY.replace("target = \"cpu\"", "gpu = \"T4\"")), &Inputs::default()).unwrap();
-    // 4 parameter tensors, each rounded to 512 B
-    assert_eq!(cuda.peak.get(Cat::StudentWeights), 4 * 512);
+    assert_eq!(cuda.peak.get(Cat::StudentWeights), 4 * 512); // 4 parameter tensors, each rounded to 512 B
     assert_eq!(cuda.totals.cuda_context, 768 << 20);
     // the main thread's cuBLAS workspace (8320 KiB) opens a 20 MiB segment; autograd's thread's
     // (from the first backward on) is priced at its size; small tensors one 2 MiB segment
     assert_eq!(cuda.peak.get(Cat::CublasWorkspace), 2 * 8320 * 1024);
     assert_eq!(cuda.totals.reserved, (20 << 20) + 8320 * 1024 + (2 << 20));
     assert_eq!(cuda.totals.fragmentation, cuda.totals.reserved.div_ceil(10));
-    assert!(cuda.totals.total > cpu.totals.total);
-    assert!(cuda.fit.unwrap().fits);
+    let replay = (cuda.reserved_replay, cpu.reserved_replay); // replayed: both workspaces in one 20 MiB
+    assert_eq!(replay, (Some((20 << 20) + (2 << 20)), None));
+    assert!(cuda.totals.total > cpu.totals.total && cuda.fit.unwrap().fits);
 }
 
 /// Korthikanti et al. 2022 (arXiv:2205.05198), section 4.1: with 16-bit activations, 1-byte

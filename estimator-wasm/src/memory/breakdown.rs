@@ -301,6 +301,15 @@ pub struct Plan {
     pub flops: crate::memory::flops::StepFlops,
     /// Assumptions and warnings, one sentence each.
     pub notes: Vec<String>,
+    /// The caching allocator's reserved bytes, replayed: its peak `reserved_bytes` over the
+    /// whole run (the teacher's pass, the steps, the evaluations), from the run's requests
+    /// replayed on the model of `c10/cuda/CUDACachingAllocator.cpp`
+    /// (`crate::memory::caching_allocator`), cached free blocks included; what
+    /// `torch.cuda.max_memory_reserved` measures. `None` on the CPU. [`Totals::reserved`] is
+    /// the fast bound the batch search and the sweeps use (the peak moment's segments), and the
+    /// device total is built on it (`docs/memory-model.md` section 7c).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_replay: Option<u64>,
 }
 
 impl Plan {

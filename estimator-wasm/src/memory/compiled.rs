@@ -24,6 +24,8 @@ pub(crate) struct Setup {
     pub precision: Precision,
     /// The micro-batch the config fixes (or the caller passed); `None` for `"auto"`.
     pub default_batch: Option<u64>,
+    /// `train.eval_batch_size`: the rows of the evaluation and of the teacher's cache pass.
+    pub eval_batch: u64,
     pub safety_margin: f64,
 }
 
@@ -142,6 +144,33 @@ pub(crate) struct Stage {
     pub step_transient: AllocatorPool,
     pub cast_cache: AllocatorPool,
     pub states: ModelStates,
+    /// The same static memory tensor by tensor, for the caching allocator's model.
+    pub tensors: StageTensors,
+}
+
+/// A stage's static tensors one by one, in bytes, as `crate::memory::alloc_trace` requests
+/// them from the caching allocator (the pools of [`Stage`] sum them).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StageTensors {
+    /// Before the student exists: the teacher's weights and buffers, the datasets.
+    pub pre: Vec<u64>,
+    /// The student's weights and buffers.
+    pub weights: Vec<u64>,
+    /// One cuBLAS workspace (0 on CPU).
+    pub workspace: u64,
+    /// The cached teacher logits (0 without a cache).
+    pub logit_cache: u64,
+    /// From the first step on: the teacher's test predictions, the loss scaler, pruning masks,
+    /// DDP buckets, ZeRO-3 gathers.
+    pub train: Vec<u64>,
+    /// Optimiser states, made by the first optimiser step.
+    pub optimizer: Vec<u64>,
+    /// Gradients of each local layer.
+    pub grads: Vec<Vec<u64>>,
+    /// The optimiser update's temporaries.
+    pub step: Vec<u64>,
+    /// Autocast's cached 16-bit weight copies.
+    pub cast_cache: Vec<u64>,
 }
 
 /// The loss on the last stage.

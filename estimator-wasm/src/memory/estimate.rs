@@ -44,6 +44,7 @@ impl MemoryModel {
             moments.push(row);
         }
         let peak = peak.ok_or_else(|| EstimateError::overflow("the peak"))?;
+        let moments_allocated = moments.iter().map(|m| m.allocated).max().unwrap_or(0);
         let peak_stage = &self.student.stages[best.stage];
         let (fragmentation, total) = self.setup.runtime.device_total(peak.reserved)?;
         let totals = Totals {
@@ -106,6 +107,7 @@ impl MemoryModel {
             pruning: self.summary.pruning,
             flops: self.flops.at(b),
             notes: self.summary.notes.clone(),
+            reserved_replay: self.reserved_replay(b, moments_allocated),
         })
     }
 
@@ -126,6 +128,20 @@ impl MemoryModel {
             nccl: self.setup.runtime.nccl,
             total,
         })
+    }
+
+    /// The caching allocator's reserved bytes, replayed: its peak over a run at micro-batch `b`
+    /// (the run's requests replayed on `crate::memory::caching_allocator`'s model by
+    /// `crate::memory::alloc_trace`, cached blocks of earlier passes included), at least
+    /// `most_allocated`, the most any moment allocates (segments hold every block in use).
+    /// `None` on the CPU, where nothing is cached. Only [`MemoryModel::plan`] runs it: the
+    /// replay walks every request of the run, too slow for [`MemoryModel::totals`]' sweeps.
+    fn reserved_replay(&self, b: u64, most_allocated: u64) -> Option<u64> {
+        if !self.setup.runtime.cuda {
+            return None;
+        }
+        let replay = crate::memory::alloc_trace::Run::of(self, b, self.setup.eval_batch).peak_reserved();
+        Some(replay.max(most_allocated))
     }
 
     /// FLOPs of one training step at micro-batch `b` (`crate::memory::flops`' convention).

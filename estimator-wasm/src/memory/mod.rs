@@ -8,9 +8,11 @@
 //! [`Plan`] ([`breakdown`]) that [`render`] prints; [`batch`] finds the largest micro-batch that
 //! fits a GPU; [`flops`] counts a step's FLOPs. [`inputs`] holds what a caller knows beyond the cfg.toml, [`errors`] why an estimate
 //! fails.
+mod alloc_trace;
 pub mod batch;
 pub mod breakdown;
 mod builder;
+pub mod caching_allocator;
 pub(crate) mod compiled;
 pub mod errors;
 pub mod estimate;

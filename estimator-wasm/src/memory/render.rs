@@ -83,7 +83,8 @@ impl Plan {
 
     /// The categories at the peak and their sum, then what the device holds for them: the
     /// allocator's segments (which hold those tensors, so they are not added to them), the
-    /// fragmentation reserve, the CUDA context and NCCL's buffers, and the total.
+    /// fragmentation reserve, the CUDA context and NCCL's buffers, and the total; then the
+    /// caching allocator's reserved bytes, replayed over the run ([`Plan::reserved_replay`]).
     fn write_peak(&self, s: &mut String) {
         let t = &self.totals;
         let _ = writeln!(s, "\nat the peak ({}):", moment_name(self.peak_moment));
@@ -109,6 +110,11 @@ impl Plan {
             }
         }
         let _ = writeln!(s, "  {:<26} {:>12}", "= total", human(t.total));
+        if let Some(replay) = self.reserved_replay {
+            // the allocator's own peak over the run (cached blocks included), apart from the
+            // fast bound above that the batch search uses
+            let _ = writeln!(s, "  {:<26} {:>12}", "reserved, replayed run", human(replay));
+        }
     }
 
     /// The plan as an aligned text table.
@@ -219,5 +225,8 @@ mod tests {
         assert_eq!(peak[sum + 1], "on the device:");
         assert!(peak[sum + 2].starts_with("  allocator segments"));
         assert!(peak.iter().any(|l| l.starts_with("  = total")));
+        // the replayed reserved bytes follow the total, on CUDA only
+        let total = peak.iter().position(|l| l.starts_with("  = total")).unwrap();
+        assert!(peak[total + 1].starts_with("  reserved, replayed run"), "{}", peak[total + 1]);
     }
 }

@@ -6,13 +6,15 @@
 //! requests below 10 MiB are carved out of 20 MiB segments, larger ones get their own
 //! `cudaMalloc` rounded up to 2 MiB.
 //!
-//! The reserved-memory estimate is built to be monotone in every tensor's size (so in the
-//! batch: a larger batch never needs less), which exact segment packing is not (a tensor that
-//! grows past 10 MiB leaves a shared 20 MiB segment). It prices: small tensors packed into 2 MiB
-//! segments; 1-10 MiB tensors at their size but at least 2 MiB each (the small segment they
-//! left); larger tensors rounded to 2 MiB; and the cuBLAS workspace, the first 1-10 MiB request
-//! of a process, as the whole 20 MiB segment it opens. Slack in other 20 MiB segments is left to
-//! the fragmentation reserve.
+//! [`AllocatorPool::reserved`] prices the segments of one moment's tensors, built to be monotone
+//! in every tensor's size (so in the batch: a larger batch never needs less), which exact
+//! segment packing is not (a tensor that grows past 10 MiB leaves a shared 20 MiB segment). It
+//! prices: small tensors packed into 2 MiB segments; 1-10 MiB tensors at their size but at least
+//! 2 MiB each (the small segment they left); larger tensors rounded to 2 MiB; and the cuBLAS
+//! workspace, the first 1-10 MiB request of a process, as the whole 20 MiB segment it opens.
+//! The device total is built on this fast bound (plus the `estimate.fragmentation` reserve); the
+//! plan also reports the allocator's peak over the whole run, replayed on
+//! `crate::memory::caching_allocator` (`Plan::reserved_replay`), which is too slow for sweeps.
 use serde::Serialize;
 
 use crate::memory::errors::EstimateError;

@@ -51,6 +51,7 @@ impl Setup {
             target: est.target,
             precision: config.train.precision,
             default_batch,
+            eval_batch: config.train.eval_batch_size,
             safety_margin: est.safety_margin,
         })
     }

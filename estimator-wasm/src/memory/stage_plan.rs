@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use crate::memory::breakdown::Cat;
-use crate::memory::compiled::{LayerPlan, Stage, TeacherPlan};
+use crate::memory::compiled::{LayerPlan, Stage, StageTensors, TeacherPlan};
 use crate::memory::errors::EstimateError;
 use crate::memory::inputs::TeacherModel;
 use crate::memory::runtime::{add, mul, AllocatorPool, MIB};
@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     /// The teacher logit cache being built (its chunks and their concatenation).
     pub cache_build: AllocatorPool,
     pub sharding: Sharding,
+    /// `pre` and `train` tensor by tensor (workspace and logit cache apart).
+    pub tensors: StageTensors,
 }
 
 impl Compile<'_> {
@@ -77,10 +79,16 @@ impl Compile<'_> {
         let teacher_dtype = Recipe::teacher_dtype(config.teacher.precision);
         let mut shared_pre: Vec<(Cat, AllocatorPool)> = Vec::new();
         let mut shared_train: Vec<(Cat, AllocatorPool)> = Vec::new();
+        let mut tensors = StageTensors { workspace: self.runtime.cublas_workspace, ..StageTensors::default() };
         if let Some(t) = teacher {
             let mut pool = AllocatorPool::default();
-            pool.tensor(mul(t.params, teacher_dtype.bytes(), "teacher weights")?, cuda);
-            pool.tensor(mul(t.buffers, teacher_dtype.bytes(), "teacher buffers")?, cuda);
+            for bytes in [
+                mul(t.params, teacher_dtype.bytes(), "teacher weights")?,
+                mul(t.buffers, teacher_dtype.bytes(), "teacher buffers")?,
+            ] {
+                pool.tensor(bytes, cuda);
+                tensors.pre.push(bytes);
+            }
             shared_pre.push((Cat::TeacherWeights, pool));
         }
         if cuda {
@@ -112,21 +120,26 @@ impl Compile<'_> {
             for samples in [d.train_samples, d.test_samples] {
                 if input_bytes > 0 {
                     data.tensor(mul(samples, input_bytes, "dataset")?, cuda);
+                    tensors.pre.push(samples * input_bytes);
                 }
                 if label_bytes > 0 {
                     data.tensor(mul(samples, label_bytes, "labels")?, cuda);
+                    tensors.pre.push(samples * label_bytes);
                 }
             }
             shared_pre.push((Cat::Dataset, data));
             let mut cache = AllocatorPool::default();
             if teacher_plan.is_some_and(|t| t.cache) {
                 let logits_per_sample = mul(rows, config.data.classes, "cached logits")?;
-                cache.tensor(mul(mul(d.train_samples, logits_per_sample, "cached logits")?, 4, "cached logits")?, cuda);
+                let bytes = mul(mul(d.train_samples, logits_per_sample, "cached logits")?, 4, "cached logits")?;
+                cache.tensor(bytes, cuda);
+                tensors.logit_cache = bytes;
                 cache_build = cache;
                 cache_build.merge(&cache); // the list of chunks and their concatenation
             }
             if teacher.is_some() {
                 cache.tensor(mul(d.test_samples, 8, "teacher predictions")?, cuda);
+                tensors.train.push(d.test_samples * 8);
             }
             shared_train.push((Cat::TeacherLogitCache, cache));
         } else if teacher_plan.is_some_and(|t| t.cache) {
@@ -139,10 +152,11 @@ impl Compile<'_> {
             let mut scaler = AllocatorPool::default();
             for _ in 0..4 {
                 scaler.tensor(4, cuda);
+                tensors.train.push(4);
             }
             shared_train.push((Cat::LossScaler, scaler));
         }
-        Ok(Shared { pre: shared_pre, train: shared_train, cache_build, sharding: self.sharding() })
+        Ok(Shared { pre: shared_pre, train: shared_train, cache_build, sharding: self.sharding(), tensors })
     }
 
     /// The pipeline stages of `ranges`, filling in each layer's model states in `plans`.
@@ -173,43 +187,51 @@ impl Compile<'_> {
             let mut weights = AllocatorPool::default();
             let mut optimizer = AllocatorPool::default();
             let mut masks = AllocatorPool::default();
+            let mut tensors = shared.tensors.clone();
+            let push = |pool: &mut AllocatorPool, list: &mut Vec<u64>, bytes: u64| {
+                pool.tensor(bytes, cuda);
+                list.push(bytes);
+            };
             if zero >= 3 {
-                weights.tensor(states.weights, cuda);
+                push(&mut weights, &mut tensors.weights, states.weights);
             } else {
                 for t in &params {
-                    weights.tensor(mul(t.elems, per.weight, "weights")?, cuda);
+                    push(&mut weights, &mut tensors.weights, mul(t.elems, per.weight, "weights")?);
                 }
             }
-            weights.tensor(mul(buffers, self.recipe.weight.bytes(), "buffers")?, cuda);
+            push(&mut weights, &mut tensors.weights, mul(buffers, self.recipe.weight.bytes(), "buffers")?);
             if zero >= 1 {
                 let shard = total_params.div_ceil(n_dp);
                 let each = per.optimizer.checked_div(moments).unwrap_or(0);
                 for _ in 0..moments {
-                    optimizer.tensor(mul(shard, each, "optimizer states")?, cuda);
+                    push(&mut optimizer, &mut tensors.optimizer, mul(shard, each, "optimizer states")?);
                 }
             } else {
                 for t in &params {
                     let each = per.optimizer.checked_div(moments).unwrap_or(0);
                     for _ in 0..moments {
-                        optimizer.tensor(mul(t.elems, each, "optimizer states")?, cuda);
+                        push(&mut optimizer, &mut tensors.optimizer, mul(t.elems, each, "optimizer states")?);
                     }
                 }
             }
             for t in params.iter().filter(|t| t.prunable) {
-                masks.tensor(mul(t.elems, mask_bytes, "pruning masks")?, cuda);
+                push(&mut masks, &mut tensors.train, mul(t.elems, mask_bytes, "pruning masks")?);
             }
             // gradients of layers l.. (returned by run_backward, accumulating during backward)
             let mut grads_suffix = vec![AllocatorPool::default(); range.len() + 1];
+            tensors.grads = vec![Vec::new(); range.len()];
             let mut suffix_elems = 0u64;
             for l in (0..range.len()).rev() {
                 let mut g = grads_suffix[l + 1];
                 if zero >= 2 {
-                    suffix_elems = add(suffix_elems, local[l].params.iter().map(|t| t.elems).sum(), "gradients")?;
+                    let elems: u64 = local[l].params.iter().map(|t| t.elems).sum();
+                    suffix_elems = add(suffix_elems, elems, "gradients")?;
                     g = AllocatorPool::default();
                     g.tensor(mul(suffix_elems.div_ceil(n_dp), per.grad, "gradients")?, cuda);
+                    tensors.grads[l].push(elems.div_ceil(n_dp).saturating_mul(per.grad));
                 } else {
                     for t in &local[l].params {
-                        g.tensor(mul(t.elems, per.grad, "gradients")?, cuda);
+                        push(&mut g, &mut tensors.grads[l], mul(t.elems, per.grad, "gradients")?);
                     }
                 }
                 grads_suffix[l] = g;
@@ -225,6 +247,8 @@ impl Compile<'_> {
                 let grads = mul(total_params, per.grad, "DDP buckets")?;
                 buckets.tensors(25 * MIB, grads / (25 * MIB), cuda);
                 buckets.tensor(grads % (25 * MIB), cuda);
+                tensors.train.extend(std::iter::repeat_n(25 * MIB, (grads / (25 * MIB)) as usize));
+                tensors.train.push(grads % (25 * MIB));
                 train.push((Cat::DdpBuckets, buckets));
             }
             let largest =
@@ -232,9 +256,9 @@ impl Compile<'_> {
             if zero >= 3 {
                 let mut gather = AllocatorPool::default();
                 for _ in 0..2 {
-                    gather.tensor(mul(largest, per.weight, "ZeRO-3 gathered weights")?, cuda);
+                    push(&mut gather, &mut tensors.train, mul(largest, per.weight, "ZeRO-3 gathered weights")?);
                 }
-                gather.tensor(mul(largest, per.grad, "ZeRO-3 gathered gradients")?, cuda);
+                push(&mut gather, &mut tensors.train, mul(largest, per.grad, "ZeRO-3 gathered gradients")?);
                 train.push((Cat::ZeroGather, gather));
             }
             let mut pre = vec![(Cat::StudentWeights, weights)];
@@ -245,11 +269,11 @@ impl Compile<'_> {
             let largest_tensor = if zero >= 1 { largest_tensor.div_ceil(n_dp) } else { largest_tensor };
             let mut step_transient = AllocatorPool::default();
             for _ in 0..3 {
-                step_transient.tensor(mul(largest_tensor, per.grad, "optimizer temporaries")?, cuda);
+                push(&mut step_transient, &mut tensors.step, mul(largest_tensor, per.grad, "optimizer temporaries")?);
             }
             let mut cast_cache = AllocatorPool::default();
             for p in local {
-                cast_cache.tensor(p.cast_cache, cuda);
+                push(&mut cast_cache, &mut tensors.cast_cache, p.cast_cache);
             }
             let cast_cache = cast_cache.check("the autocast cache")?;
             let step_transient = step_transient.check("optimizer temporaries")?;
@@ -281,6 +305,7 @@ impl Compile<'_> {
                 step_transient,
                 cast_cache,
                 states,
+                tensors,
             });
         }
         Ok(stages)

@@ -7,6 +7,7 @@
 //! sentences (13 tokens on average, 117 at most, `data.input_shape = [128]`) peaked at 29.2 GiB;
 //! priced at 4,096 x 128 tokens the plan said 37.2 GiB. Its widest step is the epoch's last,
 //! partial batch (3,616 rows of the longest sentences, 117 tokens), 0.81x the tokens.
+use crate::memory::alloc_trace::Run;
 use crate::memory::breakdown::Plan;
 use crate::memory::compiled::EvalPlan;
 use crate::memory::errors::EstimateError;
@@ -65,12 +66,12 @@ pub(crate) fn model_at(
 /// As [`MemoryModel::plan`].
 pub(crate) fn plan(config: &Config, inputs: &Inputs, text: &TextWidths, b: u64) -> Result<Plan, EstimateError> {
     let full = full_width(config);
-    let shapes = match text.train.is_empty() {
+    let shapes: Vec<(u64, u64)> = match text.train.is_empty() {
         true => vec![(b, full)],
         false => text.train.clone(),
     };
     let mut best: Option<Plan> = None;
-    for (rows, width) in shapes {
+    for &(rows, width) in &shapes {
         let plan = model_at(config, inputs, text, width)?.plan(rows.clamp(1, b))?;
         if best.as_ref().is_none_or(|p| plan.totals.total > p.totals.total) {
             best = Some(plan);
@@ -78,10 +79,55 @@ pub(crate) fn plan(config: &Config, inputs: &Inputs, text: &TextWidths, b: u64) 
     }
     let mut plan = best.ok_or_else(|| EstimateError::overflow("an empty plan"))?;
     plan.batch = b;
+    // the replay over the run, and at least the blocks any moment of the chosen plan holds
+    let most_allocated = plan.peak_allocated();
+    plan.reserved_replay = run_reserved(config, inputs, text, &shapes, b)?.map(|r| r.max(most_allocated));
     // FLOPs: an upper bound, all `b` rows at the widest batch's width (the batches' own widths
     // vary from step to step)
     plan.flops = model_at(config, inputs, text, widest(config, text))?.flops(b);
     Ok(plan)
+}
+
+/// The caching allocator's peak reserved bytes over the run `text` describes at micro-batch
+/// `b` (`crate::memory::alloc_trace`): the teacher's pass, each training shape in `shapes` and
+/// each evaluation batch, each priced at its own width; `None` on the CPU.
+///
+/// # Errors
+/// As [`MemoryModel::new`].
+fn run_reserved(
+    config: &Config,
+    inputs: &Inputs,
+    text: &TextWidths,
+    shapes: &[(u64, u64)],
+    b: u64,
+) -> Result<Option<u64>, EstimateError> {
+    let plain = Inputs { text: None, ..inputs.clone() };
+    let eval_b = config.train.eval_batch_size;
+    let full = full_width(config);
+    let compile = |rows: u64, w: u64| {
+        let mut c = at_width(config, w);
+        c.train.eval_batch_size = rows.clamp(1, eval_b);
+        MemoryModel::new(&c, &plain)
+    };
+    let or_full = |pairs: &[(u64, u64)]| if pairs.is_empty() { vec![(eval_b, full)] } else { pairs.to_vec() };
+    let steps: Vec<(MemoryModel, u64)> = shapes
+        .iter()
+        .map(|&(rows, w)| Ok((compile(eval_b, w)?, rows.clamp(1, b))))
+        .collect::<Result<_, EstimateError>>()?;
+    let pass = |pairs: &[(u64, u64)]| -> Result<Vec<(MemoryModel, u64)>, EstimateError> {
+        or_full(pairs).into_iter().map(|(rows, w)| Ok((compile(rows, w)?, rows.clamp(1, eval_b)))).collect()
+    };
+    let (teacher, evaluation) = (pass(&text.teacher_pass)?, pass(&text.evaluation)?);
+    let Some(main) = steps.first().map(|(m, _)| m) else { return Ok(None) };
+    if !main.setup.runtime.cuda {
+        return Ok(None);
+    }
+    let run = Run { main, teacher_pass: refs(&teacher), steps: refs(&steps), evaluation: refs(&evaluation) };
+    Ok(Some(run.peak_reserved()))
+}
+
+fn refs(v: &[(MemoryModel, u64)]) -> Vec<(&MemoryModel, u64)> {
+    v.iter().map(|(m, r)| (m, *r)).collect()
 }
 
 /// The widest training batch `text` has, in tokens (`data.input_shape[0]` without any).
@@ -157,6 +203,10 @@ mod tests {
         let (short, long) = (one(256, 20), one(100, 120));
         assert_eq!(p.totals.total, short.totals.total.max(long.totals.total));
         assert!(long.totals.total > short.totals.total);
+        // the replayed reserved bytes are the allocator's over the run, which replays both
+        // shapes: at least the long batch's allocated bytes
+        let replay = p.reserved_replay.expect("a CUDA plan replays the allocator");
+        assert!(replay >= long.peak_allocated(), "{replay} < {}", long.peak_allocated());
         assert_eq!(widest(&c, &text), 120);
         assert_eq!(widest(&c, &TextWidths::default()), 128);
     }
