@@ -92,7 +92,10 @@ fn without_latency_asked_for_the_exports_are_not_timed_and_the_report_says_how_t
     }
     assert!(distill::export::latency::NOT_MEASURED.contains("pass --latency"));
     let s = &report.student;
-    assert_eq!((s.latency.is_none(), s.latency_not_measured.as_deref()), (true, Some(distill::export::latency::NOT_MEASURED)));
+    assert_eq!(
+        (s.latency.is_none(), s.latency_not_measured.as_deref()),
+        (true, Some(distill::export::latency::NOT_MEASURED))
+    );
     let html = std::fs::read_to_string(dir.path().join("run/report.html")).unwrap();
     // teacher, student and alpha=0 student: the teacher's cell is a dash, the students' say why
     let unmeasured = "<td>-</td><td>not measured (--latency)</td><td>not measured (--latency)</td>";

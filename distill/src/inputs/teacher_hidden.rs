@@ -7,8 +7,8 @@ use estimator_wasm::schema::OutputSelector;
 use tch::{IValue, Kind, Tensor};
 
 use super::Teacher;
-use crate::inputs::data::ModelInput;
 use crate::host::error::{DistillError, Result};
+use crate::inputs::data::ModelInput;
 use crate::inputs::teacher_module::{describe, describe_key, TeacherModule};
 
 impl Teacher {

@@ -3,9 +3,9 @@
 //! forward on its inputs, its named parameters, eval mode, the CPU's channels-last weights).
 use tch::{CModule, IValue, TchError, Tensor};
 
-use crate::torch::channels_last::channels_last;
 use crate::host::error::Result;
 use crate::inputs::hf::HfModel;
+use crate::torch::channels_last::channels_last;
 
 /// A TorchScript module or a Hugging Face model.
 #[derive(Debug)]

@@ -49,17 +49,15 @@ pub struct TrainOptions {
     /// Checkpoint and stop after this many optimiser steps of a student (resume later).
     #[serde(skip)]
     pub stop_after: Option<u64>,
-    /// `--teacher-cache DIR`: the teacher's train-set outputs shared with other runs
-    /// ([`crate::inputs::teacher_cache`]).
+    /// `--teacher-cache DIR`: the teacher's train-set outputs shared ([`crate::inputs::teacher_cache`]).
     #[serde(default)]
     pub teacher_cache: Option<PathBuf>,
     /// `--sync-batch-norm`: a data-parallel job's BatchNorm layers normalise over the global
     /// batch ([`crate::data_parallel::sync_batch_norm`]).
     #[serde(default)]
     pub sync_batch_norm: bool,
-    /// `--latency`: time the exported students on the CPU ([`crate::export::latency`]); without it
-    /// their reports' `latency` is null and `latency_not_measured` says how to ask. Kept in
-    /// `run.json`: a resumed run measures when the run it continues was asked to.
+    /// `--latency`: time the exported students on the CPU ([`crate::export::latency`]), else null
+    /// `latency` and a `latency_not_measured` note; kept in `run.json` for a resume.
     #[serde(default)]
     pub latency: bool,
 }

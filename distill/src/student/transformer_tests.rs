@@ -334,7 +334,14 @@ fn a_fused_head_step_equals_the_unfused_one() {
     let input = batch(&[7, 7, 7], 7);
     let labels = Tensor::cat(&[input.x.narrow(1, 1, 6), Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu))], 1);
     let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
-    let step = StepBatch { input: &input, labels: Some(&labels), soft: Some(&soft), step: 3, weight: 0.5, teacher_hidden: &[] };
+    let step = StepBatch {
+        input: &input,
+        labels: Some(&labels),
+        soft: Some(&soft),
+        step: 3,
+        weight: 0.5,
+        teacher_hidden: &[],
+    };
     let kd = "objective = \"logits\"\ntemperature = 2.0\ndivergence = \"jsd\"\nbeta = 0.3";
     let heads = [
         ("tie_embeddings = true", "tie_embeddings = true"),

@@ -9,10 +9,10 @@
 use estimator_wasm::schema::{Config, KdObjective};
 use tch::Tensor;
 
-use crate::train::objective::fused_head::{fused_head_loss, Head};
-use crate::train::objective::{Divergence, LogitKd, LossParts};
 use crate::student::transformer::LmHead;
 use crate::student::Student;
+use crate::train::objective::fused_head::{fused_head_loss, Head};
+use crate::train::objective::{Divergence, LogitKd, LossParts};
 
 /// The fused head and loss of a run: `[kd]`'s loss, the student's head and the chunk.
 #[derive(Debug)]

@@ -8,10 +8,10 @@ use estimator_wasm::schema::hidden_spec::student_hidden_states;
 use estimator_wasm::schema::Config;
 use tch::{nn::VarStore, Tensor};
 
-use crate::inputs::data::{Batch, ModelInput};
 use crate::host::error::{DistillError, Result};
-use crate::train::objective::hidden_kd::HiddenKd;
+use crate::inputs::data::{Batch, ModelInput};
 use crate::inputs::teacher::Teacher;
+use crate::train::objective::hidden_kd::HiddenKd;
 use crate::train::train_io::{SoftTargets, TrainInputs};
 
 /// The teacher layers the pairs of `spec` read, in pair order.

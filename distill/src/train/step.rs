@@ -24,13 +24,13 @@ use crate::data_parallel::sync_batch_norm::synchronised;
 use crate::data_parallel::{Ddp, ProcessGroup};
 use crate::host::error::Result;
 use crate::inputs::data::ModelInput;
-use crate::train::fused_lm_loss::FusedLmLoss;
-use crate::train::objective::hidden_kd::HiddenKd;
 use crate::student::Student;
 use crate::torch::shim::autocast;
 use crate::train::amp::GradScaler;
 use crate::train::backward::run_backward;
 use crate::train::chunked_loss::chunked_loss;
+use crate::train::fused_lm_loss::FusedLmLoss;
+use crate::train::objective::hidden_kd::HiddenKd;
 use crate::train::objective::{LossParts, Objective};
 
 /// What a step needs to know about the run.

@@ -19,14 +19,14 @@ use crate::host::error::{DistillError, Result};
 use crate::host::phase_times::{during, Phase};
 use crate::host::progress::Progress;
 use crate::inputs::data::permutation;
-use crate::train::fused_lm_loss::FusedLmLoss;
-use crate::train::hidden_step::batch_of;
 use crate::prune::{PruneSchedule, Pruner};
 use crate::student::Student;
 use crate::train::amp::{GradScaler, MAX_CONSECUTIVE_SKIPS};
 use crate::train::batches::Batches;
 use crate::train::checkpoint::{Restored, Snapshot};
 use crate::train::eval::{accuracy, student_pass};
+use crate::train::fused_lm_loss::FusedLmLoss;
+use crate::train::hidden_step::batch_of;
 use crate::train::loop_state::{merge_figures, HeldOut, LoopState, StepFigures};
 use crate::train::metrics::MetricsLog;
 use crate::train::objective::{Agreement, Objective};
@@ -226,7 +226,11 @@ impl<'a> Trainer<'a> {
     /// [`crate::inputs::data::widths::widest_batch`]), leaving the optimiser, the step and the metrics
     /// untouched: checks that the batch fits the device.
     pub fn probe(&self) -> Result<()> {
-        let rows = crate::inputs::data::widths::widest_batch(self.inputs.train, self.batches.size, self.inputs.settings.spec());
+        let rows = crate::inputs::data::widths::widest_batch(
+            self.inputs.train,
+            self.batches.size,
+            self.inputs.settings.spec(),
+        );
         let (data, soft, teacher_hidden) = batch_of(self.inputs, self.hidden.as_ref(), &rows)?;
         let params: Vec<&Tensor> = self.params.iter().collect();
         let (labels, soft) = (data.labels.as_ref(), soft.as_ref());

@@ -2,8 +2,8 @@
 //! `[teacher]` tables), its input kind and a base student per family that the form scales.
 use serde::Serialize;
 
-use crate::memory::DatasetSize;
 use crate::explorer::teacher_folder::TeacherFolder;
+use crate::memory::DatasetSize;
 use crate::schema::{Config, Family, Precision};
 
 /// The `teacher` value that means "the pasted cfg.toml in `cfg`".

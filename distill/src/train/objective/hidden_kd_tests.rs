@@ -8,9 +8,9 @@ use tch::{nn::VarStore, Device, Kind, Tensor};
 
 use super::*;
 use crate::inputs::data::ModelInput;
+use crate::student::{trainable, Student};
 use crate::train::optim::Optimizer;
 use crate::train::step::{forward_backward, StepBatch, StepConfig};
-use crate::student::{trainable, Student};
 
 fn t3(v: &[f32], s: i64) -> Tensor {
     Tensor::from_slice(v).reshape([1, s, -1])
