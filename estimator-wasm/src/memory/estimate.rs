@@ -134,10 +134,12 @@ impl MemoryModel {
     /// (the run's requests replayed on `crate::memory::caching_allocator`'s model by
     /// `crate::memory::alloc_trace`, cached blocks of earlier passes included), at least
     /// `most_allocated`, the most any moment allocates (segments hold every block in use).
-    /// `None` on the CPU, where nothing is cached. Only [`MemoryModel::plan`] runs it: the
-    /// replay walks every request of the run, too slow for [`MemoryModel::totals`]' sweeps.
+    /// `None` on the CPU, where nothing is cached, and in the browser build (wasm32), whose page
+    /// shows the fast bound and would carry the replay's code for nothing (18 KB of its 250 KB
+    /// gzip budget). Only [`MemoryModel::plan`] runs it: the replay walks every request of the
+    /// run, too slow for [`MemoryModel::totals`]' sweeps.
     fn reserved_replay(&self, b: u64, most_allocated: u64) -> Option<u64> {
-        if !self.setup.runtime.cuda {
+        if !self.setup.runtime.cuda || cfg!(target_arch = "wasm32") {
             return None;
         }
         let replay = crate::memory::alloc_trace::Run::of(self, b, self.setup.eval_batch).peak_reserved();

@@ -81,7 +81,10 @@ pub(crate) fn plan(config: &Config, inputs: &Inputs, text: &TextWidths, b: u64) 
     plan.batch = b;
     // the replay over the run, and at least the blocks any moment of the chosen plan holds
     let most_allocated = plan.peak_allocated();
-    plan.reserved_replay = run_reserved(config, inputs, text, &shapes, b)?.map(|r| r.max(most_allocated));
+    // not in the browser build: see `MemoryModel::reserved_replay`
+    if !cfg!(target_arch = "wasm32") {
+        plan.reserved_replay = run_reserved(config, inputs, text, &shapes, b)?.map(|r| r.max(most_allocated));
+    }
     // FLOPs: an upper bound, all `b` rows at the widest batch's width (the batches' own widths
     // vary from step to step)
     plan.flops = model_at(config, inputs, text, widest(config, text))?.flops(b);

@@ -64,6 +64,8 @@ const KEYS: &[(&str, Option<FormField>)] = &[
     ("kd.alpha", None),
     ("kd.beta", None),
     ("kd.divergence", None),
+    ("kd.fused_head", None),
+    ("kd.hidden", None),
     ("train.epochs", None),
     ("train.batch_size", Some(Batch)),
     ("train.eval_batch_size", Some(EvalBatch)),
