@@ -15,6 +15,28 @@
 //! * A language model's logits [B, S, V] with next-token labels [B, S] are scored per token:
 //!   the positions with a label (not -100, PyTorch's `ignore_index`) are the rows, so KL and CE
 //!   are averaged over the predicting tokens (token-level KD, as MiniLLM and GKD average it).
+//!
+//! # Example
+//!
+//! One sample, two classes, `T = 2`, `alpha = 0.5`. The student's logits `[0, 0]` give
+//! `p_s = [1/2, 1/2]` at any temperature; the teacher's `[2 ln 3, 0]` divided by T give
+//! `p_t = softmax([ln 3, 0]) = [3/4, 1/4]`. So `kd = T^2 KL(p_t || p_s) = 4 (3/4 ln(3/2) +
+//! 1/4 ln(1/2)) = 3 ln 3 - 4 ln 2 = ln(27/16)`; the label 0 gives `ce = -ln(1/2) = ln 2` at
+//! T = 1; and `loss = 0.5 kd + 0.5 ce = ln(27/8) / 2`.
+//!
+//! ```
+//! use distill::train::objective::logit_kd::{kd_loss, LogitKd};
+//! use tch::Tensor;
+//!
+//! let student = Tensor::from_slice(&[0.0f32, 0.0]).view([1, 2]);
+//! let teacher = Tensor::from_slice(&[2.0 * 3f32.ln(), 0.0]).view([1, 2]);
+//! let labels = Tensor::from_slice(&[0i64]);
+//! let parts = kd_loss(&student, Some(&teacher), &labels, &LogitKd::forward_kl(2.0, 0.5));
+//! let near = |t: &Tensor, want: f64| (t.double_value(&[]) - want).abs() < 1e-6;
+//! assert!(near(&parts.kd, (27.0f64 / 16.0).ln()));
+//! assert!(near(&parts.ce, 2f64.ln()));
+//! assert!(near(&parts.loss, (27.0f64 / 8.0).ln() / 2.0));
+//! ```
 use tch::{Kind, Tensor};
 
 use super::divergence::{soft_loss, Divergence};
