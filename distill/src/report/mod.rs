@@ -91,7 +91,9 @@ pub struct MemoryReport {
     /// `measured_peak_allocated_bytes` measures, bytes.
     pub predicted_allocated_bytes: u64,
     /// The plan's peak of the allocator's `reserved_bytes` (its segments), bytes; compare with
-    /// `measured_peak_reserved_bytes`.
+    /// `measured_peak_reserved_bytes`. On CUDA the run's requests replayed on the caching
+    /// allocator's model (`estimator_wasm::Plan::reserved_replay`); on the CPU the peak moment's
+    /// tensors.
     #[serde(default)]
     pub predicted_reserved_bytes: u64,
     /// CUDA only: the allocator's peak `allocated_bytes` over the whole run.

@@ -146,8 +146,8 @@ pub fn compression(ratio: f64) -> String {
 }
 
 /// The run's memory in one line: the plan's prediction, then what was measured beside the same
-/// quantity predicted (the CUDA allocator's peak allocated and reserved bytes, with the
-/// prediction's error), and the process's peak resident set in host RAM, each where known.
+/// quantity predicted (the CUDA allocator's peak allocated bytes, and its reserved bytes as the
+/// plan's replay of the allocator gives them, each with the prediction's error), and the process's peak resident set in host RAM, each where known.
 /// On the CPU the plan prices the run's tensors only and nothing measures them alone, while
 /// the resident set is the whole process (libtorch's code and allocator caches, the loaded
 /// libraries, the tensors): the line labels both so that their gap is not read as the plan's
@@ -181,7 +181,7 @@ pub fn memory_line(m: &MemoryReport) -> String {
     }
     if let (Some(peak), true) = (m.measured_peak_reserved_bytes, m.predicted_reserved_bytes > 0) {
         line.push_str(&format!(
-            ", reserved {} (predicted {}{})",
+            ", reserved {} (predicted {} by replaying the allocator{})",
             bytes(peak),
             bytes(m.predicted_reserved_bytes),
             error(m.predicted_reserved_bytes, peak)
@@ -241,7 +241,8 @@ mod tests {
         assert_eq!(
             memory_line(&m),
             "memory: predicted 1.5 GiB on cuda:0 at micro-batch 64; CUDA allocator peak allocated 1.2 GiB \
-             (predicted 1.0 GiB, -20.0%), reserved 512.0 MiB (predicted 1.2 GiB, +150.0%); peak resident 4.5 GiB \
+             (predicted 1.0 GiB, -20.0%), reserved 512.0 MiB (predicted 1.2 GiB by replaying the allocator, +150.0%); \
+             peak resident 4.5 GiB \
              (host RAM, this process until now)"
         );
         // on the CPU the plan's tensors and the whole process are labelled as what they are

@@ -113,7 +113,12 @@ pub fn memory(m: &MemoryReport) -> String {
     let mut pairs = vec![("plan: peak allocated", Some(m.predicted_allocated_bytes), PREDICTED)];
     pairs.push(("measured: peak allocated (CUDA)", m.measured_peak_allocated_bytes, MEASURED));
     if m.predicted_reserved_bytes > 0 {
-        pairs.push(("plan: peak reserved", Some(m.predicted_reserved_bytes), PREDICTED));
+        // on CUDA the plan's figure is its replay of the caching allocator
+        let label = match m.device.starts_with("cuda") {
+            true => "plan: peak reserved (allocator replayed)",
+            false => "plan: peak reserved",
+        };
+        pairs.push((label, Some(m.predicted_reserved_bytes), PREDICTED));
     }
     pairs.push(("measured: peak reserved (CUDA)", m.measured_peak_reserved_bytes, MEASURED));
     pairs.push(("plan: total on the device", Some(m.predicted_total_bytes), PREDICTED));
@@ -180,4 +185,33 @@ pub fn utilisation(u: &crate::report::utilisation::UtilisationReport) -> String 
         escape(&u.basis),
         escape(&u.peak_detail)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plans_reserved_bytes_are_labelled_as_the_allocators_replay_on_cuda() {
+        let mut m = MemoryReport {
+            device: "cuda:0".into(),
+            capacity_bytes: 80 << 30,
+            batch: 64,
+            predicted_total_bytes: 3 << 29,
+            predicted_allocated_bytes: 1 << 30,
+            predicted_reserved_bytes: 5 << 28,
+            measured_peak_allocated_bytes: Some(5 << 28),
+            measured_peak_reserved_bytes: Some(1 << 29),
+            measured_peak_resident_bytes: None,
+            predicted_breakdown: Vec::new(),
+        };
+        let replayed = "<tr><th>plan: peak reserved (allocator replayed)</th><td>1.2 GiB</td></tr>\
+                        <tr><th>measured: peak reserved (CUDA)</th><td>512.0 MiB</td></tr>";
+        assert!(memory(&m).contains(replayed), "{}", memory(&m));
+        // on the CPU nothing is replayed: the peak moment's tensors, under the plain label
+        (m.device, m.measured_peak_allocated_bytes, m.measured_peak_reserved_bytes) = ("cpu".into(), None, None);
+        let html = memory(&m);
+        assert!(html.contains("<tr><th>plan: peak reserved</th><td>1.2 GiB</td></tr>"), "{html}");
+        assert!(!html.contains("replayed"), "{html}");
+    }
 }
