@@ -30,8 +30,10 @@ pub(crate) struct Forward {
     pub transformer: bool,
     /// The last storage id handed out.
     pub next_id: StorageId,
-    /// A language model's head fused with its loss (`kd.fused_head`): the last layer saves
-    /// nothing and makes no logits in the training step (`crate::memory::fused_loss`).
+    /// A language model's head run inside its loss: fused with it (`kd.fused_head`: the last
+    /// layer saves nothing, `crate::memory::fused_loss`) or in chunks of positions
+    /// (`kd.loss_chunk`: it saves its input); either way it makes no whole logits in the
+    /// training step.
     pub fused_head: bool,
 }
 
@@ -61,10 +63,18 @@ impl Forward {
             chain = p.output;
             priced.push(p);
         }
-        let fused_head = config.kd.fused_head && config.student.is_language_model();
+        // a language model's head run inside its loss, fused with it or a chunk of positions at
+        // a time (distill's `chunked_loss.rs`: the head runs on each chunk of the final hidden
+        // states, whose storage it keeps as its saved input): its [B, S, V] logits and their
+        // gradient never exist whole, the loss prices a chunk's (`crate::memory::step_tensors`)
+        let seq = config.data.input_shape.first().copied().unwrap_or(0);
+        let chunked = !config.kd.fused_head && config.kd.loss_chunk > 0 && config.kd.loss_chunk < seq;
+        let fused_head = (config.kd.fused_head || chunked) && config.student.is_language_model();
         if let Some(head) = priced.last_mut().filter(|_| fused_head) {
             // its no-grad forward (evaluation) still makes the whole logits: inference scratch kept
-            head.saves.clear();
+            if !chunked {
+                head.saves.clear();
+            }
             head.forward_scratch.clear();
             head.backward_scratch.clear();
             head.backward_release.clear();
