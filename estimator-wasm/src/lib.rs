@@ -30,6 +30,6 @@ pub mod schema;
 
 pub use memory::{
     estimate, max_batch, max_batch_per_gpu, BatchSearch, Cat, Categories, DatasetSize, EstimateError, Inputs,
-    MemoryModel, Moment, Plan, StepFlops, TeacherModel, TextWidths, Totals,
+    MemoryModel, Moment, Plan, ReplayedSearch, StepFlops, TeacherModel, TextWidths, Totals, search_replayed,
 };
 pub use schema::{catalogue, gpu, Config, Gpu, SpecError, UnknownGpu};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::catalogue::cuda_device;
 use estimator_wasm::schema::Target;
-use estimator_wasm::{estimate, max_batch, Config, DatasetSize, Inputs, TeacherModel, TextWidths};
+use estimator_wasm::{estimate, max_batch, search_replayed, Config, DatasetSize, Inputs, TeacherModel, TextWidths};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -190,11 +190,14 @@ fn the_plan_holds_on_every_recorded_gpu_run() {
 }
 
 /// `train.batch_size = "auto"` to the edge: on the recorded runs whose batch "auto" chose, the
-/// plan at that batch fills the target (the device's memory less `estimate.safety_margin`)
-/// within 5%, and where the batch can be searched here (no text: a text run's widths depend on
-/// the batch, which `distill` recomputes from its sentences) the batch the plan now chooses fills
-/// it within 5% too, never past it. Printed next to what the run measured (its reserved bytes
-/// plus the plan's CUDA context: the process's device memory as the plan counts it).
+/// fast bound's plan at that batch fills the target (the device's memory less
+/// `estimate.safety_margin`) within 5%, and the search `distill` runs on the allocator's replay
+/// ([`search_replayed`], from the fast bound's batch) chooses a batch whose replayed total fills
+/// it within 5%, never past it, in at most 32 plans (its time is printed). A text run's widths
+/// depend on the batch, which `distill` recomputes from its sentences; here they stay the
+/// recorded ones (their rows cut to the batch). Printed next to what the run measured (its
+/// reserved bytes plus the plan's CUDA context: the process's device memory as the plan counts
+/// it).
 #[test]
 fn auto_fills_the_target_on_the_recorded_auto_runs() {
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
@@ -208,27 +211,37 @@ fn auto_fills_the_target_on_the_recorded_auto_runs() {
             let target = p.memory_bytes - (p.memory_bytes as f64 * margin).ceil() as u64;
             let plan = estimate(&config, &inputs).unwrap();
             let fill = plan.totals.total as f64 / target as f64;
+            let replayed = plan.replayed_total().unwrap();
             let measured = run.measured_peak_reserved_bytes + plan.totals.cuda_context;
             println!(
-                "{}: batch {} (recorded), plan {:.1} GiB of the {:.1} GiB target ({:.1}%), measured {:.1} GiB ({:.1}%)",
+                "{}: batch {} (recorded), of the {:.1} GiB target: fast bound {:.1} GiB ({:.1}%), replay {:.1} GiB ({:.1}%), measured {:.1} GiB ({:.1}%)",
                 run.name,
                 run.batch,
-                gib(plan.totals.total),
                 gib(target),
+                gib(plan.totals.total),
                 100.0 * fill,
+                gib(replayed),
+                100.0 * replayed as f64 / target as f64,
                 gib(measured),
                 100.0 * measured as f64 / target as f64
             );
             assert!((fill - 1.0).abs() <= 0.05, "{}: the plan fills {:.1}% of the target", run.name, 100.0 * fill);
-            if inputs.text.is_some() {
-                continue;
-            }
             let auto = Inputs { batch: None, ..inputs.clone() };
-            let b = max_batch(&config, &auto, &inputs.device.unwrap(), margin).unwrap().unwrap();
-            let chosen = estimate(&config, &Inputs { batch: Some(b), ..inputs.clone() }).unwrap();
-            let fill = chosen.totals.total as f64 / target as f64;
-            println!("{}: \"auto\" now chooses {b}, the plan filling {:.1}% of the target", run.name, 100.0 * fill);
+            let fast = max_batch(&config, &auto, &inputs.device.unwrap(), margin).unwrap().unwrap();
+            let at = |b: u64| estimate(&config, &Inputs { batch: Some(b), ..inputs.clone() });
+            let clock = std::time::Instant::now();
+            let found = search_replayed(at, target, fast, run.train_samples).unwrap();
+            let seconds = clock.elapsed().as_secs_f64();
+            let b = found.batch.unwrap();
+            let fill = at(b).unwrap().fit_total() as f64 / target as f64;
+            println!(
+                "{}: the fast bound chooses {fast}; the replay chooses {b}, filling {:.1}% of the target ({} plans, {seconds:.2} s)",
+                run.name,
+                100.0 * fill,
+                found.evaluations
+            );
             assert!((0.95..=1.0).contains(&fill), "{}: batch {b} fills {:.1}%", run.name, 100.0 * fill);
+            assert!(found.evaluations <= 32, "{}: {} plans", run.name, found.evaluations);
         }
     }
     assert!(seen >= 2, "the recorded MiniLM and SmolLM2 auto runs");

@@ -8,7 +8,8 @@ use estimator_wasm::memory::render::human;
 use estimator_wasm::schema::catalogue::cuda_device;
 use estimator_wasm::schema::{BatchSize, Config, Target};
 use estimator_wasm::{
-    estimate, max_batch, DatasetSize, EstimateError, Gpu, Inputs, Plan, StepFlops, TeacherModel, TextWidths,
+    estimate, max_batch, search_replayed, DatasetSize, EstimateError, Gpu, Inputs, Plan, StepFlops, TeacherModel,
+    TextWidths,
 };
 use tch::Device;
 
@@ -143,7 +144,10 @@ impl MemoryPlanner {
     }
 
     /// The largest micro-batch that fits the device keeping `estimate.safety_margin` free, at
-    /// most the train set.
+    /// most the train set. On CUDA the fit is the allocator's replay of the run
+    /// ([`Plan::replayed_total`]: the peak reserved bytes over the run plus the context, not the
+    /// fast bound's flat `estimate.fragmentation` reserve), searched from the fast bound's batch
+    /// ([`search_replayed`]); text is priced at the widths of the batches each size cuts.
     ///
     /// # Errors
     /// [`DistillError::Config`] naming `cfg_path` when the estimate fails or not even a batch
@@ -152,41 +156,34 @@ impl MemoryPlanner {
         let margin = self.priced.estimate.safety_margin;
         let fit = max_batch(&self.priced, &self.inputs, &self.capacity.gpu, margin)
             .map_err(|e| DistillError::config(cfg_path, e.to_string()))?;
-        let Some(b) = fit else {
-            return Err(DistillError::config(
+        let none_fits = || {
+            DistillError::config(
                 cfg_path,
                 format!(
                     "train.batch_size = \"auto\": not even a batch of 1 fits {} ({})",
                     self.capacity.name,
                     human(self.capacity.gpu.memory)
                 ),
-            ));
+            )
         };
+        let b = fit.ok_or_else(none_fits)?;
         let n = self.inputs.dataset.map(|d| d.train_samples).unwrap_or(b).max(1);
-        if self.text.is_none() || b >= n {
+        let replayed = self.priced.estimate.target == Target::Cuda;
+        if !replayed && (self.text.is_none() || b >= n) {
             return Ok(b.min(n));
         }
-        // Text: the search above prices every row at the widest batch's width, which few
-        // batches have; the batches the run will cut at each size fit more.
+        // Text: the fast search prices every row at the widest batch's width, which few batches
+        // have; the batches the run will cut at each size fit more. CUDA: the replay's fit.
         let budget = self.capacity.gpu.memory - (self.capacity.gpu.memory as f64 * margin).ceil() as u64;
-        let fits =
-            |b: u64| estimate(&self.priced, &self.inputs_at(b)).map(|p| p.totals.total <= budget).unwrap_or(false);
-        let (mut lo, mut hi) = (b, n + 1);
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if fits(mid) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(lo)
+        let found = search_replayed(|b| estimate(&self.priced, &self.inputs_at(b)), budget, b.min(n), n)
+            .map_err(|e| DistillError::config(cfg_path, e.to_string()))?;
+        found.batch.ok_or_else(none_fits)
     }
 
     /// The plan at micro-batch `batch`, or at the train set's size when that is smaller (the
     /// largest batch the run makes: [`crate::train::batches`] cuts batches at `min(batch, n)`); warns
     /// when an `auto` batch is the whole train set (full-batch training), and with the breakdown
-    /// when the plan does not fit the device.
+    /// when the plan does not fit the device ([`Plan::fit_total`]: on CUDA by its replay).
     ///
     /// # Errors
     /// [`DistillError::Config`] naming `cfg_path` when the estimate fails.
@@ -202,10 +199,10 @@ impl MemoryPlanner {
                 plan.batch, capacity.name
             ));
         }
-        if plan.totals.total > capacity.gpu.memory {
+        if plan.fit_total() > capacity.gpu.memory {
             progress.warn(format!(
                 "warning: the estimator expects this run to need {} but {} has {}; expect an out-of-memory error (lower train.batch_size, use precision = \"bf16\" or student.checkpointing)\n{}",
-                human(plan.totals.total),
+                human(plan.fit_total()),
                 capacity.name,
                 human(capacity.gpu.memory),
                 plan.to_table()
@@ -330,14 +327,12 @@ mod tests {
     }
 
     /// The recorded H200 run `fm-fp32` (`estimator-wasm/fidelity/gpu/h200-2026-12-04-b/`: the
-    /// Fashion-MNIST CNN at batch 128, fp32, cached teacher logits) planned as `distill` plans it
-    /// on that device: the report's reserved bytes are the allocator's replay, 186 MiB (the
-    /// run measured 188 MiB), not the peak moment's segments.
-    #[test]
-    fn a_cuda_plan_reports_the_replayed_reserved_bytes() {
+    /// Fashion-MNIST CNN, fp32, cached teacher logits) planned as `distill` plans it on a CUDA
+    /// device of `memory` bytes with compute capability 9.
+    fn fm_fp32_on_cuda(memory: u64) -> MemoryPlanner {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../estimator-wasm/fidelity/gpu/h200-2026-12-04-b");
         let spec = Config::from_toml_str(&std::fs::read_to_string(root.join("fm-fp32.toml")).unwrap()).unwrap();
-        let gpu = cuda_device(150_109_880_320, 9, None);
+        let gpu = cuda_device(memory, 9, None);
         let mut priced = spec.clone();
         priced.estimate.target = Target::Cuda;
         let inputs = Inputs {
@@ -347,8 +342,14 @@ mod tests {
             device: Some(gpu),
             text: None,
         };
-        let planner =
-            MemoryPlanner { priced, inputs, capacity: Capacity { name: "cuda:0".into(), gpu }, text: None };
+        MemoryPlanner { priced, inputs, capacity: Capacity { name: "cuda:0".into(), gpu }, text: None }
+    }
+
+    /// At the run's batch of 128 on the H200 the report's reserved bytes are the allocator's
+    /// replay, 186 MiB (the run measured 188 MiB), not the peak moment's segments.
+    #[test]
+    fn a_cuda_plan_reports_the_replayed_reserved_bytes() {
+        let planner = fm_fp32_on_cuda(150_109_880_320);
         let quiet = Progress::new(crate::host::progress::Verbosity::Quiet);
         let memory = planner.plan(128, false, Path::new("fm-fp32.toml"), &quiet).unwrap();
         let plan = estimate(&planner.priced, &planner.inputs_at(128)).unwrap();
@@ -356,6 +357,22 @@ mod tests {
         assert_eq!(Some(memory.predicted_reserved_bytes), plan.reserved_replay);
         // the fast bound is another figure: the report shows the replay, not it
         assert_ne!(plan.totals.reserved, 186 << 20);
+    }
+
+    /// "auto" on CUDA fills the device by the replay: on a 4 GiB device (3.8 GiB after the 5%
+    /// margin) the batch it chooses needs at most that by its replayed total and the next one
+    /// more (21,901 here, where the fast bound's batch of 23,071 overshoots by the replay).
+    #[test]
+    fn auto_on_cuda_fills_the_device_by_the_replay() {
+        let planner = fm_fp32_on_cuda(4 << 30);
+        let budget = (4u64 << 30) - ((4u64 << 30) as f64 * planner.priced.estimate.safety_margin).ceil() as u64;
+        let b = planner.largest_batch(Path::new("fm-fp32.toml")).unwrap();
+        let at = |b: u64| estimate(&planner.priced, &planner.inputs_at(b)).unwrap();
+        assert!(at(b).fit_total() <= budget && at(b + 1).fit_total() > budget, "batch {b}");
+        // the fast bound's reserve is too small here: its batch needs more than the budget
+        let fast = max_batch(&planner.priced, &planner.inputs, &planner.capacity.gpu, 0.05).unwrap().unwrap();
+        assert_eq!((b, fast), (21_901, 23_071));
+        assert!(at(fast).fit_total() > budget);
     }
 
     #[test]

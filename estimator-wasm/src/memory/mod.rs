@@ -6,7 +6,8 @@
 //! (sizes in [`sizes`]), the optimiser [`states`], the [`runtime`] allocator. `moments` defines
 //! what is live at each moment of a step and `scan` finds the peak; [`mod@estimate`] assembles the
 //! [`Plan`] ([`breakdown`]) that [`render`] prints; [`batch`] finds the largest micro-batch that
-//! fits a GPU; [`flops`] counts a step's FLOPs. [`inputs`] holds what a caller knows beyond the cfg.toml, [`errors`] why an estimate
+//! fits a GPU ([`replayed_fit`]: by the allocator's replay, for `distill`); [`flops`] counts a
+//! step's FLOPs. [`inputs`] holds what a caller knows beyond the cfg.toml, [`errors`] why an estimate
 //! fails.
 mod alloc_trace;
 pub mod batch;
@@ -26,6 +27,7 @@ pub mod layer;
 pub mod memory_model;
 pub(crate) mod moments;
 pub mod render;
+pub mod replayed_fit;
 pub mod runtime;
 pub(crate) mod scan;
 mod scan_layout;
@@ -47,3 +49,4 @@ pub use estimate::{estimate, max_batch, max_batch_per_gpu};
 pub use flops::StepFlops;
 pub use inputs::{DatasetSize, Inputs, TeacherModel, TextWidths};
 pub use memory_model::MemoryModel;
+pub use replayed_fit::{search_replayed, ReplayedSearch};
