@@ -29,7 +29,7 @@ pub mod memory;
 pub mod schema;
 
 pub use memory::{
-    estimate, max_batch, max_batch_per_gpu, BatchSearch, Cat, Categories, DatasetSize, EstimateError, Inputs,
-    MemoryModel, Moment, Plan, ReplayedSearch, StepFlops, TeacherModel, TextWidths, Totals, search_replayed,
+    estimate, max_batch, max_batch_per_gpu, search_replayed, BatchSearch, Cat, Categories, DatasetSize, EstimateError,
+    Inputs, MemoryModel, Moment, Plan, ReplayedSearch, StepFlops, TeacherModel, TextWidths, Totals,
 };
 pub use schema::{catalogue, gpu, Config, Gpu, SpecError, UnknownGpu};

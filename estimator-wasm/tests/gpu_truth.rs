@@ -6,7 +6,7 @@
 //! allocated bytes, and the allocator's reserved bytes (the run's requests replayed on the
 //! model of `c10/cuda/CUDACachingAllocator.cpp`, `estimator-wasm/src/memory/caching_allocator.rs`)
 //! within 10% of the measured peak reserved, but for the runs of [`RESERVED_MISSES`]. The table
-//! prints both.
+//! prints both, and the fast bound's reserved bytes (the peak moment's segments) beside.
 use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::catalogue::cuda_device;
@@ -86,13 +86,14 @@ fn priced(dir: &Path, p: &Provenance, run: &Run) -> (Config, Inputs) {
     (config, inputs)
 }
 
-/// Predicted (peak allocated, peak reserved) bytes of `run` on the fixture's device; reserved is
-/// the plan's [`estimator_wasm::Plan::reserved_replay`] (the caching allocator replayed).
-fn predict(dir: &Path, p: &Provenance, run: &Run) -> (u64, u64) {
+/// Predicted (peak allocated, peak reserved, fast bound) bytes of `run` on the fixture's device;
+/// reserved is the plan's [`estimator_wasm::Plan::reserved_replay`] (the caching allocator
+/// replayed), the fast bound its `totals.reserved` (the peak moment's segments).
+fn predict(dir: &Path, p: &Provenance, run: &Run) -> (u64, u64, u64) {
     let (config, inputs) = priced(dir, p, run);
     let plan = estimate(&config, &inputs).unwrap_or_else(|e| panic!("{}: {e}", run.name));
     let replayed = plan.reserved_replay.unwrap_or_else(|| panic!("{}: a CUDA plan replays the allocator", run.name));
-    (plan.peak_allocated(), replayed)
+    (plan.peak_allocated(), replayed, plan.totals.reserved)
 }
 
 /// Every recorded session's fixture, with its folder.
@@ -143,15 +144,15 @@ fn the_plan_holds_on_every_recorded_gpu_run() {
         let p = &fixture.provenance;
         println!("{} ({}), {}", p.device, dir.file_name().unwrap().to_string_lossy(), p.date);
         println!(
-            "{:<22} {:>6} {:>12} {:>12} {:>8} {:>9} {:>12} {:>12} {:>8}",
-            "run", "batch", "alloc MiB", "predicted", "error", "before", "reserved", "predicted", "error"
+            "{:<22} {:>6} {:>12} {:>12} {:>8} {:>9} {:>12} {:>12} {:>8} {:>8}",
+            "run", "batch", "alloc MiB", "predicted", "error", "before", "reserved", "replayed", "error", "fast"
         );
         for run in &fixture.run {
-            let (alloc, reserved) = predict(&dir, p, run);
+            let (alloc, reserved, fast) = predict(&dir, p, run);
             let (ea, er) =
                 (error(alloc, run.measured_peak_allocated_bytes), error(reserved, run.measured_peak_reserved_bytes));
             println!(
-                "{:<22} {:>6} {:>12.1} {:>12.1} {:>+7.1}% {:>+8.1}% {:>12.1} {:>12.1} {:>+7.1}%",
+                "{:<22} {:>6} {:>12.1} {:>12.1} {:>+7.1}% {:>+8.1}% {:>12.1} {:>12.1} {:>+7.1}% {:>+7.1}%",
                 run.name,
                 run.batch,
                 mib(run.measured_peak_allocated_bytes),
@@ -160,7 +161,8 @@ fn the_plan_holds_on_every_recorded_gpu_run() {
                 100.0 * error(run.predicted_allocated_bytes_before, run.measured_peak_allocated_bytes),
                 mib(run.measured_peak_reserved_bytes),
                 mib(reserved),
-                100.0 * er
+                100.0 * er,
+                100.0 * error(fast, run.measured_peak_reserved_bytes)
             );
             if ea.abs() > 0.05 {
                 failures.push(format!("{}: allocated {:+.1}% (more than 5%)", run.name, 100.0 * ea));
