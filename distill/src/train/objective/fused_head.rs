@@ -100,7 +100,7 @@ pub fn fused_head_grads(
         let loss = &kd_value * kd.alpha + &ce * (1.0 - kd.alpha);
         let predictions =
             if predictions.is_empty() { Tensor::zeros([0], (Kind::Int64, dev)) } else { Tensor::cat(&predictions, 0) };
-        FusedGrads { loss: LossParts { loss, kd: kd_value, ce }, grad_hidden, grad_weight, grad_bias, predictions }
+        FusedGrads { loss: LossParts::of(loss, kd_value, ce), grad_hidden, grad_weight, grad_bias, predictions }
     })
 }
 
