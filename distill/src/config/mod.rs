@@ -286,6 +286,8 @@ impl RunSettings {
     pub fn labels_only(&self) -> RunSettings {
         let mut labels_only = self.clone();
         labels_only.cfg.spec.kd.alpha = 0.0;
+        // nor the teacher's hidden states
+        labels_only.cfg.spec.kd.hidden.clear();
         labels_only
     }
 

@@ -27,7 +27,8 @@ pub struct StudentReport {
     /// Agreement with the teacher on the test set, as `agreement_metric` says: the fraction of
     /// samples whose top-1 equals the teacher's, or the mean cosine similarity of embeddings.
     pub agreement: Option<f64>,
-    /// The last epoch's mean loss parts, in report.json as `final_loss`, `final_kd`, `final_ce`.
+    /// The last epoch's mean loss parts, in report.json as `final_loss`, `final_kd`, `final_ce`
+    /// and, with `[[kd.hidden]]` pairs, `final_hidden`.
     #[serde(flatten, with = "FinalLossParts")]
     pub final_losses: LossValues,
     pub steps: u64,
@@ -105,6 +106,8 @@ struct FinalLossParts {
     kd: f64,
     #[serde(rename = "final_ce")]
     ce: f64,
+    #[serde(rename = "final_hidden", default, skip_serializing_if = "Option::is_none")]
+    hidden: Option<f64>,
 }
 
 /// What pruning did, measured on the exported tensors.

@@ -293,7 +293,7 @@ mod tests {
             agreement_metric: Agreement::Top1,
             spearman: None,
             test_perplexity: None,
-            final_losses: LossValues { loss: 1.5, kd: 2.5, ce: 0.5 },
+            final_losses: LossValues { loss: 1.5, kd: 2.5, ce: 0.5, hidden: None },
             steps: 3,
             batch_size: 32,
             samples_per_s: 1.0,

@@ -121,7 +121,15 @@ impl Students<'_> {
                     .into(),
             );
         }
+        // hidden pairs read the teacher's hidden states, also at alpha = 0 (CE and the pairs)
         let (targets, train_outputs, train_outputs_seconds) = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
+            (false, _) if !spec.kd.hidden.is_empty() => {
+                progress.line(
+                    "teacher: runs on every batch for its hidden states ([[kd.hidden]]; kd.alpha = 0: no soft term)"
+                        .into(),
+                );
+                (SoftTargets::Live(teacher), TrainOutputs::Live, None)
+            }
             (false, _) => (SoftTargets::None, TrainOutputs::NoTeacher, None),
             (true, true) if !spec.kd.hidden.is_empty() => {
                 progress.line("teacher: runs on every batch ([[kd.hidden]] reads its hidden states, which are not cached; teacher.cache_logits is not used)".into());

@@ -238,7 +238,7 @@ fn one_step(
         objective,
         seed: 9,
         segments: &segments,
-        param_segment: &param_segments(&student, &names, &segments),
+        param_segment: &param_segments(&student, &names, &segments, None),
         recompute: k > 1,
         ddp: None,
         sync_batch_norm: None,

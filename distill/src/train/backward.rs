@@ -72,7 +72,7 @@ mod tests {
                 objective: &EmbeddingKd { distance: Distance::Mse, alpha: 0.0 },
                 seed: 0,
                 segments: &segments,
-                param_segment: &param_segments(&student, &names, &segments),
+                param_segment: &param_segments(&student, &names, &segments, None),
                 recompute: true,
                 ddp: None,
                 sync_batch_norm: None,

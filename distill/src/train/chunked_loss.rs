@@ -101,15 +101,15 @@ pub fn chunked_loss(
             }
         }
         let weighted = |t: &Tensor| t.detach() * share;
-        let piece = LossParts { loss: weighted(&piece.loss), kd: weighted(&piece.kd), ce: weighted(&piece.ce) };
+        let piece = LossParts::of(weighted(&piece.loss), weighted(&piece.kd), weighted(&piece.ce));
         parts = Some(match parts {
-            Some(p) => LossParts { loss: p.loss + piece.loss, kd: p.kd + piece.kd, ce: p.ce + piece.ce },
+            Some(p) => LossParts::of(p.loss + piece.loss, p.kd + piece.kd, p.ce + piece.ce),
             None => piece,
         });
     }
     let zero = || hidden.zeros_like().sum(tch::Kind::Float);
     Ok(ChunkedLoss {
-        loss: parts.unwrap_or_else(|| LossParts { loss: zero(), kd: zero(), ce: zero() }),
+        loss: parts.unwrap_or_else(|| LossParts::of(zero(), zero(), zero())),
         grad_hidden: grad_hidden.unwrap_or_else(|| hidden.zeros_like()),
         predictions: Tensor::cat(&predictions, 1),
     })

@@ -68,7 +68,10 @@ pub fn build(inputs: &TrainInputs, vs: &VarStore) -> Result<Option<HiddenKd>> {
         return Ok(None);
     }
     let SoftTargets::Live(teacher) = &inputs.targets else {
-        return Err(DistillError::Usage("[[kd.hidden]] needs the teacher on every batch (kd.alpha > 0)".into()));
+        return Err(DistillError::Usage(
+            "[[kd.hidden]] needs the teacher on every batch, and this run reads no live teacher: remove [[kd.hidden]]"
+                .into(),
+        ));
     };
     let first = Tensor::from_slice(&[0i64]).to_device(inputs.settings.device());
     let widths = preflight(spec, teacher, &inputs.train.batch(&first).input)?;
@@ -77,7 +80,8 @@ pub fn build(inputs: &TrainInputs, vs: &VarStore) -> Result<Option<HiddenKd>> {
 
 /// The batch (model input, labels) of the training rows `rows` of `inputs`, their soft targets
 /// and, with pairs, the teacher's hidden states the pairs read, from the same forward
-/// ([`HiddenKd::prepare_teacher`]; empty without).
+/// ([`HiddenKd::prepare_teacher`]; empty without). At `kd.alpha = 0` the teacher runs for its
+/// hidden states alone: its logits are dropped at once (no soft term reads them).
 ///
 /// # Errors
 /// As [`SoftTargets`]' and [`Teacher::output_and_hidden`]; a non-finite teacher output.
@@ -93,7 +97,8 @@ pub fn batch_of(
         (Some(kd), SoftTargets::Live(teacher)) => {
             let (soft, states) = teacher.output_and_hidden(&batch.input, &kd.teacher_layers())?;
             teacher.check_finite(&soft, &batch, data)?;
-            (Some(soft), kd.prepare_teacher(states))
+            let soft = Some(soft).filter(|_| inputs.settings.spec().kd.alpha > 0.0);
+            (soft, kd.prepare_teacher(states))
         }
         _ => (targets.get(&index, &batch, data)?, Vec::new()),
     };

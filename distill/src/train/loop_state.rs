@@ -191,11 +191,26 @@ impl LoopState {
     ) -> Result<(), E> {
         let u = std::mem::take(&mut self.unmerged);
         let skipped = std::mem::take(&mut self.unmerged_skipped);
-        let mut packed = [u.sums.loss, u.sums.kd, u.sums.ce, u.correct, u.samples, u.unscored, skipped];
+        // every rank runs the same pairs: the hidden term is there on all or on none
+        let mut packed = [
+            u.sums.loss,
+            u.sums.kd,
+            u.sums.ce,
+            u.sums.hidden.unwrap_or(0.0),
+            u.correct,
+            u.samples,
+            u.unscored,
+            skipped,
+        ];
         all_reduce(&mut packed)?;
-        let [loss, kd, ce, correct, samples, unscored, skipped] = packed;
+        let [loss, kd, ce, hidden, correct, samples, unscored, skipped] = packed;
         let merged = Window {
-            sums: LossValues { loss: loss / world, kd: kd / world, ce: ce / world },
+            sums: LossValues {
+                loss: loss / world,
+                kd: kd / world,
+                ce: ce / world,
+                hidden: u.sums.hidden.map(|_| hidden / world),
+            },
             correct,
             samples,
             unscored,
@@ -295,7 +310,7 @@ mod tests {
     use super::*;
 
     fn step(loss: f64, correct: f64, samples: f64) -> StepFigures {
-        let losses = LossValues { loss, kd: 2.0 * loss, ce: 0.5 * loss };
+        let losses = LossValues { loss, kd: 2.0 * loss, ce: 0.5 * loss, hidden: Some(0.25 * loss) };
         StepFigures { losses, correct: Some(correct), samples, seconds: 0.01, applied: true }
     }
 
@@ -309,7 +324,8 @@ mod tests {
         zero.record_unmerged(&step(1.0, 4.0, 5.0));
         zero.record_unmerged(&step(2.0 * 0.8, 3.0, 4.0));
         assert!(zero.has_unmerged());
-        let rank_one = [3.0 + 4.0 * 1.2, 2.0 * (3.0 + 4.0 * 1.2), 0.5 * (3.0 + 4.0 * 1.2), 5.0 + 6.0, 11.0, 0.0, 0.0];
+        let l = 3.0 + 4.0 * 1.2;
+        let rank_one = [l, 2.0 * l, 0.5 * l, 0.25 * l, 5.0 + 6.0, 11.0, 0.0, 0.0];
         zero.merge_ranks(2.0, |packed| {
             packed.iter_mut().zip(rank_one).for_each(|(a, b)| *a += b);
             Ok::<(), ()>(())
@@ -319,13 +335,14 @@ mod tests {
         let line = zero.step_line(0, 0.1, None);
         assert!((line.losses.loss - 2.6).abs() < 1e-12, "{:?}", line.losses);
         assert!((line.losses.kd - 5.2).abs() < 1e-12 && (line.losses.ce - 1.3).abs() < 1e-12);
+        assert!((line.losses.hidden.unwrap() - 0.65).abs() < 1e-12, "{:?}", line.losses);
         // (4 + 3 + 5 + 6) correct of 20 samples
         assert_eq!(line.accuracy, Some(18.0 / 20.0));
         assert!((zero.samples_per_s() - 20.0 / 0.02).abs() < 1e-6);
         // a second merge adds only the steps after the first
         zero.record_unmerged(&step(1.0, 1.0, 5.0));
         zero.merge_ranks(2.0, |packed| {
-            packed.iter_mut().zip([1.0, 2.0, 0.5, 1.0, 5.0, 0.0, 0.0]).for_each(|(a, b)| *a += b);
+            packed.iter_mut().zip([1.0, 2.0, 0.5, 0.25, 1.0, 5.0, 0.0, 0.0]).for_each(|(a, b)| *a += b);
             Ok::<(), ()>(())
         })
         .unwrap();

@@ -14,7 +14,8 @@ pub struct StepLine {
     pub step: u64,
     pub epoch: u64,
     pub lr: f64,
-    /// Mean total loss, KD term (T^2 KL, before alpha) and CE term over the logged window.
+    /// Mean total loss, KD term (T^2 KL, before alpha) and CE term over the logged window;
+    /// with `[[kd.hidden]]` pairs also `hidden`, their weighted distances (inside the total).
     #[serde(flatten)]
     pub losses: LossValues,
     /// Train-batch top-1 accuracy over the window (absent for unlabelled data or embeddings).
@@ -33,7 +34,8 @@ pub struct EpochLine {
     pub kind: String,
     pub epoch: u64,
     pub step: u64,
-    /// Mean total loss, KD term and CE term over the epoch's applied steps.
+    /// Mean total loss, KD term and CE term over the epoch's applied steps (and `hidden` with
+    /// pairs).
     #[serde(flatten)]
     pub losses: LossValues,
     /// Top-1 accuracies against the labels (`null` for unlabelled data or embeddings).
@@ -111,7 +113,7 @@ mod tests {
 
     #[test]
     fn the_loss_parts_sit_in_their_place_in_each_line() {
-        let losses = LossValues { loss: 1.5, kd: 2.5, ce: 0.5 };
+        let losses = LossValues { loss: 1.5, kd: 2.5, ce: 0.5, hidden: None };
         let step = StepLine {
             kind: "step",
             step: 10,
@@ -147,6 +149,22 @@ mod tests {
         );
         let back: EpochLine = serde_json::from_str(&json).unwrap();
         assert_eq!(back.losses, losses);
+        // with hidden pairs, their term follows the CE
+        let paired = EpochLine { losses: LossValues { hidden: Some(0.25), ..losses }, ..epoch };
+        let json = serde_json::to_string(&paired).unwrap();
+        assert!(json.contains(r#""kd":2.5,"ce":0.5,"hidden":0.25,"train_accuracy""#), "{json}");
+        assert_eq!(serde_json::from_str::<EpochLine>(&json).unwrap().losses.hidden, Some(0.25));
+    }
+
+    #[test]
+    fn the_hidden_part_is_summed_and_averaged_only_where_pairs_ran() {
+        let mut sums = LossValues { loss: 1.0, kd: 0.5, ce: 0.25, hidden: Some(0.5) };
+        sums += LossValues { loss: 3.0, kd: 1.5, ce: 0.75, hidden: Some(1.5) };
+        assert_eq!(sums.mean(2.0), LossValues { loss: 2.0, kd: 1.0, ce: 0.5, hidden: Some(1.0) });
+        assert_eq!(sums.mean(2.0).to_string(), "loss 2.0000 (kd 1.0000 ce 0.5000 hidden 1.0000)");
+        let plain = LossValues { loss: 2.0, kd: 1.0, ce: 0.5, hidden: None };
+        assert_eq!(plain.to_string(), "loss 2.0000 (kd 1.0000 ce 0.5000)");
+        assert!(!serde_json::to_string(&plain).unwrap().contains("hidden"));
     }
 
     #[test]

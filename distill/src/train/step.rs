@@ -15,6 +15,12 @@
 //! pushed in through the surrogate `sum(out * grad_out)`, whose gradient is exactly `grad_out`;
 //! the gradients of a parameter add up. Any segment count works, whatever blocks a segment holds.
 //! BatchNorm running statistics are restored before a recompute, so they move once per step.
+//!
+//! `[[kd.hidden]]` pairs: a pair's term is made from its block's output as the run of blocks
+//! holding it ends. Without checkpointing it joins the loss; with checkpointing the forward
+//! under `no_grad` gives the values of the earlier segments' terms (for the logged loss), and
+//! each recompute adds its segment's terms (times the step's weight, scaled for fp16) to the
+//! surrogate, so they reach the block and its projection as they would in one graph.
 use std::ops::Range;
 
 use estimator_wasm::schema::Precision;
@@ -100,7 +106,7 @@ pub fn forward_backward(
     scaler: Option<&GradScaler>,
     extra_loss: &dyn Fn() -> Option<Tensor>,
 ) -> Result<Gradients> {
-    let StepBatch { input, labels, soft, step, weight, .. } = *batch;
+    let StepBatch { input, labels, soft, step, weight, teacher_hidden } = *batch;
     let (x, mask) = (&input.x, input.mask.as_ref());
     let k = cfg.segments.len();
     if let Some(ddp) = cfg.ddp.filter(|_| (cfg.recompute && k > 1) || cfg.loss_chunk.is_some()) {
@@ -110,10 +116,13 @@ pub fn forward_backward(
         let out = forward_backward(&alone, student, params, batch, scaler, extra_loss)?;
         return Ok(Gradients { grads: ddp.average(&out.grads)?, ..out });
     }
-    // Block by block, each reseeded by its index, so that dropout is the same for any split;
-    // the outputs the hidden pairs read are kept.
-    let kept = std::cell::RefCell::new(Vec::<(usize, Tensor)>::new());
+    // Block by block, each reseeded by its index, so that dropout is the same for any split.
+    // The hidden pairs' terms are made from the blocks they read as each run of blocks ends
+    // (outside autocast), with that run's graph: the step's, none under `no_grad`, a
+    // recomputed segment's; `terms` holds them until the caller takes them ([`sum`]).
+    let terms = std::cell::RefCell::new(Vec::<Tensor>::new());
     let run_blocks = |h: &Tensor, blocks: Range<usize>| -> Result<Tensor> {
+        let kept = std::cell::RefCell::new(Vec::<(usize, Tensor)>::new());
         let forward = || {
             autocast(cfg.device, cfg.precision, || {
                 blocks.fold(h.shallow_clone(), |h, block| {
@@ -126,11 +135,17 @@ pub fn forward_backward(
                 })
             })
         };
-        match cfg.sync_batch_norm {
+        let out = match cfg.sync_batch_norm {
             Some(group) => synchronised(group, forward)?,
             None => forward(),
+        }?;
+        if let Some(kd) = cfg.hidden {
+            let made = kept.take().into_iter().filter_map(|(block, h)| kd.at_block(block, &h, teacher_hidden, mask));
+            terms.borrow_mut().extend(made);
         }
+        Ok(out)
     };
+    let take_terms = || sum(terms.take());
     // A chunked or fused loss runs the last segment without the head, which runs with the loss.
     let head = student.block_count() - 1;
     let apart = cfg.loss_chunk.is_some() || cfg.fused_head.is_some();
@@ -141,20 +156,26 @@ pub fn forward_backward(
             false => run_blocks(h, blocks),
         }
     };
-    let chunked = |body: &Tensor, grads: &mut [Tensor]| -> Result<(LossParts, Tensor, Tensor)> {
-        let chunk = cfg.loss_chunk.expect("called for a chunked loss");
-        let leaf = body.detach().set_requires_grad(true);
-        let run_head = |h: &Tensor| run_blocks(h, head..head + 1);
-        let labels = labels.expect("a language model's batches carry next-token labels");
-        let c = chunked_loss(cfg.objective, &run_head, &leaf, labels, soft, chunk, weight, scaler, params, grads)?;
-        let mut loss = c.loss;
-        let mut root = (body * &c.grad_hidden).sum(Kind::Float);
-        if let Some(extra) = extra_loss() {
-            loss.loss = &loss.loss + &extra;
-            root += scaler.map_or_else(|| extra.shallow_clone(), |s| s.scaled(&extra));
-        }
-        Ok((loss, root, c.predictions))
-    };
+    let chunked =
+        |body: &Tensor, hidden: Option<Tensor>, grads: &mut [Tensor]| -> Result<(LossParts, Tensor, Tensor)> {
+            let chunk = cfg.loss_chunk.expect("called for a chunked loss");
+            let leaf = body.detach().set_requires_grad(true);
+            let run_head = |h: &Tensor| run_blocks(h, head..head + 1);
+            let labels = labels.expect("a language model's batches carry next-token labels");
+            let c = chunked_loss(cfg.objective, &run_head, &leaf, labels, soft, chunk, weight, scaler, params, grads)?;
+            let mut loss = c.loss;
+            let mut root = (body * &c.grad_hidden).sum(Kind::Float);
+            if let Some(hidden) = hidden {
+                // the chunks' parts carry no graph; the pairs' term reaches the body through `root`
+                loss.add_hidden(&hidden.detach());
+                root += scaled(&(hidden * weight), scaler);
+            }
+            if let Some(extra) = extra_loss() {
+                loss.loss = &loss.loss + &extra;
+                root += scaled(&extra, scaler);
+            }
+            Ok((loss, root, c.predictions))
+        };
     let mut grads: Vec<Tensor> = params.iter().map(|_| Tensor::new()).collect();
     let in_segment =
         |segment: usize| -> Vec<usize> { (0..params.len()).filter(|&i| cfg.param_segment[i] == segment).collect() };
@@ -164,13 +185,13 @@ pub fn forward_backward(
         for segment in 0..k {
             h = run(&h, segment)?;
         }
+        let hidden = take_terms();
         if cfg.loss_chunk.is_some() {
-            let (loss, root, predictions) = chunked(&h, &mut grads)?;
+            let (loss, root, predictions) = chunked(&h, hidden, &mut grads)?;
             let all: Vec<usize> = (0..params.len()).collect();
             let _ = backward_into(&root, params, &all, None, &mut grads)?;
             return Ok(Gradients { loss, predictions, grads });
         }
-        let hidden = cfg.hidden.map(|kd| kd.loss(&kept.take(), batch.teacher_hidden, mask));
         let (loss, backprop, predictions) = finish(cfg, &h, labels, soft, scaler, extra_loss, weight, hidden);
         if let Some(ddp) = cfg.ddp {
             if !backprop.requires_grad() {
@@ -184,7 +205,8 @@ pub fn forward_backward(
         return Ok(Gradients { loss, predictions, grads: out });
     }
 
-    // Forward: keep only the input of each segment (and BN statistics from before it).
+    // Forward: keep only the input of each segment (and BN statistics from before it), and the
+    // values of the hidden pairs' terms it passes (their gradients come with the recompute).
     let mut inputs = vec![x.shallow_clone()];
     let mut stats_before = Vec::with_capacity(k);
     for segment in 0..k - 1 {
@@ -192,14 +214,18 @@ pub fn forward_backward(
         let h = tch::no_grad(|| run(&inputs[segment], segment))?;
         inputs.push(h);
     }
+    let early = take_terms();
     // Last segment with autograd, from a leaf that collects the gradient of its input.
     let leaf = inputs[k - 1].detach().set_requires_grad(true);
     let output = run(&leaf, k - 1)?;
-    let (loss, backprop, predictions) = match cfg.loss_chunk {
-        Some(_) => chunked(&output, &mut grads)?,
-        // (no hidden pairs: they are refused beside checkpointing)
-        None => finish(cfg, &output, labels, soft, scaler, extra_loss, weight, None),
+    let hidden = take_terms();
+    let (mut loss, backprop, predictions) = match cfg.loss_chunk {
+        Some(_) => chunked(&output, hidden, &mut grads)?,
+        None => finish(cfg, &output, labels, soft, scaler, extra_loss, weight, hidden),
     };
+    if let Some(early) = early {
+        loss.add_hidden(&early);
+    }
     // The loss reaches the last segment's parameters through the logits and any parameter
     // directly through the extra term (an L1 penalty): back-propagate it to all of them.
     let all: Vec<usize> = (0..params.len()).collect();
@@ -214,7 +240,12 @@ pub fn forward_backward(
         }
         let input = (segment > lowest).then(|| inputs[segment].detach().set_requires_grad(true));
         let out = run(input.as_ref().unwrap_or(&inputs[segment]), segment)?;
-        let surrogate = (out * &grad_out).sum(Kind::Float);
+        let mut surrogate = (out * &grad_out).sum(Kind::Float);
+        // the pairs that read this segment's blocks: their term, weighted and scaled as the
+        // loss is, enters beside the output's gradient
+        if let Some(term) = take_terms() {
+            surrogate += scaled(&(term * weight), scaler);
+        }
         grad_out = backward_into(&surrogate, params, &in_segment(segment), input.as_ref(), &mut grads)?;
     }
     Ok(Gradients { loss, predictions, grads })
@@ -240,7 +271,7 @@ fn finish(
         None => (cfg.objective.loss(output, soft, labels), cfg.objective.predictions(&output.detach())),
     };
     if let Some(hidden) = hidden {
-        loss.loss = &loss.loss + hidden;
+        loss.add_hidden(&hidden);
     }
     let weighted = if weight == 1.0 { loss.loss.shallow_clone() } else { &loss.loss * weight };
     let total = match extra_loss() {
@@ -250,11 +281,17 @@ fn finish(
         }
         None => weighted,
     };
-    let backprop = match scaler {
-        Some(s) => s.scaled(&total),
-        None => total,
-    };
-    (loss, backprop, predictions)
+    (loss, scaled(&total, scaler), predictions)
+}
+
+/// `x` scaled for fp16 by `scaler` (`x` itself without).
+fn scaled(x: &Tensor, scaler: Option<&GradScaler>) -> Tensor {
+    scaler.map_or_else(|| x.shallow_clone(), |s| s.scaled(x))
+}
+
+/// The sum of the hidden pairs' terms `terms` (`None` without any).
+fn sum(terms: Vec<Tensor>) -> Option<Tensor> {
+    terms.into_iter().reduce(|a, b| a + b)
 }
 
 /// Back-propagates `root` to the parameters `which` (indices into `params`) and to `input`,
@@ -313,180 +350,24 @@ pub fn block_seed(seed: u64, step: u64, block: u64) -> i64 {
     (mix(mix(mix(seed) ^ step) ^ block) >> 1) as i64
 }
 
-/// Maps each optimiser parameter (by name `<layer id>.<leaf>`) to the segment of its block.
-pub fn param_segments(student: &Student, names: &[String], segments: &[Range<usize>]) -> Vec<usize> {
+/// Maps each optimiser parameter (by name `<layer id>.<leaf>`) to the segment of its block; a
+/// hidden pair's projection (`kd_hidden.<k>.weight`, of `hidden`) to the segment of the block
+/// its pair reads, whose recompute back-propagates the pair's term.
+pub fn param_segments(
+    student: &Student,
+    names: &[String],
+    segments: &[Range<usize>],
+    hidden: Option<&HiddenKd>,
+) -> Vec<usize> {
     names
         .iter()
         .map(|name| {
-            let block = student.block_of(name).unwrap_or(0);
+            let block = hidden.and_then(|kd| kd.block_of(name)).or_else(|| student.block_of(name)).unwrap_or(0);
             segments.iter().position(|r| r.contains(&block)).unwrap_or(0)
         })
         .collect()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use estimator_wasm::schema::arch::checkpoint_segments;
-    use estimator_wasm::schema::{Checkpointing, Config};
-    use tch::nn::VarStore;
-
-    /// A CNN (conv -> BN -> act -> pool blocks, then flatten and hidden blocks) and MLPs over an
-    /// image input (a leading `flatten`): segments of parameter-free blocks at every position.
-    const STUDENTS: [&str; 3] = [
-        "family = \"cnn\"\nchannels = [4, 6]\nhidden = [12, 8]\nnorm = \"batch\"",
-        "family = \"mlp\"\nhidden = [12, 8]\nnorm = \"batch\"",
-        "family = \"mlp\"\nhidden = [12]\nnorm = \"layer\"",
-    ];
-
-    /// One loss the config can build: the student, its dropout, alpha and an L1 weight.
-    #[derive(Clone, Copy, Debug)]
-    struct Case {
-        student: &'static str,
-        dropout: f64,
-        alpha: f64,
-        l1: f64,
-    }
-
-    fn setup(case: Case) -> (VarStore, Student, Vec<String>) {
-        let text = format!(
-            "[data]\ninput_shape = [1, 8, 8]\nclasses = 5\n[student]\n{}\ndropout = {}\n",
-            case.student, case.dropout
-        );
-        let spec = Config::from_toml_str(&text).unwrap();
-        tch::manual_seed(11);
-        let vs = VarStore::new(Device::Cpu);
-        let student = Student::new(&vs.root(), &spec).unwrap();
-        let mut names: Vec<String> =
-            vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).map(|(n, _)| n).collect();
-        names.sort();
-        (vs, student, names)
-    }
-
-    /// Blocks of the test student; under the RNG lock, since building it reseeds the global
-    /// generator that a concurrent test may be drawing from.
-    fn block_count(case: Case) -> usize {
-        let _guard = crate::torch::test_rng::lock();
-        setup(case).1.block_count()
-    }
-
-    /// Gradients (and BN running statistics after the step) of one batch.
-    fn grads(case: Case, segments: &[Range<usize>], recompute: bool) -> (Vec<Tensor>, Vec<Tensor>) {
-        let _guard = crate::torch::test_rng::lock();
-        let (vs, student, names) = setup(case);
-        let vars = vs.variables();
-        let params: Vec<Tensor> = names.iter().map(|n| vars[n].shallow_clone()).collect();
-        let refs: Vec<&Tensor> = params.iter().collect();
-        let cfg = StepConfig {
-            device: Device::Cpu,
-            precision: Precision::Fp32,
-            objective: &crate::train::objective::LogitKd::forward_kl(2.0, case.alpha),
-            seed: 3,
-            segments,
-            param_segment: &param_segments(&student, &names, segments),
-            recompute,
-            ddp: None,
-            sync_batch_norm: None,
-            loss_chunk: None,
-            fused_head: None,
-            hidden: None,
-        };
-        let x = Tensor::linspace(-1.0, 1.0, 6 * 64, (Kind::Float, Device::Cpu)).reshape([6, 1, 8, 8]).sin() * 3.0;
-        let y = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 0]);
-        let soft = Tensor::linspace(-2.0, 2.0, 30, (Kind::Float, Device::Cpu)).reshape([6, 5]);
-        let input = ModelInput::new(x);
-        let batch =
-            StepBatch { input: &input, labels: Some(&y), soft: Some(&soft), step: 7, weight: 1.0, teacher_hidden: &[] };
-        // L1 of every conv/linear weight, as `prune.l1` builds it: a term with a graph straight
-        // to parameters of every segment, not through the logits.
-        let l1 = || {
-            let weights = refs.iter().filter(|w| w.dim() >= 2);
-            (case.l1 > 0.0).then(|| weights.map(|w| w.abs().sum(Kind::Float)).reduce(|a, b| a + b).unwrap() * case.l1)
-        };
-        let out = forward_backward(&cfg, &student, &refs, &batch, None, &l1).unwrap();
-        (out.grads, student.running_stats(0..student.block_count()).iter().map(|t| t.copy()).collect())
-    }
-
-    fn max_diff(a: &[Tensor], b: &[Tensor]) -> f64 {
-        a.iter().zip(b).map(|(a, b)| (a - b).abs().max().double_value(&[])).fold(0.0, f64::max)
-    }
-
-    /// Checks `case` under each of `modes` against one unsegmented step keeping the whole graph
-    /// (also with dropout: the masks must not depend on the segmentation): the same gradients,
-    /// and BatchNorm statistics that move once; segmenting without recomputing, too.
-    fn check(case: Case, modes: &[Checkpointing]) {
-        let n = block_count(case);
-        #[allow(clippy::single_range_in_vec_init)]
-        let (g_ref, bn_ref) = grads(case, &[0..n], false);
-        for &mode in modes {
-            let segments = checkpoint_segments(n, mode).unwrap();
-            for recompute in [true, false] {
-                let (g, bn) = grads(case, &segments, recompute);
-                assert!(g.iter().all(Tensor::defined), "{case:?} {mode:?}: every parameter gets a gradient");
-                let diff = max_diff(&g, &g_ref);
-                let k = segments.len();
-                assert!(diff < 1e-6, "{case:?} {mode:?} ({k} segments, recompute {recompute}): grads differ by {diff}");
-                assert!(max_diff(&bn, &bn_ref) < 1e-7, "{case:?} {mode:?}: BN statistics must move once");
-            }
-        }
-    }
-
-    /// Every segment count from 1 to two more than the blocks, and "sqrt", so that segments
-    /// hold every run of parameter-free blocks (flatten, pool, activation, dropout); with the
-    /// KD, CE and L1 terms, with and without dropout.
-    #[test]
-    fn checkpointed_gradients_equal_full_backprop_for_every_segment_count() {
-        for student in STUDENTS {
-            for dropout in [0.0, 0.3] {
-                let case = Case { student, dropout, alpha: 0.5, l1: 0.01 };
-                let n = block_count(case) as u64;
-                let modes: Vec<Checkpointing> =
-                    (1..=n + 2).map(Checkpointing::Segments).chain([Checkpointing::Sqrt]).collect();
-                check(case, &modes);
-            }
-        }
-    }
-
-    /// The dropout that the test above checks is live: it changes the gradients.
-    #[test]
-    fn dropout_changes_the_gradients() {
-        let with = Case { student: STUDENTS[0], dropout: 0.3, alpha: 0.5, l1: 0.01 };
-        let without = Case { dropout: 0.0, ..with };
-        #[allow(clippy::single_range_in_vec_init)]
-        let whole = |case| grads(case, &[0..block_count(case)], false).0;
-        // Dropout blocks only exist with dropout: compare the parameters, which both share.
-        assert!(max_diff(&whole(with), &whole(without)) > 1e-4);
-    }
-
-    /// Every loss the config can build: alpha 0 (CE only), 1 (KD only), with and without L1.
-    #[test]
-    fn checkpointed_gradients_equal_full_backprop_for_every_loss() {
-        for student in STUDENTS {
-            for (alpha, l1) in [(0.0, 0.01), (1.0, 0.01), (0.5, 0.0), (1.0, 0.0)] {
-                let case = Case { student, dropout: 0.0, alpha, l1 };
-                let n = block_count(case) as u64;
-                check(case, &[Checkpointing::Segments(2), Checkpointing::Sqrt, Checkpointing::Segments(n)]);
-            }
-        }
-    }
-
-    #[test]
-    fn the_l1_term_reaches_the_first_segment() {
-        // With and without L1, the first layer's weight gradient differs by exactly
-        // l1 * sign(w) (no weight is 0), also when that layer's segment is recomputed.
-        let case = Case { student: STUDENTS[1], dropout: 0.0, alpha: 0.5, l1: 0.01 };
-        let n = block_count(case);
-        let segments = checkpoint_segments(n, Checkpointing::Segments(2)).unwrap();
-        assert_eq!(segments[0], 0..n / 2, "fc1 lies in the first of two segments");
-        let (with, _) = grads(case, &segments, true);
-        let (without, _) = grads(Case { l1: 0.0, ..case }, &segments, true);
-        let (vs, _, names) = {
-            let _guard = crate::torch::test_rng::lock();
-            setup(case)
-        };
-        let i = names.iter().position(|n| n == "fc1.weight").unwrap();
-        let sign = vs.variables()["fc1.weight"].sign();
-        let diff = (&with[i] - &without[i] - sign * 0.01).abs().max().double_value(&[]);
-        assert!(diff < 1e-7, "fc1.weight misses its L1 gradient by {diff}");
-    }
-}
+#[path = "step_tests.rs"]
+mod tests;

@@ -87,7 +87,7 @@ impl<'a> Trainer<'a> {
         let n_blocks = student.block_count();
         #[allow(clippy::single_range_in_vec_init)] // one segment spanning every block
         let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
-        let param_segment = param_segments(&student, &names, &segments);
+        let param_segment = param_segments(&student, &names, &segments, hidden.as_ref());
         let scaler = crate::torch::precision::loss_scaling(spec.train.precision)
             .then(|| GradScaler::new(inputs.settings.device()));
         let pruner = match &spec.prune {

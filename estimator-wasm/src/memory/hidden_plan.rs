@@ -14,7 +14,17 @@
 //!   square, or the product `p h_t`); in the backward two `R t 4` gradients.
 //!
 //! The student's hidden state itself is an activation the next layer already saves: nothing new.
-use crate::memory::compiled::LossPlan;
+//!
+//! With `student.checkpointing`, a pair whose student layer lies before the last segment has
+//! its term made again when its segment is recomputed (distill's `train/step.rs`): its saved
+//! tensors join that segment's recomputed set (alive from the recompute to the segment's
+//! backward, not at the loss), and its transient and gradient tensors the backward scratch of
+//! the segment's last layer, where the term's backward runs first (both counted there, though
+//! they are never alive together: an overestimate of `2 R t 4`). The forward under `no_grad`
+//! computes the term's value alone, once its segment's blocks have run: it keeps the layer's
+//! output to the segment's end (in the live sets of the segment's later layers' no-grad
+//! forward) and, at the segment's last layer, the fp32 projected state and one more `R t 4`.
+use crate::memory::compiled::{LayerPlan, LossPlan};
 use crate::memory::errors::EstimateError;
 use crate::memory::inputs::TeacherModel;
 use crate::memory::runtime::mul;
@@ -24,7 +34,8 @@ use crate::memory::student_chain::Forward;
 use crate::schema::hidden_spec::{student_hidden_states, HiddenLoss};
 
 impl Compile<'_> {
-    /// Adds the pairs of `[[kd.hidden]]` to `loss` and their projections to the priced layers of
+    /// Adds the pairs of `[[kd.hidden]]` to `loss` (with checkpointing, a pair before the last
+    /// segment to its layers in `layers` instead) and their projections to the priced layers of
     /// `forward`; `teacher`'s layers give the teacher's widths (unknown: the student's, noted).
     ///
     /// # Errors
@@ -33,6 +44,7 @@ impl Compile<'_> {
     pub(crate) fn hidden(
         &mut self,
         forward: &mut Forward,
+        layers: &mut [LayerPlan],
         loss: &mut LossPlan,
         teacher: Option<&TeacherModel>,
     ) -> Result<(), EstimateError> {
@@ -73,12 +85,27 @@ impl Compile<'_> {
             }
             let state = f32_rows(t)?;
             held.push(state);
-            loss.saved.push(state);
+            let mut saved = vec![state];
             if pair.loss == HiddenLoss::Cosine {
-                loss.saved.extend(std::iter::repeat_n(f32_rows(1)?, 2));
+                saved.extend(std::iter::repeat_n(f32_rows(1)?, 2));
             }
-            loss.transient.extend([state, state]);
-            loss.grads.extend([state, state]);
+            // the next segment start after the pair's layer, if any: its segment is recomputed
+            match (s.layer + 1..layers.len()).find(|&j| layers[j].segment_start) {
+                Some(next) => {
+                    layers[s.layer].recompute.extend(saved);
+                    layers[next - 1].backward_scratch.extend([state; 4]);
+                    let output = forward.priced[s.layer].output.size()?;
+                    for later in &mut layers[s.layer + 1..next] {
+                        later.checkpoint_forward_live.push(output);
+                    }
+                    layers[next - 1].checkpoint_forward_live.extend([state, state]);
+                }
+                None => {
+                    loss.saved.extend(saved);
+                    loss.transient.extend([state, state]);
+                    loss.grads.extend([state, state]);
+                }
+            }
         }
         if rows > 1 {
             loss.saved.push(f32_rows(1)?);

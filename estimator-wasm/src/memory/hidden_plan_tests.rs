@@ -92,3 +92,41 @@ fn a_teacher_layer_the_described_teacher_lacks_is_refused_with_its_count() {
         "kd.hidden[0].teacher_layer: is 4, and the teacher has 4 hidden states (0 the embeddings' output): use 0 to 3"
     );
 }
+
+#[test]
+fn with_checkpointing_a_pair_before_the_last_segment_is_priced_with_its_segment_not_the_loss() {
+    let b = 4u64;
+    let (rows, t) = (16u64, 16u64);
+    let state = rows * t * 4;
+    let sum = |sizes: &[crate::memory::sizes::Size]| sizes.iter().map(|s| s.at(b).unwrap()).sum::<u64>();
+    // two segments: blk1_mlp (hidden state 1) in the first, blk2_mlp (state 2) in the last
+    let ckpt = TRANSFORMER.replace("family = \"transformer\"\n[", "family = \"transformer\"\ncheckpointing = 2\n[");
+    let base = model(&ckpt);
+    let starts: Vec<usize> = (0..base.student.layers.len()).filter(|&j| base.student.layers[j].segment_start).collect();
+    let at = |id: &str| base.student.layers.iter().position(|l| l.id == id).unwrap();
+    let (early, late) = (at("blk1_mlp"), at("blk2_mlp"));
+    assert_eq!(starts.len(), 2);
+    assert!(early < starts[1] && late >= starts[1], "{starts:?}: {early} in the first segment, {late} in the last");
+    let first_end = starts[1] - 1;
+    for (loss, own_saved) in [("mse", state), ("cosine", state + 2 * rows * 4)] {
+        let paired = model(&with_pair(1, 2, loss).replace(TRANSFORMER, &ckpt));
+        let (p, q) = (&paired.student.layers, &base.student.layers);
+        // nothing of the term at the loss but the mask [S] fp32
+        assert_eq!(paired.saved_bytes(b).unwrap() - base.saved_bytes(b).unwrap(), b * rows * 4, "{loss}");
+        assert_eq!(sum(&paired.student.loss.grads), sum(&base.student.loss.grads), "{loss}");
+        // its saved tensors with the recomputed segment, its transients and gradients at the
+        // segment's last layer's backward
+        assert_eq!(sum(&p[early].recompute) - sum(&q[early].recompute), b * own_saved, "{loss}");
+        assert_eq!(sum(&p[first_end].backward_scratch) - sum(&q[first_end].backward_scratch), b * 4 * state);
+        // the no-grad forward keeps blk1_mlp's output [S, 8] fp32 to the segment's end, and
+        // makes the value's two fp32 [S, 16] at its last layer
+        let live = |l: &[crate::memory::compiled::LayerPlan], i: usize| sum(&l[i].checkpoint_forward_live);
+        let kept = (early..starts[1]).map(|i| live(p, i) - live(q, i)).sum::<u64>();
+        let after = (starts[1] - early - 1) as u64;
+        assert_eq!(kept, b * (after * rows * 8 * 4 + 2 * state), "{loss}");
+    }
+    // a pair in the last segment stays with the loss, as without checkpointing
+    let last = model(&format!("{ckpt}[[kd.hidden]]\nstudent_layer = 2\nteacher_layer = 2\n"));
+    assert_eq!(last.saved_bytes(b).unwrap() - base.saved_bytes(b).unwrap(), b * (state + rows * 4));
+    assert_eq!(sum(&last.student.layers[late].recompute), sum(&base.student.layers[late].recompute));
+}

@@ -73,15 +73,17 @@ impl MemoryModel {
         let teacher = c.teacher()?;
         let kd = config.kd.alpha > 0.0 && teacher.is_some();
         let mut loss = c.loss(&forward, kd)?;
-        c.hidden(&mut forward, &mut loss, teacher.as_ref().map(|(t, _)| t))?;
+        c.hidden(&mut forward, &mut layers, &mut loss, teacher.as_ref().map(|(t, _)| t))?;
         let batch = c.batch_tensors(&forward, x0_saved || checkpointing)?;
         // a language model's teacher runs on every batch: its logits [N, S, vocab] are not
         // cached, whatever teacher.cache_logits says (as distill trains it)
         // hidden-state pairs ([[kd.hidden]]) need the teacher's hidden states: it runs live too
         let cache = config.teacher.cache_logits && !config.student.is_language_model() && config.kd.hidden.is_empty();
+        // at alpha = 0 hidden pairs still run the teacher, for its hidden states alone
+        let runs = kd || (teacher.is_some() && !config.kd.hidden.is_empty());
         let teacher_plan = teacher.as_ref().map(|(_, live)| TeacherPlan {
             layers: live.clone(),
-            live: kd && !cache,
+            live: runs && !cache,
             cache: kd && cache,
         });
         let teacher = teacher.map(|(t, _)| t);

@@ -375,7 +375,7 @@ mod tests {
             let text = ENCODER.replace("\"embedding_mse\"", &format!("\"{objective}\"\nalpha = 0.0"));
             assert_eq!(
                 Config::from_toml_str(&text).unwrap_err().to_string(),
-                format!("kd.alpha: is 0, which leaves only the label term, and objective = \"{objective}\" has none: nothing would train; set alpha > 0 (1: the embedding distance alone)")
+                format!("kd.alpha: is 0, which leaves only the label term, and objective = \"{objective}\" has none: nothing would train; set alpha > 0 (1: the embedding distance alone) or add [[kd.hidden]] pairs")
             );
             assert!(Config::from_toml_str(&text.replace("alpha = 0.0", "alpha = 0.1")).is_ok());
         }

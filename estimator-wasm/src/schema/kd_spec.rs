@@ -98,8 +98,9 @@ pub struct KdSpec {
 
     // hidden-state distillation (hidden_spec.rs)
     /// Hidden-state pairs, one `[[kd.hidden]]` table each (`crate::schema::hidden_spec`), each
-    /// adding its weighted distance to the loss; the teacher then runs on every batch, and
-    /// `student.checkpointing` and `kd.loss_chunk` are refused beside them.
+    /// adding its weighted distance to the loss (beside `alpha`'s mix, unweighted by it; at
+    /// `alpha = 0` the loss is the CE plus the pairs); the teacher then runs on every batch.
+    /// They train under `student.checkpointing` and `kd.loss_chunk` alike.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<HiddenPair>,
 }

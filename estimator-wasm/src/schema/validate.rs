@@ -339,9 +339,10 @@ impl KdSpec {
         if !(0.0..=1.0).contains(&self.alpha) {
             return invalid("kd.alpha", "must be in [0, 1] (0 = labels only, 1 = soft targets only)");
         }
-        if self.alpha == 0.0 && self.objective != KdObjective::Logits {
+        // (with [[kd.hidden]] pairs, their terms alone train: TinyBERT's intermediate stage)
+        if self.alpha == 0.0 && self.objective != KdObjective::Logits && self.hidden.is_empty() {
             let name = self.objective.name();
-            return invalid("kd.alpha", &format!("is 0, which leaves only the label term, and objective = \"{name}\" has none: nothing would train; set alpha > 0 (1: the embedding distance alone)"));
+            return invalid("kd.alpha", &format!("is 0, which leaves only the label term, and objective = \"{name}\" has none: nothing would train; set alpha > 0 (1: the embedding distance alone) or add [[kd.hidden]] pairs"));
         }
         if self.beta.is_some_and(|b| !(0.0..=1.0).contains(&b)) {
             return invalid(
@@ -455,27 +456,16 @@ pub fn check_safety_margin(margin: f64) -> Result<(), SpecError> {
 // hidden-state pairs ([[kd.hidden]], hidden_spec.rs)
 impl Config {
     /// `[[kd.hidden]]` against the rest of the cfg: each pair's student layer exists and its
-    /// weight is >= 0 ([`hidden_spec::check_pairs`]); the pairs need the teacher (`kd.alpha > 0`) and a step
-    /// that keeps every hidden state (no `student.checkpointing`, no `kd.loss_chunk`).
+    /// weight is >= 0 ([`hidden_spec::check_pairs`]). Any `kd.alpha` goes (at 0 the loss is the
+    /// labels' CE plus the pairs' terms, the teacher running for its hidden states alone), and
+    /// so do `student.checkpointing` (a pair's term is recomputed with its segment) and
+    /// `kd.loss_chunk` (the pairs read blocks before the head).
     ///
     /// # Errors
     /// [`SpecError::Invalid`] naming the key and the fix.
     pub(crate) fn validate_hidden(&self) -> Result<(), SpecError> {
         if self.kd.hidden.is_empty() {
             return Ok(());
-        }
-        let invalid = |key: &str, message: &str| Err(SpecError::Invalid { key: key.into(), message: message.into() });
-        if self.kd.alpha == 0.0 {
-            return invalid(
-                "kd.hidden",
-                "needs the teacher, and kd.alpha = 0 runs none: set alpha > 0 or remove [[kd.hidden]]",
-            );
-        }
-        if self.student.checkpointing != Checkpointing::None {
-            return invalid("kd.hidden", "keeps the student's hidden states for the loss, which student.checkpointing recomputes: set checkpointing = \"none\" or remove [[kd.hidden]]");
-        }
-        if self.kd.loss_chunk > 0 {
-            return invalid("kd.hidden", "is not combined with kd.loss_chunk yet (the chunked loss runs the head apart): set loss_chunk = 0 or remove [[kd.hidden]]");
         }
         let layers = crate::schema::arch::layers(&self.student, &self.data)?;
         let transformer = layers.iter().any(|l| matches!(l.op, crate::schema::layer_ops::Op::SelfAttention(_)));

@@ -76,8 +76,11 @@ pub fn render(report: &Report, student: &Curves, baseline: Option<&Curves>) -> S
         escape(report.distill_version)
     ));
     body.push_str(&section("Teacher and students", &tables::students(report)));
-    // the baseline has no KD term: its kd line would be zero throughout
-    let losses = both(student, baseline, steps, &[("loss", "loss"), ("kd", "KD"), ("ce", "CE")], &[0, 2]);
+    // the baseline has no KD term: its kd line would be zero throughout (nor hidden pairs); the
+    // hidden pairs' term where the run had some
+    let parts = [("loss", "loss"), ("kd", "KD"), ("ce", "CE"), ("hidden", "hidden")];
+    let parts = if student.has("step", "hidden") { &parts[..] } else { &parts[..3] };
+    let losses = both(student, baseline, steps, parts, &[0, 2]);
     body.push_str(&section(
         "Loss per logged step (mean since the previous line)",
         &chart("loss", "step", "loss", losses),

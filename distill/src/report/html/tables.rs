@@ -58,10 +58,11 @@ pub fn students(report: &Report) -> String {
     }
     rows.extend([
         row(
-            "final loss (KD, CE)",
+            if s.final_losses.hidden.is_some() { "final loss (KD, CE, hidden)" } else { "final loss (KD, CE)" },
             &each(dash(), &|s| {
                 let l = &s.final_losses;
-                format!("{:.4} ({:.4}, {:.4})", l.loss, l.kd, l.ce)
+                let hidden = l.hidden.map(|h| format!(", {h:.4}")).unwrap_or_default();
+                format!("{:.4} ({:.4}, {:.4}{hidden})", l.loss, l.kd, l.ce)
             }),
         ),
         row(

@@ -42,18 +42,23 @@ impl Divergence {
             KdDivergence::Tvd => Divergence::Tvd,
         }
     }
+
+    /// The divergence as computed: JSD's endpoints are the two KLs (see the module's
+    /// documentation), beta 0 forward and beta 1 reverse; every other one itself.
+    pub fn resolved(self) -> Divergence {
+        match self {
+            Divergence::Jsd { beta } if beta <= 0.0 => Divergence::ForwardKl,
+            Divergence::Jsd { beta } if beta >= 1.0 => Divergence::ReverseKl,
+            d => d,
+        }
+    }
 }
 
 /// `T^2 * D(softmax(t/T), softmax(s/T))` of student logits `student` and teacher logits
 /// `teacher` [K, C] (any float kind), summed over the C classes and averaged over the K rows:
 /// a 0-dim fp32 tensor with the student's graph. Forward KL is [`forward_kl`] itself.
 pub fn soft_loss(student: &Tensor, teacher: &Tensor, temperature: f64, divergence: Divergence) -> Tensor {
-    // JSD's endpoints are the two KLs (see the module's documentation)
-    let divergence = match divergence {
-        Divergence::Jsd { beta } if beta <= 0.0 => Divergence::ForwardKl,
-        Divergence::Jsd { beta } if beta >= 1.0 => Divergence::ReverseKl,
-        d => d,
-    };
+    let divergence = divergence.resolved();
     let rows = student.size()[0].max(1) as f64;
     let scale = temperature * temperature / rows;
     let kind = compute_kind(student);

@@ -37,7 +37,8 @@ impl Objective for EmbeddingKd {
             Some(teacher) if self.alpha > 0.0 => self.distance(student, teacher),
             _ => Tensor::zeros([], (Kind::Float, student.device())),
         };
-        LossParts { loss: &kd * self.alpha, ce: kd.zeros_like(), kd }
+        let ce = kd.zeros_like();
+        LossParts::of(&kd * self.alpha, kd, ce)
     }
 
     /// The output itself [B, E]: an embedding is compared whole.

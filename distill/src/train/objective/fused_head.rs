@@ -100,7 +100,7 @@ pub fn fused_head_grads(
         let loss = &kd_value * kd.alpha + &ce * (1.0 - kd.alpha);
         let predictions =
             if predictions.is_empty() { Tensor::zeros([0], (Kind::Int64, dev)) } else { Tensor::cat(&predictions, 0) };
-        FusedGrads { loss: LossParts { loss, kd: kd_value, ce }, grad_hidden, grad_weight, grad_bias, predictions }
+        FusedGrads { loss: LossParts::of(loss, kd_value, ce), grad_hidden, grad_weight, grad_bias, predictions }
     })
 }
 
@@ -135,16 +135,24 @@ fn chunk_terms(z: Tensor, t: Option<&Tensor>, y: &Tensor, kd: &LogitKd, n: f64) 
     let kind = z.kind();
     let padding = y.lt(0).unsqueeze(1); // [c, 1]
     let target = y.clamp_min(0).unsqueeze(1);
-    // CE at T = 1: log-sum-exp minus the label's logit; its gradient softmax(z) - onehot(y)
-    let lse = z.logsumexp([-1], true);
-    let ce_rows = (&lse - z.gather(1, &target, false)).masked_fill(&padding, 0.0).sum(kind);
-    let mut g = (&z - &lse).exp_();
+    // The chunk's one softmax at T = 1: CE is minus the label's log-probability, its gradient
+    // softmax(z) - onehot(y); at T = 1 the soft term's log q is the same tensor, kept (so as
+    // many [c, V] tensors are alive as with a second log-softmax, and one less is computed).
+    let mut log_s = z.log_softmax(-1, kind);
+    let ce_rows = -log_s.gather(1, &target, false).masked_fill(&padding, 0.0).sum(kind);
+    let (mut g, log_q) = match t.is_some() && kd.temperature == 1.0 {
+        true => (log_s.exp(), Some(log_s)),
+        false => {
+            let _ = log_s.exp_();
+            (log_s, None)
+        }
+    };
     let _ = g.scatter_add_(1, &target, &Tensor::full([y.size()[0], 1], -1.0, (kind, z.device())));
     g *= (1.0 - kd.alpha) / n;
     let kd_rows = match t {
         Some(t) => {
             let temperature = kd.temperature;
-            let log_q = (z / temperature).log_softmax(-1, kind);
+            let log_q = log_q.unwrap_or_else(|| (&z / temperature).log_softmax(-1, kind));
             let log_p = (t.to_kind(kind) / temperature).log_softmax(-1, kind);
             let (rows, mut grad_s) = soft_term(log_q, log_p, kd.divergence);
             grad_s *= kd.alpha * temperature / n;
@@ -161,11 +169,7 @@ fn chunk_terms(z: Tensor, t: Option<&Tensor>, y: &Tensor, kd: &LogitKd, n: f64) 
 /// can be: with the caller's `dL/dz` and these two, at most 4 (reverse KL, TVD), 5 (forward KL)
 /// or 6 (JSD) [c, V] tensors are alive at once (`estimator_wasm`'s fused loss counts them).
 fn soft_term(log_q: Tensor, log_p: Tensor, divergence: Divergence) -> (Tensor, Tensor) {
-    let divergence = match divergence {
-        Divergence::Jsd { beta } if beta <= 0.0 => Divergence::ForwardKl,
-        Divergence::Jsd { beta } if beta >= 1.0 => Divergence::ReverseKl,
-        d => d,
-    };
+    let divergence = divergence.resolved();
     let kind = log_q.kind();
     let row_sum = |x: &Tensor| x.sum_dim_intlist(-1, true, kind);
     // through the softmax: dD/ds_j = q_j (g_j - sum_i q_i g_i), for g = dD/dq

@@ -1,6 +1,6 @@
 //! The fused head and loss against the unfused path (the head's logits [1, N, V] scored by
-//! [`LogitKd`] and back-propagated by autograd), for every divergence, with a temperature other
-//! than 1, padding rows and chunks that do and do not divide the rows; a tied head; and a
+//! [`LogitKd`] and back-propagated by autograd), for every divergence, at temperature 1 (where
+//! the chunk's one softmax serves CE and the soft term) and another, padding rows and chunks that do and do not divide the rows; a tied head; and a
 //! hand-computed case.
 use tch::{Device, Kind, Tensor};
 
@@ -56,9 +56,9 @@ fn leaf(x: &Tensor) -> Tensor {
 #[test]
 fn loss_and_gradients_equal_the_unfused_path_for_every_divergence() {
     let (hidden, weight, bias, teacher, labels) = batch();
-    for divergence in ALL {
+    for (divergence, temperature) in ALL.iter().flat_map(|&d| [(d, 2.5), (d, 1.0)]) {
         for alpha in [0.3, 1.0, 0.0] {
-            let kd = LogitKd { temperature: 2.5, alpha, divergence };
+            let kd = LogitKd { temperature, alpha, divergence };
             // unfused: the whole [1, N, V] logits, LogitKd's token path, autograd
             let (h, w, b) = (leaf(&hidden), leaf(&weight), leaf(&bias));
             let logits = h.linear(&w, Some(&b)).unsqueeze(0);
@@ -68,7 +68,7 @@ fn loss_and_gradients_equal_the_unfused_path_for_every_divergence() {
                 let (fh, fw, fb) = (leaf(&hidden), leaf(&weight), leaf(&bias));
                 let head = Head { weight: &fw, bias: Some(&fb) };
                 let (got, predictions) = fused_head_loss(&fh, head, Some(&teacher), &labels, &kd, chunk);
-                let case = format!("{divergence:?} alpha {alpha} chunk {chunk}");
+                let case = format!("{divergence:?} T {temperature} alpha {alpha} chunk {chunk}");
                 for (name, g, w) in
                     [("loss", &got.loss, &want.loss), ("kd", &got.kd, &want.kd), ("ce", &got.ce, &want.ce)]
                 {

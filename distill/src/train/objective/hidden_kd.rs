@@ -89,7 +89,7 @@ impl HiddenKd {
         Ok(Some(HiddenKd { terms }))
     }
 
-    /// Whether the step keeps the output of student block `block`.
+    /// Whether some pair reads the output of student block `block`.
     pub fn wants(&self, block: usize) -> bool {
         self.terms.iter().any(|t| t.block == block)
     }
@@ -100,7 +100,7 @@ impl HiddenKd {
     }
 
     /// The teacher's states `states` (pair order, as [`HiddenKd::teacher_layers`] lists them) as
-    /// [`HiddenKd::loss`] reads them: fp32, without autograd, a cosine pair's divided by its
+    /// [`HiddenKd::at_block`] reads them: fp32, without autograd, a cosine pair's divided by its
     /// norm ([`normalised`]) in place of the original.
     pub fn prepare_teacher(&self, states: Vec<Tensor>) -> Vec<Tensor> {
         let prepare = |(term, h): (&HiddenTerm, Tensor)| {
@@ -113,17 +113,16 @@ impl HiddenKd {
         self.terms.iter().zip(states).map(prepare).collect()
     }
 
-    /// `sum_k weight_k * D_k`, fp32 0-dim, from the kept student block outputs `student` (block,
-    /// output [B, S, s] or [B, ...]), the teacher's states `teacher` [B, S, t] or [B, t] (as
-    /// [`HiddenKd::prepare_teacher`] returns them) and the attention mask `mask` [B, S]
-    /// (`None`: every row).
-    ///
-    /// # Panics
-    /// When a pair's block output is not in `student` (the step keeps every wanted block).
-    pub fn loss(&self, student: &[(usize, Tensor)], teacher: &[Tensor], mask: Option<&Tensor>) -> Tensor {
-        let mut total = Tensor::zeros([], (Kind::Float, teacher[0].device()));
-        for (term, t) in self.terms.iter().zip(teacher) {
-            let h = &student.iter().find(|(b, _)| *b == term.block).expect("the step keeps the pair's block").1;
+    /// `sum weight_k * D_k`, fp32 0-dim with `h`'s graph, over the pairs whose student state is
+    /// the output `h` of block `block` ([B, S, s], or [B, ...] for an mlp or cnn; `None` when no
+    /// pair reads that block), from the teacher's states `teacher` [B, S, t] or [B, t] (all
+    /// pairs', pair order, as [`HiddenKd::prepare_teacher`] returns them) and the attention mask
+    /// `mask` [B, S] (`None`: every row). The step calls it as each block's output is made,
+    /// so no output is kept for the loss: without checkpointing its graph is the step's, with
+    /// checkpointing its segment's recompute ([`crate::train::step`]).
+    pub fn at_block(&self, block: usize, h: &Tensor, teacher: &[Tensor], mask: Option<&Tensor>) -> Option<Tensor> {
+        let mut total: Option<Tensor> = None;
+        for (term, t) in self.terms.iter().zip(teacher).filter(|(term, _)| term.block == block) {
             // an mlp's or cnn's output, one vector a sample
             let h = if t.dim() == 2 { h.flatten(1, -1) } else { h.shallow_clone() };
             let p = match &term.projection {
@@ -134,10 +133,20 @@ impl HiddenKd {
             let d = match term.loss {
                 HiddenLoss::Mse => mse_term(&p.to_kind(Kind::Float), t, m),
                 HiddenLoss::Cosine => cosine_term(&p.to_kind(Kind::Float), t, m),
-            };
-            total += d * term.weight;
+            } * term.weight;
+            total = Some(match total {
+                Some(sum) => sum + d,
+                None => d,
+            });
         }
         total
+    }
+
+    /// The student block whose pair owns the variable `name` (`kd_hidden.<k>.weight`, pair `k`'s
+    /// projection); `None` for any other variable.
+    pub fn block_of(&self, name: &str) -> Option<usize> {
+        let k = name.strip_prefix("kd_hidden.")?.split('.').next()?.parse::<usize>().ok()?;
+        self.terms.get(k).map(|t| t.block)
     }
 }
 

@@ -75,7 +75,7 @@ impl Objective for LogitKd {
                     _ => Tensor::zeros([], (Kind::Float, student.device())),
                 };
                 let ce = kd.zeros_like();
-                LossParts { loss: &kd * self.alpha, kd, ce }
+                LossParts::of(&kd * self.alpha, kd, ce)
             }
         }
     }
@@ -113,7 +113,7 @@ pub fn kd_loss(student: &Tensor, teacher: Option<&Tensor>, labels: &Tensor, kd: 
         _ => Tensor::zeros([], (Kind::Float, student.device())),
     };
     let loss = &soft * alpha + &ce * (1.0 - alpha);
-    LossParts { loss, kd: soft, ce }
+    LossParts::of(loss, soft, ce)
 }
 
 #[cfg(test)]
