@@ -29,10 +29,7 @@ pub fn teacher_weights(
     if spec.student.init_from_teacher.is_empty() {
         return Ok(None);
     }
-    let params = crate::inputs::vocab_check::shared_vocab_tables(
-        teacher.file_parameters()?,
-        teacher.padded_vocab,
-    );
+    let params = crate::inputs::vocab_check::shared_vocab_tables(teacher.file_parameters()?, teacher.padded_vocab);
     let factorised = spec.student.transformer.as_ref().is_some_and(|t| t.head_rank.is_some());
     let sample = factorised.then(|| {
         let rows = (train.len() as i64).min(head_fit::HEAD_FIT_WINDOWS);
