@@ -57,14 +57,14 @@ mod form {
 }
 
 /// The "MiniLM to a small encoder" scenario writes the example's cfg.toml, every scenario says
-/// whether `distill` trains what it writes, and the Llama scenarios name a model folder.
+/// whether `distill` trains what it writes, and the Llama and GPT-2 scenarios name a model folder.
 #[cfg(feature = "explorer")]
 mod trainable {
     use std::collections::BTreeMap;
 
     use estimator_wasm::explorer::sweep::sweep;
     use estimator_wasm::explorer::{scenario, ExplorerForm, SCENARIOS};
-    use estimator_wasm::schema::{untrainable, Precision, HF_MODEL_TYPES};
+    use estimator_wasm::schema::{untrainable, Precision};
     use estimator_wasm::Config;
     use serde_json::Value;
 
@@ -138,20 +138,13 @@ mod trainable {
             "distill cannot train this yet: transformer classifiers (head = \"classifier\"); it trains sentence \
              encoders (head = \"embedding\")",
         );
-        // GPT-2's cfg.toml trains from its Hugging Face folder once distill reads gpt2 folders
-        let gpt2 = (!HF_MODEL_TYPES.contains(&"gpt2")).then(|| {
-            format!(
-                "distill cannot train this yet: a gpt2 model folder as the teacher (teacher.hf; it reads {} folders)",
-                HF_MODEL_TYPES.join(", ")
-            )
-        });
         let want = [
             ("fashion-mnist-cnn", None),
             ("resnet50", None),
             ("vit-b16", None),
             ("all-minilm-l6-v2", None),
             ("bert-base", classifier),
-            ("gpt2", gpt2.as_deref()),
+            ("gpt2", None),
             ("smollm2-135m", None),
             ("llama-2-7b", None),
             ("llama-3-8b", None),
@@ -178,12 +171,13 @@ mod trainable {
         assert_eq!(sweep(&lm_form).unwrap().untrainable.as_deref(), lm);
     }
 
-    /// The Llama scenarios' cfg.toml names the user's copy of the teacher's Hugging Face folder
-    /// (`teacher.hf`, its `tokenizer.json` the data's) and says where to get it; the page prices
-    /// the published checkpoint by its preset.
+    /// The Llama and GPT-2 scenarios' cfg.toml names the user's copy of the teacher's Hugging
+    /// Face folder (`teacher.hf`, its `tokenizer.json` the data's) and says where to get it; the
+    /// page prices the published checkpoint by its preset.
     #[test]
-    fn the_llama_scenarios_train_from_a_model_folder() {
+    fn the_decoder_scenarios_train_from_a_model_folder() {
         for (key, repo, dir, preset) in [
+            ("gpt2", "openai-community/gpt2", "gpt2", "gpt2"),
             ("llama-2-7b", "meta-llama/Llama-2-7b-hf", "Llama-2-7b-hf", "llama-2-7b"),
             ("llama-3-8b", "meta-llama/Meta-Llama-3-8B", "Meta-Llama-3-8B", "llama-3-8b"),
         ] {
@@ -203,9 +197,19 @@ mod trainable {
             assert_eq!(form.config().unwrap().teacher.preset.as_deref(), Some(preset), "{key}: the page's price");
             let s = sweep(&form).unwrap();
             assert_eq!((s.untrainable, s.folder.map(|f| (f.repo, f.dir))), (None, Some((repo, dir))), "{key}");
-            // the student is a Llama: rotary positions, nothing added to its token embedding
             let t = form.config().unwrap().student.transformer.unwrap();
-            assert_eq!((t.rope_theta.is_some(), t.max_positions, t.bias), (true, 0, false), "{key}");
+            if key == "gpt2" {
+                // GPT-2's layout: learned positions, LayerNorm before each block, biases, tied head
+                assert_eq!(
+                    (t.rope_theta, t.max_positions, t.norm_position.name(), t.norm.name(), t.bias, t.tie_embeddings),
+                    (None, 1024, "pre", "layer", true, true),
+                    "{key}"
+                );
+                assert_eq!((t.layers, t.d_model, t.heads, t.vocab), (6, 768, 12, 50257));
+            } else {
+                // the student is a Llama: rotary positions, nothing added to its token embedding
+                assert_eq!((t.rope_theta.is_some(), t.max_positions, t.bias), (true, 0, false), "{key}");
+            }
         }
         assert!(sweep(&ExplorerForm::for_scenario(scenario("smollm2-135m").unwrap(), "H200"))
             .unwrap()
@@ -232,6 +236,32 @@ mod trainable {
         let t = form.config().unwrap().student.transformer.unwrap();
         assert_eq!((t.layers, t.d_model, t.heads, t.kv_heads, t.mlp_width), (1, 128, 2, Some(1), Some(352)));
         let path = format!("{}/../tests/fixtures/explorer-llama.toml", env!("CARGO_MANIFEST_DIR"));
+        let text = form.cfg_toml().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            text,
+            "{path} is not the page's cfg.toml: write the right-hand text to it if the change is meant"
+        );
+    }
+
+    /// The GPT-2 scenario's cfg.toml at a student small enough to train in seconds (width 1/12,
+    /// one layer, windows of 64 tokens, fp32) is `tests/fixtures/explorer-gpt2.toml`, byte for
+    /// byte: the file the end-to-end test `explorer_folder` trains from the GPT-2 fixture folder.
+    #[test]
+    fn the_gpt2_scenario_writes_the_fixture_the_end_to_end_test_trains() {
+        let form = ExplorerForm {
+            width: 1.0 / 12.0,
+            depth: 1.0 / 6.0,
+            input: 64,
+            batch: 8,
+            eval_batch: 8,
+            precision: Precision::Fp32,
+            teacher_precision: Precision::Fp32,
+            ..ExplorerForm::for_scenario(scenario("gpt2").unwrap(), "RTX-4090")
+        };
+        let t = form.config().unwrap().student.transformer.unwrap();
+        assert_eq!((t.layers, t.d_model, t.heads, t.mlp_width(), t.max_positions), (1, 64, 1, 256, 1024));
+        let path = format!("{}/../tests/fixtures/explorer-gpt2.toml", env!("CARGO_MANIFEST_DIR"));
         let text = form.cfg_toml().unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),

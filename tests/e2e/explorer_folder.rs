@@ -1,34 +1,43 @@
-//! The explorer's Llama 2 scenario as a user runs it: the cfg.toml the page exports
-//! (`tests/fixtures/explorer-llama.toml`, which estimator-wasm's test
-//! `the_llama_scenario_writes_the_fixture_the_end_to_end_test_trains` holds byte-equal to
-//! `ExplorerForm::cfg_toml`; this crate builds without the explorer) in a folder of its own, the
-//! model folder at the name the file gives (`Llama-2-7b-hf`: here the tiny llama fixture
-//! `hf/llama` stands in for meta-llama/Llama-2-7b-hf) and two text files beside it, and the
-//! folder's vocabulary (512) set as the file's header says for another Llama-family folder.
+//! The explorer's Llama 2 and GPT-2 scenarios as a user runs them: the cfg.toml the page
+//! exports (`tests/fixtures/explorer-llama.toml`, `explorer-gpt2.toml`, which estimator-wasm's
+//! tests `the_llama_scenario_writes_the_fixture_the_end_to_end_test_trains` and
+//! `the_gpt2_scenario_writes_...` hold byte-equal to `ExplorerForm::cfg_toml`; this crate builds
+//! without the explorer) in a folder of its own, the model folder at the name the file gives
+//! (`Llama-2-7b-hf`, `gpt2`: here the tiny fixtures `hf/llama` and `hf/gpt2` stand in for
+//! meta-llama/Llama-2-7b-hf and openai-community/gpt2) and two text files beside it, and the
+//! folder's vocabulary (512) set as the file's header says for another folder.
 use std::path::{Path, PathBuf};
 
+use distill::inputs::hf::keys::{LANGUAGE_MODELS, SUPPORTED};
 use distill::run::plan_command::PlanOptions;
 use e2e::{fixture, metrics_lines, options, run};
+use estimator_wasm::schema::HeadKind;
 use serde_json::Value;
 
-/// The header's instruction for a folder other than meta-llama/Llama-2-7b-hf: its vocab_size.
+/// The header's instruction for a folder other than the scenario's: its vocab_size.
 const VOCAB: [&str; 2] = ["data.classes=512", "student.transformer.vocab=512"];
 
-/// `dir` laid out as the exported cfg.toml asks: `cfg.toml`, `Llama-2-7b-hf/` (the fixture's
-/// config.json, model.safetensors, tokenizer.json), `train.txt` and `test.txt` (the
-/// language-model fixture's 1,500 KJV verses and 200 held-out ones). Returns the cfg.toml's path.
-fn user_folder(dir: &Path) -> PathBuf {
+/// `dir` laid out as the exported cfg.toml `toml` (a fixture) asks: `cfg.toml`, the model folder
+/// `folder/` (the fixture `hf/{model}`'s config.json, model.safetensors, tokenizer.json),
+/// `train.txt` and `test.txt` (the language-model fixture's 1,500 KJV verses and 200 held-out
+/// ones). Returns the cfg.toml's path.
+fn user_folder(dir: &Path, toml: &str, folder: &str, model: &str) -> PathBuf {
     let cfg = dir.join("cfg.toml");
-    std::fs::copy(fixture("explorer-llama.toml"), &cfg).unwrap();
-    let folder = dir.join("Llama-2-7b-hf");
-    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(fixture(toml), &cfg).unwrap();
+    let to = dir.join(folder);
+    std::fs::create_dir(&to).unwrap();
     for name in ["config.json", "model.safetensors", "tokenizer.json"] {
-        std::fs::copy(fixture("hf/llama").join(name), folder.join(name)).unwrap();
+        std::fs::copy(fixture(&format!("hf/{model}")).join(name), to.join(name)).unwrap();
     }
     for (name, from) in [("train.txt", "lm/lm-train.txt"), ("test.txt", "lm/lm-test.txt")] {
         std::fs::copy(fixture(from), dir.join(name)).unwrap();
     }
     cfg
+}
+
+/// The Llama 2 scenario's layout.
+fn llama_folder(dir: &Path) -> PathBuf {
+    user_folder(dir, "explorer-llama.toml", "Llama-2-7b-hf", "llama")
 }
 
 /// `distill plan --json` of `cfg` with the vocabulary overrides, parsed.
@@ -46,17 +55,26 @@ fn plan(cfg: &Path) -> Value {
     serde_json::from_str(&distill::run::plan_command::plan(&opts).unwrap()).unwrap()
 }
 
-/// The file names the folder distill reads: the explorer's list of folder types is distill's.
+/// The explorer exports a folder teacher for exactly the `model_type`s whose folders distill
+/// reads as language models: of every type distill builds (a fixture folder each), those whose
+/// model ends in an LM head; and the exported files name the folder, not a preset.
 #[test]
 fn the_explorer_names_the_folders_distill_reads() {
-    assert_eq!(estimator_wasm::schema::HF_MODEL_TYPES, distill::inputs::hf::config::LLAMA_FAMILY);
-    let text = std::fs::read_to_string(fixture("explorer-llama.toml")).unwrap();
-    for line in
-        ["hf = \"Llama-2-7b-hf\"\n", "tokenizer = \"Llama-2-7b-hf/tokenizer.json\"\n", "train = \"train.txt\"\n"]
-    {
-        assert!(text.contains(line), "the exported cfg.toml lacks {line:?}");
+    assert_eq!(estimator_wasm::schema::HF_MODEL_TYPES, LANGUAGE_MODELS);
+    for model_type in SUPPORTED {
+        let config = distill::inputs::hf::read_config(&fixture(&format!("hf/{model_type}"))).unwrap();
+        let head = distill::inputs::hf::plan::arch(&config).transformer.unwrap().head;
+        assert_eq!(config.model_type(), model_type);
+        assert_eq!(head == HeadKind::Lm, LANGUAGE_MODELS.contains(&model_type), "{model_type}: head {}", head.name());
     }
-    assert!(!text.contains("preset"), "the folder, not a preset, describes the teacher:\n{text}");
+    for (file, dir) in [("explorer-llama.toml", "Llama-2-7b-hf"), ("explorer-gpt2.toml", "gpt2")] {
+        let text = std::fs::read_to_string(fixture(file)).unwrap();
+        let tokenizer = format!("tokenizer = \"{dir}/tokenizer.json\"\n");
+        for line in [format!("hf = \"{dir}\"\n"), tokenizer, "train = \"train.txt\"\n".into()] {
+            assert!(text.contains(&line), "the exported {file} lacks {line:?}");
+        }
+        assert!(!text.contains("preset"), "the folder, not a preset, describes the teacher:\n{text}");
+    }
 }
 
 /// `distill plan` prices the teacher from the folder's config.json: its exact parameter count
@@ -66,7 +84,7 @@ fn the_explorer_names_the_folders_distill_reads() {
 #[test]
 fn distill_plan_prices_the_teacher_from_the_folders_config() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = user_folder(dir.path());
+    let cfg = llama_folder(dir.path());
     let folder = plan(&cfg);
     assert_eq!(folder["plan"]["params"]["teacher"], 34_976);
     let arch = "\n[teacher.arch]\nfamily = \"transformer\"\nactivation = \"silu\"\n[teacher.arch.transformer]\n\
@@ -87,29 +105,50 @@ fn distill_plan_prices_the_teacher_from_the_folders_config() {
     assert!(teacher > 2 * 34_816 * tokens && teacher < 4 * 34_816 * tokens, "teacher forward {teacher} FLOPs");
 }
 
+/// `distill --student cfg` (no `--teacher`: the cfg's folder) with the vocabulary overrides,
+/// into `dir/run`: its report, checked to be written and to name the teacher folder `folder`
+/// of `params` parameters, and the step lines' losses.
+fn train_from_folder(dir: &Path, cfg: &Path, folder: &str, params: u64) -> (distill::report::Report, Vec<f64>) {
+    let out = dir.join("run");
+    let opts = distill::TrainOptions { sets: VOCAB.map(String::from).to_vec(), ..options(Path::new(""), cfg, &out) };
+    let report = run(&opts).unwrap();
+    assert!(out.join("report.json").is_file(), "no report.json in {}", out.display());
+    let teacher = (report.teacher.params, report.teacher.path.ends_with(folder));
+    assert_eq!(teacher, (params, true), "{}", report.teacher.path);
+    let metrics = metrics_lines(&out.join("metrics.jsonl"));
+    let steps: Vec<f64> = metrics.iter().filter(|l| l["kind"] == "step").map(|l| l["loss"].as_f64().unwrap()).collect();
+    let epochs = metrics.iter().filter(|l| l["kind"] == "epoch").count();
+    assert!(epochs == 1 && steps.iter().all(|l| l.is_finite()), "{epochs} epochs, loss by step {steps:?}");
+    (report, steps)
+}
+
 /// `distill --student cfg.toml` (no `--teacher`: the cfg's folder) trains the exported file: one
 /// epoch of 64-token windows, a report.json whose teacher is the folder's, and a student that
 /// learned from it (its held-out perplexity well under the 512 of a uniform guess, and falling).
 #[test]
 fn distill_trains_the_exported_cfg_from_the_model_folder() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = user_folder(dir.path());
-    let out = dir.path().join("run");
-    let opts = distill::TrainOptions { sets: VOCAB.map(String::from).to_vec(), ..options(Path::new(""), &cfg, &out) };
-    let report = run(&opts).unwrap();
-    assert!(out.join("report.json").is_file(), "no report.json in {}", out.display());
-    assert_eq!(
-        (report.teacher.params, report.teacher.path.ends_with("Llama-2-7b-hf")),
-        (34_976, true),
-        "{}",
-        report.teacher.path
-    );
-    let metrics = metrics_lines(&out.join("metrics.jsonl"));
-    let steps: Vec<f64> = metrics.iter().filter(|l| l["kind"] == "step").map(|l| l["loss"].as_f64().unwrap()).collect();
-    let epochs = metrics.iter().filter(|l| l["kind"] == "epoch").count();
-    assert!(epochs == 1 && steps.len() >= 2, "{epochs} epochs, {} step lines", steps.len());
-    assert!(steps.iter().all(|l| l.is_finite()) && steps[steps.len() - 1] < steps[0], "loss by step {steps:?}");
+    let cfg = llama_folder(dir.path());
+    let (report, steps) = train_from_folder(dir.path(), &cfg, "Llama-2-7b-hf", 34_976);
+    assert!(steps.len() >= 2 && steps[steps.len() - 1] < steps[0], "loss by step {steps:?}");
     let (student, teacher) = (report.student.test_perplexity.unwrap(), report.teacher.test_perplexity.unwrap());
     assert!(student.is_finite() && student < 200.0, "student perplexity {student} (vocabulary 512)");
     assert!(teacher < student, "teacher {teacher}, student {student}");
+}
+
+/// The GPT-2 scenario's exported cfg.toml (`explorer-gpt2.toml`: a 1-layer GPT-2-shaped student,
+/// d 64, LayerNorm, learned positions, tied head) trains from the folder `gpt2/` it names
+/// (here the 43,904-parameter fixture `hf/gpt2`): an epoch of steps, a report.json whose teacher
+/// is the folder's, and no Hugging Face folder for the student (distill writes Llama and BERT
+/// ones).
+#[test]
+fn distill_trains_the_exported_gpt2_cfg_from_the_model_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = user_folder(dir.path(), "explorer-gpt2.toml", "gpt2", "gpt2");
+    let (report, steps) = train_from_folder(dir.path(), &cfg, "gpt2", 43_904);
+    assert!(!steps.is_empty(), "no step lines");
+    let student = report.student.test_perplexity.unwrap();
+    assert!(student.is_finite() && student < 512.0, "student perplexity {student} (vocabulary 512)");
+    let why = report.student.hf.not_written.as_deref().unwrap_or("");
+    assert!(report.student.hf.folder.is_none() && why.starts_with("LayerNorm"), "hf export: {why:?}");
 }

@@ -25,6 +25,8 @@ use estimator_wasm::schema::{Config, MlpKind, NormKind, NormPosition, Pooling, T
 use serde_json::{json, Value};
 use tch::{Kind, Tensor};
 
+use super::hf_tensors::{fp32, no_equivalent, split_rows, transformer};
+
 /// The architecture written into `config.json`.
 pub const ARCHITECTURE: &str = "BertModel";
 
@@ -33,8 +35,8 @@ pub const ARCHITECTURE: &str = "BertModel";
 /// # Errors
 /// One line saying which key of the student has no BERT equivalent, for `report.json`.
 pub fn bert_spec(spec: &Config) -> Result<&TransformerSpec, String> {
-    let t = spec.student.transformer.as_ref().ok_or("the student has no [student.transformer] table")?;
-    let no = |what: &str| Err(format!("{what}: Hugging Face's {ARCHITECTURE} has no equivalent"));
+    let t = transformer(spec)?;
+    let no = |what: &str| Err(no_equivalent(what, ARCHITECTURE));
     if t.norm_position != NormPosition::Post {
         return no("a pre-norm encoder (student.transformer.norm_position = \"pre\"; BERT is post-norm)");
     }
@@ -130,13 +132,7 @@ pub type Tensors = Vec<(String, Tensor)>;
 /// # Errors
 /// The student name that is missing, or whose rows do not split as `t` says.
 pub fn bert_tensors(t: &TransformerSpec, named: &[(String, Tensor)], seq: u64) -> Result<(Tensors, Tensors), String> {
-    let get = |name: &str| {
-        named
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, t)| t.to_kind(Kind::Float))
-            .ok_or_else(|| format!("the student has no tensor {name:?}"))
-    };
+    let get = |name: &str| fp32(named, name);
     let d = t.d_model as i64;
     let zeros = |rows: u64| Tensor::zeros([rows as i64, d], (Kind::Float, tch::Device::Cpu));
     let table = |name: &str, rows: u64, fallback: u64| if rows > 0 { get(name) } else { Ok(zeros(fallback)) };
@@ -149,12 +145,9 @@ pub fn bert_tensors(t: &TransformerSpec, named: &[(String, Tensor)], seq: u64) -
         out.push((format!("embeddings.LayerNorm.{leaf}"), get(&format!("embed_norm.{leaf}"))?));
         for i in 1..=t.layers {
             let (attn, mlp, to) = (format!("blk{i}_attn"), format!("blk{i}_mlp"), format!("encoder.layer.{}", i - 1));
-            let qkv = get(&format!("{attn}.qkv.{leaf}"))?;
-            if qkv.size().first() != Some(&(3 * d)) {
-                return Err(format!("{attn}.qkv.{leaf} has shape {:?}, not {} rows", qkv.size(), 3 * d));
-            }
-            for (part, rows) in ["query", "key", "value"].iter().zip(qkv.split(d, 0)) {
-                out.push((format!("{to}.attention.self.{part}.{leaf}"), rows.contiguous()));
+            let qkv = split_rows(&get(&format!("{attn}.qkv.{leaf}"))?, &[d, d, d], &format!("{attn}.qkv.{leaf}"))?;
+            for (part, rows) in ["query", "key", "value"].iter().zip(qkv) {
+                out.push((format!("{to}.attention.self.{part}.{leaf}"), rows));
             }
             let moves = [
                 ("proj", &attn, "attention.output.dense"),
@@ -180,16 +173,11 @@ pub fn bert_tensors(t: &TransformerSpec, named: &[(String, Tensor)], seq: u64) -
 
 #[cfg(test)]
 mod tests {
+    use super::super::hf_tensors::fixtures::ramp;
     use super::*;
 
     fn spec(edits: &[(&str, &str)]) -> Config {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/text/text-student.toml");
-        let mut text = std::fs::read_to_string(path).unwrap();
-        for (from, to) in edits {
-            assert!(text.contains(from), "{from}");
-            text = text.replacen(from, to, 1);
-        }
-        Config::from_toml_str(&text).unwrap()
+        super::super::hf_tensors::fixtures::spec("text/text-student.toml", edits)
     }
 
     #[test]
@@ -243,10 +231,6 @@ mod tests {
     fn missing_tables_become_zeros_and_the_fused_qkv_splits_into_thirds() {
         let s = spec(&[("max_positions = 64\ntoken_types = 2\n", "")]);
         let t = bert_spec(&s).unwrap();
-        let ramp = |shape: &[i64]| {
-            let n: i64 = shape.iter().product();
-            Tensor::arange(n, (Kind::Float, tch::Device::Cpu)).reshape(shape)
-        };
         let mut named = vec![("embed.tokens.weight".to_string(), ramp(&[1000, 32]))];
         for (name, shape) in [
             ("embed_norm", vec![32]),

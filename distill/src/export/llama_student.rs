@@ -21,6 +21,8 @@ use estimator_wasm::schema::{Config, MlpKind, NormKind, NormPosition, Transforme
 use serde_json::{json, Value};
 use tch::Tensor;
 
+use super::hf_tensors::{fp32, no_equivalent, split_rows, transformer};
+
 /// The architecture written into `config.json`.
 pub const ARCHITECTURE: &str = "LlamaForCausalLM";
 
@@ -29,8 +31,8 @@ pub const ARCHITECTURE: &str = "LlamaForCausalLM";
 /// # Errors
 /// One line saying which key of the student has no Llama equivalent, for `report.json`.
 pub fn llama_spec(spec: &Config) -> Result<&TransformerSpec, String> {
-    let t = spec.student.transformer.as_ref().ok_or("the student has no [student.transformer] table")?;
-    let no = |what: &str| Err(format!("{what}: Hugging Face's {ARCHITECTURE} has no equivalent"));
+    let t = transformer(spec)?;
+    let no = |what: &str| Err(no_equivalent(what, ARCHITECTURE));
     if t.norm_position != NormPosition::Pre {
         return no("a post-norm decoder (student.transformer.norm_position = \"post\")");
     }
@@ -104,13 +106,7 @@ pub fn config_json(t: &TransformerSpec, seq: u64, tokens: &serde_json::Map<Strin
 /// # Errors
 /// The student name that is missing, or whose rows do not split as `t` says.
 pub fn llama_tensors(t: &TransformerSpec, named: &[(String, Tensor)]) -> Result<Vec<(String, Tensor)>, String> {
-    let get = |name: &str| {
-        named
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, t)| t.to_kind(tch::Kind::Float))
-            .ok_or_else(|| format!("the student has no tensor {name:?}"))
-    };
+    let get = |name: &str| fp32(named, name);
     let (d, width) = (t.d_model as i64, t.mlp_width() as i64);
     let kv = d / t.heads.max(1) as i64 * t.kv_heads() as i64;
     let leaves: &[&str] = if t.bias { &["weight", "bias"] } else { &["weight"] };
@@ -140,26 +136,13 @@ pub fn llama_tensors(t: &TransformerSpec, named: &[(String, Tensor)]) -> Result<
     Ok(out)
 }
 
-/// `x` split along dimension 0 into parts of `rows`, each contiguous.
-fn split_rows(x: &Tensor, rows: &[i64], name: &str) -> Result<Vec<Tensor>, String> {
-    if x.size().first() != Some(&rows.iter().sum::<i64>()) {
-        return Err(format!("{name} has shape {:?}, not {} rows ({rows:?})", x.size(), rows.iter().sum::<i64>()));
-    }
-    Ok(x.split_with_sizes(rows, 0).into_iter().map(|p| p.contiguous()).collect())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::hf_tensors::fixtures::ramp;
     use super::*;
 
     fn spec(edits: &[(&str, &str)]) -> Config {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm/lm-student.toml");
-        let mut text = std::fs::read_to_string(path).unwrap();
-        for (from, to) in edits {
-            assert!(text.contains(from), "{from}");
-            text = text.replacen(from, to, 1);
-        }
-        Config::from_toml_str(&text).unwrap()
+        super::super::hf_tensors::fixtures::spec("lm/lm-student.toml", edits)
     }
 
     #[test]
@@ -223,10 +206,6 @@ mod tests {
     fn fused_projections_split_into_llamas_rows() {
         let s = spec(&[]);
         let t = llama_spec(&s).unwrap();
-        let ramp = |shape: &[i64]| {
-            let n: i64 = shape.iter().product();
-            Tensor::arange(n, (tch::Kind::Float, tch::Device::Cpu)).reshape(shape)
-        };
         let named: Vec<(String, Tensor)> = [
             ("embed.tokens.weight", vec![512, 32]),
             ("blk1_attn.norm.weight", vec![32]),

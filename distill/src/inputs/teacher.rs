@@ -322,6 +322,25 @@ impl Teacher {
             .with_padded_vocab(self.padded_vocab))
     }
 
+    /// The teacher's parameters with its file's values, for copying into a student: its own
+    /// tensors (in its precision, on its device, sharing storage) where they hold those values
+    /// exactly (an fp32 teacher, or a Hugging Face folder stored in the precision it runs in,
+    /// [`crate::inputs::hf::stored_in`]), so a 16-bit checkpoint is not loaded again whole in
+    /// fp32 beside it; otherwise the file loaded again in fp32 on the CPU ([`Teacher::in_fp32`]).
+    ///
+    /// # Errors
+    /// As [`Teacher::in_fp32`] and [`Teacher::named_parameters`].
+    pub fn file_parameters(&self) -> Result<Vec<(String, Tensor)>> {
+        let exact = match &self.module {
+            TeacherModule::Hf(_) => crate::inputs::hf::stored_in(&self.path, self.kind)?,
+            TeacherModule::Script(_) => self.kind == Kind::Float,
+        };
+        match exact {
+            true => self.named_parameters(),
+            false => self.in_fp32(Device::Cpu)?.named_parameters(),
+        }
+    }
+
     /// The teacher's parameters by their TorchScript names (for a Hugging Face BERT,
     /// `embeddings.word_embeddings.weight`, `encoder.layer.0.attention.self.query.weight`, ...),
     /// in the teacher's precision and on its device, sharing storage with it.

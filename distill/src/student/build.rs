@@ -12,8 +12,9 @@ use crate::inputs::data::Dataset;
 use crate::inputs::teacher::Teacher;
 use crate::student::{head_fit, init_from_teacher, llama_init, Student, StudentInit, TeacherInit, TeacherWeights};
 
-/// What `student.init_from_teacher` takes: the teacher's parameters (fp32 on the CPU, whatever
-/// `teacher.precision` is) and, for a factorised head (`head_rank`), the first training inputs
+/// What `student.init_from_teacher` takes: the teacher's parameters with its file's values
+/// ([`Teacher::file_parameters`]: its own tensors where they hold them exactly, else fp32 on the
+/// CPU; copying casts them to the student's kind and device) and, for a factorised head (`head_rank`), the first training inputs
 /// of `train` (on `device`) to fit it on; `None` when `spec` does not ask for them. A teacher
 /// vocabulary padded past the tokenizer's (`teacher.vocab`) gives its token tables' shared rows.
 ///
@@ -28,10 +29,7 @@ pub fn teacher_weights(
     if spec.student.init_from_teacher.is_empty() {
         return Ok(None);
     }
-    let params = crate::inputs::vocab_check::shared_vocab_tables(
-        teacher.in_fp32(Device::Cpu)?.named_parameters()?,
-        teacher.padded_vocab,
-    );
+    let params = crate::inputs::vocab_check::shared_vocab_tables(teacher.file_parameters()?, teacher.padded_vocab);
     let factorised = spec.student.transformer.as_ref().is_some_and(|t| t.head_rank.is_some());
     let sample = factorised.then(|| {
         let rows = (train.len() as i64).min(head_fit::HEAD_FIT_WINDOWS);

@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use tch::nn::VarStore;
-use tch::Tensor;
+use tch::{Kind, Tensor};
 
 use crate::host::error::{DistillError, Result};
 
@@ -133,7 +133,9 @@ pub fn apply_plan(
 /// The `width` neurons of a feed-forward `fc1` [F, d], `fc2` [d, F] with the largest
 /// `|fc1[n, :]| * |fc2[:, n]|` (L2 norms), as int64 indices [width] in ascending order.
 pub fn strongest_neurons(fc1: &Tensor, fc2: &Tensor, width: i64) -> Tensor {
-    let score = fc1.norm_scalaropt_dim(2, [1], false) * fc2.norm_scalaropt_dim(2, [0], false);
+    // the norms in fp32 whatever the teacher's kind (a 16-bit teacher's weights widen exactly)
+    let norm = |t: &Tensor, dim: i64| t.to_kind(Kind::Float).norm_scalaropt_dim(2, [dim], false);
+    let score = norm(fc1, 1) * norm(fc2, 0);
     let (_, keep) = score.topk(width, 0, true, true);
     keep.sort(0, false).0
 }

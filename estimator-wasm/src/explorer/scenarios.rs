@@ -197,8 +197,11 @@ pub static SCENARIOS: [Scenario; 9] = [
     Scenario {
         key: "gpt2",
         name: "GPT-2 small (124M)",
-        description: "GPT-2 small (preset gpt2: 12 layers, d 768, 1024 positions, vocab 50257); the student is \
-                      a DistilGPT-2-sized decoder (6 layers) with a tied head",
+        description: "GPT-2 small (preset gpt2: 12 layers, d 768, 1024 positions, vocab 50257), trained from \
+                      its Hugging Face folder; the student is a DistilGPT-2-sized decoder (6 layers) of GPT-2's \
+                      layout (pre-norm LayerNorm, learned positions, biases, tied head) but with the exact GELU \
+                      where GPT-2 uses the tanh approximation, written as student.safetensors and student.pt \
+                      (distill writes Hugging Face folders for Llama and BERT students only)",
         input: InputKind::Tokens,
         families: &[Family::Transformer],
         folder: Some(TeacherFolder {

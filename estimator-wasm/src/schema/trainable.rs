@@ -3,11 +3,12 @@
 use crate::schema::{Config, Family, HeadKind, Precision, Target};
 
 /// The `model_type`s (`config.json`) of the Hugging Face model folders whose scenarios the
-/// explorer exports as folder teachers (`teacher.hf`): the Llama family, as
-/// `distill::inputs::hf::config::LLAMA_FAMILY` lists them (the end-to-end test `explorer_folder`
-/// holds the two lists equal). distill also reads gpt2 and bert folders; the explorer names a
-/// scenario's folder in its cfg.toml only for these.
-pub const HF_MODEL_TYPES: [&str; 3] = ["llama", "mistral", "qwen2"];
+/// explorer exports as folder teachers (`teacher.hf`): the causal decoders distill trains a
+/// language-model student from, the Llama family and GPT-2, as
+/// `distill::inputs::hf::keys::LANGUAGE_MODELS` lists them (the end-to-end test
+/// `explorer_folder` holds the two lists equal). distill also reads bert folders, which teach
+/// sentence encoders; the explorer names a scenario's folder in its cfg.toml only for these.
+pub const HF_MODEL_TYPES: [&str; 4] = ["llama", "mistral", "qwen2", "gpt2"];
 
 /// Why `distill` cannot train `config` yet, as one line naming the keys, or `None` when it
 /// trains it (given its data files and teacher). What it trains: mlp and cnn students on

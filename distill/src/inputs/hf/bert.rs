@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 use tch::{Device, Kind, Tensor};
 
 use super::keys::{flag, int, number, opt_int};
-use super::layers::{lowest, Act, LayerNorm, Linear, Loader};
+use super::layers::{attention, embed_with_positions, feed_forward, Act, LayerNorm, Linear, Loader};
 use super::pooling::SentencePooling;
 use super::weights::Checkpoint;
 use crate::host::error::Result;
@@ -194,35 +194,18 @@ impl BertEncoder {
     /// libtorch's, for ids out of the vocabulary or a sequence past the position table.
     pub fn states(&self, ids: &Tensor, mask: Option<&Tensor>) -> std::result::Result<Tensor, tch::TchError> {
         let c = &self.config;
-        let seq = ids.size()[1];
-        if seq > c.positions {
-            return Err(tch::TchError::Torch(format!(
-                "{seq} tokens but the encoder's max_position_embeddings is {}: set data.input_shape = [{}] or less",
-                c.positions, c.positions
-            )));
-        }
         tch::no_grad(|| {
-            let kind = self.word.kind();
-            let positions = Tensor::arange(seq, (Kind::Int64, ids.device()));
-            let h = Tensor::f_embedding(&self.word, ids, -1, false, false)?
-                + Tensor::f_embedding(&self.position, &positions, -1, false, false)?
-                + self.token_type.get(0);
+            let what = "the encoder's max_position_embeddings";
+            let h = embed_with_positions(&self.word, &self.position, ids, what)? + self.token_type.get(0);
             let mut h = self.embed_norm.forward(&h);
-            let d_head = c.hidden / c.heads;
+            let scale = ((c.hidden / c.heads) as f64).powf(-0.5);
             // [B, 1, 1, S]: true where the key is padding
             let padding = mask.map(|m| m.eq(0).unsqueeze(1).unsqueeze(1));
             for b in &self.blocks {
-                let heads = |t: Tensor| t.unflatten(-1, [c.heads, d_head]).transpose(1, 2);
-                let (q, k, v) = (heads(b.query.forward(&h)), heads(b.key.forward(&h)), heads(b.value.forward(&h)));
-                let mut scores = q.matmul(&k.transpose(-2, -1)) * (d_head as f64).powf(-0.5);
-                if let Some(p) = &padding {
-                    scores = scores.masked_fill(p, lowest(kind));
-                }
-                let p = scores.softmax(-1, Kind::Float).to_kind(kind);
-                let o = p.matmul(&v).transpose(1, 2).flatten(2, -1);
+                let (q, k, v) = (b.query.forward(&h), b.key.forward(&h), b.value.forward(&h));
+                let o = attention(&q, &k, &v, c.heads, scale, padding.as_ref());
                 h = b.attn_norm.forward(&(b.attn_out.forward(&o) + &h));
-                let ff = b.out.forward(&c.act.forward(&b.inter.forward(&h)));
-                h = b.out_norm.forward(&(ff + &h));
+                h = b.out_norm.forward(&(feed_forward(&b.inter, c.act, &b.out, &h) + &h));
             }
             Ok(h)
         })

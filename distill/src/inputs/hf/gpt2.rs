@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use tch::{Device, Kind, Tensor};
 
 use super::keys::{flag, int, number, opt_int};
-use super::layers::{lowest, Act, LayerNorm, Linear, Loader};
+use super::layers::{attention, embed_with_positions, feed_forward, Act, LayerNorm, Linear, Loader};
 use super::weights::Checkpoint;
 use crate::host::error::Result;
 
@@ -150,35 +150,18 @@ impl Gpt2 {
     /// libtorch's, for ids out of the vocabulary or a sequence past the position table.
     pub fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> std::result::Result<Tensor, tch::TchError> {
         let c = &self.config;
-        let seq = ids.size()[1];
-        if seq > c.positions {
-            return Err(tch::TchError::Torch(format!(
-                "{seq} tokens but GPT-2's n_positions is {}: set data.input_shape = [{}] or less",
-                c.positions, c.positions
-            )));
-        }
         tch::no_grad(|| {
-            let kind = self.wte.kind();
-            let positions = Tensor::arange(seq, (Kind::Int64, ids.device()));
-            let mut h = Tensor::f_embedding(&self.wte, ids, -1, false, false)?
-                + Tensor::f_embedding(&self.wpe, &positions, -1, false, false)?;
+            let mut h = embed_with_positions(&self.wte, &self.wpe, ids, "GPT-2's n_positions")?;
             let blocked = blocked(ids, mask);
             let d_head = c.hidden / c.heads;
             for (i, b) in self.blocks.iter().enumerate() {
-                let qkv = b.c_attn.forward(&b.ln_1.forward(&h));
-                let heads = |t: &Tensor| t.unflatten(-1, [c.heads, d_head]).transpose(1, 2);
-                let parts = qkv.split(c.hidden, -1);
-                let (q, k, v) = (heads(&parts[0]), heads(&parts[1]), heads(&parts[2]));
+                let qkv = b.c_attn.forward(&b.ln_1.forward(&h)).split(c.hidden, -1);
                 let mut scale = if c.scale_attn_weights { (d_head as f64).powf(-0.5) } else { 1.0 };
                 if c.scale_by_layer {
                     scale /= (i + 1) as f64;
                 }
-                let scores = (q.matmul(&k.transpose(-2, -1)) * scale).masked_fill(&blocked, lowest(kind));
-                let p = scores.softmax(-1, Kind::Float).to_kind(kind);
-                let o = p.matmul(&v).transpose(1, 2).flatten(2, -1);
-                h += b.c_proj.forward(&o);
-                let m = b.mlp_proj.forward(&c.act.forward(&b.c_fc.forward(&b.ln_2.forward(&h))));
-                h += m;
+                h += b.c_proj.forward(&attention(&qkv[0], &qkv[1], &qkv[2], c.heads, scale, Some(&blocked)));
+                h += feed_forward(&b.c_fc, c.act, &b.mlp_proj, &b.ln_2.forward(&h));
             }
             Ok(self.ln_f.forward(&h).matmul(&self.head.tr()))
         })

@@ -5,6 +5,11 @@ use serde_json::{Map, Value};
 /// The `model_type`s distill builds, as the refusal lists them.
 pub const SUPPORTED: [&str; 5] = ["llama", "mistral", "qwen2", "gpt2", "bert"];
 
+/// The `model_type`s among [`SUPPORTED`] whose folders teach a language-model student
+/// (`head = "lm"`): the causal decoders, whose forward gives logits [B, S, vocab]. The rest
+/// (bert) give a sentence embedding and teach sentence encoders.
+pub const LANGUAGE_MODELS: [&str; 4] = ["llama", "mistral", "qwen2", "gpt2"];
+
 /// The refusal of `model_type` (`""`: the key is missing).
 pub fn unsupported(model_type: &str) -> String {
     let shown = if model_type.is_empty() { "missing".to_string() } else { format!("\"{model_type}\"") };
@@ -54,4 +59,16 @@ pub fn number(c: &Map<String, Value>, key: &str) -> Result<f64, String> {
 /// The boolean `key`, `default` when missing or not a boolean.
 pub fn flag(c: &Map<String, Value>, key: &str, default: bool) -> bool {
     c.get(key).and_then(Value::as_bool).unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_language_models_are_the_supported_types_less_the_encoder() {
+        let encoders: Vec<&str> = SUPPORTED.iter().copied().filter(|t| !LANGUAGE_MODELS.contains(t)).collect();
+        assert_eq!(encoders, ["bert"]);
+        assert!(LANGUAGE_MODELS.iter().all(|t| SUPPORTED.contains(t)));
+    }
 }

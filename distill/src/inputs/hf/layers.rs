@@ -2,8 +2,10 @@
 //! `nn.Linear` (weight [out, in]) or GPT-2's `Conv1D` (weight [in, out]) computes it, a
 //! LayerNorm, the loader that takes tensors from a [`Checkpoint`] by name and shape (recording
 //! them for [`crate::inputs::teacher::Teacher::named_parameters`]), the activations transformers names in
-//! `hidden_act` (`activations.py`), and the value its masks put on a hidden key's score.
-use tch::{Device, Kind, Tensor};
+//! `hidden_act` (`activations.py`), and the value its masks put on a hidden key's score; and
+//! the blocks GPT-2 and BERT compute alike (`modeling_gpt2.py`, `modeling_bert.py`): token plus
+//! learned position embeddings, eager multi-head attention and the two-layer feed-forward.
+use tch::{Device, Kind, TchError, Tensor};
 
 use super::weights::Checkpoint;
 use crate::host::error::Result;
@@ -131,6 +133,46 @@ impl<'a> Loader<'a> {
     }
 }
 
+/// `tokens[ids] + positions[0..S]` [B, S, hidden] for token ids `ids` int64 [B, S], the two
+/// tables [rows, hidden]; `what` names the position table's size as `config.json` does (`GPT-2's
+/// n_positions`), for the refusal.
+///
+/// # Errors
+/// `"{S} tokens but {what} is {rows}: set data.input_shape = [{rows}] or less"` for a sequence
+/// past the position table; libtorch's for ids out of the vocabulary.
+pub fn embed_with_positions(tokens: &Tensor, positions: &Tensor, ids: &Tensor, what: &str) -> Result<Tensor, TchError> {
+    let (seq, rows) = (ids.size()[1], positions.size()[0]);
+    if seq > rows {
+        return Err(TchError::Torch(format!(
+            "{seq} tokens but {what} is {rows}: set data.input_shape = [{rows}] or less"
+        )));
+    }
+    let at = Tensor::arange(seq, (Kind::Int64, ids.device()));
+    Ok(Tensor::f_embedding(tokens, ids, -1, false, false)? + Tensor::f_embedding(positions, &at, -1, false, false)?)
+}
+
+/// Eager multi-head attention of `q`, `k`, `v` [B, S, hidden] in `heads` heads of
+/// `hidden / heads`: `softmax(q k^T * scale) v` per head, the scores of the keys `blocked`
+/// (bool, broadcast to [B, heads, S, S]) set to the kind's [`lowest`] first, the softmax computed
+/// in fp32 and cast back to `q`'s kind, as transformers' eager attention does; the heads joined
+/// again, [B, S, hidden].
+pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, heads: i64, scale: f64, blocked: Option<&Tensor>) -> Tensor {
+    let kind = q.kind();
+    let d_head = q.size().last().copied().unwrap_or(0) / heads;
+    let split = |t: &Tensor| t.unflatten(-1, [heads, d_head]).transpose(1, 2);
+    let mut scores = split(q).matmul(&split(k).transpose(-2, -1)) * scale;
+    if let Some(b) = blocked {
+        scores = scores.masked_fill(b, lowest(kind));
+    }
+    let p = scores.softmax(-1, Kind::Float).to_kind(kind);
+    p.matmul(&split(v)).transpose(1, 2).flatten(2, -1)
+}
+
+/// The two-layer feed-forward `fc2(act(fc1(x)))`, `x` [..., hidden] to [..., hidden].
+pub fn feed_forward(fc1: &Linear, act: Act, fc2: &Linear, x: &Tensor) -> Tensor {
+    fc2.forward(&act.forward(&fc1.forward(x)))
+}
+
 /// `torch.finfo(kind).min`: what transformers' masks add to a hidden key's score.
 pub fn lowest(kind: Kind) -> f64 {
     match kind {
@@ -155,6 +197,29 @@ mod tests {
         let linear = Linear { weight: w.tr(), bias: Some(b), conv1d: false };
         let y2 = linear.forward(&Tensor::from_slice(&[1.0f32, 2.0]).reshape([1, 2]));
         assert_eq!(Vec::<f32>::try_from(y2.flatten(0, -1)).unwrap(), [9.5, 12.0, 14.0]);
+    }
+
+    #[test]
+    fn attention_averages_the_values_its_keys_allow() {
+        // one head of width 1, q = k = 0 everywhere: every allowed key scores alike, so each
+        // query takes the mean of the values it sees; v = [1, 2, 3], key 2 hidden from all
+        let zeros = Tensor::zeros([1, 3, 1], (Kind::Float, Device::Cpu));
+        let v = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).reshape([1, 3, 1]);
+        let blocked = Tensor::from_slice(&[false, false, true]).reshape([1, 1, 1, 3]);
+        let out = attention(&zeros, &zeros, &v, 1, 1.0, Some(&blocked));
+        assert_eq!(Vec::<f32>::try_from(out.flatten(0, -1)).unwrap(), [1.5, 1.5, 1.5]);
+        let all = Vec::<f32>::try_from(attention(&zeros, &zeros, &v, 1, 1.0, None).flatten(0, -1)).unwrap();
+        assert!(all.iter().all(|x| (x - 2.0).abs() < 1e-6), "{all:?}");
+    }
+
+    #[test]
+    fn a_sequence_past_the_position_table_is_refused_naming_the_shape_to_set() {
+        let table = Tensor::zeros([4, 2], (Kind::Float, Device::Cpu));
+        let ids = Tensor::zeros([1, 5], (Kind::Int64, Device::Cpu));
+        let err = embed_with_positions(&table, &table, &ids, "GPT-2's n_positions").unwrap_err().to_string();
+        assert!(err.contains("5 tokens but GPT-2's n_positions is 4: set data.input_shape = [4] or less"), "{err}");
+        let fits = embed_with_positions(&table, &table, &ids.narrow(1, 0, 4), "n").unwrap();
+        assert_eq!(fits.size(), [1, 4, 2]);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! One job per file: `model_config` reads `config.json` by its `model_type` (`keys` its typed
 //! keys and the supported types), `config` the Llama family's, `weights` the safetensors headers
 //! and tensors, `layers` what the models share (linear layers, LayerNorm, activations, the
-//! loader), `rope` the rotary frequencies, `llama` the decoder and its forward, `gpt2` GPT-2,
+//! loader, and GPT-2's and BERT's embeddings, attention and feed-forward), `rope` the rotary frequencies, `llama` the decoder and its forward, `gpt2` GPT-2,
 //! `bert` the encoder, `pooling` its sentence embedding, `model` the one of them a folder holds,
 //! `plan` what the memory estimator needs of the folder (its exact parameter count and layer
 //! list). The other way, the export stage's `student_folder` ([`crate::export::student_folder`])
@@ -109,6 +109,27 @@ pub fn load(dir: &Path, kind: Kind, device: Device) -> Result<(HfModel, u64)> {
     Ok((model, params))
 }
 
+/// Whether every safetensors file of the model folder `dir` (its checkpoint, and a sentence
+/// encoder's `Dense` modules) stores its tensors in `kind`, so that the model [`load`]ed in
+/// `kind` holds the files' values exactly (always true of fp32, which widens any of them).
+///
+/// # Errors
+/// As [`weights::Checkpoint::open`], for a header that cannot be read.
+pub fn stored_in(dir: &Path, kind: Kind) -> Result<bool> {
+    let mut folders: Vec<PathBuf> = model_files(dir)
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "safetensors"))
+        .filter_map(|f| f.parent().map(Path::to_path_buf))
+        .collect();
+    folders.dedup();
+    for folder in folders {
+        if !weights::Checkpoint::open(&folder)?.stored_in(kind) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +140,14 @@ mod tests {
         let names: Vec<String> =
             model_files(&dir).iter().map(|p| p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned()).collect();
         assert_eq!(names, ["1_Pooling/config.json", "config.json", "model.safetensors", "modules.json"]);
+    }
+
+    #[test]
+    fn a_folder_is_stored_in_the_kinds_its_safetensors_hold() {
+        // the BERT fixture is saved in fp16 (make_hf_fixtures.py), the GPT-2 one in fp32
+        let fixture = |name: &str| Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hf").join(name);
+        let kinds = |dir: &Path| [Kind::Half, Kind::BFloat16, Kind::Float].map(|k| stored_in(dir, k).unwrap());
+        assert_eq!(kinds(&fixture("bert")), [true, false, true]);
+        assert_eq!(kinds(&fixture("gpt2")), [false, false, true]);
     }
 }

@@ -60,31 +60,47 @@ fn transformer(activation: Activation, t: TransformerSpec) -> StudentSpec {
     }
 }
 
+/// The `[student.transformer]` terms the families share, for `vocab` tokens, `layers` layers of
+/// `d_model` in `heads` heads, a feed-forward of `mlp_width` and norms of `norm_eps`: eager
+/// attention, one key/value head per head, a standard biased feed-forward, pre-norm LayerNorm,
+/// no positions, an LM head; each family sets what it has otherwise.
+fn base(vocab: i64, layers: i64, d_model: i64, heads: i64, mlp_width: i64, norm_eps: f64) -> TransformerSpec {
+    TransformerSpec {
+        vocab: vocab as u64,
+        layers: layers as u64,
+        d_model: d_model as u64,
+        heads: heads as u64,
+        kv_heads: None,
+        mlp_width: Some(mlp_width as u64),
+        mlp: MlpKind::Standard,
+        norm: NormKind::Layer,
+        norm_position: NormPosition::Pre,
+        norm_eps,
+        attention: AttentionKernel::Math,
+        attention_dropout: 0.0,
+        max_positions: 0,
+        rope_theta: None,
+        token_types: 0,
+        head: HeadKind::Lm,
+        pooling: Pooling::Mean,
+        normalize: false,
+        tie_embeddings: false,
+        head_rank: None,
+        bias: true,
+    }
+}
+
 fn llama_arch(c: &HfConfig) -> StudentSpec {
     transformer(
         Activation::Silu,
         TransformerSpec {
-            vocab: c.vocab as u64,
-            layers: c.layers as u64,
-            d_model: c.hidden as u64,
-            heads: c.heads as u64,
             kv_heads: Some(c.kv_heads as u64),
-            mlp_width: Some(c.intermediate as u64),
             mlp: MlpKind::Swiglu,
             norm: NormKind::Rms,
-            norm_position: NormPosition::Pre,
-            norm_eps: c.rms_eps,
-            attention: AttentionKernel::Math,
-            attention_dropout: 0.0,
-            max_positions: 0,
             rope_theta: Some(c.rope_theta),
-            token_types: 0,
-            head: HeadKind::Lm,
-            pooling: Pooling::Mean,
-            normalize: false,
             tie_embeddings: c.tied,
-            head_rank: None,
             bias: c.qkv_bias || c.o_bias || c.mlp_bias,
+            ..base(c.vocab, c.layers, c.hidden, c.heads, c.intermediate, c.rms_eps)
         },
     )
 }
@@ -101,27 +117,9 @@ fn gpt2_arch(c: &Gpt2Config) -> StudentSpec {
     transformer(
         activation(c.act),
         TransformerSpec {
-            vocab: c.vocab as u64,
-            layers: c.layers as u64,
-            d_model: c.hidden as u64,
-            heads: c.heads as u64,
-            kv_heads: None,
-            mlp_width: Some(c.inner as u64),
-            mlp: MlpKind::Standard,
-            norm: NormKind::Layer,
-            norm_position: NormPosition::Pre,
-            norm_eps: c.eps,
-            attention: AttentionKernel::Math,
-            attention_dropout: 0.0,
             max_positions: c.positions as u64,
-            rope_theta: None,
-            token_types: 0,
-            head: HeadKind::Lm,
-            pooling: Pooling::Mean,
-            normalize: false,
             tie_embeddings: c.tied,
-            head_rank: None,
-            bias: true,
+            ..base(c.vocab, c.layers, c.hidden, c.heads, c.inner, c.eps)
         },
     )
 }
@@ -134,27 +132,13 @@ fn bert_arch(c: &BertConfig) -> StudentSpec {
     transformer(
         activation(c.act),
         TransformerSpec {
-            vocab: c.vocab as u64,
-            layers: c.layers as u64,
-            d_model: c.hidden as u64,
-            heads: c.heads as u64,
-            kv_heads: None,
-            mlp_width: Some(c.intermediate as u64),
-            mlp: MlpKind::Standard,
-            norm: NormKind::Layer,
             norm_position: NormPosition::Post,
-            norm_eps: c.eps,
-            attention: AttentionKernel::Math,
-            attention_dropout: 0.0,
             max_positions: c.positions as u64,
-            rope_theta: None,
             token_types: c.token_types as u64,
             head: HeadKind::Embedding,
             pooling,
             normalize: c.pooling.normalize,
-            tie_embeddings: false,
-            head_rank: None,
-            bias: true,
+            ..base(c.vocab, c.layers, c.hidden, c.heads, c.intermediate, c.eps)
         },
     )
 }

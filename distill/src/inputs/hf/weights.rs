@@ -75,6 +75,12 @@ impl Checkpoint {
         self.entries.values().map(|e| e.shape.iter().product::<i64>() as u64).sum()
     }
 
+    /// Whether every tensor of the checkpoint is stored in `kind` (its values are then the
+    /// file's exactly once loaded in `kind`; in fp32 they are whatever the file's dtype).
+    pub fn stored_in(&self, kind: Kind) -> bool {
+        kind == Kind::Float || self.entries.values().all(|e| file_kind(e.dtype) == kind)
+    }
+
     /// Whether the checkpoint holds `name`.
     pub fn has(&self, name: &str) -> bool {
         self.entries.contains_key(name)
@@ -100,14 +106,18 @@ impl Checkpoint {
         let mut f = File::open(&e.file).map_err(io)?;
         f.seek(SeekFrom::Start(e.start)).map_err(io)?;
         f.read_exact(&mut bytes).map_err(io)?;
-        let file_kind = match e.dtype {
-            Dtype::F16 => Kind::Half,
-            Dtype::BF16 => Kind::BFloat16,
-            _ => Kind::Float,
-        };
-        let t = Tensor::f_from_data_size(&bytes, shape, file_kind)?;
+        let t = Tensor::f_from_data_size(&bytes, shape, file_kind(e.dtype))?;
         drop(bytes);
         Ok(t.to_device(device).to_kind(kind))
+    }
+}
+
+/// The tensor kind of a safetensors dtype among those [`read_header`] admits.
+fn file_kind(dtype: Dtype) -> Kind {
+    match dtype {
+        Dtype::F16 => Kind::Half,
+        Dtype::BF16 => Kind::BFloat16,
+        _ => Kind::Float,
     }
 }
 
@@ -183,4 +193,44 @@ fn read_header(file: &Path, entries: &mut HashMap<String, Entry>) -> Result<()> 
         entries.insert(name, entry);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder whose `model.safetensors` holds `w` [2, 2] in bf16: 1.0, -2.5, 0.15625 and
+    /// 65536.0, each exact in bf16 (bits 0x3F80, 0xC020, 0x3E20, 0x4780, little-endian).
+    fn bf16_folder() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes: Vec<u8> = [0x3F80u16, 0xC020, 0x3E20, 0x4780].iter().flat_map(|b| b.to_le_bytes()).collect();
+        let view = safetensors::tensor::TensorView::new(Dtype::BF16, vec![2, 2], &bytes).unwrap();
+        safetensors::tensor::serialize_to_file([("w", view)], &None, &dir.path().join(SINGLE)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_bf16_tensor_loads_as_bf16_with_its_values_and_no_fp32_upcast() {
+        let dir = bf16_folder();
+        let checkpoint = Checkpoint::open(dir.path()).unwrap();
+        let t = checkpoint.tensor("w", &[2, 2], Kind::BFloat16, Device::Cpu).unwrap();
+        // 2 bytes an element: the tensor holds the file's bf16, not an fp32 copy of it
+        assert_eq!((t.kind(), t.size(), t.numel() * t.kind().elt_size_in_bytes()), (Kind::BFloat16, vec![2, 2], 8));
+        let values = Vec::<f32>::try_from(t.to_kind(Kind::Float).flatten(0, -1)).unwrap();
+        assert_eq!(values, [1.0, -2.5, 0.15625, 65536.0]);
+        // asked for fp32 (teacher.precision = "fp32"), the same values widened
+        let wide = checkpoint.tensor("w", &[2, 2], Kind::Float, Device::Cpu).unwrap();
+        assert_eq!(Vec::<f32>::try_from(wide.flatten(0, -1)).unwrap(), [1.0, -2.5, 0.15625, 65536.0]);
+        assert_eq!(
+            (checkpoint.stored_in(Kind::BFloat16), checkpoint.stored_in(Kind::Half), checkpoint.stored_in(Kind::Float)),
+            (true, false, true)
+        );
+    }
+
+    #[test]
+    fn a_tensor_of_another_shape_is_named_with_both_shapes() {
+        let dir = bf16_folder();
+        let err = Checkpoint::open(dir.path()).unwrap().tensor("w", &[4], Kind::BFloat16, Device::Cpu).unwrap_err();
+        assert!(err.to_string().ends_with("tensor w has shape [2, 2] but config.json makes it [4]"), "{err}");
+    }
 }
