@@ -102,6 +102,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--loads", help="a file of `/proc/loadavg` lines taken while the runs trained")
     p.add_argument("--command", required=True)
+    p.add_argument("--note", default="", help="a sentence for the section (e.g. how the runs were made)")
     p.add_argument("--out", default="runs/bench-lm-divergences")
     p.add_argument("--benchmarks", default="BENCHMARKS.md")
     a = p.parse_args()
@@ -127,7 +128,7 @@ def main():
     lines = [START, "## Causal LM under each divergence (`scripts/bench-lm-divergences`)", "",
              f"Measured {date} with `{a.command}` on {machine_summary()}, no GPU, torch {torch.__version__}; "
              f"{load_s}, {load[0]:.1f} at the measurement (a CPU shared with other jobs: quality at equal steps "
-             "does not depend on it, so no speed is reported).", "",
+             "does not depend on it, so no speed is reported)." + (f" {a.note}" if a.note else ""), "",
              f"Every student is the demo's (examples/smollm2/student-fast.toml: 4 decoder layers from SmolLM2-135M-Instruct's "
              f"0, 9, 19, 29, the head factorised at rank 192 and fitted to the teacher's) from the same initialisation, data, "
              f"seed and steps: {train['packing']['tokens']:,} training tokens ({train['packing']['lines']:,} KJV passages) in "
