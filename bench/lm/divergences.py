@@ -53,7 +53,8 @@ def without_divergence(cfg):
 def read_runs(runs):
     """[(key, label, report entry, folder)] of the KD students and the one CE-only baseline;
     exit 2 naming the run when one is unfinished, the cfgs differ beyond the divergence, or not
-    exactly one run has a baseline. Also the first run's report (the teacher's and data's)."""
+    exactly one run has a baseline. Also the first run's report (the teacher's and data's) and the
+    cfg every run shares (its kd table without the divergence)."""
     students, baselines, shared, first = [], [], None, None
     for run in runs:
         report_path = os.path.join(run, "report.json")
@@ -71,7 +72,7 @@ def read_runs(runs):
             baselines.append(("ce", "CE-only (no teacher)", report["baseline"], os.path.join(run, "baseline")))
     if len(baselines) != 1:
         fail(f"{len(baselines)} of the runs have a CE-only baseline: give exactly one run made with --baseline")
-    return students, baselines[0], first
+    return students, baselines[0], first, shared
 
 
 def conclusion(students, ce, teacher_ppl):
@@ -86,8 +87,9 @@ def conclusion(students, ce, teacher_ppl):
     for _, label, r, _ in students:
         ppl = r["test_perplexity"]
         verdict = "beats" if ppl < ce_ppl else "does not beat"
-        out.append(f"- {label} {verdict} CE alone: perplexity {ppl:.2f} against {ce_ppl:.2f} "
-                   f"({(ce_ppl - ppl) / ce_ppl:+.1%}), agreement {r['agreement']:.1%} against {ce[2]['agreement']:.1%}.")
+        change = f"{abs(ce_ppl - ppl) / ce_ppl:.1%} {'lower' if ppl < ce_ppl else 'higher'}"
+        out.append(f"- {label} {verdict} CE alone: perplexity {ppl:.2f} against {ce_ppl:.2f} ({change}), "
+                   f"agreement {r['agreement']:.1%} against {ce[2]['agreement']:.1%}.")
     return out
 
 
@@ -106,7 +108,8 @@ def main():
     p.add_argument("--out", default="runs/bench-lm-divergences")
     p.add_argument("--benchmarks", default="BENCHMARKS.md")
     a = p.parse_args()
-    students, ce, report = read_runs(a.runs)
+    students, ce, report, cfg = read_runs(a.runs)
+    alpha, temperature = cfg["kd"].get("alpha"), cfg["kd"].get("temperature")
     os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(a.threads)
     tok = Tokenizer.from_file(a.tokenizer)
@@ -133,7 +136,7 @@ def main():
              f"0, 9, 19, 29, the head factorised at rank 192 and fitted to the teacher's) from the same initialisation, data, "
              f"seed and steps: {train['packing']['tokens']:,} training tokens ({train['packing']['lines']:,} KJV passages) in "
              f"{train['lines']:,} windows of {a.window}, {s['steps']} steps of {s['batch_size']} windows, bf16 autocast, the teacher "
-             f"run on every batch. A KD student's loss is 0.5 x D(teacher, student) (T = 1) + 0.5 x next-token CE, D the divergence "
+             f"run on every batch. A KD student's loss is {alpha} x D(teacher, student) (T = {temperature}) + {1 - alpha:g} x next-token CE, D the divergence "
              f"named (`kd.divergence`); the CE-only student's is the CE alone. Evaluated on {data.shape[0]} held-out windows "
              f"({data.shape[0] * a.window:,} tokens of Genesis 1, Ruth, Jonah, Titus, Philemon and Jude). The last three columns: "
              f"the mean distance between the teacher's and the student's next-token distributions over those windows' "
