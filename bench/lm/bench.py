@@ -36,27 +36,10 @@ from safetensors import safe_open
 from tokenizers import Tokenizer
 
 from distill_tools.benchmarks_md import write_section
+from distill_tools.lm_eval import NEW_TOKENS, PROMPTS, greedy, windows
 from distill_tools.machine import summary as machine_summary
 
 START, END = "<!-- lm:begin -->", "<!-- lm:end -->"
-PROMPTS = [
-    "Then Jonah prayed unto the LORD his God out of the fish's belly,",
-    "And Ruth said, Intreat me not to leave thee,",
-    "In the beginning God created",
-]
-NEW_TOKENS = 24
-
-
-def windows(tok, path, s):
-    """The packed windows of `path` as distill makes them: lines closed by <|endoftext|> (id 0),
-    back to back, cut into whole windows of `s` tokens [N, s]."""
-    eos = tok.token_to_id("<|endoftext|>")
-    stream = []
-    for line in open(path, encoding="utf-8").read().split("\n"):
-        if line.strip():
-            stream += tok.encode(line).ids + [eos]
-    n = len(stream) // s
-    return torch.tensor(stream[: n * s]).reshape(n, s)
 
 
 def speeds(models, data, batch, reps):
@@ -85,15 +68,6 @@ def speeds(models, data, batch, reps):
         out[name] = {"tokens_per_s": tokens / statistics.median(times), "vs_teacher": ratio,
                      "min": tokens / max(times), "max": tokens / min(times)}
     return out
-
-
-def greedy(model, tok, prompt, n):
-    ids = torch.tensor([tok.encode(prompt).ids])
-    with torch.inference_mode():
-        for _ in range(n):
-            logits = model(ids, torch.ones_like(ids))
-            ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], 1)
-    return tok.decode(ids[0, -n:].tolist())
 
 
 def safetensors_params(path):

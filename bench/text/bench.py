@@ -37,7 +37,7 @@ import numpy as np
 from distill_tools.machine import cpu_model, gpu_name
 from distill_tools.text_bench import metrics
 from distill_tools.benchmarks_md import write_section
-from distill_tools.text_bench.report import END, START, section
+from distill_tools.text_bench.report import TITLE, markers, section
 
 MAX_TOKENS = 128
 CACHE_LINE = re.compile(r"outputs of (\d+) train samples cached in ([0-9.]+) s")
@@ -314,6 +314,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--benchmarks", type=path, default="BENCHMARKS.md")
     p.add_argument("--command", default="bench/text/bench.py")
     p.add_argument("--note", default="", help="a sentence for the section (e.g. a training subset)")
+    p.add_argument("--section", default="", help="write a separate section, <!-- text-encoder-SECTION:begin --> ...")
+    p.add_argument("--title", default=TITLE, help="the section's heading")
     p.add_argument("--report-only", action="store_true", help="rewrite the section from OUT/bench.json")
     return p.parse_args(argv)
 
@@ -336,8 +338,8 @@ def main():
         os.makedirs(a.out, exist_ok=True)
         with open(result_path, "w") as f:
             json.dump(result, f, indent=1)
-    text = section(result)
-    write_section(a.benchmarks, text, START, END)
+    text = section(result, a.section, a.title)
+    write_section(a.benchmarks, text, *markers(a.section))
     print(text)
 
 

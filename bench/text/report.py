@@ -2,8 +2,18 @@
 `text-encoder` markers), from the result dict `bench.py` measures (OUT/bench.json)."""
 
 START, END = "<!-- text-encoder:begin -->", "<!-- text-encoder:end -->"
+TITLE = "Sentence encoder distilled from all-MiniLM-L6-v2"
 # The bar a student must pass against the teacher.
 MIN_SPEARMAN, MIN_RECALL_SHARE, MIN_SPEEDUP = 0.95, 0.95, 2.5
+
+
+def markers(section_id: str = "") -> tuple:
+    """The (start, end) marker lines of the section: the benchmark's own, or with `section_id`
+    those of a separate section (`<!-- text-encoder-ID:begin -->`), so a shortened comparison
+    never replaces the full one."""
+    if not section_id:
+        return START, END
+    return f"<!-- text-encoder-{section_id}:begin -->", f"<!-- text-encoder-{section_id}:end -->"
 
 
 def _num(x, fmt: str, none: str = "-") -> str:
@@ -81,8 +91,9 @@ def gpu_words(machine: dict) -> str:
     return f"a {gpu} present (not used: the timings are the CPU's)" if gpu else "no GPU"
 
 
-def section(result: dict) -> str:
-    """The whole section, markers included."""
+def section(result: dict, section_id: str = "", title: str = TITLE) -> str:
+    """The whole section, markers included (`markers(section_id)`), under the heading `title`."""
+    start, end = markers(section_id)
     s, d, mc = result["settings"], result["data"], result["machine"]
     note = f" {result['note']}" if result.get("note") else ""
     if max(mc["load_average"]) > mc["cores"]:
@@ -92,8 +103,8 @@ def section(result: dict) -> str:
             " a 4 x 256 encoder measured as fast as a 3 x 384 one with 2 threads, 1.9x the teacher, but 2.9x"
             " against 1.9x with 1 thread); compare speeds from an idle machine or `--threads 1`."
         )
-    return f"""{START}
-## Sentence encoder distilled from all-MiniLM-L6-v2 (`scripts/bench-text`)
+    return f"""{start}
+## {title} (`scripts/bench-text`)
 
 Measured {result['date']} with `{result['command']}` on {mc['cores']} cores ({mc['cpu']}), {gpu_words(mc)},
 torch {mc['torch']}; one-minute load average {mc['load_average'][0]:.1f} before the timing and
@@ -136,5 +147,5 @@ The bar for a student: Spearman >= {MIN_SPEARMAN}, recall@1 >= {100 * MIN_RECALL
 | student | Spearman | recall@1 | throughput |
 |---|---|---|---|
 {target_rows(result)}
-{END}"""
+{end}"""
 

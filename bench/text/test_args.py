@@ -25,5 +25,14 @@ class MachineLine(unittest.TestCase):
         self.assertEqual(report.gpu_words({"gpu": "NVIDIA H200"}), "a NVIDIA H200 present (not used: the timings are the CPU's)")
 
 
+class Sections(unittest.TestCase):
+    def test_a_section_id_gets_markers_of_its_own_and_none_the_benchmarks(self):
+        self.assertEqual(report.markers(), ("<!-- text-encoder:begin -->", "<!-- text-encoder:end -->"))
+        self.assertEqual(report.markers("hidden"), ("<!-- text-encoder-hidden:begin -->", "<!-- text-encoder-hidden:end -->"))
+        a = bench.parse_args(["--section", "hidden", "--title", "Hidden states"])
+        self.assertEqual((a.section, a.title), ("hidden", "Hidden states"))
+        self.assertEqual((bench.parse_args([]).section, bench.parse_args([]).title), ("", report.TITLE))
+
+
 if __name__ == "__main__":
     unittest.main()

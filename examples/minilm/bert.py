@@ -10,10 +10,12 @@ states over the attention mask and an L2 normalisation.
     forward(input_ids: int64 [B, S], attention_mask: int64 [B, S]) -> float32 [B, hidden]
 
 with 1 = token and 0 = padding in the mask, S <= max_positions. The module is
-`torch.jit.script`-able, so the saved teacher takes any B and S.
+`torch.jit.script`-able, so the saved teacher takes any B and S. `BertWithHiddenStates` wraps
+the same weights and also returns every layer's token states, for hidden-state distillation.
 """
 import math
 from dataclasses import dataclass
+from typing import List, Tuple
 
 import torch
 from torch import nn
@@ -152,6 +154,33 @@ class BertSentenceEncoder(nn.Module):
         return pooled / pooled.norm(2, -1, keepdim=True).clamp_min(1e-12)
 
 
-def scripted(model: BertSentenceEncoder) -> torch.jit.ScriptModule:
+class BertWithHiddenStates(nn.Module):
+    """The same encoder (its own sub-modules, so the same parameter names and values) returning
+    its hidden states beside the embedding, in Hugging Face's order:
+
+        forward(input_ids, attention_mask) -> (float32 [B, hidden], [h_0, ..., h_L])
+
+    h_0 the embeddings' output and h_i layer i's, each float32 [B, S, hidden] (padding positions
+    included), L = num_hidden_layers; the embedding equals `BertSentenceEncoder`'s. A distill
+    teacher reads them with `teacher.output = 0` and `teacher.hidden_output = 1`."""
+
+    def __init__(self, model: BertSentenceEncoder):
+        super().__init__()
+        self.embeddings = model.embeddings
+        self.encoder = model.encoder
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        h = self.embeddings(input_ids)
+        m = attention_mask.to(h.dtype)
+        bias = (1.0 - m)[:, None, None, :] * -3.4028234663852886e38  # as BertSentenceEncoder
+        states = [h]
+        for layer in self.encoder.layer:
+            h = layer(h, bias)
+            states.append(h)
+        pooled = (h * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp_min(1e-9)
+        return pooled / pooled.norm(2, -1, keepdim=True).clamp_min(1e-12), states
+
+
+def scripted(model: nn.Module) -> torch.jit.ScriptModule:
     """The model in eval mode as TorchScript (dynamic batch size and sequence length)."""
     return torch.jit.script(model.eval())

