@@ -1,5 +1,5 @@
-"""scripts/check-structure's flow check (`--stages`, `--plumbing`) on tiny crates written to a
-temporary folder, and on distill/src as the repository has it.
+"""scripts/check-structure's flow check (`--stages`, `--plumbing`) and its check of where unit tests
+live, on tiny crates written to a temporary folder, and on distill/src as the repository has it.
 
 Run: python -m unittest scripts/test_check_structure.py
 """
@@ -79,12 +79,51 @@ class Flow(unittest.TestCase):
 
     def test_a_test_only_module_may_reach_a_later_stage(self):
         src = self.crate({
-            "early/mod.rs": '#[cfg(test)]\n#[path = "early_tests.rs"]\nmod checks;\npub fn first() -> u32 { 1 }\n',
-            "early/early_tests.rs": "#[test]\nfn both() { assert_eq!(crate::late::second(), 2); }\n",
-            "late/mod.rs": "pub fn second() -> u32 { crate::early::first() + 1 }\n",
+            "early/mod.rs": "pub mod first;\n",
+            "early/first.rs": 'pub fn first() -> u32 { 1 }\n#[cfg(test)]\n#[path = "first_tests.rs"]\nmod tests;\n',
+            "early/first_tests.rs": "#[test]\nfn both() { assert_eq!(crate::late::second(), 2); }\n",
+            "late/mod.rs": "pub fn second() -> u32 { crate::early::first::first() + 1 }\n",
             "util/mod.rs": "",
         })
-        self.assertEqual(check(src, *STAGES), (0, "5 modules, 0 findings\n"))
+        self.assertEqual(check(src, *STAGES), (0, "6 modules, 0 findings\n"))
+
+    def test_unit_tests_placed_the_one_way_pass(self):
+        src = self.crate({
+            "early/mod.rs": "pub mod first;\npub mod second;\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() {}\n}\n",
+            "early/first.rs": 'pub fn first() -> u32 { 1 }\n\n#[cfg(test)]\n#[path = "first_tests.rs"]\nmod tests;\n',
+            "early/first_tests.rs": "#[test]\nfn one() { assert_eq!(super::first(), 1); }\n",
+            "early/second.rs": "pub fn second() -> u32 { 2 }\n#[cfg(test)]\nmod tests {\n    fn f() { let _ = \"}\"; }\n}\n",
+            "late/mod.rs": "",
+            "util/mod.rs": "#[cfg(test)]\npub(crate) mod test_rng;\n",
+            "util/test_rng.rs": "",
+        })
+        self.assertEqual(check(src, *STAGES), (0, "8 modules, 0 findings\n"))
+
+    def test_unit_tests_placed_otherwise_are_reported(self):
+        src = self.crate({
+            "early/mod.rs": "pub mod first;\npub mod second;\npub mod third;\n#[cfg(test)]\nmod first_tests;\n",
+            "early/first.rs": "pub fn first() -> u32 { 1 }\n",
+            "early/first_tests.rs": "",
+            "early/second.rs": "#[cfg(test)]\nmod checks {}\npub fn second() -> u32 { 2 }\n",
+            "early/third.rs": "pub fn third() {}\n#[cfg(test)]\nmod tests;\n",
+            "early/third/tests.rs": "",
+            "late/mod.rs": "",
+            "util/mod.rs": "",
+        })
+        status, out = check(src, *STAGES)
+        self.assertEqual(status, 1)
+        for line in [
+            "tests: early/mod.rs: declares `first_tests` from a mod.rs; a file's tests sit beside it as "
+            "<file>_tests.rs, declared by <file>.rs",
+            "tests: early/first_tests.rs is not declared by first.rs beside it as "
+            '`#[cfg(test)] #[path = "first_tests.rs"] mod tests;`',
+            "tests: early/second.rs: the test module `checks` is named `tests` by the one rule",
+            "tests: early/second.rs: `mod checks` is not at the foot of the file; move it below the code",
+            'tests: early/third.rs: declare its tests as `#[cfg(test)] #[path = "third_tests.rs"] mod tests;`',
+            "tests: early/third/tests.rs: name a file's tests <file>_tests.rs, beside <file>.rs, or keep them inline",
+        ]:
+            self.assertIn(line + "\n", out)
+        self.assertIn("6 findings", out)
 
     def test_distill_flows_one_way(self):
         src = os.path.join(HERE, "..", "distill", "src")

@@ -34,13 +34,14 @@
 //! 2. `run/mod.rs`: one run in its output folder: the cfg, the inputs loaded, the run resolved,
 //!    `run.json` and `config.toml`, the students, then `report.json` and the folder's final name
 //!    (or `--resume` from `run.json`).
-//! 3. `config/mod.rs`: the cfg.toml as written ([`config::RunConfig`], with the files it names
-//!    resolved once) and the run as resolved on the device ([`config::RunSettings`]: the
-//!    micro-batch a number, `"auto"` the largest that fits by the memory plan,
-//!    [`train::memory_plan::resolve`]), which the trainer takes.
-//! 4. `run/students.rs`: the run's students: the teacher measured, an `"auto"` batch confirmed
-//!    with one step, then each student (KD, `--baseline`) fresh, resumed or already finished,
-//!    trained and handed to the export.
+//! 3. `config/mod.rs`: the cfg.toml as written ([`config::WrittenCfg`], with the files it names
+//!    resolved once), settled into the run as resolved on the device ([`config::RunSettings`],
+//!    `config/settings.rs`: the micro-batch a number, `"auto"` the largest that fits by the memory
+//!    plan, [`train::memory_plan::resolve`]), which the trainer takes; nothing after it reads the
+//!    cfg as written.
+//! 4. `run/train_students.rs`: the run's students: the teacher measured, an `"auto"` batch
+//!    confirmed with one step, then each student (KD, `--baseline`) fresh, resumed or already
+//!    finished, trained with its objective (built once) and handed to the export.
 //! 5. `train/trainer.rs`: the loop: batches, the parameter update, bookkeeping, evaluation,
 //!    checkpoints.
 //! 6. `train/step.rs`: one forward and backward (`torch::shim` autocast, `train::objective`,

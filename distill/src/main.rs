@@ -204,7 +204,7 @@ fn train(args: Args, verbosity: Verbosity, launch: &Launch) -> distill::Result<d
         ),
         None => distill::run(
             &TrainOptions {
-                // empty: the cfg's teacher.hf (RunConfig::teacher)
+                // empty: the cfg's teacher.hf (WrittenCfg::teacher)
                 teacher: args.teacher.unwrap_or_default(),
                 student: args.student.expect("clap requires --student"),
                 out: args.out,

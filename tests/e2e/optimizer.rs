@@ -17,7 +17,7 @@ fn compare(spec: &TrainSpec, torch_ctor: &str) -> (f64, f64) {
     weight.write_npy(dir.path().join("w0.npy")).unwrap();
     bias.write_npy(dir.path().join("b0.npy")).unwrap();
     let params = vec![("fc.weight".to_string(), weight.copy()), ("fc.bias".to_string(), bias.copy())];
-    let mut opt = Optimizer::new(params, spec);
+    let mut opt = Optimizer::new(params, &distill::config::TrainSettings::resolved(spec, 1));
     let lrs = [0.1, 0.05, 0.02, 0.2, 0.01, 0.03];
     for (k, lr) in lrs.iter().enumerate() {
         let gw = Tensor::randn([5, 4], (Kind::Float, Device::Cpu));

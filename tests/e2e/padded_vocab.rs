@@ -4,7 +4,7 @@
 //! `teacher.vocab = 640` distilled over the 512 shared tokens exactly as the unpadded teacher is.
 use std::path::Path;
 
-use distill::config::RunConfig;
+use distill::config::WrittenCfg;
 use distill::report::PaddedVocab;
 use distill::run::load::Loaded;
 use e2e::{fixture, lm_config, metrics_lines, serial, train};
@@ -68,7 +68,9 @@ fn a_student_wider_than_its_tokenizer_is_warned_about() {
     );
     let loaded = {
         let _guard = serial();
-        Loaded::load(&RunConfig::load(&cfg, &[]).unwrap(), &fixture("lm/lm-teacher-padded.pt"), Device::Cpu).unwrap()
+        let cfg = WrittenCfg::load(&cfg, &[]).unwrap();
+        let agreement = distill::train::objective::from_spec(&cfg.spec.kd).agreement();
+        Loaded::load(&cfg, &fixture("lm/lm-teacher-padded.pt"), agreement, Device::Cpu).unwrap()
     };
     assert!(
         loaded

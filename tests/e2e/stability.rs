@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use distill::config::{RunConfig, RunSettings};
+use distill::config::{RunSettings, WrittenCfg};
 use distill::host::progress::{Progress, Verbosity};
 use distill::inputs::data::{permutation, Dataset, Examples, Images, Normalizer};
 use distill::student::build::build_student;
@@ -84,6 +84,8 @@ static NO_STOP: AtomicBool = AtomicBool::new(false);
 struct Fp16Run {
     spec: Config,
     settings: RunSettings,
+    /// The run's objective, built once from `[kd]`.
+    objective: Box<dyn distill::train::objective::Objective>,
     cfg: PathBuf,
     train: Dataset,
     test: Dataset,
@@ -109,19 +111,21 @@ impl Fp16Run {
             let _ = x.get(i).fill_(1e7);
         }
         let test = Dataset::load(&fixture("digits-test.npz"), &spec.data, None).unwrap();
-        let settings = RunConfig::from_spec(&cfg, spec.clone()).unwrap().unplanned(Device::Cpu).unwrap();
+        let settings = WrittenCfg::from_spec(&cfg, spec.clone()).unwrap().unplanned(Device::Cpu).unwrap();
         let images = Examples::Images(Images::new(x, Normalizer::new(&spec.data, Device::Cpu)));
         let train = Dataset::new(train.path().to_path_buf(), images, train.labels().map(Tensor::shallow_clone));
-        Fp16Run { spec, settings, cfg, train, test, dir }
+        let objective = distill::train::objective::from_spec(&spec.kd);
+        Fp16Run { spec, settings, objective, cfg, train, test, dir }
     }
 
     /// What the trainer reads: labels only (alpha = 0), on CPU.
     fn inputs(&self) -> TrainInputs<'_> {
         TrainInputs {
             settings: &self.settings,
+            objective: self.objective.as_ref(),
             train: &self.train,
             test: &self.test,
-            targets: SoftTargets::None,
+            soft_targets: SoftTargets::None,
             teacher_test_preds: None,
             teacher_weights: None,
             strategy: &distill::data_parallel::Strategy::Single,

@@ -114,7 +114,7 @@ fn a_resumed_run_reads_the_teacher_outputs_its_first_part_cached() {
     let cfg = text_config(dir.path(), &[("seed = 0", "seed = 0\nsave_every = 40")]);
     let out = dir.path().join("run");
     assert!(run_stopped(&fixture("text/text-teacher.pt"), &cfg, &out, 40).is_interrupt());
-    let cache = dir.path().join("run.partial").join(distill::run::students::TEACHER_OUTPUTS);
+    let cache = dir.path().join("run.partial").join(distill::run::train_students::TEACHER_OUTPUTS);
     let tensors = Tensor::read_safetensors(&cache).unwrap();
     let find = |want: &str| tensors.iter().find(|(name, _)| name == want).map(|(_, t)| t.shallow_clone()).unwrap();
     let (outputs, key) =
@@ -136,7 +136,7 @@ fn a_resumed_run_reads_the_teacher_outputs_its_first_part_cached() {
     for kd in after {
         assert!((kd - 1.0 / 32.0).abs() < 1e-6, "kd {kd}: the resumed steps trained on the zeros it read");
     }
-    assert!(!out.join(distill::run::students::TEACHER_OUTPUTS).exists(), "removed once the run finished");
+    assert!(!out.join(distill::run::train_students::TEACHER_OUTPUTS).exists(), "removed once the run finished");
 }
 
 /// `--teacher-cache DIR`: the first run keeps the teacher's train-set outputs in DIR, under a

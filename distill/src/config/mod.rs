@@ -1,24 +1,28 @@
 //! The run's configuration, as written and as resolved. The schema and its validation live in
 //! `estimator_wasm::schema`; reading a cfg.toml with its `--set` overrides in `overrides`.
 //!
-//! * [`RunConfig`]: the cfg.toml as written, with what only the trainer needs resolved once: the
+//! * [`WrittenCfg`]: the cfg.toml as written, with what only the trainer needs resolved once: the
 //!   files it names (relative to its folder) and the held-out set (a file, or a split of the
 //!   train file). The written `Config` is never changed afterwards.
-//! * [`RunSettings`]: the run as resolved on its device ([`crate::train::memory_plan::resolve`]): the micro-batch
-//!   a number (`batch_size = "auto"` becomes the largest that fits, by the device's memory plan),
-//!   the estimator's target, the device. The trainer takes it and reads resolved values from it.
+//! * [`RunSettings`] (`settings`): the run as resolved on its device
+//!   ([`crate::train::memory_plan::resolve`]): the `[train]` section as [`TrainSettings`], its
+//!   micro-batch a number (`batch_size = "auto"` becomes the largest that fits, by the device's
+//!   memory plan), the estimator's target, the device. It takes the `WrittenCfg` in and keeps no
+//!   copy of the cfg as written: every stage after the memory plan reads resolved values only.
 
 pub mod overrides;
+pub mod settings;
 use std::path::{Path, PathBuf};
 
 use estimator_wasm::schema::{BatchSize, Config, Target};
 use tch::Device;
 
 use crate::host::error::{DistillError, Result};
+pub use settings::{RunSettings, TrainSettings};
 
 /// The held-out set a run measures its students on.
 #[derive(Debug, Clone, PartialEq)]
-pub enum HeldOut {
+pub enum HeldOutSet {
     /// `[data].test`, relative to the cfg.toml's folder.
     File(PathBuf),
     /// `[data].holdout`: this fraction of the train file, split off with `train.seed`.
@@ -30,7 +34,7 @@ pub enum HeldOut {
 pub struct DataFiles {
     /// `[data].train`.
     pub train: PathBuf,
-    pub held_out: HeldOut,
+    pub held_out: HeldOutSet,
     /// `[data].tokenizer`: the `tokenizer.json` of text data.
     pub tokenizer: Option<PathBuf>,
 }
@@ -47,8 +51,8 @@ impl DataFiles {
         };
         let held_out =
             match (&spec.data.test, spec.data.holdout) {
-                (Some(test), _) => HeldOut::File(relative(path, test)),
-                (None, Some(fraction)) => HeldOut::Split(fraction),
+                (Some(test), _) => HeldOutSet::File(relative(path, test)),
+                (None, Some(fraction)) => HeldOutSet::Split(fraction),
                 (None, None) => return Err(DistillError::config(
                     path,
                     "data.test is missing: set it to a held-out file (.npz, or .txt for text), or set data.holdout = 0.1 to split data.train",
@@ -161,7 +165,7 @@ pub fn with_absolute_files(spec: &Config, cfg_path: &Path) -> Config {
 
 /// A validated cfg.toml as written, plus the files it names, resolved.
 #[derive(Debug, Clone)]
-pub struct RunConfig {
+pub struct WrittenCfg {
     /// The cfg.toml as given on the command line.
     pub path: PathBuf,
     /// The cfg as written (with `--set` overrides).
@@ -171,14 +175,14 @@ pub struct RunConfig {
     pub init: Option<PathBuf>,
 }
 
-impl RunConfig {
+impl WrittenCfg {
     /// Loads, overrides (`--set`), parses and validates `path`.
     ///
     /// # Errors
     /// [`DistillError::Config`] naming the file with the line/column or key at fault.
-    pub fn load(path: &Path, sets: &[String]) -> Result<RunConfig> {
+    pub fn load(path: &Path, sets: &[String]) -> Result<WrittenCfg> {
         let spec = crate::config::overrides::read_spec(path, sets)?;
-        RunConfig::from_spec(path, spec)
+        WrittenCfg::from_spec(path, spec)
     }
 
     /// Resolves the files of an already parsed `spec` read from `path`.
@@ -186,12 +190,12 @@ impl RunConfig {
     /// # Errors
     /// [`DistillError::Config`] when `[data].train` is missing or neither `test` nor `holdout`
     /// gives a held-out set.
-    pub fn from_spec(path: &Path, spec: Config) -> Result<RunConfig> {
+    pub fn from_spec(path: &Path, spec: Config) -> Result<WrittenCfg> {
         let data = DataFiles::of(path, &spec)?.ok_or_else(|| {
             DistillError::config(path, "data.train is missing: set it to an .npz with arrays x and y")
         })?;
         let init = spec.student.init.as_ref().map(|init| relative(path, init));
-        Ok(RunConfig { path: path.to_path_buf(), spec, data, init })
+        Ok(WrittenCfg { path: path.to_path_buf(), spec, data, init })
     }
 
     /// The teacher of the run: `given` (`--teacher`), or when that is empty the cfg's
@@ -200,10 +204,10 @@ impl RunConfig {
     ///
     /// # Errors
     /// [`DistillError::Usage`] when neither names a teacher; as [`with_teacher_tokenizer`].
-    pub fn with_teacher(self, given: &Path) -> Result<(RunConfig, PathBuf)> {
+    pub fn with_teacher(self, given: &Path) -> Result<(WrittenCfg, PathBuf)> {
         let teacher = self.teacher(given)?;
         let spec = with_teacher_tokenizer(self.spec, &self.path, Some(&teacher))?;
-        Ok((RunConfig::from_spec(&self.path, spec)?, teacher))
+        Ok((WrittenCfg::from_spec(&self.path, spec)?, teacher))
     }
 
     fn teacher(&self, given: &Path) -> Result<PathBuf> {
@@ -218,9 +222,9 @@ impl RunConfig {
 
     /// The run with its micro-batch decided: `batch_size` (`auto_batch`: `train.batch_size` was
     /// `"auto"`), the estimator's `target` and the `device`. The memory plan decides them
-    /// ([`crate::train::memory_plan::resolve`]); [`RunConfig::unplanned`] without one.
+    /// ([`crate::train::memory_plan::resolve`]); [`WrittenCfg::unplanned`] without one.
     pub fn settle(self, batch_size: usize, auto_batch: bool, target: Target, device: Device) -> RunSettings {
-        RunSettings { cfg: self, batch_size, auto_batch, target, device }
+        RunSettings::new(self, batch_size, auto_batch, target, device)
     }
 
     /// Notes on keys that are set but change nothing in this run, for the log: `kd.loss_chunk`
@@ -258,7 +262,7 @@ impl RunConfig {
             return Err(self.auto_unplanned());
         };
         let target = self.spec.estimate.target;
-        Ok(RunSettings { cfg: self, batch_size: n as usize, auto_batch: false, target, device })
+        Ok(RunSettings::new(self, n as usize, false, target, device))
     }
 
     /// The error for `train.batch_size = "auto"` where the device's memory is unknown.
@@ -267,80 +271,6 @@ impl RunConfig {
             &self.path,
             "train.batch_size = \"auto\": the device's memory is unknown here; set a number",
         )
-    }
-}
-
-/// The run as resolved: the cfg as written, with the micro-batch a number, the estimator's
-/// target and the device. Built once, by [`RunConfig::settle`]; it cannot hold `"auto"`.
-#[derive(Debug, Clone)]
-pub struct RunSettings {
-    cfg: RunConfig,
-    batch_size: usize,
-    auto_batch: bool,
-    target: Target,
-    device: Device,
-}
-
-impl RunSettings {
-    /// The same run on labels alone (`kd.alpha = 0`), for the `--baseline` student.
-    pub fn labels_only(&self) -> RunSettings {
-        let mut labels_only = self.clone();
-        labels_only.cfg.spec.kd.alpha = 0.0;
-        // nor the teacher's hidden states
-        labels_only.cfg.spec.kd.hidden.clear();
-        labels_only
-    }
-
-    /// The cfg as written: read the micro-batch from [`Self::batch_size`], never from its
-    /// `train.batch_size` (which may say `"auto"`).
-    pub fn spec(&self) -> &Config {
-        &self.cfg.spec
-    }
-
-    /// The cfg as resolved, for the copies of it a run writes (`config.toml`, `run.json`,
-    /// checkpoints, a shrunk student's `student.toml`): the written one with `train.batch_size`
-    /// the micro-batch and `estimate.target` the device's.
-    pub fn resolved_spec(&self) -> Config {
-        let mut spec = self.cfg.spec.clone();
-        spec.train.batch_size = BatchSize::Fixed(self.batch_size as u64);
-        spec.estimate.target = self.target;
-        spec
-    }
-
-    /// [`Self::resolved_spec`] as cfg.toml text.
-    pub fn to_toml(&self) -> String {
-        self.resolved_spec().to_toml_string()
-    }
-
-    /// [`Self::to_toml`] with the files it names absolute ([`with_absolute_files`]): the run
-    /// folder's `config.toml`, which `distill --student` takes from any folder.
-    pub fn portable_toml(&self) -> String {
-        with_absolute_files(&self.resolved_spec(), self.cfg_path()).to_toml_string()
-    }
-
-    /// The cfg.toml as given on the command line.
-    pub fn cfg_path(&self) -> &Path {
-        &self.cfg.path
-    }
-
-    /// `student.init`, resolved against the cfg's folder.
-    pub fn init(&self) -> Option<&Path> {
-        self.cfg.init.as_deref()
-    }
-
-    /// Micro-batch size, samples.
-    pub fn batch_size(&self) -> usize {
-        self.batch_size
-    }
-
-    /// Whether [`Self::batch_size`] was `"auto"` in the cfg (chosen by the memory plan).
-    pub fn auto_batch(&self) -> bool {
-        self.auto_batch
-    }
-
-    /// The device the run trains on (`--device`, parsed).
-    pub fn device(&self) -> Device {
-        self.device
     }
 }
 
@@ -356,25 +286,25 @@ mod tests {
     #[test]
     fn files_are_resolved_once_against_the_cfg_folder() {
         let path = Path::new("runs/cfg/c.toml");
-        let cfg = RunConfig::from_spec(path, spec("train = \"t.npz\"\ntest = \"../v.npz\"\n")).unwrap();
+        let cfg = WrittenCfg::from_spec(path, spec("train = \"t.npz\"\ntest = \"../v.npz\"\n")).unwrap();
         assert_eq!(cfg.data.train, Path::new("runs/cfg/t.npz"));
-        assert_eq!(cfg.data.held_out, HeldOut::File("runs/v.npz".into()), "tidied");
+        assert_eq!(cfg.data.held_out, HeldOutSet::File("runs/v.npz".into()), "tidied");
         assert_eq!(cfg.data.tokenizer, None);
-        let split = RunConfig::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.25\n")).unwrap();
-        assert_eq!(split.data.held_out, HeldOut::Split(0.25));
+        let split = WrittenCfg::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.25\n")).unwrap();
+        assert_eq!(split.data.held_out, HeldOutSet::Split(0.25));
         // no held-out set: refused, also where only the files are asked for (`distill plan`)
-        let e = RunConfig::from_spec(path, spec("train = \"t.npz\"\n")).unwrap_err().to_string();
+        let e = WrittenCfg::from_spec(path, spec("train = \"t.npz\"\n")).unwrap_err().to_string();
         assert!(e.contains("data.test is missing"), "{e}");
         assert!(DataFiles::of(path, &spec("train = \"t.npz\"\n")).is_err());
         // no train file: the trainer refuses, the plan goes without data
-        let e = RunConfig::from_spec(path, spec("")).unwrap_err().to_string();
+        let e = WrittenCfg::from_spec(path, spec("")).unwrap_err().to_string();
         assert!(e.contains("data.train is missing"), "{e}");
         assert_eq!(DataFiles::of(path, &spec("")).unwrap(), None);
         // `~/` is the home folder, as with --set, wherever the cfg is
         if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from) {
-            let cfg = RunConfig::from_spec(path, spec("train = \"~/t.npz\"\ntest = \"~/v.npz\"\n")).unwrap();
+            let cfg = WrittenCfg::from_spec(path, spec("train = \"~/t.npz\"\ntest = \"~/v.npz\"\n")).unwrap();
             assert_eq!(cfg.data.train, home.join("t.npz"));
-            assert_eq!(cfg.data.held_out, HeldOut::File(home.join("v.npz")));
+            assert_eq!(cfg.data.held_out, HeldOutSet::File(home.join("v.npz")));
         }
     }
 
@@ -398,20 +328,26 @@ mod tests {
     #[test]
     fn resolving_leaves_the_written_cfg_as_written() {
         let path = Path::new("c.toml");
-        let cfg = RunConfig::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.5\n")).unwrap();
+        let cfg = WrittenCfg::from_spec(path, spec("train = \"t.npz\"\nholdout = 0.5\n")).unwrap();
         let written = cfg.spec.clone();
-        let settings =
-            RunSettings { cfg: cfg.clone(), batch_size: 7, auto_batch: true, target: Target::Cpu, device: Device::Cpu };
-        assert_eq!(settings.spec(), &written);
+        let settings = cfg.clone().settle(7, true, Target::Cpu, Device::Cpu);
+        assert_eq!(cfg.spec, written, "the written cfg is not changed");
         let resolved = settings.resolved_spec();
         assert_eq!(resolved.train.batch_size, BatchSize::Fixed(7));
         assert_eq!(resolved.estimate.target, Target::Cpu);
+        // the rest of it as written
+        let mut expected = written.clone();
+        (expected.train.batch_size, expected.estimate.target) = (BatchSize::Fixed(7), Target::Cpu);
+        assert_eq!(resolved, &expected);
+        assert_eq!(settings.train(), &TrainSettings::resolved(&written.train, 7));
+        assert_eq!(settings.train().batch_size, 7);
+        assert!(settings.auto_batch());
         assert!(settings.to_toml().contains("batch_size = 7"), "{}", settings.to_toml());
-        assert_eq!(settings.labels_only().spec().kd.alpha, 0.0);
-        assert_eq!(settings.labels_only().batch_size(), 7);
+        assert_eq!(settings.labels_only().kd().alpha, 0.0);
+        assert_eq!(settings.labels_only().train().batch_size, 7);
         // without a plan: as written, and "auto" refused
         let unplanned = cfg.clone().unplanned(Device::Cpu).unwrap();
-        assert_eq!(unplanned.resolved_spec(), written);
+        assert_eq!(unplanned.resolved_spec(), &written);
         let mut auto = cfg;
         auto.spec.train.batch_size = BatchSize::Auto;
         let e = auto.unplanned(Device::Cpu).unwrap_err().to_string();
@@ -422,7 +358,7 @@ mod tests {
     fn a_loss_chunk_that_changes_nothing_is_noted() {
         let lm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/lm/lm-student.toml");
         let notes =
-            |path: &Path, chunk: u64| RunConfig::load(path, &[format!("kd.loss_chunk={chunk}")]).unwrap().idle_keys();
+            |path: &Path, chunk: u64| WrittenCfg::load(path, &[format!("kd.loss_chunk={chunk}")]).unwrap().idle_keys();
         assert_eq!(notes(&lm, 16), Vec::<String>::new(), "16 of a 64-token window: chunked");
         assert_eq!(
             notes(&lm, 64),
@@ -437,7 +373,7 @@ mod tests {
     fn a_beta_without_jsd_is_noted() {
         let digits = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/digits-student.toml");
         let notes = |sets: &[&str]| {
-            RunConfig::load(&digits, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap().idle_keys()
+            WrittenCfg::load(&digits, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap().idle_keys()
         };
         assert_eq!(
             notes(&["kd.beta=0.3"]),

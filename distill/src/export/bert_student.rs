@@ -173,11 +173,11 @@ pub fn bert_tensors(t: &TransformerSpec, named: &[(String, Tensor)], seq: u64) -
 
 #[cfg(test)]
 mod tests {
-    use super::super::hf_tensors::fixtures::ramp;
+    use super::super::hf_tensors::tests::ramp;
     use super::*;
 
     fn spec(edits: &[(&str, &str)]) -> Config {
-        super::super::hf_tensors::fixtures::spec("text/text-student.toml", edits)
+        super::super::hf_tensors::tests::spec("text/text-student.toml", edits)
     }
 
     #[test]

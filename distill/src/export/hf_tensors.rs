@@ -43,9 +43,10 @@ pub fn split_rows(x: &Tensor, rows: &[i64], name: &str) -> Result<Vec<Tensor>, S
     Ok(x.split_with_sizes(rows, 0).into_iter().map(|p| p.contiguous()).collect())
 }
 
-/// What the architectures' tests share: a fixture's student edited, and tensors of known values.
+/// The unit tests, and what the architectures' tests share: a fixture's student edited, and
+/// tensors of known values.
 #[cfg(test)]
-pub mod fixtures {
+pub mod tests {
     use super::*;
 
     /// The cfg.toml `tests/fixtures/{fixture}` with each `(from, to)` of `edits` replaced once
@@ -65,15 +66,10 @@ pub mod fixtures {
         let n: i64 = shape.iter().product();
         Tensor::arange(n, (Kind::Float, tch::Device::Cpu)).reshape(shape)
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn a_fused_projection_splits_into_its_rows_or_says_why_not() {
-        let x = fixtures::ramp(&[6, 2]);
+        let x = ramp(&[6, 2]);
         let parts = split_rows(&x, &[2, 4], "qkv").unwrap();
         // the second part starts at row 2: element 2 * 2
         assert_eq!((parts[0].size(), parts[1].size(), parts[1].double_value(&[0, 0])), (vec![2, 2], vec![4, 2], 4.0));

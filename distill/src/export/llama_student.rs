@@ -138,11 +138,11 @@ pub fn llama_tensors(t: &TransformerSpec, named: &[(String, Tensor)]) -> Result<
 
 #[cfg(test)]
 mod tests {
-    use super::super::hf_tensors::fixtures::ramp;
+    use super::super::hf_tensors::tests::ramp;
     use super::*;
 
     fn spec(edits: &[(&str, &str)]) -> Config {
-        super::super::hf_tensors::fixtures::spec("lm/lm-student.toml", edits)
+        super::super::hf_tensors::tests::spec("lm/lm-student.toml", edits)
     }
 
     #[test]

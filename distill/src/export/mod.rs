@@ -124,7 +124,7 @@ pub fn export(
     dir: &Path,
     latency: bool,
 ) -> Result<StudentReport> {
-    let spec = inputs.settings.spec();
+    let (settings, spec) = (inputs.settings, inputs.settings.resolved_spec());
     let example = first_sample(inputs);
     let Trained { vs, student, pruner } = trained;
     check_finite(&vs)?;
@@ -156,31 +156,31 @@ pub fn export(
         }
         None => (None, student.params(), dense_latency),
     };
-    let tokenizer = crate::config::DataFiles::of(inputs.settings.cfg_path(), spec)?.and_then(|f| f.tokenizer);
-    let hf = write_student_folder(&exported, dir, tokenizer.as_deref())?;
-    let logits = spec.kd.objective == KdObjective::Logits;
+    let hf = write_student_folder(&exported, dir, settings.tokenizer())?;
+    let kd = settings.kd();
+    let logits = kd.objective == KdObjective::Logits;
     Ok(StudentReport {
-        alpha: spec.kd.alpha,
+        alpha: kd.alpha,
         // the embedding objectives have no temperature: reporting the default would mislead
-        temperature: logits.then_some(spec.kd.temperature),
-        divergence: logits.then(|| spec.kd.soft_divergence().name().to_string()),
-        beta: (logits && spec.kd.soft_divergence() == KdDivergence::Jsd).then(|| spec.kd.jsd_beta()),
+        temperature: logits.then_some(kd.temperature),
+        divergence: logits.then(|| kd.soft_divergence().name().to_string()),
+        beta: (logits && kd.soft_divergence() == KdDivergence::Jsd).then(|| kd.jsd_beta()),
         params,
         test_accuracy: outcome.test_accuracy,
         agreement: outcome.agreement,
-        objective: spec.kd.objective.name().to_string(),
-        agreement_metric: crate::train::objective::from_spec(&spec.kd).agreement(),
+        objective: kd.objective.name().to_string(),
+        agreement_metric: inputs.objective.agreement(),
         spearman: outcome.spearman,
         test_perplexity: outcome.perplexity,
         final_losses: outcome.losses,
         steps: outcome.steps,
-        batch_size: inputs.settings.batch_size() as u64,
+        batch_size: settings.train().batch_size as u64,
         samples_per_s: outcome.samples_per_s,
         train_seconds: outcome.train_seconds,
         safetensors_bytes: file_bytes(&st),
         torchscript_bytes: file_bytes(&ts),
-        precision: spec.train.precision.name().to_string(),
-        teacher_precision: spec.teacher.precision.name().to_string(),
+        precision: settings.train().precision.name().to_string(),
+        teacher_precision: settings.teacher().precision.name().to_string(),
         checkpointing_segments: outcome.segments,
         skipped_steps: outcome.skipped_steps,
         final_loss_scale: outcome.final_scale,
@@ -218,9 +218,9 @@ fn export_shrunk(
     pruner: &Pruner,
     dir: &Path,
 ) -> Result<(ShrunkReport, Config)> {
-    let spec = &inputs.settings.resolved_spec();
+    let spec = inputs.settings.resolved_spec();
     let shrunk = shrink(spec, vs, student, &pruner.kept_indices(), inputs.settings.device())?;
-    let batch = spec.train.eval_batch_size as usize;
+    let batch = inputs.settings.train().eval_batch_size;
     let max_abs_diff = tch::no_grad(|| {
         inputs
             .test

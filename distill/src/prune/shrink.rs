@@ -211,10 +211,10 @@ mod tests {
     }
 
     /// One-shot structured pruning of [`TINY`]'s 16 feed-forward neurons per layer at
-    /// `sparsity`, then the shrink; `edits` as for `transformer_tests::spec`.
+    /// `sparsity`, then the shrink; `edits` as for `transformer::tests::spec`.
     fn prune_and_shrink_a_transformer(edits: &[(&str, &str)], sparsity: f64) -> (Config, Shrunk, Student, VarStore) {
         use crate::prune::{PruneSchedule, Pruner};
-        use crate::student::transformer_tests::{build, spec};
+        use crate::student::transformer::tests::{build, spec};
         let _rng = crate::torch::test_rng::lock();
         let text = format!("[prune]\nmethod = \"structured\"\nsparsity = {sparsity}\n[kd]");
         let mut edits = edits.to_vec();
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn structured_pruning_removes_a_transformers_weakest_feed_forward_neurons_and_the_shrunk_one_agrees() {
-        use crate::student::transformer_tests::batch;
+        use crate::student::transformer::tests::batch;
         let _rng = crate::torch::test_rng::lock();
         for (edits, gated) in [(&[][..], false), (&[("norm_position = \"post\"", "mlp = \"swiglu\"")][..], true)] {
             // Before pruning: each neuron's score |fc1 row| * |fc2 column| from the weights.
@@ -268,7 +268,7 @@ mod tests {
 
     #[test]
     fn transformer_neurons_are_ranked_by_what_they_read_times_what_they_write() {
-        use crate::student::transformer_tests::{build, spec};
+        use crate::student::transformer::tests::{build, spec};
         // Scores from the initial weights, before pruning zeroes them.
         let _rng = crate::torch::test_rng::lock();
         let (_, _, _, vs) = prune_and_shrink_a_transformer(&[], 0.5);

@@ -9,7 +9,7 @@ use estimator_wasm::schema::Config;
 use estimator_wasm::DatasetSize;
 use tch::{Device, Tensor};
 
-use crate::config::{HeldOut, RunConfig};
+use crate::config::{HeldOutSet, WrittenCfg};
 use crate::host::error::Result;
 use crate::host::phase_times::Phase;
 use crate::inputs::data::{Dataset, TextLayout, TextTokenizer};
@@ -22,6 +22,7 @@ use crate::student::build::unplanned_pass_rows;
 use crate::student::build::{build_student_from, teacher_weights};
 use crate::student::{StudentInit, TeacherInit, TeacherWeights};
 use crate::train::memory_plan::{LoadedSizes, TextLengths};
+use crate::train::objective::Agreement;
 
 /// The datasets on the device and the teacher.
 pub struct Loaded {
@@ -41,12 +42,13 @@ pub struct Loaded {
 
 impl Loaded {
     /// Loads the data files and the teacher at `teacher` that `cfg` names onto `device`, and
-    /// checks them on a probe batch of up to 8 train samples ([`probe_rows`]).
+    /// checks them on a probe batch of up to 8 train samples ([`probe_rows`]); `agreement` is the
+    /// run's objective's, which says what the teacher's output must be.
     ///
     /// # Errors
     /// [`crate::DistillError::Data`] or [`crate::DistillError::Teacher`] naming the file at
     /// fault and the fix; [`crate::DistillError::Config`] for a student that cannot be built.
-    pub fn load(cfg: &RunConfig, teacher: &Path, device: Device) -> Result<Loaded> {
+    pub fn load(cfg: &WrittenCfg, teacher: &Path, agreement: Agreement, device: Device) -> Result<Loaded> {
         let spec = &cfg.spec;
         crate::host::phase_times::switch(Phase::TeacherLoad);
         // The data files are read and tokenised (pure Rust: the tokenizers crate) on a thread of
@@ -84,10 +86,10 @@ impl Loaded {
         let probe = Tensor::arange(probe_rows(spec, train.len()), (tch::Kind::Int64, device));
         let probe = train.batch(&probe);
         let probe_logits = teacher.output(&probe.input)?;
-        let expected = match crate::train::objective::from_spec(&spec.kd).agreement() {
+        let expected = match agreement {
             _ if spec.student.is_language_model() => TeacherOutput::TokenLogits { seq: probe.input.x.size()[1], vocab },
-            crate::train::objective::Agreement::Cosine => TeacherOutput::Embedding,
-            crate::train::objective::Agreement::Top1 => TeacherOutput::Logits,
+            Agreement::Cosine => TeacherOutput::Embedding,
+            Agreement::Top1 => TeacherOutput::Logits,
         };
         check_teacher_shape(&teacher, &probe_logits, probe.input.rows(), spec.data.classes, expected)?;
         teacher.check_finite(&probe_logits, &probe, &train)?;
@@ -129,7 +131,7 @@ impl Loaded {
 /// # Errors
 /// [`crate::DistillError::Data`] naming the file at fault; [`crate::DistillError::Config`] for
 /// a language model's random split.
-fn read_data(cfg: &RunConfig) -> Result<(Option<TextTokenizer>, Dataset, Dataset)> {
+fn read_data(cfg: &WrittenCfg) -> Result<(Option<TextTokenizer>, Dataset, Dataset)> {
     let spec = &cfg.spec;
     let vocab = spec.student.transformer.as_ref().map(|t| t.vocab);
     let layout = if spec.student.is_language_model() { TextLayout::Packed } else { TextLayout::Sentences };
@@ -137,20 +139,20 @@ fn read_data(cfg: &RunConfig) -> Result<(Option<TextTokenizer>, Dataset, Dataset
     let tokenizer = cfg.data.tokenizer.as_deref().map(|t| TextTokenizer::load(t, window, vocab, layout)).transpose()?;
     let train = Dataset::load(&cfg.data.train, &spec.data, tokenizer.as_ref())?;
     let (train, test) = match &cfg.data.held_out {
-        HeldOut::File(path) => {
+        HeldOutSet::File(path) => {
             let test = Dataset::load(path, &spec.data, tokenizer.as_ref())?;
             check_same_range(&train, &test)?;
             (train, test)
         }
         // windows of one stream share text across their edges (a window's last label is the
         // next one's first token): a random split would test on what training saw
-        HeldOut::Split(_) if spec.student.is_language_model() => {
+        HeldOutSet::Split(_) if spec.student.is_language_model() => {
             return Err(crate::DistillError::config(
                 &cfg.path,
                 "data.holdout: a language model's windows are cut from one stream, so a random split leaks text into the test set: give data.test, a held-out .txt",
             ))
         }
-        HeldOut::Split(fraction) => train.split(*fraction, spec.train.seed)?,
+        HeldOutSet::Split(fraction) => train.split(*fraction, spec.train.seed)?,
     };
     Ok((tokenizer, train, test))
 }

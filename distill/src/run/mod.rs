@@ -8,14 +8,14 @@ pub mod load;
 pub mod plan_command;
 pub mod preflight;
 pub mod rundir;
-pub mod students;
+pub mod train_students;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use estimator_wasm::schema::Config;
+use estimator_wasm::schema::{Config, Family, Norm};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{HeldOut, RunConfig};
+use crate::config::{HeldOutSet, WrittenCfg};
 use crate::data_parallel::Launch;
 use crate::host::error::{DistillError, Result};
 use crate::host::progress::{Progress, Verbosity};
@@ -25,7 +25,7 @@ use crate::report::{DataParallelReport, DataReport, Report, RunFacts};
 use crate::run::load::Loaded;
 use crate::run::preflight::{check_transformer_head, parse_device};
 use crate::run::rundir::RunDir;
-use crate::run::students::{check_baseline, Data, Students};
+use crate::run::train_students::{check_baseline, Data, Students};
 use crate::torch::precision::check_trainable;
 
 /// What the command line asks of a training run.
@@ -101,7 +101,7 @@ pub fn run(opts: &TrainOptions, launch: &Launch) -> Result<Report> {
 
 /// [`run`], before its refusals are pinned on the `--set` they come from.
 fn start(opts: &TrainOptions, launch: &Launch) -> Result<Report> {
-    let (cfg, teacher) = RunConfig::load(&opts.student, &opts.sets)?.with_teacher(&opts.teacher)?;
+    let (cfg, teacher) = WrittenCfg::load(&opts.student, &opts.sets)?.with_teacher(&opts.teacher)?;
     let opts = &TrainOptions { teacher, ..opts.clone() };
     let out = opts.out.clone().unwrap_or_else(|| default_out(&cfg.path));
     if launch.restart() > 0 {
@@ -192,10 +192,10 @@ pub fn resume(
     opts.verbosity = verbosity;
     opts.stop_after = stop_after;
     let spec = Config::from_toml_str(&saved.config).map_err(|e| DistillError::config(&opts.student, e.to_string()))?;
-    let cfg = RunConfig::from_spec(&opts.student, spec)?;
+    let cfg = WrittenCfg::from_spec(&opts.student, spec)?;
     // the cfg file as it reads now (with the run's --set values): edits to it are not trained
     if launch.writes_run_folder()
-        && RunConfig::load(&opts.student, &opts.sets).is_ok_and(|now| changed_since(&now.spec, &saved.config))
+        && WrittenCfg::load(&opts.student, &opts.sets).is_ok_and(|now| changed_since(&now.spec, &saved.config))
     {
         Progress::new(verbosity).warn(changed_warning(&opts.student, out, "--resume"));
     }
@@ -217,7 +217,7 @@ pub fn resume(
 
 fn execute(
     opts: &TrainOptions,
-    cfg: RunConfig,
+    cfg: WrittenCfg,
     out: &Path,
     reopened: Option<RunDir>,
     launch: &Launch,
@@ -258,12 +258,13 @@ fn execute(
     let progress = Progress::new(opts.verbosity);
     cfg.idle_keys().into_iter().for_each(|note| progress.line(note));
     let files = input_files(opts, &cfg);
-    let mut loaded = Loaded::load(&cfg, &opts.teacher, device)?;
+    let objective = crate::train::objective::from_spec(&cfg.spec.kd); // built once: all below take it
+    let mut loaded = Loaded::load(&cfg, &opts.teacher, objective.agreement(), device)?;
     loaded.warnings.iter().for_each(|w| progress.warn(w.clone()));
-    check_baseline(opts.baseline, &cfg.spec, &loaded.train)?;
+    check_baseline(opts.baseline, objective.agreement(), &loaded.train)?;
     let (settings, memory) = crate::train::memory_plan::resolve(cfg, device, &loaded.sizes(), &progress)?;
     if let Some(backend) = strategy.backend_name() {
-        let (planned, world) = (settings.spec().estimate.data_parallel, strategy.world_size());
+        let (planned, world) = (settings.estimate().data_parallel, strategy.world_size());
         progress.line(format!(
             "data-parallel: {} processes ({} on {}), {} samples each per step, {} in all",
             world,
@@ -272,8 +273,8 @@ fn execute(
                 tch::Device::Cuda(i) => format!("cuda:{i}"),
                 _ => "cpu".into(),
             },
-            settings.batch_size(),
-            settings.batch_size() * world
+            settings.train().batch_size,
+            settings.train().batch_size * world
         ));
         if planned != 1 && planned as usize != world {
             progress.line(format!(
@@ -283,9 +284,8 @@ fn execute(
         }
     }
 
-    let student = &settings.spec().student;
-    let batch_norm = student.norm == estimator_wasm::schema::Norm::Batch
-        && student.family != estimator_wasm::schema::Family::Transformer;
+    let (norm, family) = (settings.student().norm, settings.student().family);
+    let batch_norm = norm == Norm::Batch && family != Family::Transformer;
     match (opts.sync_batch_norm, strategy.is_data_parallel(), batch_norm) {
         (true, false, _) => progress
             .line("note: --sync-batch-norm in one process: its BatchNorm layers see the whole batch already".into()),
@@ -301,7 +301,7 @@ fn execute(
     };
     let files: Vec<(&str, &Path)> = files.iter().map(|(role, path)| (*role, path.as_path())).collect();
     let inputs = fingerprint::all(&files)?;
-    let cache_key = CacheKey::new(&inputs, settings.spec());
+    let cache_key = CacheKey::new(&inputs, settings.resolved_spec());
     let config = settings.to_toml();
     // every rank must train the same cfg on the same teacher and data
     let what = format!("{config}\n{inputs:?}\nsync_batch_norm={}", opts.sync_batch_norm);
@@ -312,6 +312,7 @@ fn execute(
     rundir.write("config.toml", settings.portable_toml().as_bytes())?;
     let students = Students {
         settings: &settings,
+        objective: objective.as_ref(),
         dir: &rundir.path(""),
         stop: &crate::host::interrupt::STOP,
         stop_after: opts.stop_after,
@@ -337,14 +338,13 @@ fn execute(
     match students.distil(&mut loaded.teacher, &data) {
         Ok(distilled) => {
             // the device's peak FLOP/s (on CPU a timed matmul: inside the wall time, as other)
-            let precision = settings.spec().train.precision;
+            let precision = settings.train().precision;
             let peak = memory.is_some().then(|| crate::report::utilisation::device_peak(device, precision));
             // every fact of the report is known now: it is built once, here
             let (phases, wall_seconds) = crate::host::phase_times::finish()
                 .unwrap_or_else(|| (Default::default(), start.elapsed().as_secs_f64()));
             let utilisation = memory.as_ref().zip(peak).map(|(m, peak)| {
-                let spec = settings.spec();
-                let padded = spec.data.tokenizer.is_some() && !spec.student.is_language_model();
+                let padded = settings.data().tokenizer.is_some() && !settings.student().is_language_model();
                 let basis = match padded {
                     true => "upper bound: every row at the widest training batch's width (text padded per batch)",
                     false => "exact: the estimator's step at the run's micro-batch",
@@ -360,7 +360,7 @@ fn execute(
             let run = RunFacts {
                 config: settings.cfg_path().display().to_string(),
                 device,
-                data: DataReport::new(&loaded.train, &loaded.test, &settings.spec().data),
+                data: DataReport::new(&loaded.train, &loaded.test, settings.data()),
                 memory,
                 wall_seconds,
                 phases,
@@ -368,8 +368,8 @@ fn execute(
                 data_parallel: strategy.backend_name().map(|backend| DataParallelReport {
                     world_size,
                     backend,
-                    micro_batch: settings.batch_size() as u64,
-                    global_batch: (settings.batch_size() * world_size) as u64,
+                    micro_batch: settings.train().batch_size as u64,
+                    global_batch: (settings.train().batch_size * world_size) as u64,
                 }),
                 utilisation,
             };
@@ -391,9 +391,9 @@ fn execute(
 }
 
 /// The files whose content a resumed run must find unchanged, by role.
-fn input_files(opts: &TrainOptions, cfg: &RunConfig) -> Vec<(&'static str, PathBuf)> {
+fn input_files(opts: &TrainOptions, cfg: &WrittenCfg) -> Vec<(&'static str, PathBuf)> {
     let mut files = vec![("teacher", opts.teacher.clone()), ("data.train", cfg.data.train.clone())];
-    if let HeldOut::File(test) = &cfg.data.held_out {
+    if let HeldOutSet::File(test) = &cfg.data.held_out {
         files.push(("data.test", test.clone()));
     }
     files.extend(cfg.data.tokenizer.clone().map(|t| ("data.tokenizer", t)));
@@ -426,7 +426,7 @@ fn default_out(cfg: &Path) -> PathBuf {
 
 /// What a data-parallel job of `world` processes refuses before its ranks join the group: an
 /// `"auto"` micro-batch (each rank would measure its own).
-fn refuse_in_a_job(cfg: &RunConfig, world: usize) -> Result<()> {
+fn refuse_in_a_job(cfg: &WrittenCfg, world: usize) -> Result<()> {
     use estimator_wasm::schema::BatchSize;
     if cfg.spec.train.batch_size == BatchSize::Auto {
         return Err(DistillError::config(
@@ -456,7 +456,7 @@ mod tests {
     #[test]
     fn a_text_runs_tokenizer_is_one_of_its_fingerprinted_inputs() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/minilm/student.toml");
-        let cfg = RunConfig::load(&path, &[]).unwrap();
+        let cfg = WrittenCfg::load(&path, &[]).unwrap();
         let opts = TrainOptions {
             teacher: "t.pt".into(),
             student: path.clone(),
@@ -488,13 +488,13 @@ mod tests {
     #[test]
     fn a_restart_notes_a_cfg_edited_since_the_run_started() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/digits-student.toml");
-        let spec = RunConfig::load(&path, &[]).unwrap().spec;
+        let spec = WrittenCfg::load(&path, &[]).unwrap().spec;
         let mut resolved = spec.clone();
         resolved.estimate.target = estimator_wasm::schema::Target::Cpu;
         assert!(!changed_since(&spec, &resolved.to_toml_string()), "the resolved target is no change");
-        let edited = RunConfig::load(&path, &["train.lr=0.02".to_string()]).unwrap().spec;
+        let edited = WrittenCfg::load(&path, &["train.lr=0.02".to_string()]).unwrap().spec;
         assert!(changed_since(&edited, &resolved.to_toml_string()));
-        let auto = RunConfig::load(&path, &["train.batch_size=\"auto\"".to_string()]).unwrap().spec;
+        let auto = WrittenCfg::load(&path, &["train.batch_size=\"auto\"".to_string()]).unwrap().spec;
         assert!(!changed_since(&auto, &resolved.to_toml_string()), "auto resolved to the saved micro-batch");
     }
 }

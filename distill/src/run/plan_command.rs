@@ -15,7 +15,7 @@ use estimator_wasm::{
 use serde::Serialize;
 use tch::Device;
 
-use crate::config::{DataFiles, HeldOut};
+use crate::config::{DataFiles, HeldOutSet};
 use crate::host::error::{first_line, DistillError, Result};
 use crate::train::memory_plan::{counted_teacher, device_capacity, text_widths, Capacity, TextLengths};
 
@@ -180,7 +180,7 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
     match (&files, &inputs.dataset) {
         (Some(files), None) => out.push_str(&unread_data_note(files)),
         (Some(files), Some(d)) if d.test_samples == 0 && opts.test_samples.is_none() => {
-            if let HeldOut::File(test) = &files.held_out {
+            if let HeldOutSet::File(test) = &files.held_out {
                 out.push_str(&format!(
                     "\nnote: {} could not be read, so this plan leaves out the test set; pass --test-samples N to price it\n",
                     test.display()
@@ -254,7 +254,7 @@ fn text_note(text: &TextWidths) -> String {
 /// sizes the data decides (samples per epoch, the teacher's cached outputs) are left out.
 fn unread_data_note(files: &DataFiles) -> String {
     let mut named = vec![files.train.display().to_string()];
-    if let HeldOut::File(test) = &files.held_out {
+    if let HeldOutSet::File(test) = &files.held_out {
         named.push(test.display().to_string());
     }
     format!(
@@ -311,8 +311,8 @@ fn dataset_with_flags(
     let train_n = train.or_else(|| files.and_then(|f| count(&f.train)).or(summary.map(|(n, _)| n)))?;
     let (train_samples, test_samples) = match files.map(|f| &f.held_out) {
         // with --train-samples, a held-out file that says nothing is left out ([`unread_test_note`])
-        Some(HeldOut::File(path)) => (train_n, test.or_else(|| count(path)).or(train.map(|_| 0))?),
-        Some(HeldOut::Split(fraction)) => {
+        Some(HeldOutSet::File(path)) => (train_n, test.or_else(|| count(path)).or(train.map(|_| 0))?),
+        Some(HeldOutSet::Split(fraction)) => {
             let held = ((train_n as f64 * fraction).round() as u64).min(train_n);
             (train_n - held, test.unwrap_or(held))
         }
@@ -359,8 +359,8 @@ fn text_lengths(files: &DataFiles, spec: &Config) -> Option<TextLengths> {
     };
     let train = lengths(&files.train)?;
     let test = match &files.held_out {
-        HeldOut::File(test) => lengths(test)?,
-        HeldOut::Split(_) => train.clone(),
+        HeldOutSet::File(test) => lengths(test)?,
+        HeldOutSet::Split(_) => train.clone(),
     };
     Some(TextLengths { train, test })
 }

@@ -57,11 +57,7 @@ pub mod llama_init;
 pub mod network;
 pub mod norm;
 pub mod teacher_init;
-#[cfg(test)]
-mod teacher_init_tests;
 pub mod transformer;
-#[cfg(test)]
-pub(crate) mod transformer_tests;
 
 pub use layered::{activate, Block, Layered};
 pub use network::Network;

@@ -227,3 +227,7 @@ pub fn mean_pool(h: &Tensor, mask: Option<&Tensor>) -> Tensor {
 pub fn l2_normalize(x: &Tensor) -> Tensor {
     x / x.norm_scalaropt_dim(2, [-1], true).clamp_min(1e-12)
 }
+
+#[cfg(test)]
+#[path = "transformer_tests.rs"]
+pub(crate) mod tests;

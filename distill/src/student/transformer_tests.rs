@@ -8,9 +8,9 @@ use estimator_wasm::schema::{Config, Precision};
 use tch::nn::VarStore;
 use tch::{CModule, Device, Kind, Tensor};
 
-use super::transformer::{l2_normalize, mean_pool};
-use super::Student;
+use super::{l2_normalize, mean_pool};
 use crate::inputs::data::ModelInput;
+use crate::student::Student;
 
 /// A 2-layer post-norm sentence encoder (BERT's layout) at toy sizes: vocab 40, d 8, 2 heads.
 pub const TINY: &str = "[data]\ntokenizer = \"tokenizer.json\"\ninput_shape = [12]\nclasses = 8\n\
@@ -227,7 +227,7 @@ fn one_step(
     use crate::train::step::{forward_backward, param_segments, StepConfig};
     let (vs, student) = build(spec);
     let _guard = crate::torch::test_rng::lock();
-    let named = super::trainable(&vs);
+    let named = crate::student::trainable(&vs);
     let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
     let params: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
     let segments = split(student.block_count(), k);

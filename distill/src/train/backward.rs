@@ -11,17 +11,17 @@ use tch::Tensor;
 
 use crate::host::error::{DistillError, Result};
 
-/// The gradients of `root` (a 0-dim loss) with respect to `targets`, aligned with them
-/// (undefined where a target is not reached).
+/// The gradients of `root` (a 0-dim loss) with respect to `wrt`, aligned with them
+/// (undefined where one is not reached).
 ///
 /// # Errors
 /// [`DistillError::NothingToTrain`] when `root` has no graph; [`DistillError::Torch`] when
 /// libtorch fails.
-pub fn run_backward(root: &Tensor, targets: &[&Tensor]) -> Result<Vec<Tensor>> {
+pub fn run_backward(root: &Tensor, wrt: &[&Tensor]) -> Result<Vec<Tensor>> {
     if !root.requires_grad() {
         return Err(DistillError::NothingToTrain);
     }
-    Ok(Tensor::f_run_backward(&[root], targets, false, false)?)
+    Ok(Tensor::f_run_backward(&[root], wrt, false, false)?)
 }
 
 #[cfg(test)]

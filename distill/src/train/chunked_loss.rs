@@ -62,8 +62,8 @@ pub fn chunked_loss(
     let per_position =
         Vec::<f64>::try_from(labels.ge(0).sum_dim_intlist(0, false, tch::Kind::Float)).unwrap_or_default();
     let total: f64 = per_position.iter().sum::<f64>().max(1.0);
-    let mut targets: Vec<&Tensor> = params.to_vec();
-    targets.push(hidden);
+    let mut wrt: Vec<&Tensor> = params.to_vec();
+    wrt.push(hidden);
     let (mut parts, mut grad_hidden, mut predictions): (Option<LossParts>, Option<Tensor>, Vec<Tensor>) =
         (None, None, Vec::new());
     for start in (0..s).step_by(chunk.max(1) as usize) {
@@ -82,7 +82,7 @@ pub fn chunked_loss(
             Some(sc) => sc.scaled(&root),
             None => root,
         };
-        let mut out = crate::train::backward::run_backward(&root, &targets)?;
+        let mut out = crate::train::backward::run_backward(&root, &wrt)?;
         let g_hidden = out.pop().unwrap_or_else(Tensor::new);
         for (acc, g) in grads.iter_mut().zip(out).filter(|(_, g)| g.defined()) {
             // in place: a second [vocab, d] gradient of the tied embedding would double it

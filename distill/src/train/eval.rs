@@ -127,7 +127,7 @@ fn in_row_order(data: &Dataset, batch: usize, mut f: impl FnMut(&Batch) -> Resul
 /// # Errors
 /// As [`Teacher::finite_output`]: a forward that fails, or a NaN/inf output (naming its row);
 /// [`DistillError::TeacherPassInterrupted`] when `stop` is set before a batch.
-pub fn teacher_outputs(
+pub fn soft_targets(
     teacher: &Teacher,
     data: &Dataset,
     batch: usize,
@@ -174,14 +174,14 @@ mod tests {
     fn a_teacher_pass_stops_before_its_next_batch_when_asked() {
         let (teacher, data) = digits();
         let bar = ProgressBar::hidden();
-        let outputs = teacher_outputs(&teacher, &data, 4, &bar, &AtomicBool::new(false)).unwrap();
+        let outputs = soft_targets(&teacher, &data, 4, &bar, &AtomicBool::new(false)).unwrap();
         assert_eq!(outputs.size(), [10, 10]);
         let interrupted = |e: DistillError| match e {
             DistillError::TeacherPassInterrupted { set, done, total } => (set, done, total),
             other => panic!("{other}"),
         };
         let stop = AtomicBool::new(true);
-        let e = teacher_outputs(&teacher, &data, 4, &bar, &stop).unwrap_err();
+        let e = soft_targets(&teacher, &data, 4, &bar, &stop).unwrap_err();
         assert!(e.is_interrupt(), "exit status 130: {e}");
         assert_eq!(interrupted(e), ("train", 0, 10));
         let objective = crate::train::objective::from_spec(&estimator_wasm::schema::spec::KdSpec::default());

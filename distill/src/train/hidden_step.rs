@@ -63,11 +63,11 @@ pub fn preflight(spec: &Config, teacher: &Teacher, probe: &ModelInput) -> Result
 /// # Errors
 /// [`DistillError::Usage`] when the run's teacher does not run on every batch; as [`preflight`].
 pub fn build(inputs: &TrainInputs, vs: &VarStore) -> Result<Option<HiddenKd>> {
-    let spec = inputs.settings.spec();
+    let spec = inputs.settings.resolved_spec();
     if spec.kd.hidden.is_empty() {
         return Ok(None);
     }
-    let SoftTargets::Live(teacher) = &inputs.targets else {
+    let SoftTargets::Live(teacher) = &inputs.soft_targets else {
         return Err(DistillError::Usage(
             "[[kd.hidden]] needs the teacher on every batch, and this run reads no live teacher: remove [[kd.hidden]]"
                 .into(),
@@ -90,14 +90,14 @@ pub fn batch_of(
     hidden: Option<&HiddenKd>,
     rows: &[i64],
 ) -> Result<(Batch, Option<Tensor>, Vec<Tensor>)> {
-    let (targets, data) = (&inputs.targets, inputs.train);
+    let (targets, data) = (&inputs.soft_targets, inputs.train);
     let index = Tensor::from_slice(rows).to_device(inputs.settings.device());
     let batch = data.batch(&index);
     let (soft, states) = match (hidden, targets) {
         (Some(kd), SoftTargets::Live(teacher)) => {
             let (soft, states) = teacher.output_and_hidden(&batch.input, &kd.teacher_layers())?;
             teacher.check_finite(&soft, &batch, data)?;
-            let soft = Some(soft).filter(|_| inputs.settings.spec().kd.alpha > 0.0);
+            let soft = Some(soft).filter(|_| inputs.settings.kd().alpha > 0.0);
             (soft, kd.prepare_teacher(states))
         }
         _ => (targets.get(&index, &batch, data)?, Vec::new()),

@@ -25,7 +25,7 @@ pub struct StepFigures {
 
 /// The held-out figures of an epoch end (see [`EpochLine`]).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct HeldOut {
+pub struct HeldOutFigures {
     pub test_accuracy: Option<f64>,
     pub agreement: Option<f64>,
     pub spearman: Option<f64>,
@@ -255,7 +255,7 @@ impl LoopState {
     }
 
     /// The metrics line of the epoch ending now (`epoch` 0-based) with its held-out figures.
-    pub fn epoch_line(&self, epoch: u64, held_out: HeldOut, sparsity: Option<f64>) -> EpochLine {
+    pub fn epoch_line(&self, epoch: u64, held_out: HeldOutFigures, sparsity: Option<f64>) -> EpochLine {
         EpochLine {
             kind: "epoch".into(),
             epoch: epoch + 1,

@@ -13,7 +13,7 @@ use estimator_wasm::{
 };
 use tch::Device;
 
-use crate::config::{RunConfig, RunSettings};
+use crate::config::{RunSettings, WrittenCfg};
 use crate::host::error::{DistillError, Result};
 use crate::host::progress::Progress;
 use crate::inputs::data::widths::{batch_widths, pass_widths};
@@ -275,7 +275,7 @@ fn available_ram() -> Option<u64> {
 /// [`DistillError::Config`] when the estimate fails, when not even a batch of 1 fits, or for
 /// `"auto"` on a device whose memory is unknown.
 pub fn resolve(
-    cfg: RunConfig,
+    cfg: WrittenCfg,
     device: Device,
     sizes: &LoadedSizes,
     progress: &Progress,

@@ -6,9 +6,10 @@
 //! `torch.autograd.grad`) rather than accumulated into `.grad`, so between steps no gradient is
 //! resident: the same memory profile as PyTorch's `zero_grad(set_to_none=True)`. Weight decay applies to conv and linear weights only; biases and norm parameters are
 //! not decayed (the usual practice; set weight_decay = 0 to disable it everywhere).
-use estimator_wasm::schema::{OptimizerKind as Kind_, TrainSpec};
+use estimator_wasm::schema::OptimizerKind as Kind_;
 use tch::{Device, Kind, Tensor};
 
+use crate::config::TrainSettings;
 use crate::host::error::Result;
 use crate::torch::shim::{fused_adamw, AdamW};
 
@@ -69,8 +70,9 @@ pub struct Optimizer {
 
 impl Optimizer {
     /// An optimiser over `params` (name -> parameter tensor sharing storage with the model).
-    /// Names ending in `.weight` of conv/linear layers (2-D or 4-D) are weight-decayed.
-    pub fn new(params: Vec<(String, Tensor)>, spec: &TrainSpec) -> Optimizer {
+    /// Names ending in `.weight` of conv/linear layers (2-D or 4-D) are weight-decayed; the kind
+    /// and its hyperparameters are `train`'s.
+    pub fn new(params: Vec<(String, Tensor)>, train: &TrainSettings) -> Optimizer {
         let mut params = params;
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let slots = params
@@ -81,13 +83,13 @@ impl Optimizer {
             })
             .collect();
         Optimizer {
-            kind: spec.optimizer,
+            kind: train.optimizer,
             slots,
-            betas: spec.betas,
-            eps: spec.eps,
-            momentum: spec.momentum,
-            nesterov: spec.nesterov,
-            weight_decay: spec.weight_decay,
+            betas: train.betas,
+            eps: train.eps,
+            momentum: train.momentum,
+            nesterov: train.nesterov,
+            weight_decay: train.weight_decay,
             step: 0,
         }
     }
@@ -208,9 +210,9 @@ mod tests {
     use super::*;
     use tch::Device;
 
-    fn spec() -> TrainSpec {
+    fn spec() -> TrainSettings {
         let text = "[data]\ninput_shape=[4]\nclasses=5\n[student]\nfamily=\"mlp\"\n[train]\nweight_decay = 0.1\n";
-        estimator_wasm::Config::from_toml_str(text).unwrap().train
+        TrainSettings::resolved(&estimator_wasm::Config::from_toml_str(text).unwrap().train, 1)
     }
 
     /// The fused update equals the operator-by-operator one over 5 steps, for a decayed weight,

@@ -304,11 +304,11 @@ fn backward_into(
     input: Option<&Tensor>,
     grads: &mut [Tensor],
 ) -> Result<Tensor> {
-    let mut targets: Vec<&Tensor> = which.iter().map(|&i| params[i]).collect();
+    let mut wrt: Vec<&Tensor> = which.iter().map(|&i| params[i]).collect();
     if let Some(input) = input {
-        targets.push(input);
+        wrt.push(input);
     }
-    let mut out = run_backward(root, &targets)?;
+    let mut out = run_backward(root, &wrt)?;
     let grad_in = if input.is_some() { out.pop().unwrap_or_else(Tensor::new) } else { Tensor::new() };
     for (&i, g) in which.iter().zip(out).filter(|(_, g)| g.defined()) {
         // in place (the gradients are autograd's fresh tensors): no second copy of a large one

@@ -10,7 +10,7 @@ use crate::data_parallel::Strategy;
 use crate::host::error::Result;
 use crate::inputs::data::{Batch, Dataset};
 use crate::inputs::teacher::Teacher;
-use crate::train::objective::LossValues;
+use crate::train::objective::{LossValues, Objective};
 
 /// Where the soft targets (the teacher's outputs: whatever the objective compares, logits or
 /// embeddings) of a training batch come from.
@@ -43,9 +43,13 @@ pub const SPEARMAN_PAIRS: usize = 5000;
 pub struct TrainInputs<'a> {
     /// The resolved run: cfg, micro-batch, device.
     pub settings: &'a RunSettings,
+    /// The loss of a batch, built once from `settings`' `[kd]`
+    /// ([`crate::train::objective::from_spec`]); everything that trains, evaluates or reports this
+    /// student takes it from here.
+    pub objective: &'a dyn Objective,
     pub train: &'a Dataset,
     pub test: &'a Dataset,
-    pub targets: SoftTargets<'a>,
+    pub soft_targets: SoftTargets<'a>,
     /// The teacher's predictions on the test set (top-1 classes [N_test], or embeddings
     /// [N_test, E]), for agreement.
     pub teacher_test_preds: Option<&'a Tensor>,

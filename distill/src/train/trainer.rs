@@ -27,9 +27,9 @@ use crate::train::checkpoint::{Restored, Snapshot};
 use crate::train::eval::{accuracy, student_pass};
 use crate::train::fused_lm_loss::FusedLmLoss;
 use crate::train::hidden_step::batch_of;
-use crate::train::loop_state::{merge_figures, HeldOut, LoopState, StepFigures};
+use crate::train::loop_state::{merge_figures, HeldOutFigures, LoopState, StepFigures};
 use crate::train::metrics::MetricsLog;
-use crate::train::objective::{Agreement, Objective};
+use crate::train::objective::Agreement;
 use crate::train::optim::Optimizer;
 use crate::train::schedule::Schedule;
 use crate::train::similarity::spearman_of_cosines;
@@ -46,8 +46,6 @@ pub struct Trainer<'a> {
     scaler: Option<GradScaler>,
     pruner: Option<Pruner>,
     schedule: Schedule,
-    /// The loss of a batch, from `[kd]` (built once).
-    objective: Box<dyn Objective>,
     /// `kd.fused_head`: the head and the loss fused.
     fused: Option<FusedLmLoss>,
     segments: Vec<Range<usize>>,
@@ -75,24 +73,25 @@ impl<'a> Trainer<'a> {
     /// # Errors
     /// [`DistillError::Usage`] for a pruning schedule that does not fit the run.
     pub fn new(inputs: &'a TrainInputs<'a>, vs: VarStore, mut student: Student) -> Result<Trainer<'a>> {
-        let spec = inputs.settings.spec();
+        let (settings, train) = (inputs.settings, inputs.settings.train());
         let world = inputs.strategy.world_size();
-        let batches = Batches::sharded(inputs.train.len(), inputs.settings.batch_size(), world, &student)?;
+        let batches = Batches::sharded(inputs.train.len(), train.batch_size, world, &student)?;
         let steps_per_epoch = batches.steps_per_epoch;
         let hidden = crate::train::hidden_step::build(inputs, &vs)?;
         let named = crate::student::trainable(&vs);
-        let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
+        let opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), train);
         let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
         let params: Vec<Tensor> = opt.params().into_iter().map(|t| t.shallow_clone()).collect();
         let n_blocks = student.block_count();
         #[allow(clippy::single_range_in_vec_init)] // one segment spanning every block
-        let segments = checkpoint_segments(n_blocks, spec.student.checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
+        let segments =
+            checkpoint_segments(n_blocks, settings.student().checkpointing).unwrap_or_else(|| vec![0..n_blocks]);
         let param_segment = param_segments(&student, &names, &segments, hidden.as_ref());
-        let scaler = crate::torch::precision::loss_scaling(spec.train.precision)
-            .then(|| GradScaler::new(inputs.settings.device()));
-        let pruner = match &spec.prune {
+        let scaler =
+            crate::torch::precision::loss_scaling(train.precision).then(|| GradScaler::new(inputs.settings.device()));
+        let pruner = match settings.prune() {
             Some(p) => {
-                let schedule = PruneSchedule::new(p, steps_per_epoch, spec.train.epochs)?;
+                let schedule = PruneSchedule::new(p, steps_per_epoch, train.epochs)?;
                 let mut pruner = Pruner::new(p, schedule, &student, &named)?;
                 pruner.maybe_prune(0, &mut student);
                 Some(pruner)
@@ -101,14 +100,14 @@ impl<'a> Trainer<'a> {
         };
         let ddp = inputs.strategy.reducer(&params, &buffers(&vs))?;
         let schedule = Schedule {
-            lr: spec.train.lr,
-            min_lr: spec.train.min_lr,
-            warmup: spec.train.warmup_steps,
-            total: steps_per_epoch * spec.train.epochs,
+            lr: train.lr,
+            min_lr: train.min_lr,
+            warmup: train.warmup_steps,
+            total: steps_per_epoch * train.epochs,
         };
         Ok(Trainer {
             inputs,
-            fused: FusedLmLoss::of(spec, &student),
+            fused: FusedLmLoss::of(settings.resolved_spec(), &student),
             student,
             vs,
             opt,
@@ -117,7 +116,6 @@ impl<'a> Trainer<'a> {
             scaler,
             pruner,
             schedule,
-            objective: crate::train::objective::from_spec(&spec.kd),
             segments,
             param_segment,
             batches,
@@ -140,8 +138,9 @@ impl<'a> Trainer<'a> {
         name: &str,
         checkpoints: Option<&Checkpoints>,
     ) -> Result<RunEnd> {
-        let spec = self.inputs.settings.spec();
-        let (n, epochs, total) = (self.inputs.train.len(), spec.train.epochs, self.schedule.total);
+        let settings = self.inputs.settings;
+        let train = settings.train();
+        let (n, epochs, total) = (self.inputs.train.len(), train.epochs, self.schedule.total);
         let steps_per_epoch = self.batches.steps_per_epoch;
         progress.start(name, epochs, steps_per_epoch, self.state.step());
         let pruning = self.pruner.as_ref().and_then(Pruner::rounding_warning);
@@ -155,8 +154,8 @@ impl<'a> Trainer<'a> {
             }
             let (epoch, i) = (self.state.step() / steps_per_epoch, self.state.step() % steps_per_epoch);
             if order.as_ref().map(|(e, _)| *e) != Some(epoch) {
-                let (seed, batch) = (spec.train.seed, self.batches.size);
-                let epoch_order = match spec.data.bucket_by_length {
+                let (seed, batch) = (train.seed, self.batches.size);
+                let epoch_order = match settings.data().bucket_by_length {
                     true => self.inputs.train.epoch_order(seed, epoch, batch),
                     false => permutation(n, seed, epoch),
                 };
@@ -181,11 +180,11 @@ impl<'a> Trainer<'a> {
                 during(Phase::Evaluation, || self.end_epoch(epoch, progress, metrics, name))?;
             }
             if let Some(c) = checkpoints {
-                let every = spec.train.save_every;
+                let every = train.save_every;
                 let ctrl_c = c.stop.load(std::sync::atomic::Ordering::SeqCst);
                 // Every rank of a job stops after the same step: Ctrl-C reaches them at different
                 // times, so they agree on it at the steps that log or save (the same on all).
-                let meet = step % spec.train.log_every == 0 || epoch_end || (every > 0 && step % every == 0);
+                let meet = step % train.log_every == 0 || epoch_end || (every > 0 && step % every == 0);
                 let ctrl_c = self.inputs.strategy.agree_to_stop(ctrl_c, meet)?;
                 let stop = ctrl_c || c.stop_after == Some(step);
                 if epoch_end || stop || (every > 0 && step % every == 0) {
@@ -229,7 +228,7 @@ impl<'a> Trainer<'a> {
         let rows = crate::inputs::data::widths::widest_batch(
             self.inputs.train,
             self.batches.size,
-            self.inputs.settings.spec(),
+            self.inputs.settings.resolved_spec(),
         );
         let (data, soft, teacher_hidden) = batch_of(self.inputs, self.hidden.as_ref(), &rows)?;
         let params: Vec<&Tensor> = self.params.iter().collect();
@@ -242,19 +241,19 @@ impl<'a> Trainer<'a> {
     }
 
     fn step_config(&self) -> StepConfig<'_> {
-        let spec = self.inputs.settings.spec();
+        let settings = self.inputs.settings;
         StepConfig {
-            device: self.inputs.settings.device(),
-            precision: spec.train.precision,
-            objective: self.objective.as_ref(),
+            device: settings.device(),
+            precision: settings.train().precision,
+            objective: self.inputs.objective,
             // each rank of a job draws its own dropout masks (rank 0 the masks of one process)
-            seed: self.inputs.strategy.rank_seed(spec.train.seed),
+            seed: self.inputs.strategy.rank_seed(settings.train().seed),
             segments: &self.segments,
             param_segment: &self.param_segment,
             recompute: self.segments.len() > 1,
             ddp: self.ddp.as_ref(),
             sync_batch_norm: self.inputs.strategy.sync_batch_norm(self.inputs.sync_batch_norm),
-            loss_chunk: crate::train::chunked_loss::loss_chunk(spec),
+            loss_chunk: crate::train::chunked_loss::loss_chunk(settings.resolved_spec()),
             fused_head: self.fused.as_ref(),
             hidden: self.hidden.as_ref(),
         }
@@ -279,7 +278,7 @@ impl<'a> Trainer<'a> {
         let stats = self.scaler.as_ref().map(|_| save_running_stats(&self.student));
         let out = forward_backward(&self.step_config(), &self.student, &params, &batch, self.scaler.as_ref(), &extra)?;
         let preds = &out.predictions;
-        let scored = self.objective.agreement().classifies();
+        let scored = self.inputs.objective.agreement().classifies();
         // a share of the batch's samples (for tokens, of its predicting positions)
         let correct = data.labels.as_ref().filter(|_| scored).map(|y| accuracy(preds, y) * chunk.len() as f64);
         let losses = out.loss.values();
@@ -352,7 +351,7 @@ impl<'a> Trainer<'a> {
         }
         progress.step(self.state.window_status());
         let step = self.state.step();
-        if step % self.inputs.settings.spec().train.log_every == 0 || step == self.schedule.total {
+        if step % self.inputs.settings.train().log_every == 0 || step == self.schedule.total {
             self.merge_figures()?;
             metrics.write(&self.state.step_line(epoch, lr, self.loss_scale()))?;
             self.state.step_logged();
@@ -368,17 +367,16 @@ impl<'a> Trainer<'a> {
             ddp.sync_buffers()?;
             inputs.strategy.check_identical(&ddp.tensors(), &format!("after epoch {}", epoch + 1))?;
         }
-        let spec = inputs.settings.spec();
-        let batch = spec.train.eval_batch_size as usize;
-        let pass = student_pass(&self.student, inputs.test, self.objective.as_ref(), batch);
+        let train = inputs.settings.train();
+        let pass = student_pass(&self.student, inputs.test, inputs.objective, train.eval_batch_size);
         let preds = pass.predictions;
-        let kind = self.objective.agreement();
-        let held_out = HeldOut {
+        let kind = inputs.objective.agreement();
+        let held_out = HeldOutFigures {
             perplexity: pass.perplexity,
             test_accuracy: inputs.test.labels().filter(|_| kind.classifies()).map(|y| accuracy(&preds, y)),
             agreement: inputs.teacher_test_preds.map(|t| kind.between(&preds, t)),
             spearman: match (kind, inputs.teacher_test_preds) {
-                (Agreement::Cosine, Some(t)) => spearman_of_cosines(&preds, t, SPEARMAN_PAIRS, spec.train.seed),
+                (Agreement::Cosine, Some(t)) => spearman_of_cosines(&preds, t, SPEARMAN_PAIRS, train.seed),
                 _ => None,
             },
         };
@@ -389,7 +387,7 @@ impl<'a> Trainer<'a> {
         progress.epoch(format!(
             "{name} epoch {}/{}: {}{}{}{}{}{}{} {:.0} samples/s",
             epoch + 1,
-            spec.train.epochs,
+            train.epochs,
             line.losses,
             figure("train acc", line.train_accuracy),
             figure("test acc", line.test_accuracy),
@@ -414,7 +412,7 @@ impl<'a> Trainer<'a> {
             state: &self.state,
             config: self.inputs.settings.to_toml(),
         };
-        snapshot.write(dir, self.inputs.settings.spec().train.keep_checkpoints as usize)
+        snapshot.write(dir, self.inputs.settings.train().keep_checkpoints)
     }
 
     /// Continues from the checkpoint at `path` (written by [`Trainer::save`] for the same config);

@@ -439,3 +439,7 @@ fn generic_student(kind: InputKind, family: Family) -> Result<StudentSpec, FormE
     let text = format!("[data]\ninput_shape = [1, 28, 28]\nclasses = 10\n[student]\n{body}");
     Ok(Config::from_toml_str(&text).map_err(|e| FormError::on(FormField::Family, e.to_string()))?.student)
 }
+
+#[cfg(test)]
+#[path = "form_tests.rs"]
+mod tests;

@@ -5,8 +5,6 @@
 //! ([`sweep`]), and the JavaScript bindings (`wasm`, feature `js`, wasm32 only).
 pub mod form;
 pub mod form_field;
-#[cfg(test)]
-mod form_tests;
 pub mod scenarios;
 pub mod student_scaling;
 pub mod sweep;

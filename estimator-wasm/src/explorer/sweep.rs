@@ -430,4 +430,5 @@ fn levers(form: &ExplorerForm, base: &Config, gpu: &Gpu, current: u64) -> Vec<Le
 }
 
 #[cfg(test)]
+#[path = "sweep_tests.rs"]
 mod tests;

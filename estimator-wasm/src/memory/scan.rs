@@ -215,41 +215,41 @@ mod tests {
             }
         }
     }
-}
 
-#[cfg(test)]
-mod properties {
-    use proptest::prelude::*;
+    /// Properties over random cfgs.
+    mod properties {
+        use proptest::prelude::*;
 
-    use super::*;
-    use crate::memory::inputs::Inputs;
-    use crate::schema::Config;
+        use super::super::*;
+        use crate::memory::inputs::Inputs;
+        use crate::schema::Config;
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-        /// The streamed scan equals the definition, moment by moment, on random plans.
-        #[test]
-        fn scan_equals_definition(
-            layers in 1..4u64, heads in 1..4u64, s in 1..64u64, flash in any::<bool>(), drop in any::<bool>(),
-            ckpt in 0..4u64, pp in 1..4u64, precision in 0..4usize, cpu in any::<bool>(), cache in any::<bool>(),
-            b in 1..3000u64,
-        ) {
-            let text = format!(
-                "[data]\ninput_shape = [{s}]\nclasses = 50\n[student]\nfamily = \"transformer\"\ndropout = {d}\n\
-                 checkpointing = {c}\n[student.transformer]\nvocab = 50\nlayers = {layers}\nd_model = {h}\nheads = {heads}\n\
-                 attention = \"{k}\"\nattention_dropout = {d}\n[teacher]\nparams = 1000\ncache_logits = {cache}\n\
-                 [train]\nprecision = \"{p}\"\n[estimate]\ntarget = \"{t}\"\npipeline_stages = {pp}\n",
-                d = if drop { 0.1 } else { 0.0 },
-                c = if ckpt == 0 { "\"none\"".to_string() } else { ckpt.to_string() },
-                h = 8 * heads,
-                k = if flash { "flash" } else { "math" },
-                p = ["fp32", "bf16", "fp16", "pure_bf16"][precision],
-                t = if cpu { "cpu" } else { "cuda" },
-            );
-            let m = MemoryModel::new(&Config::from_toml_str(&text).unwrap(), &Inputs::default()).unwrap();
-            let (fast, slow) = (scan(&m, b).unwrap(), scan_by_definition(&m, b));
-            prop_assert_eq!(fast.moments, slow.moments);
+            /// The streamed scan equals the definition, moment by moment, on random plans.
+            #[test]
+            fn scan_equals_definition(
+                layers in 1..4u64, heads in 1..4u64, s in 1..64u64, flash in any::<bool>(), drop in any::<bool>(),
+                ckpt in 0..4u64, pp in 1..4u64, precision in 0..4usize, cpu in any::<bool>(), cache in any::<bool>(),
+                b in 1..3000u64,
+            ) {
+                let text = format!(
+                    "[data]\ninput_shape = [{s}]\nclasses = 50\n[student]\nfamily = \"transformer\"\ndropout = {d}\n\
+                     checkpointing = {c}\n[student.transformer]\nvocab = 50\nlayers = {layers}\nd_model = {h}\nheads = {heads}\n\
+                     attention = \"{k}\"\nattention_dropout = {d}\n[teacher]\nparams = 1000\ncache_logits = {cache}\n\
+                     [train]\nprecision = \"{p}\"\n[estimate]\ntarget = \"{t}\"\npipeline_stages = {pp}\n",
+                    d = if drop { 0.1 } else { 0.0 },
+                    c = if ckpt == 0 { "\"none\"".to_string() } else { ckpt.to_string() },
+                    h = 8 * heads,
+                    k = if flash { "flash" } else { "math" },
+                    p = ["fp32", "bf16", "fp16", "pure_bf16"][precision],
+                    t = if cpu { "cpu" } else { "cuda" },
+                );
+                let m = MemoryModel::new(&Config::from_toml_str(&text).unwrap(), &Inputs::default()).unwrap();
+                let (fast, slow) = (scan(&m, b).unwrap(), scan_by_definition(&m, b));
+                prop_assert_eq!(fast.moments, slow.moments);
+            }
         }
     }
 }

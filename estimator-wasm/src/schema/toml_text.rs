@@ -268,123 +268,127 @@ mod tests {
             format!("{DATA}{STUDENT}[train]\n# {0}\nz = \"{0}\"\ny = '{0}'\nx = \"\"\"\n{0}\"\"\"\n", "[".repeat(99));
         assert!(place(&quoted).1.contains("unknown field `z`"), "{}", place(&quoted).1);
     }
-}
 
-#[cfg(test)]
-mod schema_tests {
-    use crate::schema::errors::SpecError;
-    use crate::schema::spec::*;
-    use crate::schema::student_spec::*;
-    use serde::Serialize;
+    /// The schema read from cfg.toml text: defaults, refusals, round trips.
+    mod schema {
+        use crate::schema::errors::SpecError;
+        use crate::schema::spec::*;
+        use crate::schema::student_spec::*;
+        use serde::Serialize;
 
-    const MINIMAL: &str = "[data]\ninput_shape = [784]\nclasses = 10\n[student]\nfamily = \"mlp\"\n";
+        const MINIMAL: &str = "[data]\ninput_shape = [784]\nclasses = 10\n[student]\nfamily = \"mlp\"\n";
 
-    #[test]
-    fn defaults_fill_every_optional_key() {
-        let c = Config::from_toml_str(MINIMAL).unwrap();
-        assert_eq!(c.kd, KdSpec::default());
-        assert_eq!((c.kd.objective, c.kd.temperature, c.kd.alpha, c.kd.loss_chunk), (KdObjective::Logits, 4.0, 0.9, 0));
-        assert_eq!((c.kd.soft_divergence(), c.kd.jsd_beta()), (KdDivergence::ForwardKl, 0.5));
-        assert_eq!(c.train.batch_size, BatchSize::Fixed(128));
-        assert_eq!(c.train.optimizer, OptimizerKind::Adamw);
-        assert_eq!(c.train.lr, 1e-3);
-        assert_eq!(c.student.checkpointing, Checkpointing::None);
-        assert_eq!(c.prune, None);
-    }
+        #[test]
+        fn defaults_fill_every_optional_key() {
+            let c = Config::from_toml_str(MINIMAL).unwrap();
+            assert_eq!(c.kd, KdSpec::default());
+            assert_eq!(
+                (c.kd.objective, c.kd.temperature, c.kd.alpha, c.kd.loss_chunk),
+                (KdObjective::Logits, 4.0, 0.9, 0)
+            );
+            assert_eq!((c.kd.soft_divergence(), c.kd.jsd_beta()), (KdDivergence::ForwardKl, 0.5));
+            assert_eq!(c.train.batch_size, BatchSize::Fixed(128));
+            assert_eq!(c.train.optimizer, OptimizerKind::Adamw);
+            assert_eq!(c.train.lr, 1e-3);
+            assert_eq!(c.student.checkpointing, Checkpointing::None);
+            assert_eq!(c.prune, None);
+        }
 
-    #[test]
-    fn unknown_key_names_line_and_column() {
-        let e = Config::from_toml_str(&format!("{MINIMAL}hiden = [10]\n")).unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.starts_with("TOML parse error at line 6, column 1: unknown field `hiden`"), "{msg}");
-        assert!(msg.ends_with("for key `student`"), "{msg}");
-        assert!(!msg.contains('\n'), "one line: {msg}");
-    }
+        #[test]
+        fn unknown_key_names_line_and_column() {
+            let e = Config::from_toml_str(&format!("{MINIMAL}hiden = [10]\n")).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.starts_with("TOML parse error at line 6, column 1: unknown field `hiden`"), "{msg}");
+            assert!(msg.ends_with("for key `student`"), "{msg}");
+            assert!(!msg.contains('\n'), "one line: {msg}");
+        }
 
-    #[test]
-    fn wrong_types_and_bad_syntax_name_the_place() {
-        let e = Config::from_toml_str(&format!("{MINIMAL}[train]\nepochs = \"x\"\n")).unwrap_err();
-        assert_eq!(
-            e,
-            SpecError::Parse {
-                place: Some((7, 10)),
-                reason: "invalid type: string \"x\", expected u64 for key `train.epochs`".into()
-            }
-        );
-        assert_eq!(
+        #[test]
+        fn wrong_types_and_bad_syntax_name_the_place() {
+            let e = Config::from_toml_str(&format!("{MINIMAL}[train]\nepochs = \"x\"\n")).unwrap_err();
+            assert_eq!(
+                e,
+                SpecError::Parse {
+                    place: Some((7, 10)),
+                    reason: "invalid type: string \"x\", expected u64 for key `train.epochs`".into()
+                }
+            );
+            assert_eq!(
             e.to_string(),
             "TOML parse error at line 7, column 10: invalid type: string \"x\", expected u64 for key `train.epochs`"
         );
-        let e = Config::from_toml_str(&format!("{MINIMAL}[kd]\nalpha = \n")).unwrap_err();
-        assert!(e.to_string().starts_with("TOML parse error at line 7, column 9: expected a value"), "{e}");
-    }
+            let e = Config::from_toml_str(&format!("{MINIMAL}[kd]\nalpha = \n")).unwrap_err();
+            assert!(e.to_string().starts_with("TOML parse error at line 7, column 9: expected a value"), "{e}");
+        }
 
-    #[test]
-    fn out_of_range_values_name_their_key() {
-        let cases = [
-            ("[kd]\nalpha = 1.5\n", "kd.alpha"),
-            ("[kd]\ntemperature = 0.0\n", "kd.temperature"),
-            ("[train]\nlr = -1.0\n", "train.lr"),
-            ("[train]\nbatch_size = 0\n", "train.batch_size"),
-            ("[prune]\nsparsity = 1.0\n", "prune.sparsity"),
-            ("[prune]\nmethod = \"structured\"\nscope = \"global\"\nsparsity = 0.5\n", "prune.scope"),
-            ("hidden = [8]\nnorm = \"layer\"\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\n", "prune.method"),
-        ];
-        for (extra, key) in cases {
-            match Config::from_toml_str(&format!("{MINIMAL}{extra}")) {
-                Err(SpecError::Invalid { key: k, .. }) => assert_eq!(k, key),
-                other => panic!("{extra}: expected an Invalid error on {key}, got {other:?}"),
+        #[test]
+        fn out_of_range_values_name_their_key() {
+            let cases = [
+                ("[kd]\nalpha = 1.5\n", "kd.alpha"),
+                ("[kd]\ntemperature = 0.0\n", "kd.temperature"),
+                ("[train]\nlr = -1.0\n", "train.lr"),
+                ("[train]\nbatch_size = 0\n", "train.batch_size"),
+                ("[prune]\nsparsity = 1.0\n", "prune.sparsity"),
+                ("[prune]\nmethod = \"structured\"\nscope = \"global\"\nsparsity = 0.5\n", "prune.scope"),
+                ("hidden = [8]\nnorm = \"layer\"\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\n", "prune.method"),
+            ];
+            for (extra, key) in cases {
+                match Config::from_toml_str(&format!("{MINIMAL}{extra}")) {
+                    Err(SpecError::Invalid { key: k, .. }) => assert_eq!(k, key),
+                    other => panic!("{extra}: expected an Invalid error on {key}, got {other:?}"),
+                }
             }
         }
-    }
 
-    #[test]
-    fn batch_size_and_checkpointing_accept_words_and_numbers() {
-        let c = Config::from_toml_str(&format!("{MINIMAL}checkpointing = \"sqrt\"\n[train]\nbatch_size = \"auto\"\n"))
-            .unwrap();
-        assert_eq!(c.train.batch_size, BatchSize::Auto);
-        assert_eq!(c.student.checkpointing, Checkpointing::Sqrt);
-        let c = Config::from_toml_str(&format!("{MINIMAL}checkpointing = 3\n")).unwrap();
-        assert_eq!(c.student.checkpointing, Checkpointing::Segments(3));
-        assert!(Config::from_toml_str(&format!("{MINIMAL}checkpointing = 0\n")).is_err());
-        assert!(Config::from_toml_str(&format!("{MINIMAL}[train]\nbatch_size = \"big\"\n")).is_err());
-    }
-
-    #[test]
-    fn enum_names_are_the_names_serde_writes() {
-        fn check<T: Serialize>(values: &[T], names: &[&str]) {
-            assert_eq!(values.len(), names.len());
-            for (v, n) in values.iter().zip(names) {
-                assert_eq!(serde_json::to_value(v).unwrap(), *n);
-            }
+        #[test]
+        fn batch_size_and_checkpointing_accept_words_and_numbers() {
+            let c =
+                Config::from_toml_str(&format!("{MINIMAL}checkpointing = \"sqrt\"\n[train]\nbatch_size = \"auto\"\n"))
+                    .unwrap();
+            assert_eq!(c.train.batch_size, BatchSize::Auto);
+            assert_eq!(c.student.checkpointing, Checkpointing::Sqrt);
+            let c = Config::from_toml_str(&format!("{MINIMAL}checkpointing = 3\n")).unwrap();
+            assert_eq!(c.student.checkpointing, Checkpointing::Segments(3));
+            assert!(Config::from_toml_str(&format!("{MINIMAL}checkpointing = 0\n")).is_err());
+            assert!(Config::from_toml_str(&format!("{MINIMAL}[train]\nbatch_size = \"big\"\n")).is_err());
         }
-        check(Family::VALUES, Family::NAMES);
-        check(Activation::VALUES, Activation::NAMES);
-        check(Norm::VALUES, Norm::NAMES);
-        check(Pool::VALUES, Pool::NAMES);
-        check(MlpKind::VALUES, MlpKind::NAMES);
-        check(NormKind::VALUES, NormKind::NAMES);
-        check(AttentionKernel::VALUES, AttentionKernel::NAMES);
-        check(HeadKind::VALUES, HeadKind::NAMES);
-        check(NormPosition::VALUES, NormPosition::NAMES);
-        check(Pooling::VALUES, Pooling::NAMES);
-        check(KdObjective::VALUES, KdObjective::NAMES);
-        check(OptimizerKind::VALUES, OptimizerKind::NAMES);
-        check(Precision::VALUES, Precision::NAMES);
-        check(PruneMethod::VALUES, PruneMethod::NAMES);
-        check(PruneScope::VALUES, PruneScope::NAMES);
-        check(Target::VALUES, Target::NAMES);
-        check(MaskDtype::VALUES, MaskDtype::NAMES);
-    }
 
-    #[test]
-    fn serialised_config_parses_back_equal() {
-        for text in [
-            include_str!("../../../examples/fashion-mnist/student.toml"),
-            include_str!("../../../examples/minilm/student.toml"),
-        ] {
-            let c = Config::from_toml_str(text).unwrap();
-            assert_eq!(Config::from_toml_str(&c.to_toml_string()).unwrap(), c);
+        #[test]
+        fn enum_names_are_the_names_serde_writes() {
+            fn check<T: Serialize>(values: &[T], names: &[&str]) {
+                assert_eq!(values.len(), names.len());
+                for (v, n) in values.iter().zip(names) {
+                    assert_eq!(serde_json::to_value(v).unwrap(), *n);
+                }
+            }
+            check(Family::VALUES, Family::NAMES);
+            check(Activation::VALUES, Activation::NAMES);
+            check(Norm::VALUES, Norm::NAMES);
+            check(Pool::VALUES, Pool::NAMES);
+            check(MlpKind::VALUES, MlpKind::NAMES);
+            check(NormKind::VALUES, NormKind::NAMES);
+            check(AttentionKernel::VALUES, AttentionKernel::NAMES);
+            check(HeadKind::VALUES, HeadKind::NAMES);
+            check(NormPosition::VALUES, NormPosition::NAMES);
+            check(Pooling::VALUES, Pooling::NAMES);
+            check(KdObjective::VALUES, KdObjective::NAMES);
+            check(OptimizerKind::VALUES, OptimizerKind::NAMES);
+            check(Precision::VALUES, Precision::NAMES);
+            check(PruneMethod::VALUES, PruneMethod::NAMES);
+            check(PruneScope::VALUES, PruneScope::NAMES);
+            check(Target::VALUES, Target::NAMES);
+            check(MaskDtype::VALUES, MaskDtype::NAMES);
+        }
+
+        #[test]
+        fn serialised_config_parses_back_equal() {
+            for text in [
+                include_str!("../../../examples/fashion-mnist/student.toml"),
+                include_str!("../../../examples/minilm/student.toml"),
+            ] {
+                let c = Config::from_toml_str(text).unwrap();
+                assert_eq!(Config::from_toml_str(&c.to_toml_string()).unwrap(), c);
+            }
         }
     }
 }

@@ -98,7 +98,10 @@ fn one_step_moves_the_projection_and_the_student_layer_by_the_hidden_term() {
     let kd = HiddenKd::new(&vs.root(), &spec, &[5]).unwrap().unwrap();
     let named = trainable(&vs);
     let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
-    let mut opt = Optimizer::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), &spec.train);
+    let mut opt = Optimizer::new(
+        named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(),
+        &crate::config::TrainSettings::resolved(&spec.train, 1),
+    );
     let params: Vec<Tensor> = opt.params().into_iter().map(Tensor::shallow_clone).collect();
     let refs: Vec<&Tensor> = params.iter().collect();
     let x = Tensor::linspace(-1.0, 1.0, 8 * 4, (Kind::Float, Device::Cpu)).reshape([8, 4]).sin();

@@ -12,7 +12,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use estimator_wasm::schema::Config;
 use tch::{Device, Tensor};
 
 use crate::config::RunSettings;
@@ -31,7 +30,7 @@ use crate::run::preflight::{chance_warning, collapse_problem};
 use crate::student::build::build_student_from;
 use crate::student::TeacherWeights;
 use crate::train::checkpoint;
-use crate::train::eval::{accuracy, teacher_outputs, teacher_pass};
+use crate::train::eval::{accuracy, soft_targets, teacher_pass};
 use crate::train::metrics::MetricsLog;
 use crate::train::objective::Agreement;
 use crate::train::trainer::{Checkpoints, RunEnd, SoftTargets, TrainInputs, Trainer};
@@ -47,6 +46,8 @@ pub struct Data<'a> {
 /// The students of a run: the KD student, and with `--baseline` the alpha = 0 one.
 pub struct Students<'a> {
     pub settings: &'a RunSettings,
+    /// The KD student's loss of a batch, built once from `settings`' `[kd]`.
+    pub objective: &'a dyn crate::train::objective::Objective,
     /// The run's folder (`.partial` until it finishes); the baseline goes into its `baseline/`.
     pub dir: &'a Path,
     /// Set by Ctrl-C: checkpoint after the current step and stop.
@@ -78,22 +79,21 @@ impl Students<'_> {
     /// confirming step.
     pub fn distil(&self, teacher: &mut Teacher, data: &Data) -> Result<Distilled> {
         let (settings, progress) = (self.settings, self.progress);
-        let (spec, train_set, test_set) = (settings.spec(), data.train, data.test);
-        let eval_batch = spec.train.eval_batch_size as usize;
-        let objective = crate::train::objective::from_spec(&spec.kd);
+        let (train_set, test_set) = (data.train, data.test);
+        let eval_batch = settings.train().eval_batch_size;
+        let objective = self.objective;
         let scored = objective.agreement().classifies();
         let bar = progress.samples("teacher", test_set.len() as u64);
         crate::host::interrupt::enter(Phase::Teacher);
-        let teacher_pass = during(Timed::TeacherPass, || {
-            teacher_pass(teacher, test_set, objective.as_ref(), eval_batch, &bar, self.stop)
-        })?;
+        let teacher_pass =
+            during(Timed::TeacherPass, || teacher_pass(teacher, test_set, objective, eval_batch, &bar, self.stop))?;
         let teacher_test = teacher_pass.predictions;
         let teacher_accuracy = test_set.labels().filter(|_| scored).map(|y| accuracy(&teacher_test, y));
         let perplexity = teacher_pass.perplexity.map(|p| format!(", test perplexity {p:.3}")).unwrap_or_default();
         let (chance_accuracy, warning) = match teacher_accuracy {
             Some(a) => {
                 progress.line(format!("teacher: {}, test accuracy {a:.4}{perplexity}", teacher.params_text()));
-                let (chance, warning) = chance_warning(a, test_set, spec.data.classes);
+                let (chance, warning) = chance_warning(a, test_set, settings.data().classes);
                 (Some(chance), warning)
             }
             None => {
@@ -115,15 +115,16 @@ impl Students<'_> {
             ));
         }
         teacher.ensure_eval()?;
-        if self.teacher_cache.is_some() && !(spec.kd.alpha > 0.0 && spec.teacher.cache_logits) {
+        if self.teacher_cache.is_some() && !(settings.kd().alpha > 0.0 && settings.teacher().cache_logits) {
             progress.warn(
                 "--teacher-cache has no effect: this run caches no teacher outputs (kd.alpha = 0 or teacher.cache_logits = false)"
                     .into(),
             );
         }
         // hidden pairs read the teacher's hidden states, also at alpha = 0 (CE and the pairs)
-        let (targets, train_outputs, train_outputs_seconds) = match (spec.kd.alpha > 0.0, spec.teacher.cache_logits) {
-            (false, _) if !spec.kd.hidden.is_empty() => {
+        let kd_live = (settings.kd().alpha > 0.0, settings.teacher().cache_logits);
+        let (soft_targets, train_outputs, train_outputs_seconds) = match kd_live {
+            (false, _) if !settings.kd().hidden.is_empty() => {
                 progress.line(
                     "teacher: runs on every batch for its hidden states ([[kd.hidden]]; kd.alpha = 0: no soft term)"
                         .into(),
@@ -131,12 +132,12 @@ impl Students<'_> {
                 (SoftTargets::Live(teacher), TrainOutputs::Live, None)
             }
             (false, _) => (SoftTargets::None, TrainOutputs::NoTeacher, None),
-            (true, true) if !spec.kd.hidden.is_empty() => {
+            (true, true) if !settings.kd().hidden.is_empty() => {
                 progress.line("teacher: runs on every batch ([[kd.hidden]] reads its hidden states, which are not cached; teacher.cache_logits is not used)".into());
                 (SoftTargets::Live(teacher), TrainOutputs::Live, None)
             }
             // a language model's logits [N, S, vocab] are far too large to keep
-            (true, true) if spec.student.is_language_model() => {
+            (true, true) if settings.student().is_language_model() => {
                 let cache = if self.teacher_cache.is_some() { "; --teacher-cache is not used" } else { "" };
                 progress
                     .line(format!("teacher: runs on every batch (a language model's logits are not cached{cache})"));
@@ -145,16 +146,17 @@ impl Students<'_> {
             (true, true) => {
                 let start = std::time::Instant::now();
                 let (outputs, how) =
-                    during(Timed::TeacherPass, || self.cached_outputs(teacher, train_set, eval_batch))?;
+                    during(Timed::TeacherPass, || self.cached_soft_targets(teacher, train_set, eval_batch))?;
                 (SoftTargets::Cached(outputs), how, Some(start.elapsed().as_secs_f64()))
             }
             (true, false) => (SoftTargets::Live(teacher), TrainOutputs::Live, None),
         };
         let inputs = TrainInputs {
             settings,
+            objective,
             train: train_set,
             test: test_set,
-            targets,
+            soft_targets,
             teacher_test_preds: Some(&teacher_test),
             teacher_weights: data.teacher_weights,
             strategy: self.strategy,
@@ -164,7 +166,7 @@ impl Students<'_> {
             confirm_batch(&inputs)?;
             progress.line(format!(
                 "train.batch_size = \"auto\": {} fits the device (confirmed with one step)",
-                settings.batch_size()
+                settings.train().batch_size
             ));
         }
         let outputs = |folder: &str| StudentOutputs {
@@ -178,7 +180,14 @@ impl Students<'_> {
 
         let baseline = if self.baseline {
             let labels_only = settings.labels_only();
-            let inputs = TrainInputs { settings: &labels_only, targets: SoftTargets::None, ..inputs };
+            // alpha = 0 asks for the objective of labels alone
+            let objective = crate::train::objective::from_spec(labels_only.kd());
+            let inputs = TrainInputs {
+                settings: &labels_only,
+                objective: objective.as_ref(),
+                soft_targets: SoftTargets::None,
+                ..inputs
+            };
             Some(run_student(&inputs, &outputs("baseline/"), progress, "alpha=0")?)
         } else {
             None
@@ -213,7 +222,12 @@ impl Students<'_> {
     /// The teacher's errors; [`DistillError::Io`] naming the file when it cannot be written.
     /// Returns the outputs and how they were had ([`TrainOutputs::Read`] or
     /// [`TrainOutputs::Computed`]).
-    fn cached_outputs(&self, teacher: &Teacher, train: &Dataset, eval_batch: usize) -> Result<(Tensor, TrainOutputs)> {
+    fn cached_soft_targets(
+        &self,
+        teacher: &Teacher,
+        train: &Dataset,
+        eval_batch: usize,
+    ) -> Result<(Tensor, TrainOutputs)> {
         let (progress, n, key) = (self.progress, train.len(), &self.cache_key);
         let path = self.dir.join(TEACHER_OUTPUTS);
         let device = self.settings.device();
@@ -239,7 +253,7 @@ impl Students<'_> {
         }
         let start = std::time::Instant::now();
         let bar = progress.samples("cache", n as u64);
-        let outputs = teacher_outputs(teacher, train, eval_batch, &bar, self.stop)?;
+        let outputs = soft_targets(teacher, train, eval_batch, &bar, self.stop)?;
         let s = start.elapsed().as_secs_f64();
         progress.line(format!(
             "teacher: outputs of {n} train samples cached in {s:.1} s ({:.0} samples/s)",
@@ -268,13 +282,14 @@ impl Students<'_> {
 /// The run folder's copy of the teacher's outputs on the train set, while the run is unfinished.
 pub const TEACHER_OUTPUTS: &str = "teacher-outputs.safetensors";
 
-/// `--baseline` trains the student on labels alone: refused (before any output) where `spec`'s
-/// objective scores no classes or the `train` set has no labels.
+/// `--baseline` trains the student on labels alone: refused (before any output) where the run's
+/// objective, whose predictions are `agreement`'s, scores no classes or the `train` set has no
+/// labels.
 ///
 /// # Errors
 /// [`DistillError::Usage`] saying to leave `--baseline` out.
-pub fn check_baseline(baseline: bool, spec: &Config, train: &Dataset) -> Result<()> {
-    let scored = crate::train::objective::from_spec(&spec.kd).agreement().classifies();
+pub fn check_baseline(baseline: bool, agreement: Agreement, train: &Dataset) -> Result<()> {
+    let scored = agreement.classifies();
     if baseline && !(scored && train.labels().is_some()) {
         return Err(DistillError::Usage(
             "--baseline trains the student on labels alone, but this run has none to train on (unlabelled data or an embedding objective): leave --baseline out".into(),
@@ -288,10 +303,10 @@ pub fn check_baseline(baseline: bool, spec: &Config, train: &Dataset) -> Result<
 fn confirm_batch(inputs: &TrainInputs) -> Result<()> {
     let settings = inputs.settings;
     let cfg_path = settings.cfg_path();
-    let (vs, student, _) = build_student_from(settings.spec(), inputs.init(), cfg_path, settings.device())?;
+    let (vs, student, _) = build_student_from(settings.resolved_spec(), inputs.init(), cfg_path, settings.device())?;
     let trainer = Trainer::new(inputs, vs, student)?;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trainer.probe()));
-    let b = settings.batch_size();
+    let b = settings.train().batch_size;
     match outcome {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(DistillError::config(
@@ -355,7 +370,8 @@ pub fn run_student(
     }
     create_dir_all(&out.path("")).map_err(|e| DistillError::io(&out.path(""), e))?;
     let settings = inputs.settings;
-    let (vs, student, _) = build_student_from(settings.spec(), inputs.init(), settings.cfg_path(), settings.device())?;
+    let (vs, student, _) =
+        build_student_from(settings.resolved_spec(), inputs.init(), settings.cfg_path(), settings.device())?;
     let mut trainer = Trainer::new(inputs, vs, student)?;
     if let Some(note) = trainer.batches().note() {
         progress.line(format!("{name}: {note}"));
