@@ -29,7 +29,10 @@ pub mod memory;
 pub mod schema;
 
 pub use memory::{
-    estimate, max_batch, max_batch_per_gpu, search_replayed, BatchSearch, Cat, Categories, DatasetSize, EstimateError,
-    Inputs, MemoryModel, Moment, Plan, ReplayedSearch, StepFlops, TeacherModel, TextWidths, Totals,
+    estimate, max_batch, max_batch_per_gpu, BatchSearch, Cat, Categories, DatasetSize, EstimateError, Inputs,
+    MemoryModel, Moment, Plan, StepFlops, TeacherModel, TextWidths, Totals,
 };
+/// The batch search on the allocator's replay, which the browser build (wasm32) never makes.
+#[cfg(not(target_arch = "wasm32"))]
+pub use memory::{search_replayed, ReplayedSearch};
 pub use schema::{catalogue, gpu, Config, Gpu, SpecError, UnknownGpu};

@@ -27,6 +27,8 @@ pub mod layer;
 pub mod memory_model;
 pub(crate) mod moments;
 pub mod render;
+// the allocator's replay is left out of the browser build (wasm32), so is the search on it
+#[cfg(not(target_arch = "wasm32"))]
 pub mod replayed_fit;
 pub mod runtime;
 pub(crate) mod scan;
@@ -49,4 +51,5 @@ pub use estimate::{estimate, max_batch, max_batch_per_gpu};
 pub use flops::StepFlops;
 pub use inputs::{DatasetSize, Inputs, TeacherModel, TextWidths};
 pub use memory_model::MemoryModel;
+#[cfg(not(target_arch = "wasm32"))]
 pub use replayed_fit::{search_replayed, ReplayedSearch};
