@@ -24,6 +24,7 @@
 //! machine (`torch.jit.load` without `map_location`) whatever device trained it.
 
 pub mod bert_student;
+pub mod gpt2_student;
 pub mod hf_tensors;
 pub mod latency;
 pub mod llama_student;

@@ -3,9 +3,11 @@
 //! `AutoModelForCausalLM.from_pretrained("OUT/hf")` loads a language model (and vLLM serves
 //! it, llama.cpp converts it), `AutoModel` or sentence-transformers a sentence encoder:
 //!
-//! * `config.json`: the architecture and its hyperparameters: `LlamaForCausalLM` for a language
-//!   model ([`super::llama_student`]), `BertModel` for a sentence encoder
-//!   ([`super::bert_student`], which adds sentence-transformers' `modules.json` and modules);
+//! * `config.json`: the architecture and its hyperparameters: for a language model
+//!   `LlamaForCausalLM` ([`super::llama_student`], an RMSNorm decoder with rotary positions) or
+//!   `GPT2LMHeadModel` ([`super::gpt2_student`], a LayerNorm decoder with learned positions and
+//!   biases), `BertModel` for a sentence encoder ([`super::bert_student`], which adds
+//!   sentence-transformers' `modules.json` and modules);
 //! * `model.safetensors`: the student's tensors under the architecture's names, fp32, with the
 //!   `{"format": "pt"}` metadata transformers checks;
 //! * `tokenizer.json`: the run's tokenizer (`data.tokenizer`, or the teacher folder's), with the
@@ -22,11 +24,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use estimator_wasm::schema::{Config, Family, HeadKind, TransformerSpec};
+use estimator_wasm::schema::{Config, Family, HeadKind, NormKind, TransformerSpec};
 use serde_json::{json, Map, Value};
 use tch::{Kind, Tensor};
 
 use super::bert_student::{self, bert_spec, bert_tensors, sentence_modules, Tensors};
+use super::gpt2_student::{self, gpt2_spec, gpt2_tensors};
 use super::llama_student::{self, llama_spec, llama_tensors};
 use crate::export::section::HfExport;
 use crate::host::durable::{replace_via, sync_contents};
@@ -73,6 +76,14 @@ pub fn write_student_folder(spec: &Config, dir: &Path, tokenizer: Option<&Path>)
             weights.push((SINGLE.into(), llama_tensors(t, &named).map_err(bad)?));
             llama_student::ARCHITECTURE
         }
+        Arch::Gpt2(t) => {
+            let tokens = special_tokens(tokenizer, t.vocab);
+            let (activation, dropout) = (spec.student.activation.name(), spec.student.dropout);
+            files.push((crate::inputs::hf::CONFIG.into(), gpt2_student::config_json(t, activation, dropout, &tokens)));
+            files.push(("generation_config.json".into(), Value::Object(tokens)));
+            weights.push((SINGLE.into(), gpt2_tensors(t, &named).map_err(bad)?));
+            gpt2_student::ARCHITECTURE
+        }
         Arch::Bert(t) => {
             let activation = spec.student.activation.name();
             files.push((
@@ -114,11 +125,14 @@ pub fn write_student_folder(spec: &Config, dir: &Path, tokenizer: Option<&Path>)
 /// The Hugging Face architecture a student has.
 enum Arch<'a> {
     Llama(&'a TransformerSpec),
+    Gpt2(&'a TransformerSpec),
     Bert(&'a TransformerSpec),
 }
 
-/// The architecture of the student of `spec`, by its head: a language model is a Llama, a
-/// sentence encoder a BERT ([`llama_spec`], [`bert_spec`]).
+/// The architecture of the student of `spec`, by its head and norm: a language model with
+/// LayerNorm is a GPT-2, one with RMSNorm a Llama, a sentence encoder a BERT ([`gpt2_spec`],
+/// [`llama_spec`], [`bert_spec`]); a language model that is neither is refused with the reason
+/// of the one its norm points to.
 ///
 /// # Errors
 /// One line saying why the student has no Hugging Face equivalent, for `report.json`.
@@ -133,6 +147,7 @@ fn architecture(spec: &Config) -> std::result::Result<Arch<'_>, String> {
         }
     };
     match t.head {
+        HeadKind::Lm if t.norm == NormKind::Layer => gpt2_spec(spec).map(Arch::Gpt2),
         HeadKind::Lm => llama_spec(spec).map(Arch::Llama),
         HeadKind::Embedding => bert_spec(spec).map(Arch::Bert),
         HeadKind::Classifier => {

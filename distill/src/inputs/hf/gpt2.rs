@@ -20,6 +20,30 @@ use super::layers::{attention, embed_with_positions, feed_forward, Act, LayerNor
 use super::weights::Checkpoint;
 use crate::host::error::Result;
 
+/// The root of `GPT2LMHeadModel`'s tensors (`transformer.wte.weight`, ...), what
+/// `save_pretrained` writes; a bare `GPT2Model` has none.
+pub const ROOT: &str = "transformer.";
+/// The token table [vocab, n_embd], the position table [n_positions, n_embd] and the final
+/// LayerNorm, under the root.
+pub const WTE: &str = "wte";
+pub const WPE: &str = "wpe";
+pub const LN_F: &str = "ln_f";
+/// A layer's modules, under [`layer`]: its two LayerNorms and its four `Conv1D`s (weight
+/// [in, out], the transpose of `nn.Linear`'s): `c_attn` [n_embd, 3 n_embd] (q | k | v columns),
+/// the attention's `c_proj` [n_embd, n_embd], `c_fc` [n_embd, n_inner], the MLP's `c_proj`
+/// [n_inner, n_embd].
+pub const LN_1: &str = "ln_1";
+pub const C_ATTN: &str = "attn.c_attn";
+pub const ATTN_PROJ: &str = "attn.c_proj";
+pub const LN_2: &str = "ln_2";
+pub const C_FC: &str = "mlp.c_fc";
+pub const MLP_PROJ: &str = "mlp.c_proj";
+
+/// The prefix of layer `i` (0-based) under `root`: `{root}h.{i}`.
+pub fn layer(root: &str, i: i64) -> String {
+    format!("{root}h.{i}")
+}
+
 /// GPT-2's `config.json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gpt2Config {
@@ -113,23 +137,23 @@ impl Gpt2 {
         let c = &config;
         let mut l = Loader::new(checkpoint, kind, device);
         let bare = !checkpoint.has("transformer.wte.weight") && checkpoint.has("wte.weight");
-        let root = if bare { "" } else { "transformer." };
+        let root = if bare { "" } else { ROOT };
         let d = c.hidden;
-        let wte = l.take(format!("{root}wte.weight"), &[c.vocab, d])?;
-        let wpe = l.take(format!("{root}wpe.weight"), &[c.positions, d])?;
+        let wte = l.take(format!("{root}{WTE}.weight"), &[c.vocab, d])?;
+        let wpe = l.take(format!("{root}{WPE}.weight"), &[c.positions, d])?;
         let mut blocks = Vec::with_capacity(c.layers as usize);
         for i in 0..c.layers {
-            let p = format!("{root}h.{i}");
+            let p = layer(root, i);
             blocks.push(Block {
-                ln_1: l.layer_norm(&format!("{p}.ln_1"), d, c.eps)?,
-                c_attn: l.conv1d(&format!("{p}.attn.c_attn"), d, 3 * d)?,
-                c_proj: l.conv1d(&format!("{p}.attn.c_proj"), d, d)?,
-                ln_2: l.layer_norm(&format!("{p}.ln_2"), d, c.eps)?,
-                c_fc: l.conv1d(&format!("{p}.mlp.c_fc"), d, c.inner)?,
-                mlp_proj: l.conv1d(&format!("{p}.mlp.c_proj"), c.inner, d)?,
+                ln_1: l.layer_norm(&format!("{p}.{LN_1}"), d, c.eps)?,
+                c_attn: l.conv1d(&format!("{p}.{C_ATTN}"), d, 3 * d)?,
+                c_proj: l.conv1d(&format!("{p}.{ATTN_PROJ}"), d, d)?,
+                ln_2: l.layer_norm(&format!("{p}.{LN_2}"), d, c.eps)?,
+                c_fc: l.conv1d(&format!("{p}.{C_FC}"), d, c.inner)?,
+                mlp_proj: l.conv1d(&format!("{p}.{MLP_PROJ}"), c.inner, d)?,
             });
         }
-        let ln_f = l.layer_norm(&format!("{root}ln_f"), d, c.eps)?;
+        let ln_f = l.layer_norm(&format!("{root}{LN_F}"), d, c.eps)?;
         let head = match c.tied {
             true => wte.shallow_clone(),
             false => l.take("lm_head.weight".into(), &[c.vocab, d])?,
