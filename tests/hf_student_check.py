@@ -1,7 +1,7 @@
 """Checks a distill run's Hugging Face student folder with `transformers` (run by the e2e test
 tests/e2e/hf_student.rs; by hand: `.venv/bin/python tests/hf_student_check.py RUN_DIR`).
 
-A language model (config.json's model_type llama): loads RUN_DIR/hf with
+A language model (config.json's model_type llama or gpt2): loads RUN_DIR/hf with
 `AutoModelForCausalLM.from_pretrained` (fp32, eager attention) and
 RUN_DIR/student.pt with `torch.jit.load`, runs both on a right-padded batch of token ids (3 rows
 of 12, 9 and 5 tokens, ids from seed 0), and prints one line:

@@ -8,11 +8,15 @@
 //! folder's vocabulary (512) set as the file's header says for another folder.
 use std::path::{Path, PathBuf};
 
+use distill::export::section::HfExport;
 use distill::inputs::hf::keys::{LANGUAGE_MODELS, SUPPORTED};
 use distill::run::plan_command::PlanOptions;
 use e2e::{fixture, metrics_lines, options, run};
 use estimator_wasm::schema::HeadKind;
-use serde_json::Value;
+use serde_json::{json, Value};
+use tch::Tensor;
+
+use crate::hf_student::{read_json, reads_back_as_student_pt, transformers_check};
 
 /// The header's instruction for a folder other than the scenario's: its vocab_size.
 const VOCAB: [&str; 2] = ["data.classes=512", "student.transformer.vocab=512"];
@@ -139,8 +143,9 @@ fn distill_trains_the_exported_cfg_from_the_model_folder() {
 /// The GPT-2 scenario's exported cfg.toml (`explorer-gpt2.toml`: a 1-layer GPT-2-shaped student,
 /// d 64, LayerNorm, learned positions, tied head) trains from the folder `gpt2/` it names
 /// (here the 43,904-parameter fixture `hf/gpt2`): an epoch of steps, a report.json whose teacher
-/// is the folder's, and no Hugging Face folder for the student (distill writes Llama and BERT
-/// ones).
+/// is the folder's, and the student written as a `GPT2LMHeadModel` folder (`run/hf`: the exact
+/// GELU, Conv1D's transposed weights) that distill reads back, and transformers loads, to
+/// `student.pt`'s logits.
 #[test]
 fn distill_trains_the_exported_gpt2_cfg_from_the_model_folder() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,6 +154,52 @@ fn distill_trains_the_exported_gpt2_cfg_from_the_model_folder() {
     assert!(!steps.is_empty(), "no step lines");
     let student = report.student.test_perplexity.unwrap();
     assert!(student.is_finite() && student < 512.0, "student perplexity {student} (vocabulary 512)");
-    let why = report.student.hf.not_written.as_deref().unwrap_or("");
-    assert!(report.student.hf.folder.is_none() && why.starts_with("LayerNorm"), "hf export: {why:?}");
+
+    let (run, hf) = (dir.path().join("run"), dir.path().join("run/hf"));
+    let want = HfExport { folder: Some("hf".into()), architecture: Some("GPT2LMHeadModel".into()), not_written: None };
+    assert_eq!(report.student.hf, want);
+    let config = read_json(&hf.join("config.json"));
+    for (key, value) in [
+        ("architectures", json!(["GPT2LMHeadModel"])),
+        ("model_type", json!("gpt2")),
+        ("vocab_size", json!(512)),
+        ("n_embd", json!(64)),
+        ("n_layer", json!(1)),
+        ("n_head", json!(1)),
+        ("n_inner", json!(256)),
+        ("n_positions", json!(1024)),
+        ("activation_function", json!("gelu")),
+        ("layer_norm_epsilon", json!(1e-5)),
+        ("tie_word_embeddings", json!(true)),
+        // the folder's config.json (it has no generation_config.json)
+        ("bos_token_id", json!(0)),
+        ("eos_token_id", json!(0)),
+    ] {
+        assert_eq!(config[key], value, "config.json {key}");
+    }
+    let mut shapes: Vec<(String, Vec<i64>)> = Tensor::read_safetensors(hf.join("model.safetensors"))
+        .unwrap()
+        .into_iter()
+        .map(|(n, t)| (n, t.size()))
+        .collect();
+    shapes.sort();
+    // 2 tables, 4 Conv1Ds and 2 LayerNorms with biases, ln_f; the tied head not stored
+    assert_eq!(shapes.len(), 2 + 12 + 2, "{shapes:?}");
+    let l = "transformer.h.0";
+    for (name, shape) in [
+        ("transformer.wte.weight".to_string(), vec![512, 64]),
+        ("transformer.wpe.weight".to_string(), vec![1024, 64]),
+        (format!("{l}.attn.c_attn.weight"), vec![64, 192]),
+        (format!("{l}.attn.c_attn.bias"), vec![192]),
+        (format!("{l}.mlp.c_fc.weight"), vec![64, 256]),
+        (format!("{l}.mlp.c_proj.weight"), vec![256, 64]),
+        (format!("{l}.ln_2.bias"), vec![64]),
+        ("transformer.ln_f.weight".to_string(), vec![64]),
+    ] {
+        assert!(shapes.contains(&(name.clone(), shape)), "{name}: {shapes:?}");
+    }
+    reads_back_as_student_pt(&run, report.student.params);
+    if let Some(words) = transformers_check(&run) {
+        assert_eq!((words[3].as_str(), words[5].as_str()), ("26", "4"), "{words:?}");
+    }
 }

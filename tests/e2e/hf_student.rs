@@ -4,7 +4,9 @@
 //! as a teacher computing what `student.pt` computes; and `transformers` loads it and agrees
 //! with `student.pt` (`tests/hf_student_check.py`, skipped with its reason without
 //! `transformers`). Likewise a BERT-style sentence encoder, as `BertModel` and
-//! sentence-transformers' modules, which distill also reads back as a teacher.
+//! sentence-transformers' modules, which distill also reads back as a teacher. (The GPT-2-shaped
+//! student, `GPT2LMHeadModel`, is checked where the explorer's GPT-2 scenario trains it:
+//! `explorer_folder.rs`.)
 use std::path::Path;
 
 use distill::export::section::HfExport;
@@ -15,7 +17,7 @@ use estimator_wasm::schema::Precision;
 use serde_json::{json, Value};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
-fn read_json(path: &Path) -> Value {
+pub(crate) fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -99,10 +101,22 @@ fn a_llama_student_is_written_as_a_model_folder_that_computes_its_logits() {
     assert_eq!(read_json(&hf.join("generation_config.json")), ids);
     assert_eq!(read_json(&hf.join("tokenizer_config.json")), json!({"tokenizer_class": "PreTrainedTokenizerFast"}));
 
-    // distill reads the folder back as a teacher: its logits are student.pt's on every real token
+    // distill reads the folder back as a teacher computing student.pt's logits, and
+    // transformers' AutoModelForCausalLM agrees with student.pt (when installed)
+    reads_back_as_student_pt(&run, report.student.params);
+    if let Some(words) = transformers_check(&run) {
+        assert_eq!((words[3].as_str(), words[5].as_str()), ("26", "4"), "{words:?}");
+    }
+}
+
+/// Loads `run/hf` as a teacher (distill's own reader of the architecture's folders), asserts it
+/// has `params` parameters and that its logits on the probe batch are `run/student.pt`'s within
+/// 1e-4 on every real token (and not vacuously: some logit above 1); returns the largest
+/// difference.
+pub(crate) fn reads_back_as_student_pt(run: &Path, params: u64) -> f64 {
     let input = probe();
-    let folder = Teacher::load(&hf, None, Precision::Fp32, Device::Cpu).unwrap();
-    assert_eq!(folder.params, report.student.params);
+    let folder = Teacher::load(&run.join("hf"), None, Precision::Fp32, Device::Cpu).unwrap();
+    assert_eq!(folder.params, params);
     let got = folder.output(&input).unwrap();
     let module = CModule::load(run.join("student.pt")).unwrap();
     let mask = input.mask.as_ref().unwrap();
@@ -115,18 +129,14 @@ fn a_llama_student_is_written_as_a_model_folder_that_computes_its_logits() {
     assert!(diff < 1e-4, "the folder's logits differ from student.pt's by {diff}");
     println!("distill's reading of the folder: max |logits - student.pt| = {diff}");
     assert!(want.abs().max().double_value(&[]) > 1.0, "vacuous: logits below 1");
-
-    // transformers' AutoModelForCausalLM agrees with student.pt (when installed)
-    if let Some(words) = transformers_check(&run) {
-        assert_eq!((words[3].as_str(), words[5].as_str()), ("26", "4"), "{words:?}");
-    }
+    diff
 }
 
 /// Runs `tests/hf_student_check.py` on `run`: its words (`diff D ...`) after asserting
 /// `D < 1e-4`, or `None` when it was skipped (no `transformers`), its reason printed; a skip
 /// fails when `DISTILL_REQUIRE_PYTORCH` is set (`scripts/test`, after `scripts/setup` installed
 /// transformers).
-fn transformers_check(run: &Path) -> Option<Vec<String>> {
+pub(crate) fn transformers_check(run: &Path) -> Option<Vec<String>> {
     let py = root().join(".venv/bin/python");
     let out = std::process::Command::new(&py).arg(root().join("tests/hf_student_check.py")).arg(run).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
