@@ -200,8 +200,8 @@ pub static SCENARIOS: [Scenario; 9] = [
         description: "GPT-2 small (preset gpt2: 12 layers, d 768, 1024 positions, vocab 50257), trained from \
                       its Hugging Face folder; the student is a DistilGPT-2-sized decoder (6 layers) of GPT-2's \
                       layout (pre-norm LayerNorm, learned positions, biases, tied head) but with the exact GELU \
-                      where GPT-2 uses the tanh approximation, written as student.safetensors and student.pt \
-                      (distill writes Hugging Face folders for Llama and BERT students only)",
+                      where GPT-2 uses the tanh approximation, written as student.safetensors, student.pt and a \
+                      Hugging Face GPT2LMHeadModel folder (hf/, activation_function \"gelu\")",
         input: InputKind::Tokens,
         families: &[Family::Transformer],
         folder: Some(TeacherFolder {
