@@ -198,8 +198,14 @@ fn distill_trains_the_exported_gpt2_cfg_from_the_model_folder() {
     ] {
         assert!(shapes.contains(&(name.clone(), shape)), "{name}: {shapes:?}");
     }
-    reads_back_as_student_pt(&run, report.student.params);
+    // within 1e-5, not only 1e-4: the folder written with GPT-2's default gelu_new (the tanh
+    // GELU) in place of the exact one measured 6.9e-5 (distill) and 8.9e-5 (transformers) here,
+    // the exact one 6e-7 and 5e-7
+    let diff = reads_back_as_student_pt(&run, report.student.params);
+    assert!(diff < 1e-5, "distill's reading of the GPT-2 folder differs from student.pt's by {diff}");
     if let Some(words) = transformers_check(&run) {
         assert_eq!((words[3].as_str(), words[5].as_str()), ("26", "4"), "{words:?}");
+        let diff: f64 = words[1].parse().unwrap();
+        assert!(diff < 1e-5, "transformers' GPT2LMHeadModel differs from student.pt by {diff}");
     }
 }
