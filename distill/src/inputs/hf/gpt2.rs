@@ -136,7 +136,7 @@ impl Gpt2 {
     pub fn load(config: Gpt2Config, checkpoint: &Checkpoint, kind: Kind, device: Device) -> Result<Gpt2> {
         let c = &config;
         let mut l = Loader::new(checkpoint, kind, device);
-        let bare = !checkpoint.has("transformer.wte.weight") && checkpoint.has("wte.weight");
+        let bare = !checkpoint.has(&format!("{ROOT}{WTE}.weight")) && checkpoint.has(&format!("{WTE}.weight"));
         let root = if bare { "" } else { ROOT };
         let d = c.hidden;
         let wte = l.take(format!("{root}{WTE}.weight"), &[c.vocab, d])?;
