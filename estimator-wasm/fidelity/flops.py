@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure import HERE, batch_of, checkpoint_segments, layers_of, logit_loss  # noqa: E402
+# run as a script: its own folder is first on the import path, so its sibling imports by name
+from measure import HERE, batch_of, checkpoint_segments, layers_of, logit_loss
 
 aten = torch.ops.aten
 
