@@ -21,11 +21,11 @@
 //! `2_Dense/model.safetensors` as `linear.{weight, bias}`. BertModel's pooler (a tanh layer on
 //! the first token) is not part of a sentence embedding: the folder has none, and transformers
 //! initialises it when it loads the folder, unused.
-use estimator_wasm::schema::{Config, MlpKind, NormKind, NormPosition, Pooling, TransformerSpec};
+use estimator_wasm::schema::{Config, NormPosition, Pooling, TransformerSpec};
 use serde_json::{json, Value};
 use tch::{Kind, Tensor};
 
-use super::hf_tensors::{fp32, no_equivalent, split_rows, transformer};
+use super::hf_tensors::{classic_blocks, fp32, no_equivalent, split_rows, transformer};
 
 /// The architecture written into `config.json`.
 pub const ARCHITECTURE: &str = "BertModel";
@@ -40,21 +40,7 @@ pub fn bert_spec(spec: &Config) -> Result<&TransformerSpec, String> {
     if t.norm_position != NormPosition::Post {
         return no("a pre-norm encoder (student.transformer.norm_position = \"pre\"; BERT is post-norm)");
     }
-    if t.norm != NormKind::Layer {
-        return no("RMSNorm (student.transformer.norm = \"rms\"; BERT uses LayerNorm)");
-    }
-    if t.mlp != MlpKind::Standard {
-        return no("a SwiGLU feed-forward (student.transformer.mlp = \"swiglu\")");
-    }
-    if !t.bias {
-        return no("projections without biases (student.transformer.bias = false)");
-    }
-    if t.kv_heads() != t.heads {
-        return no("grouped-query attention (student.transformer.kv_heads)");
-    }
-    if t.rope_theta.is_some() {
-        return no("rotary positions (student.transformer.rope_theta)");
-    }
+    classic_blocks(t, "BERT", ARCHITECTURE)?;
     Ok(t)
 }
 

@@ -18,11 +18,11 @@
 //! [d, F] -> `mlp.c_proj` [F, d]; `final_norm` -> `ln_f` (weights and biases alike). GPT-2's
 //! projections are `Conv1D`s, whose weight is the transpose of the student's `nn.Linear` one;
 //! biases are as they are. The tied head is not stored, as `save_pretrained` does.
-use estimator_wasm::schema::{Activation, Config, MlpKind, NormKind, NormPosition, TransformerSpec};
+use estimator_wasm::schema::{Activation, Config, NormPosition, TransformerSpec};
 use serde_json::{json, Map, Value};
 use tch::Tensor;
 
-use super::hf_tensors::{fp32, no_equivalent, transformer};
+use super::hf_tensors::{classic_blocks, fp32, no_equivalent, transformer};
 use crate::inputs::hf::gpt2::{layer, ATTN_PROJ, C_ATTN, C_FC, LN_1, LN_2, LN_F, MLP_PROJ, ROOT, WPE, WTE};
 
 /// The architecture written into `config.json`.
@@ -38,21 +38,7 @@ pub fn gpt2_spec(spec: &Config) -> Result<&TransformerSpec, String> {
     if t.norm_position != NormPosition::Pre {
         return no("a post-norm decoder (student.transformer.norm_position = \"post\")");
     }
-    if t.norm != NormKind::Layer {
-        return no("RMSNorm (student.transformer.norm = \"rms\"; GPT-2 uses LayerNorm)");
-    }
-    if t.mlp != MlpKind::Standard {
-        return no("a SwiGLU feed-forward (student.transformer.mlp = \"swiglu\")");
-    }
-    if !t.bias {
-        return no("projections without biases (student.transformer.bias = false)");
-    }
-    if t.kv_heads() != t.heads {
-        return no("grouped-query attention (student.transformer.kv_heads)");
-    }
-    if t.rope_theta.is_some() {
-        return no("rotary positions (student.transformer.rope_theta)");
-    }
+    classic_blocks(t, "GPT-2", ARCHITECTURE)?;
     if t.max_positions == 0 {
         return no("a decoder without a learned position table (student.transformer.max_positions = 0)");
     }

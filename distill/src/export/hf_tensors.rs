@@ -2,7 +2,7 @@
 //! architecture ([`super::llama_student`], [`super::bert_student`]): its transformer table, the
 //! one-line refusal of a student with no equivalent, a student tensor by name in fp32, and a
 //! fused projection split by rows into the architecture's separate ones.
-use estimator_wasm::schema::{Config, TransformerSpec};
+use estimator_wasm::schema::{Config, MlpKind, NormKind, TransformerSpec};
 use tch::{Kind, Tensor};
 
 /// The `[student.transformer]` table of `spec`.
@@ -17,6 +17,32 @@ pub fn transformer(spec: &Config) -> Result<&TransformerSpec, String> {
 /// `report.json`: `"{what}: Hugging Face's {architecture} has no equivalent"`.
 pub fn no_equivalent(what: &str, architecture: &str) -> String {
     format!("{what}: Hugging Face's {architecture} has no equivalent")
+}
+
+/// The checks a BERT and a GPT-2 both make of a student's blocks: LayerNorm, a standard
+/// feed-forward with biases, one key/value head per head and learned (not rotary) positions.
+/// `family` is the short name the RMSNorm refusal gives (`"BERT"`, `"GPT-2"`).
+///
+/// # Errors
+/// [`no_equivalent`]'s line naming the first key that differs.
+pub fn classic_blocks(t: &TransformerSpec, family: &str, architecture: &str) -> Result<(), String> {
+    let no = |what: &str| Err(no_equivalent(what, architecture));
+    if t.norm != NormKind::Layer {
+        return no(&format!("RMSNorm (student.transformer.norm = \"rms\"; {family} uses LayerNorm)"));
+    }
+    if t.mlp != MlpKind::Standard {
+        return no("a SwiGLU feed-forward (student.transformer.mlp = \"swiglu\")");
+    }
+    if !t.bias {
+        return no("projections without biases (student.transformer.bias = false)");
+    }
+    if t.kv_heads() != t.heads {
+        return no("grouped-query attention (student.transformer.kv_heads)");
+    }
+    if t.rope_theta.is_some() {
+        return no("rotary positions (student.transformer.rope_theta)");
+    }
+    Ok(())
 }
 
 /// The student tensor `name` among `named` (its `student.safetensors`, by student name) in fp32.
