@@ -12,15 +12,13 @@ use super::{permutation, Dataset};
 /// Epochs whose orders are walked: later ones draw from the same sentences and add little.
 pub const MAX_EPOCHS: u64 = 16;
 
-/// The training batches that can peak, as (rows, width) pairs sorted by width: for each width
-/// its batches reach, the most rows a batch of that width has, keeping only pairs that no wider
-/// batch matches in rows (a batch no wider and no larger needs no more memory).
-///
-/// `lengths` holds each training sentence's tokens (special tokens included, after
+/// Every training batch of the run, in the order the trainer meets them, as (rows, width)
+/// pairs: `lengths` holds each training sentence's tokens (special tokens included, after
 /// truncation); batches are cut every `batch` positions of the epoch's order (the last one
 /// partial), length-bucketed when `bucket` (`data.bucket_by_length`), for the first
-/// `min(epochs, MAX_EPOCHS)` epochs of seed `seed`.
-pub fn batch_widths(lengths: &[usize], batch: usize, epochs: u64, seed: u64, bucket: bool) -> Vec<(u64, u64)> {
+/// `min(epochs, MAX_EPOCHS)` epochs of seed `seed`. Their mean rows x width is the run's padded
+/// tokens per step (its FLOPs); their order is what the caching allocator meets.
+pub fn step_widths(lengths: &[usize], batch: usize, epochs: u64, seed: u64, bucket: bool) -> Vec<(u64, u64)> {
     let (n, batch) = (lengths.len(), batch.max(1));
     let mut batches = Vec::new();
     for epoch in 0..epochs.clamp(1, MAX_EPOCHS) {
@@ -31,7 +29,15 @@ pub fn batch_widths(lengths: &[usize], batch: usize, epochs: u64, seed: u64, buc
             batches.push((rows.len() as u64, width));
         }
     }
-    frontier(batches)
+    batches
+}
+
+/// The training batches that can peak, as (rows, width) pairs sorted by width: of
+/// [`step_widths`], for each width its batches reach, the most rows a batch of that width has,
+/// keeping only pairs that no wider batch matches in rows (a batch no wider and no larger needs
+/// no more memory).
+pub fn batch_widths(lengths: &[usize], batch: usize, epochs: u64, seed: u64, bucket: bool) -> Vec<(u64, u64)> {
+    frontier(step_widths(lengths, batch, epochs, seed, bucket))
 }
 
 /// The rows of the first epoch's training batch of `size` rows that holds the most padded
@@ -92,6 +98,20 @@ mod tests {
         assert_eq!(batch_widths(&lengths, 4, 3, 0, true), vec![(4, 8), (2, 10)]);
         // one batch of everything: the whole set at the longest width
         assert_eq!(batch_widths(&lengths, 64, 1, 0, true), vec![(10, 10)]);
+    }
+
+    #[test]
+    fn the_steps_are_every_batch_in_the_trainers_order() {
+        // 10 sentences of 1..=10 tokens in batches of 4, 2 epochs: each epoch cuts 4 + 4 + 2
+        // rows, and its widths are those of the frontier's batches plus the narrowest one (4)
+        let lengths: Vec<usize> = (1..=10).collect();
+        let steps = step_widths(&lengths, 4, 2, 0, true);
+        assert_eq!(steps.len(), 6);
+        assert_eq!(steps.iter().map(|s| s.0).sum::<u64>(), 20);
+        let mut epoch: Vec<(u64, u64)> = steps[..3].to_vec();
+        epoch.sort_unstable_by_key(|s| s.1);
+        assert_eq!(epoch, vec![(4, 4), (4, 8), (2, 10)]);
+        assert_eq!(frontier(steps), batch_widths(&lengths, 4, 2, 0, true));
     }
 
     #[test]
