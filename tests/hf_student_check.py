@@ -1,5 +1,6 @@
-"""Checks a distill run's Hugging Face student folder with `transformers` (run by the e2e test
-tests/e2e/hf_student.rs; by hand: `.venv/bin/python tests/hf_student_check.py RUN_DIR`).
+"""Checks a distill run's Hugging Face student folder with `transformers` (run by the e2e tests
+tests/e2e/hf_student.rs and explorer_folder.rs, through hf_readback.rs; by hand:
+`.venv/bin/python tests/hf_student_check.py RUN_DIR`).
 
 A language model (config.json's model_type llama or gpt2): loads RUN_DIR/hf with
 `AutoModelForCausalLM.from_pretrained` (fp32, eager attention) and

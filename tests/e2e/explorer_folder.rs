@@ -8,15 +8,15 @@
 //! folder's vocabulary (512) set as the file's header says for another folder.
 use std::path::{Path, PathBuf};
 
-use distill::export::section::HfExport;
 use distill::inputs::hf::keys::{LANGUAGE_MODELS, SUPPORTED};
 use distill::run::plan_command::PlanOptions;
 use e2e::{fixture, metrics_lines, options, run};
 use estimator_wasm::schema::HeadKind;
 use serde_json::{json, Value};
-use tch::Tensor;
 
-use crate::hf_student::{read_json, reads_back_as_student_pt, transformers_check};
+use crate::hf_readback::{
+    assert_config, assert_written_as, reads_back_as_student_pt, tensor_shapes, transformers_check,
+};
 
 /// The header's instruction for a folder other than the scenario's: its vocab_size.
 const VOCAB: [&str; 2] = ["data.classes=512", "student.transformer.vocab=512"];
@@ -156,33 +156,27 @@ fn distill_trains_the_exported_gpt2_cfg_from_the_model_folder() {
     assert!(student.is_finite() && student < 512.0, "student perplexity {student} (vocabulary 512)");
 
     let (run, hf) = (dir.path().join("run"), dir.path().join("run/hf"));
-    let want = HfExport { folder: Some("hf".into()), architecture: Some("GPT2LMHeadModel".into()), not_written: None };
-    assert_eq!(report.student.hf, want);
-    let config = read_json(&hf.join("config.json"));
-    for (key, value) in [
-        ("architectures", json!(["GPT2LMHeadModel"])),
-        ("model_type", json!("gpt2")),
-        ("vocab_size", json!(512)),
-        ("n_embd", json!(64)),
-        ("n_layer", json!(1)),
-        ("n_head", json!(1)),
-        ("n_inner", json!(256)),
-        ("n_positions", json!(1024)),
-        ("activation_function", json!("gelu")),
-        ("layer_norm_epsilon", json!(1e-5)),
-        ("tie_word_embeddings", json!(true)),
-        // the folder's config.json (it has no generation_config.json)
-        ("bos_token_id", json!(0)),
-        ("eos_token_id", json!(0)),
-    ] {
-        assert_eq!(config[key], value, "config.json {key}");
-    }
-    let mut shapes: Vec<(String, Vec<i64>)> = Tensor::read_safetensors(hf.join("model.safetensors"))
-        .unwrap()
-        .into_iter()
-        .map(|(n, t)| (n, t.size()))
-        .collect();
-    shapes.sort();
+    assert_written_as(&report, "GPT2LMHeadModel");
+    assert_config(
+        &hf,
+        &[
+            ("architectures", json!(["GPT2LMHeadModel"])),
+            ("model_type", json!("gpt2")),
+            ("vocab_size", json!(512)),
+            ("n_embd", json!(64)),
+            ("n_layer", json!(1)),
+            ("n_head", json!(1)),
+            ("n_inner", json!(256)),
+            ("n_positions", json!(1024)),
+            ("activation_function", json!("gelu")),
+            ("layer_norm_epsilon", json!(1e-5)),
+            ("tie_word_embeddings", json!(true)),
+            // the folder's config.json (it has no generation_config.json)
+            ("bos_token_id", json!(0)),
+            ("eos_token_id", json!(0)),
+        ],
+    );
+    let shapes = tensor_shapes(&hf.join("model.safetensors"));
     // 2 tables, 4 Conv1Ds and 2 LayerNorms with biases, ln_f; the tied head not stored
     assert_eq!(shapes.len(), 2 + 12 + 2, "{shapes:?}");
     let l = "transformer.h.0";

@@ -9,6 +9,7 @@ mod explorer_folder;
 mod export;
 mod head_rank;
 mod hf_encoders;
+mod hf_readback;
 mod hf_student;
 mod hf_teacher;
 mod hidden_states;
