@@ -4,6 +4,8 @@
 pub mod compare;
 pub mod html;
 pub mod summary;
+#[cfg(test)]
+pub(crate) mod test_memory;
 pub mod utilisation;
 
 use serde::{Deserialize, Serialize};

@@ -226,16 +226,8 @@ mod tests {
     #[test]
     fn memory_line_names_what_was_measured() {
         let mut m = MemoryReport {
-            device: "cuda:0".into(),
-            capacity_bytes: 80 << 30,
-            batch: 64,
-            predicted_total_bytes: 3 << 29,
-            predicted_allocated_bytes: 1 << 30,
-            predicted_reserved_bytes: 5 << 28,
-            measured_peak_allocated_bytes: Some(5 << 28),
-            measured_peak_reserved_bytes: Some(1 << 29),
             measured_peak_resident_bytes: Some(4_831_838_208),
-            predicted_breakdown: Vec::new(),
+            ..crate::report::test_memory::cuda_run()
         };
         // each measured figure beside the same quantity predicted, with the error
         assert_eq!(

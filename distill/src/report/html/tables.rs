@@ -194,18 +194,7 @@ mod tests {
 
     #[test]
     fn the_plans_reserved_bytes_are_labelled_as_the_allocators_replay_on_cuda() {
-        let mut m = MemoryReport {
-            device: "cuda:0".into(),
-            capacity_bytes: 80 << 30,
-            batch: 64,
-            predicted_total_bytes: 3 << 29,
-            predicted_allocated_bytes: 1 << 30,
-            predicted_reserved_bytes: 5 << 28,
-            measured_peak_allocated_bytes: Some(5 << 28),
-            measured_peak_reserved_bytes: Some(1 << 29),
-            measured_peak_resident_bytes: None,
-            predicted_breakdown: Vec::new(),
-        };
+        let mut m = crate::report::test_memory::cuda_run();
         let replayed = "<tr><th>plan: peak reserved (allocator replayed)</th><td>1.2 GiB</td></tr>\
                         <tr><th>measured: peak reserved (CUDA)</th><td>512.0 MiB</td></tr>";
         assert!(memory(&m).contains(replayed), "{}", memory(&m));
