@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
-use distill::host::progress::Verbosity;
 use distill::report::Report;
 use distill::student::Student;
 use distill::TrainOptions;
@@ -89,20 +88,7 @@ pub fn load_student(spec: &Config, file: &Path) -> Student {
 
 /// The options of a quiet CPU run of `config` into `out`, to adjust before `distill::run`.
 pub fn options(teacher: &Path, config: &Path, out: &Path) -> TrainOptions {
-    TrainOptions {
-        teacher: teacher.to_path_buf(),
-        student: config.to_path_buf(),
-        out: Some(out.to_path_buf()),
-        overwrite: false,
-        device: "cpu".into(),
-        baseline: false,
-        sets: Vec::new(),
-        verbosity: Verbosity::Quiet,
-        stop_after: None,
-        teacher_cache: None,
-        sync_batch_norm: false,
-        latency: false,
-    }
+    TrainOptions { out: Some(out.to_path_buf()), ..TrainOptions::quiet_cpu(teacher, config) }
 }
 
 /// Runs `opts` under [`serial`].

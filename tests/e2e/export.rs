@@ -177,27 +177,8 @@ fn exports_load_on_a_cpu_only_machine() {
             ("log_every = 10", "log_every = 10\n[prune]\nmethod = \"structured\"\nsparsity = 0.5\nevery_steps = 10"),
         ],
     );
-    let report = {
-        let _guard = e2e::serial();
-        distill::run(
-            &distill::TrainOptions {
-                teacher: fixture("teacher-scripted.pt"),
-                student: cfg,
-                out: Some(dir.path().join("run")),
-                overwrite: false,
-                device: device.into(),
-                baseline: false,
-                sets: Vec::new(),
-                verbosity: distill::host::progress::Verbosity::Quiet,
-                stop_after: None,
-                teacher_cache: None,
-                sync_batch_norm: false,
-                latency: false,
-            },
-            &distill::data_parallel::Launch::single(),
-        )
-        .unwrap()
-    };
+    let opts = e2e::options(&fixture("teacher-scripted.pt"), &cfg, &dir.path().join("run"));
+    let report = e2e::run(&distill::TrainOptions { device: device.into(), ..opts }).unwrap();
     assert!(report.device.starts_with(device), "{}", report.device);
     let script = "import sys, torch
 for f in sys.argv[1:]:

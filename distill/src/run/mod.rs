@@ -1,14 +1,17 @@
-//! One run in its output folder, `distill --teacher t.pt --student cfg.toml`: the cfg as written
-//! (`config`), the inputs loaded and checked before any output exists (`load`), the run resolved
-//! on the device (`RunSettings`), the folder with `run.json` and `config.toml`, the students
-//! (`students`), then `report.json` and the folder's final name; `--resume` continues an
-//! interrupted run from what its `run.json` kept.
+//! One run in its output folder, `distill --teacher t.pt --student cfg.toml` (asked as
+//! [`options`] says): the cfg as written (`config`), the inputs loaded and checked before any
+//! output exists (`load`), the run resolved on the device (`RunSettings`), the folder with
+//! `run.json` and `config.toml`, the students (`students`), then `report.json` and the folder's
+//! final name; `--resume` continues an interrupted run from what its `run.json` kept.
 
 pub mod load;
+pub mod options;
 pub mod plan_command;
 pub mod preflight;
 pub mod rundir;
 pub mod train_students;
+pub use options::TrainOptions;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -27,44 +30,6 @@ use crate::run::preflight::{check_transformer_head, parse_device};
 use crate::run::rundir::RunDir;
 use crate::run::train_students::{check_baseline, Data, Students};
 use crate::torch::precision::check_trainable;
-
-/// What the command line asks of a training run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TrainOptions {
-    pub teacher: PathBuf,
-    /// The cfg.toml.
-    pub student: PathBuf,
-    /// Output folder; `runs/<cfg stem>-<UTC time>` when `None`.
-    pub out: Option<PathBuf>,
-    pub overwrite: bool,
-    /// `auto`, `cpu`, `cuda` or `cuda:N`.
-    pub device: String,
-    /// Also train the same student with alpha = 0 into `<out>/baseline`.
-    pub baseline: bool,
-    /// `key.path=value` overrides of the cfg.toml (`--set`).
-    #[serde(default)]
-    pub sets: Vec<String>,
-    #[serde(skip, default = "quiet")]
-    pub verbosity: Verbosity,
-    /// Checkpoint and stop after this many optimiser steps of a student (resume later).
-    #[serde(skip)]
-    pub stop_after: Option<u64>,
-    /// `--teacher-cache DIR`: the teacher's train-set outputs shared ([`crate::inputs::teacher_cache`]).
-    #[serde(default)]
-    pub teacher_cache: Option<PathBuf>,
-    /// `--sync-batch-norm`: a data-parallel job's BatchNorm layers normalise over the global
-    /// batch ([`crate::data_parallel::sync_batch_norm`]).
-    #[serde(default)]
-    pub sync_batch_norm: bool,
-    /// `--latency`: time the exported students on the CPU ([`crate::export::latency`]), else null
-    /// `latency` and a `latency_not_measured` note; kept in `run.json` for a resume.
-    #[serde(default)]
-    pub latency: bool,
-}
-
-fn quiet() -> Verbosity {
-    Verbosity::Quiet
-}
 
 /// `run.json` of an unfinished run: what `--resume` needs to continue it.
 #[derive(Serialize, Deserialize)]
@@ -457,20 +422,7 @@ mod tests {
     fn a_text_runs_tokenizer_is_one_of_its_fingerprinted_inputs() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/minilm/student.toml");
         let cfg = WrittenCfg::load(&path, &[]).unwrap();
-        let opts = TrainOptions {
-            teacher: "t.pt".into(),
-            student: path.clone(),
-            out: None,
-            overwrite: false,
-            device: "cpu".into(),
-            baseline: false,
-            sets: Vec::new(),
-            verbosity: Verbosity::Quiet,
-            stop_after: None,
-            teacher_cache: None,
-            sync_batch_norm: false,
-            latency: false,
-        };
+        let opts = TrainOptions::quiet_cpu("t.pt", path.clone());
         // the cfg's `../../data/minilm/...`, resolved lexically (no `folder/..` in the paths)
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         let data = |name: &str| root.join("data/minilm").join(name);
