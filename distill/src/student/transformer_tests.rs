@@ -283,26 +283,46 @@ const LANGUAGE_MODEL: [(&str, &str); 4] = [
     ("objective = \"embedding_mse\"", "objective = \"logits\""),
 ];
 
+/// A language model's training batch: 3 full rows of 7 tokens ([`batch`]), each labelled with
+/// its next token (the last position, with none, -100: not scored), and fixed teacher logits
+/// [3, 7, 40] in [-2, 2].
+struct NextTokenBatch {
+    input: ModelInput,
+    labels: Tensor,
+    soft: Tensor,
+}
+
+impl NextTokenBatch {
+    fn new() -> NextTokenBatch {
+        let input = batch(&[7, 7, 7], 7);
+        let unlabelled = Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu));
+        let labels = Tensor::cat(&[input.x.narrow(1, 1, 6), unlabelled], 1);
+        let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
+        NextTokenBatch { input, labels, soft }
+    }
+
+    /// The batch as training step 3 at weight 0.5.
+    fn step(&self) -> crate::train::step::StepBatch<'_> {
+        crate::train::step::StepBatch {
+            input: &self.input,
+            labels: Some(&self.labels),
+            soft: Some(&self.soft),
+            step: 3,
+            weight: 0.5,
+            teacher_hidden: &[],
+        }
+    }
+}
+
 /// A language model's loss in chunks of positions (`kd.loss_chunk`) gives the loss and the
 /// gradients of the whole sequence at once, also with checkpointed segments, fp16 loss scaling
 /// aside (fp32 here), under every divergence; the last position of each row has no next token.
 #[test]
 fn a_chunked_token_loss_equals_the_whole_one() {
     use crate::train::objective::Divergence;
-    use crate::train::step::StepBatch;
     let spec = spec(&LANGUAGE_MODEL);
-    let input = batch(&[7, 7, 7], 7);
-    let ids = &input.x;
-    let labels = Tensor::cat(&[ids.narrow(1, 1, 6), Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu))], 1);
-    let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
-    let step = StepBatch {
-        input: &input,
-        labels: Some(&labels),
-        soft: Some(&soft),
-        step: 3,
-        weight: 0.5,
-        teacher_hidden: &[],
-    };
+    let lm = NextTokenBatch::new();
+    let step = lm.step();
     for divergence in [Divergence::ForwardKl, Divergence::ReverseKl, Divergence::Jsd { beta: 0.3 }, Divergence::Tvd] {
         let objective = crate::train::objective::LogitKd { temperature: 2.0, alpha: 0.7, divergence };
         let run = |chunk: Option<i64>, k: usize| {
@@ -330,18 +350,8 @@ fn a_chunked_token_loss_equals_the_whole_one() {
 /// temperature 2 and a step weight of 0.5; the last position of each row has no next token.
 #[test]
 fn a_fused_head_step_equals_the_unfused_one() {
-    use crate::train::step::StepBatch;
-    let input = batch(&[7, 7, 7], 7);
-    let labels = Tensor::cat(&[input.x.narrow(1, 1, 6), Tensor::full([3, 1], -100, (Kind::Int64, Device::Cpu))], 1);
-    let soft = (Tensor::arange(3 * 7 * 40, (Kind::Float, Device::Cpu)).reshape([3, 7, 40]) * 0.37).sin() * 2.0;
-    let step = StepBatch {
-        input: &input,
-        labels: Some(&labels),
-        soft: Some(&soft),
-        step: 3,
-        weight: 0.5,
-        teacher_hidden: &[],
-    };
+    let lm = NextTokenBatch::new();
+    let step = lm.step();
     let kd = "objective = \"logits\"\ntemperature = 2.0\ndivergence = \"jsd\"\nbeta = 0.3";
     let heads = [
         ("tie_embeddings = true", "tie_embeddings = true"),
