@@ -128,35 +128,32 @@ fn home_path() -> impl TypedValueParser<Value = PathBuf> {
     })
 }
 
+/// The exit of a command whose result is a text (`compare`, `plan`): the text on stdout and 0,
+/// or the error's line on stderr and 2.
+fn printed(result: distill::Result<String>) -> ExitCode {
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     distill::host::phase_times::process_started();
     distill::host::allocator::limit_malloc_arenas();
     let args = Args::parse();
     if let Some(Command::Compare { runs, html }) = &args.command {
-        return match distill::report::compare::compare(runs, html) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        };
+        return printed(distill::report::compare::compare(runs, html));
     }
     if let Some(Command::Plan { student, teacher, gpu, batch, train_samples, test_samples, json, sets }) = args.command
     {
         let opts = PlanOptions { student, teacher, gpu, batch, train_samples, test_samples, json, sets };
-        return match distill::run::plan_command::plan(&opts) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        };
+        return printed(distill::run::plan_command::plan(&opts));
     }
     distill::host::interrupt::install();
     let verbosity = if args.quiet { Verbosity::Quiet } else { Verbosity::Normal };
