@@ -62,20 +62,41 @@ pub fn search(model: &MemoryModel, gpu: &Gpu, safety: f64) -> Result<BatchSearch
         let total = scan::scan(model, b)
             .and_then(|s| s.checked_peak())
             .and_then(|p| model.setup.runtime.device_total(p.reserved));
-        match total {
-            Ok((_, total)) => Ok(total <= budget),
-            Err(EstimateError::Overflow { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
+        within(total.map(|(_, total)| total), budget)
     };
     if closed == 0 || !fits(1)? {
         return Ok(BatchSearch { batch: None, closed_form: closed, budget, evaluations });
     }
     // fits(lo), and hi does not fit (the linear model already excludes closed + 1)
-    let (mut lo, mut hi) = (1u64, closed.saturating_add(1));
+    let (mut lo, hi) = (1u64, closed.saturating_add(1));
     if fits(closed)? {
         lo = closed;
     }
+    let batch = bisect(lo, hi, &mut fits)?;
+    Ok(BatchSearch { batch: Some(batch), closed_form: closed, budget, evaluations })
+}
+
+/// Whether a batch whose device total is `total` bytes fits `budget`: a total that overflows
+/// `u64` does not fit; any other error of the model is passed on.
+pub(crate) fn within(total: Result<u64, EstimateError>, budget: u64) -> Result<bool, EstimateError> {
+    match total {
+        Ok(total) => Ok(total <= budget),
+        Err(EstimateError::Overflow { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Halves the bracket `lo < hi`, where `lo` fits and `hi` does not, to neighbours: returns a
+/// batch that fits whose successor does not (the largest that fits where `fits` is monotone),
+/// after about `log2(hi - lo)` calls of `fits`.
+///
+/// # Errors
+/// The first error of `fits`.
+pub(crate) fn bisect(
+    mut lo: u64,
+    mut hi: u64,
+    fits: &mut impl FnMut(u64) -> Result<bool, EstimateError>,
+) -> Result<u64, EstimateError> {
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if fits(mid)? {
@@ -84,5 +105,5 @@ pub fn search(model: &MemoryModel, gpu: &Gpu, safety: f64) -> Result<BatchSearch
             hi = mid;
         }
     }
-    Ok(BatchSearch { batch: Some(lo), closed_form: closed, budget, evaluations })
+    Ok(lo)
 }

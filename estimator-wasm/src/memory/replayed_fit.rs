@@ -11,6 +11,7 @@
 //! plans. The replay is a step function of the batch and not strictly monotone (segments are
 //! rounded, blocks are reused or not), so the result is a batch that fits whose successor does
 //! not, not necessarily the largest such batch.
+use crate::memory::batch::{bisect, within};
 use crate::memory::breakdown::Plan;
 use crate::memory::errors::EstimateError;
 
@@ -57,11 +58,7 @@ pub fn search_replayed(
     let mut evaluations = 0u32;
     let mut fits = |b: u64| -> Result<bool, EstimateError> {
         evaluations += 1;
-        match plan_at(b) {
-            Ok(plan) => Ok(plan.fit_total() <= budget),
-            Err(EstimateError::Overflow { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
+        within(plan_at(b).map(|plan| plan.fit_total()), budget)
     };
     let start = start.clamp(1, most);
     // bracket: fits(lo), and hi does not fit (or hi = most + 1)
@@ -102,15 +99,8 @@ pub fn search_replayed(
             step = step.saturating_mul(2);
         }
     }
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid)? {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(ReplayedSearch { batch: Some(lo), evaluations })
+    let batch = bisect(lo, hi, &mut fits)?;
+    Ok(ReplayedSearch { batch: Some(batch), evaluations })
 }
 
 #[cfg(test)]
