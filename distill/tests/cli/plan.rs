@@ -1,5 +1,5 @@
 //! `distill plan`: the estimator's breakdown of a cfg.toml, as text and JSON.
-use std::process::Command;
+use std::process::{Command, Output};
 
 use crate::common::{Case, CFG, TEACHER};
 
@@ -112,19 +112,25 @@ fn plan_refuses_a_cfg_without_a_held_out_set_as_the_trainer_does() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// `distill plan --student CFG --teacher TEACHER` of `case` with `extra` flags, the machine's CUDA
+/// devices hidden (`CUDA_VISIBLE_DEVICES` empty): the CPU's plan unless `--gpu` names one.
+fn plan_without_cuda(case: &Case, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_distill"))
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .args(["plan", "--student", case.path(CFG).to_str().unwrap()])
+        .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 /// `distill plan` on a machine without a CUDA device (hidden here with `CUDA_VISIBLE_DEVICES`)
 /// and without `--gpu`: the CPU's plan, no CUDA context, and a fit line against the RAM.
 #[test]
 fn plan_without_a_gpu_is_for_this_machines_cpu() {
     let case = Case::new();
     let run = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_distill"))
-            .env("CUDA_VISIBLE_DEVICES", "")
-            .args(["plan", "--student", case.path(CFG).to_str().unwrap()])
-            .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
-            .args(extra)
-            .output()
-            .unwrap();
+        let out = plan_without_cuda(&case, extra);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
@@ -177,13 +183,7 @@ fn plan_without_a_gpu_is_for_this_machines_cpu() {
 fn plan_takes_the_data_size_from_flags_when_the_files_are_missing() {
     let case = Case::edited("train = \"digits-train.npz\"", "train = \"elsewhere/../typo.npz\"");
     let run = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_distill"))
-            .env("CUDA_VISIBLE_DEVICES", "")
-            .args(["plan", "--student", case.path(CFG).to_str().unwrap()])
-            .args(["--teacher", case.path(TEACHER).to_str().unwrap()])
-            .args(extra)
-            .output()
-            .unwrap();
+        let out = plan_without_cuda(&case, extra);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
