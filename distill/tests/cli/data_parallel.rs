@@ -119,8 +119,7 @@ fn torchrun_restarts_a_job_whose_rank_was_killed_from_its_newest_checkpoint() {
     // stopping at the .partial folder), and the job ends with the losses of an uninterrupted one.
     let case = Case::edited("epochs = 3", "epochs = 40");
     case.edit_config("seed = 0", "seed = 0\nsave_every = 50");
-    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
-    assert!(single.status.success(), "{}", text(&single.stderr));
+    train_single(&case);
     let job =
         torchrun(&case, &["--max-restarts=1"], "job").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let started = Instant::now();
@@ -146,8 +145,7 @@ fn torchrun_restarts_a_job_whose_rank_was_killed_from_its_newest_checkpoint() {
 #[test]
 fn two_ranks_under_torchrun_train_as_one_process_of_the_global_batch() {
     let case = Case::new();
-    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
-    assert!(single.status.success(), "{}", text(&single.stderr));
+    train_single(&case);
     let job: Output = torchrun(&case, &[], "job").output().unwrap();
     assert!(job.status.success(), "torchrun: {}", text(&job.stderr));
     // Each rank averages the gradients of its 32 of every 64 samples: the losses, accuracies and
@@ -253,13 +251,8 @@ fn ctrl_c_on_one_rank_stops_every_rank_after_the_same_step() {
 #[test]
 fn a_stopped_job_resumes_with_as_many_ranks_to_the_uninterrupted_losses() {
     let case = Case::new();
-    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
-    assert!(single.status.success(), "{}", text(&single.stderr));
-    // both ranks stop after step 30 (mid epoch 2: 23 global batches an epoch), with rank 0's checkpoint
-    let port = free_port();
-    let workers: Vec<Child> = (0..2).map(|r| rank(&case, r, 2, port, &["--stop-after-steps", "30"])).collect();
-    let stopped: Vec<Output> = workers.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
-    assert!(stopped.iter().all(|o| o.status.code() == Some(0)), "{}", text(&stopped[0].stderr));
+    train_single(&case);
+    let stopped = job_of_two_stopped_after_30(&case);
     // a stop that was asked for: rank 0 says how to continue the job, rank 1 nothing
     assert!(
         text(&stopped[0].stderr)
@@ -287,12 +280,8 @@ fn a_job_resumed_before_its_first_checkpoint_starts_over_and_keeps_its_folder() 
     // a job's .partial without checkpoints (a restart or --resume before the first one): every
     // rank starts from step 0; rank 1 used to remove rank 0's folder, which it had reopened
     let case = Case::new();
-    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
-    assert!(single.status.success(), "{}", text(&single.stderr));
-    let port = free_port();
-    let workers: Vec<Child> = (0..2).map(|r| rank(&case, r, 2, port, &["--stop-after-steps", "30"])).collect();
-    let stopped: Vec<Output> = workers.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
-    assert!(stopped.iter().all(|o| o.status.code() == Some(0)), "{}", text(&stopped[0].stderr));
+    train_single(&case);
+    job_of_two_stopped_after_30(&case);
     let checkpoints = case.path("out.partial/checkpoints");
     std::fs::remove_dir_all(&checkpoints).unwrap();
     resume_job_of_two(&case, "out");
@@ -325,6 +314,24 @@ fn a_rank_that_dies_makes_the_others_fail_within_seconds_naming_it() {
         // one line: neither a panic nor TCPStore's logged C++ backtrace of the roll call
         assert!(!err.contains("panicked") && !err.contains("Exception raised from"), "{err}");
     }
+}
+
+/// Trains one process into `single` at the global batch of a job of two (64): the run a job's
+/// losses are compared with.
+fn train_single(case: &Case) {
+    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
+    assert!(single.status.success(), "{}", text(&single.stderr));
+}
+
+/// Runs ranks 0 and 1 of a job into `out` (store at a free port) that stop after step 30 (mid
+/// epoch 2: 23 global batches an epoch), rank 0 keeping its checkpoint; asserts that both exit
+/// with 0 and returns their outputs, rank by rank.
+fn job_of_two_stopped_after_30(case: &Case) -> Vec<Output> {
+    let port = free_port();
+    let workers: Vec<Child> = (0..2).map(|r| rank(case, r, 2, port, &["--stop-after-steps", "30"])).collect();
+    let stopped: Vec<Output> = workers.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    assert!(stopped.iter().all(|o| o.status.code() == Some(0)), "{}", text(&stopped[0].stderr));
+    stopped
 }
 
 /// Resumes the job stopped in `out` with ranks 0 and 1 (`distill --resume`) to the end.
@@ -362,8 +369,7 @@ fn checkpointed_ranks_train_as_one_process_without_checkpointing() {
     // Recomputing segments runs several backward passes; the ranks hand their gradients to the
     // Reducer at the end of the step, and the averages are those of one process at batch 64.
     let case = Case::edited("hidden = [32]", "hidden = [32, 32, 32]");
-    let single = case.command(TEACHER, CFG, "single").args(["--set", "train.batch_size=64"]).output().unwrap();
-    assert!(single.status.success(), "{}", text(&single.stderr));
+    train_single(&case);
     job_of_two(&case, "out", &["--set", "student.checkpointing=\"sqrt\""]);
     assert_same_losses(&case.path("single"), &case.path("out"));
     let r = report(&case.path("out"));
