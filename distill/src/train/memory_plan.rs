@@ -16,7 +16,7 @@ use tch::Device;
 use crate::config::{RunSettings, WrittenCfg};
 use crate::host::error::{DistillError, Result};
 use crate::host::progress::Progress;
-use crate::inputs::data::widths::{batch_widths, pass_widths};
+use crate::inputs::data::widths::{frontier, pass_widths, step_widths};
 
 /// What only the loaded run knows: the teacher's exact parameter count (from its TorchScript
 /// file), the datasets as kept on the device, and for text its sentences' lengths.
@@ -213,15 +213,26 @@ impl MemoryPlanner {
 }
 
 /// The widths of the batches a text run of `spec` cuts from sentences of `lengths` at
-/// micro-batch `batch` (the epochs' own orders, [`batch_widths`]), and of its passes in length
-/// order ([`pass_widths`]); without a batch, every training batch is priced at
-/// `data.input_shape[0]`.
+/// micro-batch `batch`: the training batches that can peak over the epochs' own orders
+/// ([`frontier`] of [`step_widths`]), the first epoch's every batch in the trainer's order (for
+/// the allocator's replay), and the batches of its passes in length order ([`pass_widths`]);
+/// without a batch, every training batch is priced at `data.input_shape[0]`.
 pub fn text_widths(lengths: &TextLengths, spec: &Config, batch: Option<u64>) -> TextWidths {
     let (train, bucket) = (&spec.train, spec.data.bucket_by_length);
     let eval_b = train.eval_batch_size as usize;
+    let (frontier, steps) = match batch {
+        None => (Vec::new(), Vec::new()),
+        Some(b) => {
+            let b = b.max(1) as usize;
+            let mut all = step_widths(&lengths.train, b, train.epochs, train.seed, bucket);
+            let frontier = frontier(all.iter().copied());
+            all.truncate(lengths.train.len().div_ceil(b));
+            (frontier, all)
+        }
+    };
     TextWidths {
-        train: batch
-            .map_or_else(Vec::new, |b| batch_widths(&lengths.train, b as usize, train.epochs, train.seed, bucket)),
+        train: frontier,
+        steps,
         teacher_pass: pass_widths(&lengths.train, eval_b),
         evaluation: pass_widths(&lengths.test, eval_b),
     }
@@ -373,6 +384,31 @@ mod tests {
         let fast = max_batch(&planner.priced, &planner.inputs, &planner.capacity.gpu, 0.05).unwrap().unwrap();
         assert_eq!((b, fast), (21_901, 23_071));
         assert!(at(fast).fit_total() > budget);
+    }
+
+    #[test]
+    fn text_gives_the_first_epochs_steps_in_order_and_the_batches_that_can_peak() {
+        let spec = Config::from_toml_str(
+            "[data]\ntokenizer = \"t.json\"\ninput_shape = [16]\nclasses = 4\nbucket_by_length = true\n\
+             [student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n[student.transformer]\nvocab = 8\nlayers = 1\n\
+             d_model = 4\nheads = 1\nmlp_width = 4\nhead = \"embedding\"\n[kd]\nobjective = \"embedding_mse\"\n\
+             [train]\nepochs = 2\neval_batch_size = 3\n",
+        )
+        .unwrap();
+        // 10 sentences of 1..=10 tokens in batches of 4: each epoch cuts [1-4] [5-8] [9, 10]
+        // (widths 4, 8, 10) in its own order
+        let lengths = TextLengths { train: (1..=10).collect(), test: vec![7, 3, 1, 6, 2, 5, 4] };
+        let text = text_widths(&lengths, &spec, Some(4));
+        assert_eq!(text.steps, step_widths(&lengths.train, 4, 1, 0, true));
+        let mut epoch = text.steps.clone();
+        epoch.sort_unstable_by_key(|s| s.1);
+        assert_eq!(epoch, vec![(4, 4), (4, 8), (2, 10)]);
+        assert_eq!(text.train, vec![(4, 8), (2, 10)]);
+        // the passes in length order, 3 rows at a time: [1-3] [4-6] [7-9] [10]; test [1-3] [4-6] [7]
+        assert_eq!(text.teacher_pass, vec![(3, 9), (1, 10)]);
+        assert_eq!(text.evaluation, vec![(3, 6), (1, 7)]);
+        let unbatched = text_widths(&lengths, &spec, None);
+        assert!(unbatched.steps.is_empty() && unbatched.train.is_empty());
     }
 
     #[test]
