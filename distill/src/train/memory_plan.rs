@@ -49,8 +49,10 @@ pub struct MemoryPlan {
     pub capacity_bytes: u64,
     /// The micro-batch the plan was made for.
     pub batch: u64,
-    /// The estimator's peak of everything on the device (context and fragmentation reserve
-    /// included), bytes.
+    /// What the run needs of the device, bytes, as `"auto"` and the fit warning count it
+    /// ([`Plan::fit_total`]): on CUDA the CUDA context and NCCL's buffers plus the allocator's
+    /// replayed peak reserved bytes; elsewhere the fast bound's total (the peak moment's
+    /// segments plus the `estimate.fragmentation` reserve).
     pub predicted_total_bytes: u64,
     /// The caching allocator's peak `allocated_bytes` over every moment of the run (teacher
     /// pass, steps, evaluation; workspaces included): what `measured_peak_allocated_bytes`
@@ -76,7 +78,7 @@ impl MemoryPlan {
             device: capacity.name.clone(),
             capacity_bytes: capacity.gpu.memory,
             batch: plan.batch,
-            predicted_total_bytes: plan.totals.total,
+            predicted_total_bytes: plan.fit_total(),
             predicted_allocated_bytes: plan.peak_allocated(),
             predicted_reserved_bytes: plan.reserved_replay.unwrap_or(plan.totals.reserved),
             predicted_breakdown: breakdown(plan),
@@ -357,7 +359,8 @@ mod tests {
     }
 
     /// At the run's batch of 128 on the H200 the report's reserved bytes are the allocator's
-    /// replay, 186 MiB (the run measured 188 MiB), not the peak moment's segments.
+    /// replay, 186 MiB (the run measured 188 MiB), not the peak moment's segments, and its total
+    /// is that replay plus the CUDA context.
     #[test]
     fn a_cuda_plan_reports_the_replayed_reserved_bytes() {
         let planner = fm_fp32_on_cuda(150_109_880_320);
@@ -366,6 +369,12 @@ mod tests {
         let plan = estimate(&planner.priced, &planner.inputs_at(128)).unwrap();
         assert_eq!(memory.predicted_reserved_bytes, 186 << 20);
         assert_eq!(Some(memory.predicted_reserved_bytes), plan.reserved_replay);
+        // the total is what "auto" fits: the replay plus the H200's CUDA context (no NCCL on
+        // one device), not the fast bound's peak moment plus its 10% reserve
+        assert_eq!(plan.totals.nccl, 0);
+        assert_eq!(memory.predicted_total_bytes, (186 << 20) + plan.totals.cuda_context);
+        assert_eq!(memory.predicted_total_bytes, plan.fit_total());
+        assert_ne!(memory.predicted_total_bytes, plan.totals.total);
         // the fast bound is another figure: the report shows the replay, not it
         assert_ne!(plan.totals.reserved, 186 << 20);
     }

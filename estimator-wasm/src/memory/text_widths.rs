@@ -63,7 +63,8 @@ pub(crate) fn model_at(
 }
 
 /// The plan at micro-batch `b` of a text run whose batches `text` describes: the step of the
-/// training shape that needs the most device memory, reported at micro-batch `b`.
+/// training shape that needs the most device memory (of `text.train`), reported at micro-batch
+/// `b`, with the allocator's replay of the run (of `text.steps` where known: `run_reserved`).
 ///
 /// # Errors
 /// As [`MemoryModel::plan`].
@@ -189,11 +190,21 @@ mod tests {
     fn a_step_is_priced_at_its_batch_width_not_the_cfg_width() {
         let c = encoder();
         let full = crate::memory::estimate::estimate(&c, &inputs()).unwrap();
-        let text = TextWidths { train: vec![(256, 128)], teacher_pass: vec![(64, 128)], evaluation: vec![(64, 128)], ..TextWidths::default() };
+        let text = TextWidths {
+            train: vec![(256, 128)],
+            teacher_pass: vec![(64, 128)],
+            evaluation: vec![(64, 128)],
+            ..TextWidths::default()
+        };
         let same = plan(&c, &inputs(), &text, 256).unwrap();
         assert_eq!(same.totals, full.totals, "every batch at the full width is the plain plan");
         // a run whose widest batch is 32 tokens: exactly the plan of a cfg 32 tokens wide
-        let narrow = TextWidths { train: vec![(256, 32)], teacher_pass: vec![(64, 32)], evaluation: vec![(64, 32)], ..TextWidths::default() };
+        let narrow = TextWidths {
+            train: vec![(256, 32)],
+            teacher_pass: vec![(64, 32)],
+            evaluation: vec![(64, 32)],
+            ..TextWidths::default()
+        };
         let mut c32 = c.clone();
         c32.data.input_shape = vec![32];
         let expected = crate::memory::estimate::estimate(&c32, &inputs()).unwrap();
@@ -250,5 +261,4 @@ mod tests {
         let p = plan(&c, &inputs(), &text(vec![(256, 100), (256, 110), (256, 120)]), 256).unwrap();
         assert_eq!(p.totals, plan(&c, &inputs(), &text(Vec::new()), 256).unwrap().totals);
     }
-
 }
