@@ -85,8 +85,11 @@ pub struct MemoryReport {
     pub capacity_bytes: u64,
     /// The micro-batch the plan was made for (the resolved `"auto"` one included).
     pub batch: u64,
-    /// The estimator's peak of everything the process needs on the device (CUDA context and
-    /// fragmentation reserve included), bytes.
+    /// What the process needs of the device by the plan, bytes: on CUDA the CUDA context and
+    /// NCCL's buffers plus the allocator's replayed peak reserved bytes
+    /// (`estimator_wasm::Plan::fit_total`, what `train.batch_size = "auto"` fits and the fit
+    /// warning compares with the device); on the CPU the plan's tensors at its peak moment plus
+    /// the `estimate.fragmentation` reserve.
     pub predicted_total_bytes: u64,
     /// The plan's peak of the caching allocator's `allocated_bytes` over the whole run (teacher
     /// pass, training steps, evaluation; cuBLAS workspaces included): the quantity

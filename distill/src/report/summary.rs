@@ -145,13 +145,15 @@ pub fn compression(ratio: f64) -> String {
     }
 }
 
-/// The run's memory in one line: the plan's prediction, then what was measured beside the same
-/// quantity predicted (the CUDA allocator's peak allocated bytes, and its reserved bytes as the
-/// plan's replay of the allocator gives them, each with the prediction's error), and the process's peak resident set in host RAM, each where known.
-/// On the CPU the plan prices the run's tensors only and nothing measures them alone, while
-/// the resident set is the whole process (libtorch's code and allocator caches, the loaded
-/// libraries, the tensors): the line labels both so that their gap is not read as the plan's
-/// error.
+/// The run's memory in one line: the plan's prediction of the device memory the run needs (on
+/// CUDA the context plus the allocator's replayed reserved bytes, the total `"auto"` fits),
+/// then what was measured beside the same quantity predicted (the CUDA allocator's peak
+/// allocated bytes, and its reserved bytes as the plan's replay of the allocator gives them,
+/// each with the prediction's error), and the process's peak resident set in host RAM, each
+/// where known. On the CPU the plan prices the run's tensors only and nothing measures them
+/// alone, while the resident set is the whole process (libtorch's code and allocator caches,
+/// the loaded libraries, the tensors): the line labels both so that their gap is not read as
+/// the plan's error.
 pub fn memory_line(m: &MemoryReport) -> String {
     if m.device == "cpu" {
         let mut line =
@@ -165,8 +167,13 @@ pub fn memory_line(m: &MemoryReport) -> String {
         }
         return line;
     }
-    let mut line =
-        format!("memory: predicted {} on {} at micro-batch {}", bytes(m.predicted_total_bytes), m.device, m.batch);
+    // the total "auto" fits and the fit warning compares (`Plan::fit_total`)
+    let mut line = format!(
+        "memory: predicted {} on {} at micro-batch {} (CUDA context + the allocator's replayed reserved bytes)",
+        bytes(m.predicted_total_bytes),
+        m.device,
+        m.batch
+    );
     let error = |predicted: u64, measured: u64| match measured {
         0 => String::new(),
         _ => format!(", {:+.1}%", 100.0 * (predicted as f64 - measured as f64) / measured as f64),
@@ -232,7 +239,8 @@ mod tests {
         // each measured figure beside the same quantity predicted, with the error
         assert_eq!(
             memory_line(&m),
-            "memory: predicted 1.5 GiB on cuda:0 at micro-batch 64; CUDA allocator peak allocated 1.2 GiB \
+            "memory: predicted 1.5 GiB on cuda:0 at micro-batch 64 (CUDA context + the allocator's replayed reserved \
+             bytes); CUDA allocator peak allocated 1.2 GiB \
              (predicted 1.0 GiB, -20.0%), reserved 512.0 MiB (predicted 1.2 GiB by replaying the allocator, +150.0%); \
              peak resident 4.5 GiB \
              (host RAM, this process until now)"

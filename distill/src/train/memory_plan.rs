@@ -16,7 +16,7 @@ use tch::Device;
 use crate::config::{RunSettings, WrittenCfg};
 use crate::host::error::{DistillError, Result};
 use crate::host::progress::Progress;
-use crate::inputs::data::widths::{batch_widths, pass_widths};
+use crate::inputs::data::widths::{frontier, pass_widths, step_widths};
 
 /// What only the loaded run knows: the teacher's exact parameter count (from its TorchScript
 /// file), the datasets as kept on the device, and for text its sentences' lengths.
@@ -49,8 +49,10 @@ pub struct MemoryPlan {
     pub capacity_bytes: u64,
     /// The micro-batch the plan was made for.
     pub batch: u64,
-    /// The estimator's peak of everything on the device (context and fragmentation reserve
-    /// included), bytes.
+    /// What the run needs of the device, bytes, as `"auto"` and the fit warning count it
+    /// ([`Plan::fit_total`]): on CUDA the CUDA context and NCCL's buffers plus the allocator's
+    /// replayed peak reserved bytes; elsewhere the fast bound's total (the peak moment's
+    /// segments plus the `estimate.fragmentation` reserve).
     pub predicted_total_bytes: u64,
     /// The caching allocator's peak `allocated_bytes` over every moment of the run (teacher
     /// pass, steps, evaluation; workspaces included): what `measured_peak_allocated_bytes`
@@ -76,7 +78,7 @@ impl MemoryPlan {
             device: capacity.name.clone(),
             capacity_bytes: capacity.gpu.memory,
             batch: plan.batch,
-            predicted_total_bytes: plan.totals.total,
+            predicted_total_bytes: plan.fit_total(),
             predicted_allocated_bytes: plan.peak_allocated(),
             predicted_reserved_bytes: plan.reserved_replay.unwrap_or(plan.totals.reserved),
             predicted_breakdown: breakdown(plan),
@@ -213,15 +215,26 @@ impl MemoryPlanner {
 }
 
 /// The widths of the batches a text run of `spec` cuts from sentences of `lengths` at
-/// micro-batch `batch` (the epochs' own orders, [`batch_widths`]), and of its passes in length
-/// order ([`pass_widths`]); without a batch, every training batch is priced at
-/// `data.input_shape[0]`.
+/// micro-batch `batch`: the training batches that can peak over the epochs' own orders
+/// ([`frontier`] of [`step_widths`]), the first epoch's every batch in the trainer's order (for
+/// the allocator's replay), and the batches of its passes in length order ([`pass_widths`]);
+/// without a batch, every training batch is priced at `data.input_shape[0]`.
 pub fn text_widths(lengths: &TextLengths, spec: &Config, batch: Option<u64>) -> TextWidths {
     let (train, bucket) = (&spec.train, spec.data.bucket_by_length);
     let eval_b = train.eval_batch_size as usize;
+    let (frontier, steps) = match batch {
+        None => (Vec::new(), Vec::new()),
+        Some(b) => {
+            let b = b.max(1) as usize;
+            let mut all = step_widths(&lengths.train, b, train.epochs, train.seed, bucket);
+            let frontier = frontier(all.iter().copied());
+            all.truncate(lengths.train.len().div_ceil(b));
+            (frontier, all)
+        }
+    };
     TextWidths {
-        train: batch
-            .map_or_else(Vec::new, |b| batch_widths(&lengths.train, b as usize, train.epochs, train.seed, bucket)),
+        train: frontier,
+        steps,
         teacher_pass: pass_widths(&lengths.train, eval_b),
         evaluation: pass_widths(&lengths.test, eval_b),
     }
@@ -346,7 +359,8 @@ mod tests {
     }
 
     /// At the run's batch of 128 on the H200 the report's reserved bytes are the allocator's
-    /// replay, 186 MiB (the run measured 188 MiB), not the peak moment's segments.
+    /// replay, 186 MiB (the run measured 188 MiB), not the peak moment's segments, and its total
+    /// is that replay plus the CUDA context.
     #[test]
     fn a_cuda_plan_reports_the_replayed_reserved_bytes() {
         let planner = fm_fp32_on_cuda(150_109_880_320);
@@ -355,6 +369,12 @@ mod tests {
         let plan = estimate(&planner.priced, &planner.inputs_at(128)).unwrap();
         assert_eq!(memory.predicted_reserved_bytes, 186 << 20);
         assert_eq!(Some(memory.predicted_reserved_bytes), plan.reserved_replay);
+        // the total is what "auto" fits: the replay plus the H200's CUDA context (no NCCL on
+        // one device), not the fast bound's peak moment plus its 10% reserve
+        assert_eq!(plan.totals.nccl, 0);
+        assert_eq!(memory.predicted_total_bytes, (186 << 20) + plan.totals.cuda_context);
+        assert_eq!(memory.predicted_total_bytes, plan.fit_total());
+        assert_ne!(memory.predicted_total_bytes, plan.totals.total);
         // the fast bound is another figure: the report shows the replay, not it
         assert_ne!(plan.totals.reserved, 186 << 20);
     }
@@ -373,6 +393,31 @@ mod tests {
         let fast = max_batch(&planner.priced, &planner.inputs, &planner.capacity.gpu, 0.05).unwrap().unwrap();
         assert_eq!((b, fast), (21_901, 23_071));
         assert!(at(fast).fit_total() > budget);
+    }
+
+    #[test]
+    fn text_gives_the_first_epochs_steps_in_order_and_the_batches_that_can_peak() {
+        let spec = Config::from_toml_str(
+            "[data]\ntokenizer = \"t.json\"\ninput_shape = [16]\nclasses = 4\nbucket_by_length = true\n\
+             [student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n[student.transformer]\nvocab = 8\nlayers = 1\n\
+             d_model = 4\nheads = 1\nmlp_width = 4\nhead = \"embedding\"\n[kd]\nobjective = \"embedding_mse\"\n\
+             [train]\nepochs = 2\neval_batch_size = 3\n",
+        )
+        .unwrap();
+        // 10 sentences of 1..=10 tokens in batches of 4: each epoch cuts [1-4] [5-8] [9, 10]
+        // (widths 4, 8, 10) in its own order
+        let lengths = TextLengths { train: (1..=10).collect(), test: vec![7, 3, 1, 6, 2, 5, 4] };
+        let text = text_widths(&lengths, &spec, Some(4));
+        assert_eq!(text.steps, step_widths(&lengths.train, 4, 1, 0, true));
+        let mut epoch = text.steps.clone();
+        epoch.sort_unstable_by_key(|s| s.1);
+        assert_eq!(epoch, vec![(4, 4), (4, 8), (2, 10)]);
+        assert_eq!(text.train, vec![(4, 8), (2, 10)]);
+        // the passes in length order, 3 rows at a time: [1-3] [4-6] [7-9] [10]; test [1-3] [4-6] [7]
+        assert_eq!(text.teacher_pass, vec![(3, 9), (1, 10)]);
+        assert_eq!(text.evaluation, vec![(3, 6), (1, 7)]);
+        let unbatched = text_widths(&lengths, &spec, None);
+        assert!(unbatched.steps.is_empty() && unbatched.train.is_empty());
     }
 
     #[test]

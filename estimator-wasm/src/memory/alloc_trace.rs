@@ -14,8 +14,11 @@
 //!    states at the first step and its temporaries, then the gradients and the batch freed;
 //! 4. the evaluation at its batch, layer by layer.
 //!
-//! Steps and evaluations run twice, in the order the run's shapes are given, so that blocks
-//! cached by one pass and too small for the next show in the peak.
+//! Steps then evaluations are walked [`Run::walks`] times in the order the run's shapes are
+//! given: a text run's first epoch in the trainer's order then its end-of-epoch evaluation,
+//! once (a second epoch meets the same shapes, and the allocator's segments are its cache by
+//! then); otherwise the batches that can peak, twice, so that blocks cached by one pass and too
+//! small for the next show in the peak.
 use crate::memory::caching_allocator::CachingAllocator;
 use crate::memory::compiled::{LayerPlan, Stage};
 use crate::memory::memory_model::MemoryModel;
@@ -29,12 +32,16 @@ pub(crate) struct Run<'a> {
     pub teacher_pass: Vec<(&'a MemoryModel, u64)>,
     pub steps: Vec<(&'a MemoryModel, u64)>,
     pub evaluation: Vec<(&'a MemoryModel, u64)>,
+    /// Times the steps, then the evaluations, are walked: 1 for an epoch's every step in the
+    /// trainer's order, 2 for the batches that can peak (blocks cached by the second-listed
+    /// shape meet the first again).
+    pub walks: usize,
 }
 
 impl<'a> Run<'a> {
     /// A run of `m` alone: its steps at micro-batch `b`, its passes at the evaluation batch.
     pub(crate) fn of(m: &'a MemoryModel, b: u64, eval_b: u64) -> Run<'a> {
-        Run { main: m, teacher_pass: vec![(m, eval_b)], steps: vec![(m, b)], evaluation: vec![(m, eval_b)] }
+        Run { main: m, teacher_pass: vec![(m, eval_b)], steps: vec![(m, b)], evaluation: vec![(m, eval_b)], walks: 2 }
     }
 
     /// The allocator's peak reserved bytes over the run, the largest of its pipeline stages.
@@ -66,7 +73,7 @@ impl<'a> Run<'a> {
         }
         t.keep(&tensors.weights);
         t.keep(&tensors.train);
-        for _ in 0..2 {
+        for _ in 0..self.walks {
             for &(sm, rows) in &self.steps {
                 t.step(m, sm, si, rows);
             }

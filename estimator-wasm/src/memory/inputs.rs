@@ -34,6 +34,12 @@ pub struct TextWidths {
     /// rows any batch of that width has (a smaller batch of the same or a narrower width holds
     /// less). Empty: priced at the micro-batch and `data.input_shape[0]`.
     pub train: Vec<(u64, u64)>,
+    /// Every training batch of the run's first epoch, as (rows, width) pairs in the order the
+    /// trainer meets them (its seeded, length-bucketed order, the last batch partial), for the
+    /// caching allocator's replay: blocks cached at one width and too small for the next open
+    /// segments that the peak's own tensors do not show. Empty: unknown, and the replay runs
+    /// the `train` frontier twice instead. The allocated peak is priced from `train` either way.
+    pub steps: Vec<(u64, u64)>,
     /// The batches of the teacher's pass over the train set that can peak, as (rows, width)
     /// pairs (at most `train.eval_batch_size` rows). Empty: `train.eval_batch_size` rows at
     /// `data.input_shape[0]`.

@@ -7,6 +7,9 @@
 //! sentences (13 tokens on average, 117 at most, `data.input_shape = [128]`) peaked at 29.2 GiB;
 //! priced at 4,096 x 128 tokens the plan said 37.2 GiB. Its widest step is the epoch's last,
 //! partial batch (3,616 rows of the longest sentences, 117 tokens), 0.81x the tokens.
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
+
 use crate::memory::alloc_trace::Run;
 use crate::memory::breakdown::Plan;
 use crate::memory::compiled::EvalPlan;
@@ -60,7 +63,8 @@ pub(crate) fn model_at(
 }
 
 /// The plan at micro-batch `b` of a text run whose batches `text` describes: the step of the
-/// training shape that needs the most device memory, reported at micro-batch `b`.
+/// training shape that needs the most device memory (of `text.train`), reported at micro-batch
+/// `b`, with the allocator's replay of the run (of `text.steps` where known: `run_reserved`).
 ///
 /// # Errors
 /// As [`MemoryModel::plan`].
@@ -92,8 +96,11 @@ pub(crate) fn plan(config: &Config, inputs: &Inputs, text: &TextWidths, b: u64) 
 }
 
 /// The caching allocator's peak reserved bytes over the run `text` describes at micro-batch
-/// `b` (`crate::memory::alloc_trace`): the teacher's pass, each training shape in `shapes` and
-/// each evaluation batch, each priced at its own width; `None` on the CPU.
+/// `b` (`crate::memory::alloc_trace`), each pass priced at its own width; `None` on the CPU.
+/// With the run's steps known (`text.steps`), its first epoch in the trainer's order then the
+/// evaluation, once; otherwise each training shape of `shapes` (the batches that can peak) then
+/// each evaluation batch, twice. One model is compiled per distinct (evaluation rows, width),
+/// however many steps share it: a MiniLM epoch of 313 steps meets about a hundred widths.
 ///
 /// # Errors
 /// As [`MemoryModel::new`].
@@ -107,30 +114,34 @@ fn run_reserved(
     let plain = Inputs { text: None, ..inputs.clone() };
     let eval_b = config.train.eval_batch_size;
     let full = full_width(config);
-    let compile = |rows: u64, w: u64| {
-        let mut c = at_width(config, w);
-        c.train.eval_batch_size = rows.clamp(1, eval_b);
-        MemoryModel::new(&c, &plain)
-    };
+    let width = |w: u64| w.clamp(1, full);
     let or_full = |pairs: &[(u64, u64)]| if pairs.is_empty() { vec![(eval_b, full)] } else { pairs.to_vec() };
-    let steps: Vec<(MemoryModel, u64)> = shapes
-        .iter()
-        .map(|&(rows, w)| Ok((compile(eval_b, w)?, rows.clamp(1, b))))
-        .collect::<Result<_, EstimateError>>()?;
-    let pass = |pairs: &[(u64, u64)]| -> Result<Vec<(MemoryModel, u64)>, EstimateError> {
-        or_full(pairs).into_iter().map(|(rows, w)| Ok((compile(rows, w)?, rows.clamp(1, eval_b)))).collect()
+    let (steps, walks) = match text.steps.is_empty() {
+        true => (shapes, 2),
+        false => (text.steps.as_slice(), 1),
     };
-    let (teacher, evaluation) = (pass(&text.teacher_pass)?, pass(&text.evaluation)?);
-    let Some(main) = steps.first().map(|(m, _)| m) else { return Ok(None) };
+    // each pass as ((the model's evaluation rows, width), the rows it requests)
+    type Keyed = Vec<((u64, u64), u64)>;
+    let steps: Keyed = steps.iter().map(|&(rows, w)| ((eval_b, width(w)), rows.clamp(1, b))).collect();
+    let pass = |pairs: &[(u64, u64)]| -> Keyed {
+        or_full(pairs).into_iter().map(|(rows, w)| ((rows.clamp(1, eval_b), width(w)), rows.clamp(1, eval_b))).collect()
+    };
+    let (teacher, evaluation) = (pass(&text.teacher_pass), pass(&text.evaluation));
+    let mut models: BTreeMap<(u64, u64), MemoryModel> = BTreeMap::new();
+    for &(key, _) in steps.iter().chain(&teacher).chain(&evaluation) {
+        if let Entry::Vacant(slot) = models.entry(key) {
+            let mut c = at_width(config, key.1);
+            c.train.eval_batch_size = key.0;
+            slot.insert(MemoryModel::new(&c, &plain)?);
+        }
+    }
+    let Some(main) = steps.first().map(|(key, _)| &models[key]) else { return Ok(None) };
     if !main.setup.runtime.cuda {
         return Ok(None);
     }
-    let run = Run { main, teacher_pass: refs(&teacher), steps: refs(&steps), evaluation: refs(&evaluation) };
+    let refs = |passes: &Keyed| passes.iter().map(|(key, rows)| (&models[key], *rows)).collect();
+    let run = Run { main, teacher_pass: refs(&teacher), steps: refs(&steps), evaluation: refs(&evaluation), walks };
     Ok(Some(run.peak_reserved()))
-}
-
-fn refs(v: &[(MemoryModel, u64)]) -> Vec<(&MemoryModel, u64)> {
-    v.iter().map(|(m, r)| (m, *r)).collect()
 }
 
 /// The widest training batch `text` has, in tokens (`data.input_shape[0]` without any).
@@ -179,11 +190,21 @@ mod tests {
     fn a_step_is_priced_at_its_batch_width_not_the_cfg_width() {
         let c = encoder();
         let full = crate::memory::estimate::estimate(&c, &inputs()).unwrap();
-        let text = TextWidths { train: vec![(256, 128)], teacher_pass: vec![(64, 128)], evaluation: vec![(64, 128)] };
+        let text = TextWidths {
+            train: vec![(256, 128)],
+            teacher_pass: vec![(64, 128)],
+            evaluation: vec![(64, 128)],
+            ..TextWidths::default()
+        };
         let same = plan(&c, &inputs(), &text, 256).unwrap();
         assert_eq!(same.totals, full.totals, "every batch at the full width is the plain plan");
         // a run whose widest batch is 32 tokens: exactly the plan of a cfg 32 tokens wide
-        let narrow = TextWidths { train: vec![(256, 32)], teacher_pass: vec![(64, 32)], evaluation: vec![(64, 32)] };
+        let narrow = TextWidths {
+            train: vec![(256, 32)],
+            teacher_pass: vec![(64, 32)],
+            evaluation: vec![(64, 32)],
+            ..TextWidths::default()
+        };
         let mut c32 = c.clone();
         c32.data.input_shape = vec![32];
         let expected = crate::memory::estimate::estimate(&c32, &inputs()).unwrap();
@@ -199,6 +220,7 @@ mod tests {
             train: vec![(256, 20), (100, 120)],
             teacher_pass: vec![(64, 120)],
             evaluation: vec![(64, 60)],
+            steps: Vec::new(),
         };
         let p = plan(&c, &inputs(), &text, 256).unwrap();
         assert_eq!(p.batch, 256);
@@ -212,5 +234,31 @@ mod tests {
         assert!(replay >= long.peak_allocated(), "{replay} < {}", long.peak_allocated());
         assert_eq!(widest(&c, &text), 120);
         assert_eq!(widest(&c, &TextWidths::default()), 128);
+    }
+
+    #[test]
+    fn a_known_epoch_is_replayed_step_by_step_in_its_order() {
+        let c = encoder();
+        let text = |steps: Vec<(u64, u64)>| TextWidths {
+            train: vec![(256, 120)],
+            teacher_pass: vec![(64, 120)],
+            evaluation: vec![(64, 120)],
+            steps,
+        };
+        let replay = |steps| plan(&c, &inputs(), &text(steps), 256).unwrap().reserved_replay.unwrap();
+        // widest first: the later steps' blocks fit in those the widest cached (566 MiB; one
+        // small-pool segment more, 2 MiB)
+        let widest = replay(vec![(256, 120)]);
+        let shrinking = replay(vec![(256, 120), (256, 110), (256, 100)]);
+        assert_eq!((widest >> 20, shrinking - widest), (566, 2 << 20));
+        // widest last: the attention scores of 100 and 110 tokens ([256, 4, w, w] fp32, 39.1 and
+        // 47.3 MiB, segments of 40 and 48 MiB) and the steps' other tensors hold segments that
+        // the next, wider step cannot use: 860 MiB
+        let growing = replay(vec![(256, 100), (256, 110), (256, 120)]);
+        assert!(growing >= widest + (88 << 20), "{growing} vs {widest}");
+        assert_eq!(growing >> 20, 860);
+        // the allocated peak is the frontier's either way
+        let p = plan(&c, &inputs(), &text(vec![(256, 100), (256, 110), (256, 120)]), 256).unwrap();
+        assert_eq!(p.totals, plan(&c, &inputs(), &text(Vec::new()), 256).unwrap().totals);
     }
 }

@@ -68,7 +68,7 @@ pub fn pass_widths(lengths: &[usize], batch: usize) -> Vec<(u64, u64)> {
 }
 
 /// The pairs of `batches` that no other pair matches in both rows and width, sorted by width.
-fn frontier(batches: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+pub fn frontier(batches: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
     let mut most: BTreeMap<u64, u64> = BTreeMap::new();
     for (rows, width) in batches {
         let slot = most.entry(width).or_insert(0);
