@@ -1,8 +1,11 @@
 //! What a run says about itself beyond its students: where its wall time went (`phases` in
 //! report.json and the summary), how well it used the device (`utilisation`) and `report.html`.
 use distill::host::phase_times::Phase;
+use distill::inputs::data::widths::step_widths;
+use distill::inputs::data::{Dataset, TextLayout, TextTokenizer};
 use distill::TrainOptions;
-use e2e::{digits_config, fixture, lm_config, metrics_lines, options, run, train};
+use e2e::{digits_config, fixture, lm_config, metrics_lines, options, run, text_config, train};
+use estimator_wasm::Config;
 
 #[test]
 fn the_wall_time_is_split_by_phase_and_the_phases_sum_to_it() {
@@ -219,4 +222,67 @@ fn a_language_models_step_counts_attention_the_online_teacher_and_the_flash_reco
     // a language model's teacher runs on every window; known by its count: 2 x params per token
     assert_eq!(f["teacher_forward"], (2 * report.teacher.params * 64) as f64);
     assert_eq!(f["loss"], (64 * 512 * 44) as f64);
+}
+
+/// The text fixture's training batches as the trainer cuts them, (rows, width): its sentences
+/// tokenised as the run tokenises them, cut by `step_widths` in the cfg's order.
+fn text_steps(cfg: &std::path::Path) -> Vec<(u64, u64)> {
+    let spec = Config::from_toml_str(&std::fs::read_to_string(cfg).unwrap()).unwrap();
+    let max_tokens = spec.data.input_shape[0];
+    let tokenizer =
+        TextTokenizer::load(&fixture("text/tokenizer.json"), max_tokens, Some(1000), TextLayout::Sentences).unwrap();
+    let train = Dataset::load(&fixture("text/text-train.txt"), &spec.data, Some(&tokenizer)).unwrap();
+    let text = train.text().unwrap();
+    let lengths: Vec<usize> = (0..text.len()).map(|i| text.sentence(i).len()).collect();
+    let estimator_wasm::schema::BatchSize::Fixed(batch) = spec.train.batch_size else { panic!("a fixed batch") };
+    let t = &spec.train;
+    step_widths(&lengths, batch as usize, t.epochs, t.seed, spec.data.bucket_by_length)
+}
+
+#[test]
+fn a_text_runs_flops_are_its_batches_at_their_own_padded_widths() {
+    let dir = tempfile::tempdir().unwrap();
+    // length-bucketed batches, as the demos cut them: most batches far narrower than the widest
+    let edits = [("classes = 32", "classes = 32\nbucket_by_length = true"), ("epochs = 3", "epochs = 2")];
+    let cfg = text_config(dir.path(), &edits);
+    let report = train(&fixture("text/text-teacher.pt"), &cfg, dir.path(), false).unwrap();
+    let u = utilisation(dir.path());
+    let f = &u["flops_per_sample"];
+    // one row s tokens wide through the 1-block encoder (d = 32, 4 heads of 8, MLP 64): qkv
+    // 2 s 32 96 = 6144 s, q k^T and probs v 4 s^2 32 = 128 s^2, the projection 2048 s, fc1 and
+    // fc2 4096 s each: 16,384 s + 128 s^2 forward, twice that backward; the loss 12 x 32 = 384;
+    // the teacher's embeddings are cached (no teacher FLOPs per step)
+    let row = |s: f64| 3.0 * (16_384.0 * s + 128.0 * s * s) + 384.0;
+    let steps = text_steps(&cfg);
+    // 2000 sentences in batches of 32 (62 full and one of 16), 2 epochs
+    assert_eq!(steps.len(), 2 * 63);
+    let rows: u64 = steps.iter().map(|s| s.0).sum();
+    assert_eq!(rows, 2 * 2000);
+    let widest = steps.iter().map(|s| s.1).max().unwrap();
+    assert_eq!(widest, 64, "the longest sentences are truncated to data.input_shape = [64]");
+    // the exact padded-token FLOPs of the epochs over their rows
+    let mut by_width = std::collections::BTreeMap::new();
+    for &(r, w) in &steps {
+        *by_width.entry(w).or_insert(0u64) += r;
+    }
+    let expected = by_width.iter().map(|(&w, &r)| r as f64 * row(w as f64)).sum::<f64>() / rows as f64;
+    let model = f["model"].as_f64().unwrap();
+    assert!((model - expected).abs() <= 1e-9 * expected, "{model} != {expected}");
+    assert_eq!(f["teacher_forward"], 0.0);
+    assert_eq!(f["loss"], 384.0);
+    // every row at the widest batch's width (the old upper bound) is far more
+    let mean_width = steps.iter().map(|&(r, w)| (r * w) as f64).sum::<f64>() / rows as f64;
+    assert_eq!(row(64.0), 4_718_976.0);
+    assert!(model < 0.5 * row(64.0), "{model} at {mean_width} tokens per row on average");
+    let achieved = u["achieved_flops_per_s"].as_f64().unwrap();
+    assert_eq!(achieved, model * report.student.samples_per_s);
+    let mfu = u["mfu"].as_f64().unwrap();
+    assert!(mfu > 0.0 && mfu < 1.0, "MFU {mfu}");
+    let basis = u["basis"].as_str().unwrap();
+    let prefix = "exact over the epochs' padded batches: each of the 126 training batches of its 2 epochs (the trainer's order) at its own rows and width; ";
+    assert_eq!(basis, format!("{prefix}{mean_width:.1} padded tokens per row on average, the widest batch 64"));
+    let detail = u["peak_detail"].as_str().unwrap();
+    assert!(detail.starts_with("measured on this machine: fastest of 5 fp32 1024 x 1024 matmuls"), "{detail}");
+    let html = std::fs::read_to_string(dir.path().join("run/report.html")).unwrap();
+    assert!(html.contains("<p class=\"note\">FLOPs per sample exact over the epochs&#39; padded batches: "), "{html}");
 }

@@ -2,26 +2,30 @@
 //! FLOPs utilisation (MFU: achieved model FLOP/s over the device's peak; Chowdhery et al. 2022,
 //! PaLM, arXiv:2204.02311, appendix B), `report.json`'s `utilisation`.
 //!
-//! The FLOPs of a step are the estimator's (`estimator_wasm::memory::flops`: products of the
+//! The FLOPs of a row are the estimator's (`estimator_wasm::memory::flops`: products of the
 //! student's forward and backward, the online teacher's forward, the loss elementwise; the
 //! recompute of checkpointing and of the flash backward is hardware, not model, FLOPs). They are
-//! linear in the batch, so a sample's are the plan's step over its micro-batch; achieved = a
-//! sample's FLOPs x the training samples per second (optimiser steps only, this process's
+//! linear in the rows at a fixed shape, so a sample's are the rows-weighted mean of one row's
+//! FLOPs at each shape the run's training batches have ([`FlopsPerSample::mean`]): one shape for
+//! images, features and a language model's full windows; for text padded per batch, each
+//! batch's own width (`crate::train::memory_plan::MemoryPlanner::flops_per_sample`). Achieved =
+//! a sample's FLOPs x the training samples per second (optimiser steps only, this process's
 //! device). The peak: on CUDA the catalogue card's dense figure for the run's precision
-//! (`estimator_wasm::schema::peaks`, `docs/gpu-peaks.md`), on CPU a matmul timed on this
-//! machine ([`measure_cpu_peak`]).
+//! (`estimator_wasm::schema::peaks`, `docs/gpu-peaks.md`), on CPU a matmul in the run's compute
+//! dtype timed on this machine ([`measure_cpu_peak`]).
 use std::time::Instant;
 
 use estimator_wasm::schema::peaks::{identify, peak_flops};
 use estimator_wasm::schema::Precision;
-use estimator_wasm::StepFlops;
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
+
+pub use crate::train::sample_flops::FlopsPerSample;
 
 /// `report.json`'s `utilisation`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UtilisationReport {
-    /// One sample's FLOPs by part (the estimator's step at the plan's micro-batch, divided by it).
+    /// One sample's FLOPs by part: the mean over the run's training rows ([`FlopsPerSample::mean`]).
     pub flops_per_sample: FlopsPerSample,
     /// Model FLOPs per second of training: `flops_per_sample.model` x samples/s.
     pub achieved_flops_per_s: f64,
@@ -35,20 +39,9 @@ pub struct UtilisationReport {
     pub peak_detail: String,
     /// `achieved_flops_per_s / peak_flops_per_s`, a fraction.
     pub mfu: Option<f64>,
-    /// How the per-sample FLOPs were priced (text padded per batch: an upper bound).
+    /// How the per-sample FLOPs were priced (for text padded per batch: each training batch at
+    /// its own width).
     pub basis: String,
-}
-
-/// [`StepFlops`] per sample, as floats (a part of a step over the micro-batch).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct FlopsPerSample {
-    pub student_forward: f64,
-    pub student_backward: f64,
-    pub teacher_forward: f64,
-    pub loss: f64,
-    pub recompute: f64,
-    pub model: f64,
-    pub hardware: f64,
 }
 
 /// A device's peak FLOP/s, where it comes from, and what it is.
@@ -59,24 +52,14 @@ pub struct Peak {
     pub detail: String,
 }
 
-/// The utilisation of a run whose step at micro-batch `batch` has `flops`, trained at
+/// The utilisation of a run whose training samples cost `flops` each, trained at
 /// `samples_per_s`, on a device of `peak`; `basis` says how the FLOPs were priced.
-pub fn utilisation(flops: &StepFlops, batch: u64, samples_per_s: f64, peak: Peak, basis: String) -> UtilisationReport {
-    let per = |v: u64| v as f64 / batch.max(1) as f64;
-    let f = FlopsPerSample {
-        student_forward: per(flops.student_forward),
-        student_backward: per(flops.student_backward),
-        teacher_forward: per(flops.teacher_forward),
-        loss: per(flops.loss),
-        recompute: per(flops.recompute),
-        model: per(flops.model),
-        hardware: per(flops.hardware),
-    };
-    let achieved = f.model * samples_per_s;
+pub fn utilisation(flops: FlopsPerSample, samples_per_s: f64, peak: Peak, basis: String) -> UtilisationReport {
+    let achieved = flops.model * samples_per_s;
     UtilisationReport {
-        flops_per_sample: f,
+        flops_per_sample: flops,
         achieved_flops_per_s: achieved,
-        hardware_flops_per_s: f.hardware * samples_per_s,
+        hardware_flops_per_s: flops.hardware * samples_per_s,
         peak_flops_per_s: peak.flops_per_s,
         peak_source: peak.source,
         peak_detail: peak.detail,
@@ -86,7 +69,8 @@ pub fn utilisation(flops: &StepFlops, batch: u64, samples_per_s: f64, peak: Peak
 }
 
 /// The peak of `device` for `precision`: the catalogue's dense figure for the CUDA card its
-/// compute capability and memory identify, or on CPU [`measure_cpu_peak`].
+/// compute capability and memory identify, or on CPU [`measure_cpu_peak`] in the precision's
+/// compute dtype.
 pub fn device_peak(device: Device, precision: Precision) -> Peak {
     match device {
         Device::Cuda(i) => {
@@ -112,22 +96,35 @@ pub fn device_peak(device: Device, precision: Precision) -> Peak {
                 },
             }
         }
-        _ => measure_cpu_peak(),
+        _ => measure_cpu_peak(precision),
     }
 }
 
-/// Side of the square fp32 matmul [`measure_cpu_peak`] times.
+/// Side of the square matmul [`measure_cpu_peak`] times.
 pub const CPU_MATMUL_SIDE: i64 = 1024;
 
-/// This machine's fp32 matmul rate, measured: a `CPU_MATMUL_SIDE`-square fp32 matmul on
-/// libtorch's intra-op threads, once to warm up, then the fastest of 5 (`2 n^3` FLOPs each).
-/// A measured figure, not a datasheet's: the same libtorch GEMM the run's products call, so an
-/// MFU against it says how far the run is from what this machine's BLAS does in the best case.
-pub fn measure_cpu_peak() -> Peak {
+/// The dtype a run of `precision` computes its products in, and its name: bf16 under bf16
+/// autocast (and the estimator-only bf16 recipes), fp16 under fp16 autocast, else fp32.
+pub fn compute_dtype(precision: Precision) -> (Kind, &'static str) {
+    match precision {
+        Precision::Fp32 => (Kind::Float, "fp32"),
+        Precision::Fp16 => (Kind::Half, "fp16"),
+        Precision::Bf16 | Precision::PureBf16 | Precision::Bf16Master => (Kind::BFloat16, "bf16"),
+    }
+}
+
+/// This machine's matmul rate in `precision`'s compute dtype ([`compute_dtype`]), measured: a
+/// `CPU_MATMUL_SIDE`-square matmul of that dtype on libtorch's intra-op threads, once to warm
+/// up, then the fastest of 5 (`2 n^3` FLOPs each). A measured figure, not a datasheet's: the
+/// same libtorch GEMM the run's products call in the dtype autocast gives them (a bf16 product
+/// on a CPU with avx512_bf16 runs ~4x an fp32 one), so an MFU against it says how far the run
+/// is from what this machine's BLAS does in the best case.
+pub fn measure_cpu_peak(precision: Precision) -> Peak {
     let n = CPU_MATMUL_SIDE;
+    let (kind, dtype) = compute_dtype(precision);
     let _guard = tch::no_grad_guard();
-    let a = Tensor::randn([n, n], (Kind::Float, Device::Cpu));
-    let b = Tensor::randn([n, n], (Kind::Float, Device::Cpu));
+    let a = Tensor::randn([n, n], (kind, Device::Cpu));
+    let b = Tensor::randn([n, n], (kind, Device::Cpu));
     let _ = a.matmul(&b);
     let best = (0..5)
         .map(|_| {
@@ -143,7 +140,7 @@ pub fn measure_cpu_peak() -> Peak {
         flops_per_s: Some(flops / best.max(1e-9)),
         source: "measured",
         detail: format!(
-            "measured on this machine: fastest of 5 fp32 {n} x {n} matmuls on {} threads",
+            "measured on this machine: fastest of 5 {dtype} {n} x {n} matmuls on {} threads",
             tch::get_num_threads()
         ),
     }
@@ -175,25 +172,27 @@ pub fn line(u: &UtilisationReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use estimator_wasm::StepFlops;
 
-    fn step() -> StepFlops {
-        // the estimator's MLP 784 -> 256 -> 10 at micro-batch 32 (estimator-wasm/tests/flops.rs)
+    /// The estimator's MLP 784 -> 256 -> 10, one row (estimator-wasm/tests/flops.rs).
+    fn row() -> StepFlops {
         StepFlops {
-            student_forward: 32 * 406_528,
-            student_backward: 32 * 411_648,
+            student_forward: 406_528,
+            student_backward: 411_648,
             recompute: 0,
             teacher_forward: 0,
-            loss: 32 * 440,
-            model: 32 * 818_616,
-            hardware: 32 * 818_616,
+            loss: 440,
+            model: 818_616,
+            hardware: 818_616,
         }
     }
 
     #[test]
     fn achieved_is_a_samples_flops_times_the_samples_per_second() {
         let peak = Peak { flops_per_s: Some(1e10), source: "measured", detail: "timed".into() };
-        let u = utilisation(&step(), 32, 2000.0, peak, "exact".into());
+        let u = utilisation(FlopsPerSample::mean(&[(32, row())]), 2000.0, peak, "exact".into());
         assert_eq!(u.flops_per_sample.model, 818_616.0);
+        assert_eq!(u.flops_per_sample.student_backward, 411_648.0);
         assert_eq!(u.achieved_flops_per_s, 818_616.0 * 2000.0);
         assert!((u.mfu.unwrap() - 0.163_723_2).abs() < 1e-9);
         assert_eq!(
@@ -201,14 +200,18 @@ mod tests {
             "utilisation: 1.64 GFLOP/s of model FLOPs (818.62 kFLOP per sample); MFU 16.37% of 10.00 GFLOP/s (timed)"
         );
         let unknown = Peak { flops_per_s: None, source: "catalogue", detail: "cuda:0 is not a catalogue card".into() };
-        let u = utilisation(&step(), 32, 2000.0, unknown, "exact".into());
+        let u = utilisation(FlopsPerSample::mean(&[(32, row())]), 2000.0, unknown, "exact".into());
         assert_eq!(u.mfu, None);
         assert!(line(&u).ends_with("; no MFU: cuda:0 is not a catalogue card"), "{}", line(&u));
     }
 
     #[test]
-    fn the_cpu_peak_is_measured_and_plausible() {
-        let p = measure_cpu_peak();
+    fn the_cpu_peak_is_timed_in_the_runs_compute_dtype() {
+        assert_eq!(compute_dtype(Precision::Fp32), (Kind::Float, "fp32"));
+        assert_eq!(compute_dtype(Precision::Fp16), (Kind::Half, "fp16"));
+        assert_eq!(compute_dtype(Precision::Bf16), (Kind::BFloat16, "bf16"));
+        assert_eq!(compute_dtype(Precision::PureBf16), (Kind::BFloat16, "bf16"));
+        let p = measure_cpu_peak(Precision::Fp32);
         assert_eq!(p.source, "measured");
         // any CPU libtorch runs on does more than 100 MFLOP/s and less than 100 TFLOP/s of fp32
         let f = p.flops_per_s.unwrap();
@@ -218,5 +221,15 @@ mod tests {
             "{}",
             p.detail
         );
+        // a bf16 run's peak is a bf16 matmul's (emulated where the CPU has no bf16 units: slower
+        // than fp32 there, but still what the run's products get)
+        let p = measure_cpu_peak(Precision::Bf16);
+        assert!(
+            p.detail.starts_with("measured on this machine: fastest of 5 bf16 1024 x 1024 matmuls on "),
+            "{}",
+            p.detail
+        );
+        let f = p.flops_per_s.unwrap();
+        assert!((1e7..1e15).contains(&f), "{f}");
     }
 }

@@ -302,24 +302,20 @@ fn execute(
     let data = Data { train: &loaded.train, test: &loaded.test, teacher_weights: loaded.teacher_weights.as_ref() };
     match students.distil(&mut loaded.teacher, &data) {
         Ok(distilled) => {
-            // the device's peak FLOP/s (on CPU a timed matmul: inside the wall time, as other)
+            // the device's peak FLOP/s (on CPU a matmul in the run's compute dtype, timed: inside
+            // the wall time, as other)
             let precision = settings.train().precision;
             let peak = memory.is_some().then(|| crate::report::utilisation::device_peak(device, precision));
             // every fact of the report is known now: it is built once, here
             let (phases, wall_seconds) = crate::host::phase_times::finish()
                 .unwrap_or_else(|| (Default::default(), start.elapsed().as_secs_f64()));
+            // a sample's FLOPs: for text, every training batch at its own padded width
             let utilisation = memory.as_ref().zip(peak).map(|(m, peak)| {
-                let padded = settings.data().tokenizer.is_some() && !settings.student().is_language_model();
-                let basis = match padded {
-                    true => "upper bound: every row at the widest training batch's width (text padded per batch)",
-                    false => "exact: the estimator's step at the run's micro-batch",
-                };
                 crate::report::utilisation::utilisation(
-                    &m.flops,
-                    m.batch,
+                    m.flops_per_sample,
                     distilled.student.samples_per_s,
                     peak,
-                    basis.to_string(),
+                    m.flops_basis.clone(),
                 )
             });
             let run = RunFacts {

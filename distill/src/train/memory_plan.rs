@@ -1,22 +1,25 @@
 //! The memory estimator on the run's device, before training: the device's capacity, the largest
 //! micro-batch that fits it (what `train.batch_size = "auto"` resolves to), and the plan at the
 //! run's micro-batch with its fit warning ([`resolve`]: the run as resolved on its device); the
-//! plan's figures go into the report.
+//! plan's figures go into the report, with the FLOPs of a training sample for its utilisation
+//! (for text, each batch at its own padded width: [`MemoryPlanner::flops_per_sample`]).
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use estimator_wasm::memory::render::human;
 use estimator_wasm::schema::catalogue::cuda_device;
 use estimator_wasm::schema::{BatchSize, Config, Target};
 use estimator_wasm::{
-    estimate, max_batch, search_replayed, DatasetSize, EstimateError, Gpu, Inputs, Plan, StepFlops, TeacherModel,
-    TextWidths,
+    estimate, max_batch, search_replayed, DatasetSize, EstimateError, Gpu, Inputs, MemoryModel, Plan, StepFlops,
+    TeacherModel, TextWidths,
 };
 use tch::Device;
 
 use crate::config::{RunSettings, WrittenCfg};
 use crate::host::error::{DistillError, Result};
 use crate::host::progress::Progress;
-use crate::inputs::data::widths::{frontier, pass_widths, step_widths};
+use crate::inputs::data::widths::{frontier, pass_widths, step_widths, MAX_EPOCHS};
+use crate::train::sample_flops::FlopsPerSample;
 
 /// What only the loaded run knows: the teacher's exact parameter count (from its TorchScript
 /// file), the datasets as kept on the device, and for text its sentences' lengths.
@@ -66,14 +69,17 @@ pub struct MemoryPlan {
     /// `activations`, ...), then what it adds outside the tensors (`fragmentation`,
     /// `cuda_context`, `nccl`), each where non-zero.
     pub predicted_breakdown: Vec<(String, u64)>,
-    /// FLOPs of one step at `batch` (`estimator_wasm::memory::flops`; for text padded per
-    /// batch, every row at the widest batch's width: an upper bound).
-    pub flops: StepFlops,
+    /// FLOPs of one training sample by part (`estimator_wasm::memory::flops`), the mean over
+    /// the run's training rows: for text padded per batch, every batch at its own rows and width
+    /// ([`MemoryPlanner::flops_per_sample`]).
+    pub flops_per_sample: FlopsPerSample,
+    /// How [`Self::flops_per_sample`] was priced, in words (`report.json`'s `utilisation.basis`).
+    pub flops_basis: String,
 }
 
 impl MemoryPlan {
-    /// The figures of `plan` on `capacity`'s device.
-    fn of(plan: &Plan, capacity: &Capacity) -> MemoryPlan {
+    /// The figures of `plan` on `capacity`'s device, with a sample's FLOPs and their basis.
+    fn of(plan: &Plan, capacity: &Capacity, (flops_per_sample, flops_basis): (FlopsPerSample, String)) -> MemoryPlan {
         MemoryPlan {
             device: capacity.name.clone(),
             capacity_bytes: capacity.gpu.memory,
@@ -82,7 +88,8 @@ impl MemoryPlan {
             predicted_allocated_bytes: plan.peak_allocated(),
             predicted_reserved_bytes: plan.reserved_replay.unwrap_or(plan.totals.reserved),
             predicted_breakdown: breakdown(plan),
-            flops: plan.flops,
+            flops_per_sample,
+            flops_basis,
         }
     }
 }
@@ -210,8 +217,62 @@ impl MemoryPlanner {
                 plan.to_table()
             ));
         }
-        Ok(MemoryPlan::of(&plan, capacity))
+        let flops = self.flops_per_sample(plan.batch).map_err(|e| DistillError::config(cfg_path, e.to_string()))?;
+        Ok(MemoryPlan::of(&plan, capacity, flops))
     }
+
+    /// The FLOPs of a training sample at micro-batch `batch`, and how they were priced. Text
+    /// padded per batch: every training batch the run cuts ([`step_widths`]: the trainer's
+    /// orders of its first `min(train.epochs, MAX_EPOCHS)` epochs) at its own rows and width,
+    /// each distinct width priced once by the estimator at one row (FLOPs are linear in the
+    /// rows at a fixed width, attention's `q k^T` and `probs v` quadratic in the width) and
+    /// weighted by the rows its batches hold ([`FlopsPerSample::mean`]): the run's padded-token
+    /// FLOPs over its rows, not every row at the widest batch's width. Anything else (images,
+    /// features, a language model's full windows) has one shape: the cfg's row.
+    ///
+    /// # Errors
+    /// As [`MemoryModel::new`].
+    pub fn flops_per_sample(&self, batch: u64) -> std::result::Result<(FlopsPerSample, String), EstimateError> {
+        let row = |config: &Config| Ok::<_, EstimateError>(MemoryModel::new(config, &self.inputs)?.flops(1));
+        let Some(text) = &self.text else {
+            let basis = "exact: the estimator's step at the run's micro-batch".to_string();
+            return Ok((FlopsPerSample::mean(&[(batch, row(&self.priced)?)]), basis));
+        };
+        let train = &self.priced.train;
+        let bucket = self.priced.data.bucket_by_length;
+        let steps = step_widths(&text.train, batch as usize, train.epochs, train.seed, bucket);
+        let mut rows_at: BTreeMap<u64, u64> = BTreeMap::new();
+        for &(rows, width) in &steps {
+            *rows_at.entry(width).or_insert(0) += rows;
+        }
+        let pairs = rows_at
+            .iter()
+            .map(|(&width, &rows)| Ok((rows, row(&at_width(&self.priced, width))?)))
+            .collect::<std::result::Result<Vec<(u64, StepFlops)>, EstimateError>>()?;
+        let all_rows = rows_at.values().sum::<u64>().max(1);
+        let mean_width = rows_at.iter().map(|(&w, &r)| (w * r) as f64).sum::<f64>() / all_rows as f64;
+        let widest = rows_at.keys().next_back().copied().unwrap_or(0);
+        let epochs = match train.epochs.clamp(1, MAX_EPOCHS) {
+            1 => "its epoch".to_string(),
+            n if n == train.epochs => format!("its {n} epochs"),
+            n => format!("its first {n} epochs"),
+        };
+        let basis = format!(
+            "exact over the epochs' padded batches: each of the {} training batches of {epochs} (the trainer's order) at its own rows and width; {mean_width:.1} padded tokens per row on average, the widest batch {widest}",
+            steps.len(),
+        );
+        Ok((FlopsPerSample::mean(&pairs), basis))
+    }
+}
+
+/// `config` with its rows `width` tokens wide (at least 1, at most `data.input_shape[0]`), as
+/// the estimator prices a batch of that width.
+fn at_width(config: &Config, width: u64) -> Config {
+    let mut c = config.clone();
+    if let Some(s) = c.data.input_shape.first_mut() {
+        *s = width.clamp(1, *s);
+    }
+    c
 }
 
 /// The widths of the batches a text run of `spec` cuts from sentences of `lengths` at
@@ -307,124 +368,5 @@ pub fn resolve(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A planner of a small MLP over `train_samples` samples on a device of `memory` bytes.
-    fn planner(train_samples: u64, memory: u64) -> MemoryPlanner {
-        let text = "[data]\ninput_shape = [784]\nclasses = 10\n[student]\nfamily = \"mlp\"\nhidden = [256]\n";
-        let spec = Config::from_toml_str(text).unwrap();
-        let sizes = LoadedSizes {
-            teacher_params: 100_000,
-            teacher_layers: None,
-            dataset: DatasetSize { train_samples, test_samples: 10, sample_bytes: 784 },
-            text: None,
-        };
-        let mut planner = MemoryPlanner::on(Device::Cpu, &spec, &sizes).unwrap();
-        planner.capacity.gpu.memory = memory;
-        planner
-    }
-
-    #[test]
-    fn a_batch_larger_than_the_train_set_is_planned_at_the_train_set() {
-        let quiet = Progress::new(crate::host::progress::Verbosity::Quiet);
-        let small = planner(100, u64::MAX);
-        let asked = small.plan(1_000_000, false, Path::new("cfg.toml"), &quiet).unwrap();
-        let real = small.plan(100, false, Path::new("cfg.toml"), &quiet).unwrap();
-        assert_eq!(asked.batch, 100);
-        assert_eq!(asked, real);
-        // The same batch on a train set that holds it is priced as asked, and costs more.
-        let big = planner(2_000_000, u64::MAX).plan(1_000_000, false, Path::new("cfg.toml"), &quiet).unwrap();
-        assert_eq!(big.batch, 1_000_000);
-        assert!(big.predicted_total_bytes > asked.predicted_total_bytes);
-    }
-
-    /// The recorded H200 run `fm-fp32` (`estimator-wasm/fidelity/gpu/h200-2026-12-04-b/`: the
-    /// Fashion-MNIST CNN, fp32, cached teacher logits) planned as `distill` plans it on a CUDA
-    /// device of `memory` bytes with compute capability 9.
-    fn fm_fp32_on_cuda(memory: u64) -> MemoryPlanner {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../estimator-wasm/fidelity/gpu/h200-2026-12-04-b");
-        let spec = Config::from_toml_str(&std::fs::read_to_string(root.join("fm-fp32.toml")).unwrap()).unwrap();
-        let gpu = cuda_device(memory, 9, None);
-        let mut priced = spec.clone();
-        priced.estimate.target = Target::Cuda;
-        let inputs = Inputs {
-            batch: None,
-            teacher: Some(counted_teacher(421_738, &spec)),
-            dataset: Some(DatasetSize { train_samples: 60_000, test_samples: 10_000, sample_bytes: 784 }),
-            device: Some(gpu),
-            text: None,
-        };
-        MemoryPlanner { priced, inputs, capacity: Capacity { name: "cuda:0".into(), gpu }, text: None }
-    }
-
-    /// At the run's batch of 128 on the H200 the report's reserved bytes are the allocator's
-    /// replay, 186 MiB (the run measured 188 MiB), not the peak moment's segments, and its total
-    /// is that replay plus the CUDA context.
-    #[test]
-    fn a_cuda_plan_reports_the_replayed_reserved_bytes() {
-        let planner = fm_fp32_on_cuda(150_109_880_320);
-        let quiet = Progress::new(crate::host::progress::Verbosity::Quiet);
-        let memory = planner.plan(128, false, Path::new("fm-fp32.toml"), &quiet).unwrap();
-        let plan = estimate(&planner.priced, &planner.inputs_at(128)).unwrap();
-        assert_eq!(memory.predicted_reserved_bytes, 186 << 20);
-        assert_eq!(Some(memory.predicted_reserved_bytes), plan.reserved_replay);
-        // the total is what "auto" fits: the replay plus the H200's CUDA context (no NCCL on
-        // one device), not the fast bound's peak moment plus its 10% reserve
-        assert_eq!(plan.totals.nccl, 0);
-        assert_eq!(memory.predicted_total_bytes, (186 << 20) + plan.totals.cuda_context);
-        assert_eq!(memory.predicted_total_bytes, plan.fit_total());
-        assert_ne!(memory.predicted_total_bytes, plan.totals.total);
-        // the fast bound is another figure: the report shows the replay, not it
-        assert_ne!(plan.totals.reserved, 186 << 20);
-    }
-
-    /// "auto" on CUDA fills the device by the replay: on a 4 GiB device (3.8 GiB after the 5%
-    /// margin) the batch it chooses needs at most that by its replayed total and the next one
-    /// more (21,901 here, where the fast bound's batch of 23,071 overshoots by the replay).
-    #[test]
-    fn auto_on_cuda_fills_the_device_by_the_replay() {
-        let planner = fm_fp32_on_cuda(4 << 30);
-        let budget = (4u64 << 30) - ((4u64 << 30) as f64 * planner.priced.estimate.safety_margin).ceil() as u64;
-        let b = planner.largest_batch(Path::new("fm-fp32.toml")).unwrap();
-        let at = |b: u64| estimate(&planner.priced, &planner.inputs_at(b)).unwrap();
-        assert!(at(b).fit_total() <= budget && at(b + 1).fit_total() > budget, "batch {b}");
-        // the fast bound's reserve is too small here: its batch needs more than the budget
-        let fast = max_batch(&planner.priced, &planner.inputs, &planner.capacity.gpu, 0.05).unwrap().unwrap();
-        assert_eq!((b, fast), (21_901, 23_071));
-        assert!(at(fast).fit_total() > budget);
-    }
-
-    #[test]
-    fn text_gives_the_first_epochs_steps_in_order_and_the_batches_that_can_peak() {
-        let spec = Config::from_toml_str(
-            "[data]\ntokenizer = \"t.json\"\ninput_shape = [16]\nclasses = 4\nbucket_by_length = true\n\
-             [student]\nfamily = \"transformer\"\nactivation = \"gelu\"\n[student.transformer]\nvocab = 8\nlayers = 1\n\
-             d_model = 4\nheads = 1\nmlp_width = 4\nhead = \"embedding\"\n[kd]\nobjective = \"embedding_mse\"\n\
-             [train]\nepochs = 2\neval_batch_size = 3\n",
-        )
-        .unwrap();
-        // 10 sentences of 1..=10 tokens in batches of 4: each epoch cuts [1-4] [5-8] [9, 10]
-        // (widths 4, 8, 10) in its own order
-        let lengths = TextLengths { train: (1..=10).collect(), test: vec![7, 3, 1, 6, 2, 5, 4] };
-        let text = text_widths(&lengths, &spec, Some(4));
-        assert_eq!(text.steps, step_widths(&lengths.train, 4, 1, 0, true));
-        let mut epoch = text.steps.clone();
-        epoch.sort_unstable_by_key(|s| s.1);
-        assert_eq!(epoch, vec![(4, 4), (4, 8), (2, 10)]);
-        assert_eq!(text.train, vec![(4, 8), (2, 10)]);
-        // the passes in length order, 3 rows at a time: [1-3] [4-6] [7-9] [10]; test [1-3] [4-6] [7]
-        assert_eq!(text.teacher_pass, vec![(3, 9), (1, 10)]);
-        assert_eq!(text.evaluation, vec![(3, 6), (1, 7)]);
-        let unbatched = text_widths(&lengths, &spec, None);
-        assert!(unbatched.steps.is_empty() && unbatched.train.is_empty());
-    }
-
-    #[test]
-    fn the_cuda_runtime_is_priced_as_the_catalogue_prices_the_same_generation() {
-        let (t4, h200) = (estimator_wasm::gpu("T4").unwrap(), estimator_wasm::gpu("H200").unwrap());
-        assert_eq!(cuda_device(t4.memory, 7, None).cublas_workspace, t4.cublas_workspace);
-        assert_eq!(cuda_device(h200.memory, 9, None).cublas_workspace, h200.cublas_workspace);
-        assert_eq!(cuda_device(1, 9, None).cuda_context, h200.cuda_context);
-    }
-}
+#[path = "memory_plan_tests.rs"]
+mod tests;

@@ -2,8 +2,9 @@
 //! backward, with `backward` and `amp`'s loss scaling), `objective` and `chunked_loss` (the
 //! distillation loss), `optim` and `schedule` (the optimisers and the learning rate), `batches`,
 //! `train_io` (what a training run reads and how it ends), `loop_state` (the loop's position and running
-//! sums), `checkpoint`, `eval` and `similarity`, `metrics` (`metrics.jsonl`), and `memory_plan`
-//! (the estimator on the device, which resolves `train.batch_size = "auto"`).
+//! sums), `checkpoint`, `eval` and `similarity`, `metrics` (`metrics.jsonl`), `memory_plan`
+//! (the estimator on the device, which resolves `train.batch_size = "auto"`) and `sample_flops`
+//! (a training sample's FLOPs over the run's batches, for the report's MFU).
 
 pub mod amp;
 pub mod backward;
@@ -18,6 +19,7 @@ pub mod memory_plan;
 pub mod metrics;
 pub mod objective;
 pub mod optim;
+pub mod sample_flops;
 pub mod schedule;
 pub mod similarity;
 pub mod step;

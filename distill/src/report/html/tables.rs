@@ -163,8 +163,10 @@ pub fn phases(report: &Report) -> String {
     )
 }
 
-/// The training steps' FLOPs per sample by part, the achieved FLOP/s, the device's peak and the
-/// MFU (`report.json`'s `utilisation`).
+/// The training steps' FLOPs per sample by part (the mean over the run's training rows: for text
+/// padded per batch, each batch at its own width), the achieved FLOP/s, the device's peak and
+/// the MFU (`report.json`'s `utilisation`), with a note of how the FLOPs were priced and what
+/// the peak is.
 pub fn utilisation(u: &crate::report::utilisation::UtilisationReport) -> String {
     use crate::report::utilisation::rate;
     let f = &u.flops_per_sample;
@@ -181,7 +183,7 @@ pub fn utilisation(u: &crate::report::utilisation::UtilisationReport) -> String 
         row("MFU", &[u.mfu.map(|m| format!("{:.2}%", 100.0 * m)).unwrap_or_else(|| "-".into())]),
     ];
     format!(
-        "<table>{}</table><p class=\"note\">{}; peak: {}</p>",
+        "<table>{}</table><p class=\"note\">FLOPs per sample {}; peak: {}</p>",
         rows.concat(),
         escape(&u.basis),
         escape(&u.peak_detail)
