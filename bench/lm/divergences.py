@@ -2,8 +2,9 @@
 `lm-divergences` markers and into OUT/bench.json. Called by `scripts/bench-lm-divergences`, which
 makes the runs it reads.
 
-RUN...: finished `distill` runs of one cfg that differ only in `kd.divergence` (and `kd.beta`),
-one of them with `--baseline` (its `baseline/`: the same student on next-token CE alone, from the
+RUN...: finished `distill` runs of one cfg that differ only in `kd.divergence` (and `kd.beta`)
+and the soft term's own `kd.temperature` and `kd.alpha` (a run whose T or alpha differs from the
+first run's names it in its row's label), one of them with `--baseline` (its `baseline/`: the same student on next-token CE alone, from the
 same initialisation, data and steps). For each KD student and the CE-only one:
   - held-out perplexity, next-token accuracy and top-1 agreement with the teacher, from the
     runs' report.json (distill measures all of them on the same packed test windows);
@@ -37,25 +38,37 @@ def fail(msg):
     sys.exit(2)
 
 
-def soft_term(cfg):
-    """The label of a cfg's divergence: `forward KL` (also when unset), `JSD (beta 0.5)`, ..."""
+SOFT_KEYS = ("divergence", "beta", "temperature", "alpha")
+
+
+def soft_term(cfg, reference=None):
+    """The label of a cfg's divergence: `forward KL` (also when unset), `JSD (beta 0.5)`, ...;
+    with the reference cfg `reference` (the first run's), also the temperature and alpha where
+    they differ from its: `reverse KL (T = 2.0)`, `reverse KL (alpha 0.2)`."""
     kd = cfg.get("kd", {})
     d = kd.get("divergence", "forward_kl")
-    return f"{NAMES[d]} (beta {kd.get('beta', 0.5)})" if d == "jsd" else NAMES[d]
+    own = [f"beta {kd.get('beta', 0.5)}"] if d == "jsd" else []
+    ref = (reference or cfg).get("kd", {})
+    if kd.get("temperature") != ref.get("temperature"):
+        own.append(f"T = {kd.get('temperature')}")
+    if kd.get("alpha") != ref.get("alpha"):
+        own.append(f"alpha {kd.get('alpha')}")
+    return f"{NAMES[d]} ({', '.join(own)})" if own else NAMES[d]
 
 
 def without_divergence(cfg):
-    """The cfg with `kd.divergence` and `kd.beta` removed: what every run must share."""
-    kd = {k: v for k, v in cfg.get("kd", {}).items() if k not in ("divergence", "beta")}
+    """The cfg without the soft term's own settings (`kd.divergence`, `kd.beta`,
+    `kd.temperature`, `kd.alpha`): what every run must share."""
+    kd = {k: v for k, v in cfg.get("kd", {}).items() if k not in SOFT_KEYS}
     return {**cfg, "kd": kd}
 
 
 def read_runs(runs):
     """[(key, label, report entry, folder)] of the KD students and the one CE-only baseline;
-    exit 2 naming the run when one is unfinished, the cfgs differ beyond the divergence, or not
-    exactly one run has a baseline. Also the first run's report (the teacher's and data's) and the
-    cfg every run shares (its kd table without the divergence)."""
-    students, baselines, shared, first = [], [], None, None
+    exit 2 naming the run when one is unfinished, the cfgs differ beyond the soft term's own
+    settings, or not exactly one run has a baseline. Also the first run's report (the teacher's
+    and data's) and its cfg (the reference of the labels' T and alpha)."""
+    students, baselines, shared, first, reference = [], [], None, None, None
     for run in runs:
         report_path = os.path.join(run, "report.json")
         if not os.path.isfile(report_path):
@@ -63,16 +76,17 @@ def read_runs(runs):
         report = json.load(open(report_path))
         cfg = tomllib.load(open(os.path.join(run, "config.toml"), "rb"))
         if shared is None:
-            shared, first = without_divergence(cfg), report
+            shared, first, reference = without_divergence(cfg), report, cfg
         elif without_divergence(cfg) != shared:
-            fail(f"{run}/config.toml differs from {runs[0]}/config.toml beyond kd.divergence and kd.beta: not a like-for-like comparison")
-        label = soft_term(cfg)
+            fail(f"{run}/config.toml differs from {runs[0]}/config.toml beyond kd.divergence, kd.beta, kd.temperature and "
+                 "kd.alpha: not a like-for-like comparison")
+        label = soft_term(cfg, reference)
         students.append((os.path.basename(os.path.normpath(run)), f"KD, {label}", report["student"], run))
         if report.get("baseline"):
             baselines.append(("ce", "CE-only (no teacher)", report["baseline"], os.path.join(run, "baseline")))
     if len(baselines) != 1:
         fail(f"{len(baselines)} of the runs have a CE-only baseline: give exactly one run made with --baseline")
-    return students, baselines[0], first, shared
+    return students, baselines[0], first, reference
 
 
 def conclusion(students, ce, teacher_ppl):
@@ -128,6 +142,8 @@ def main():
     load_s = (f"one-minute load average {min(train_loads):.1f}-{max(train_loads):.1f} at the runs' starts and ends"
               if train_loads else "load not recorded during training")
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    other = (", at the T and alpha a row names where it names one"
+             if any("T = " in label or "alpha " in label for _, label, _, _ in students) else "")
     lines = [START, "## Causal LM under each divergence (`scripts/bench-lm-divergences`)", "",
              f"Measured {date} with `{a.command}` on {machine_summary()}, no GPU, torch {torch.__version__}; "
              f"{load_s}, {load[0]:.1f} at the measurement (a CPU shared with other jobs: quality at equal steps "
@@ -137,7 +153,7 @@ def main():
              f"seed and steps: {train['packing']['tokens']:,} training tokens ({train['packing']['lines']:,} KJV passages) in "
              f"{train['lines']:,} windows of {a.window}, {s['steps']} steps of {s['batch_size']} windows, bf16 autocast, the teacher "
              f"run on every batch. A KD student's loss is {alpha} x D(teacher, student) (T = {temperature}) + {1 - alpha:g} x next-token CE, D the divergence "
-             f"named (`kd.divergence`); the CE-only student's is the CE alone. Evaluated on {data.shape[0]} held-out windows "
+             f"named (`kd.divergence`){other}; the CE-only student's is the CE alone. Evaluated on {data.shape[0]} held-out windows "
              f"({data.shape[0] * a.window:,} tokens of Genesis 1, Ruth, Jonah, Titus, Philemon and Jude). The last three columns: "
              f"the mean distance between the teacher's and the student's next-token distributions over those windows' "
              f"predicting positions (nats; total variation in [0, 1]).", "",
