@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use estimator_wasm::memory::at_width;
 use estimator_wasm::memory::render::human;
 use estimator_wasm::schema::catalogue::cuda_device;
 use estimator_wasm::schema::{BatchSize, Config, Target};
@@ -263,16 +264,6 @@ impl MemoryPlanner {
         );
         Ok((FlopsPerSample::mean(&pairs), basis))
     }
-}
-
-/// `config` with its rows `width` tokens wide (at least 1, at most `data.input_shape[0]`), as
-/// the estimator prices a batch of that width.
-fn at_width(config: &Config, width: u64) -> Config {
-    let mut c = config.clone();
-    if let Some(s) = c.data.input_shape.first_mut() {
-        *s = width.clamp(1, *s);
-    }
-    c
 }
 
 /// The widths of the batches a text run of `spec` cuts from sentences of `lengths` at

@@ -53,3 +53,4 @@ pub use inputs::{DatasetSize, Inputs, TeacherModel, TextWidths};
 pub use memory_model::MemoryModel;
 #[cfg(not(target_arch = "wasm32"))]
 pub use replayed_fit::{search_replayed, ReplayedSearch};
+pub use text_widths::at_width;

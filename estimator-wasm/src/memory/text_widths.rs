@@ -154,8 +154,10 @@ fn full_width(config: &Config) -> u64 {
     config.data.input_shape.first().copied().unwrap_or(1)
 }
 
-/// `config` with its rows `width` tokens wide (at least 1, at most `data.input_shape[0]`).
-fn at_width(config: &Config, width: u64) -> Config {
+/// `config` with its rows `width` tokens wide (at least 1, at most `data.input_shape[0]`), as
+/// a text batch padded to `width` is priced (`distill` prices a text run's FLOPs per width
+/// with it).
+pub fn at_width(config: &Config, width: u64) -> Config {
     let mut c = config.clone();
     let w = width.clamp(1, full_width(config));
     if let Some(s) = c.data.input_shape.first_mut() {
