@@ -236,7 +236,7 @@ fn text_steps(cfg: &std::path::Path) -> Vec<(u64, u64)> {
     let lengths: Vec<usize> = (0..text.len()).map(|i| text.sentence(i).len()).collect();
     let estimator_wasm::schema::BatchSize::Fixed(batch) = spec.train.batch_size else { panic!("a fixed batch") };
     let t = &spec.train;
-    step_widths(&lengths, batch as usize, t.epochs, t.seed, spec.data.bucket_by_length)
+    step_widths(&lengths, batch as usize, 1, t.epochs, t.seed, spec.data.bucket_by_length)
 }
 
 #[test]

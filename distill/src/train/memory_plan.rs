@@ -19,7 +19,7 @@ use tch::Device;
 use crate::config::{RunSettings, WrittenCfg};
 use crate::host::error::{DistillError, Result};
 use crate::host::progress::Progress;
-use crate::inputs::data::widths::{frontier, pass_widths, step_widths, MAX_EPOCHS};
+use crate::inputs::data::widths::{frontier, pass_widths, step_widths, worst_shares, MAX_EPOCHS};
 use crate::train::sample_flops::FlopsPerSample;
 
 /// What only the loaded run knows: the teacher's exact parameter count (from its TorchScript
@@ -66,9 +66,12 @@ pub struct MemoryPlan {
     /// replayed on the caching allocator's model ([`Plan::reserved_replay`]), elsewhere the
     /// peak moment's segments (`totals.reserved`, the fast bound the device total is built on).
     pub predicted_reserved_bytes: u64,
-    /// What the plan holds at its peak moment: bytes by category (`student_weights`,
-    /// `activations`, ...), then what it adds outside the tensors (`fragmentation`,
-    /// `cuda_context`, `nccl`), each where non-zero.
+    /// [`Self::predicted_total_bytes`] part by part, each where non-zero: the tensors of the
+    /// plan's peak moment by category (`student_weights`, `activations`, ...), then the
+    /// allocator's segments beyond them (`allocator_segments`: on CUDA the replayed peak
+    /// reserved bytes less those tensors, elsewhere the peak moment's rounding), the
+    /// `fragmentation` reserve (only where nothing is replayed), `cuda_context` and `nccl`.
+    /// The parts sum to the total, bytes.
     pub predicted_breakdown: Vec<(String, u64)>,
     /// FLOPs of one training sample by part (`estimator_wasm::memory::flops`), the mean over
     /// the run's training rows: for text padded per batch, every batch at its own rows and width
@@ -95,12 +98,26 @@ impl MemoryPlan {
     }
 }
 
-/// The plan's bytes by category at its peak moment, then its reserves outside the tensors.
+/// The plan's device total ([`Plan::fit_total`]) part by part: the peak moment's tensors by
+/// category, then what lies outside them, so that the parts sum to the total. With a replay
+/// the segments are the replay's peak reserved bytes and no flat fragmentation reserve is
+/// added (the replay is what the total counts, `replayed_fit.rs`).
 fn breakdown(plan: &Plan) -> Vec<(String, u64)> {
     let t = &plan.totals;
-    let outside = [("fragmentation", t.fragmentation), ("cuda_context", t.cuda_context), ("nccl", t.nccl)];
-    let outside = outside.into_iter().filter(|&(_, b)| b > 0).map(|(n, b)| (n.to_string(), b));
-    plan.peak.iter().map(|(cat, b)| (cat.name().to_string(), b)).chain(outside).collect()
+    let tensors: Vec<(String, u64)> = plan.peak.iter().map(|(cat, b)| (cat.name().to_string(), b)).collect();
+    let held: u64 = tensors.iter().map(|(_, b)| b).sum();
+    let (segments, fragmentation) = match plan.reserved_replay {
+        Some(replayed) => (replayed, 0),
+        None => (t.reserved, t.fragmentation),
+    };
+    let outside = [
+        ("allocator_segments", segments.saturating_sub(held)),
+        ("fragmentation", fragmentation),
+        ("cuda_context", t.cuda_context),
+        ("nccl", t.nccl),
+    ];
+    let outside = outside.into_iter().map(|(n, b)| (n.to_string(), b));
+    tensors.into_iter().chain(outside).filter(|&(_, b)| b > 0).collect()
 }
 
 /// The memory a run may fill on its device: the device's name, and the device as the estimator
@@ -241,7 +258,8 @@ impl MemoryPlanner {
         };
         let train = &self.priced.train;
         let bucket = self.priced.data.bucket_by_length;
-        let steps = step_widths(&text.train, batch as usize, train.epochs, train.seed, bucket);
+        let world = self.priced.estimate.data_parallel as usize;
+        let steps = step_widths(&text.train, batch as usize, world, train.epochs, train.seed, bucket);
         let mut rows_at: BTreeMap<u64, u64> = BTreeMap::new();
         for &(rows, width) in &steps {
             *rows_at.entry(width).or_insert(0) += rows;
@@ -267,21 +285,22 @@ impl MemoryPlanner {
 }
 
 /// The widths of the batches a text run of `spec` cuts from sentences of `lengths` at
-/// micro-batch `batch`: the training batches that can peak over the epochs' own orders
-/// ([`frontier`] of [`step_widths`]), the first epoch's every batch in the trainer's order (for
-/// the allocator's replay), and the batches of its passes in length order ([`pass_widths`]);
+/// micro-batch `batch` on each of its `estimate.data_parallel` ranks: the training batches
+/// that can peak on any rank over the epochs' own orders ([`frontier`] of [`step_widths`]), the
+/// first epoch's every step in the trainer's order at its largest share (for the allocator's
+/// replay, [`worst_shares`]), and the batches of its passes in length order ([`pass_widths`]);
 /// without a batch, every training batch is priced at `data.input_shape[0]`.
 pub fn text_widths(lengths: &TextLengths, spec: &Config, batch: Option<u64>) -> TextWidths {
     let (train, bucket) = (&spec.train, spec.data.bucket_by_length);
+    let world = spec.estimate.data_parallel as usize;
     let eval_b = train.eval_batch_size as usize;
     let (frontier, steps) = match batch {
         None => (Vec::new(), Vec::new()),
         Some(b) => {
             let b = b.max(1) as usize;
-            let mut all = step_widths(&lengths.train, b, train.epochs, train.seed, bucket);
-            let frontier = frontier(all.iter().copied());
-            all.truncate(lengths.train.len().div_ceil(b));
-            (frontier, all)
+            let all = step_widths(&lengths.train, b, world, train.epochs, train.seed, bucket);
+            let first = step_widths(&lengths.train, b, world, 1, train.seed, bucket);
+            (frontier(all), worst_shares(&first, world))
         }
     };
     TextWidths {

@@ -67,6 +67,35 @@ fn a_cuda_plan_reports_the_replayed_reserved_bytes() {
     assert_ne!(memory.predicted_total_bytes, plan.totals.total);
     // the fast bound is another figure: the report shows the replay, not it
     assert_ne!(plan.totals.reserved, 186 << 20);
+    // and its parts are the replay's: they sum to that total, with no flat 10% reserve
+    let part = |name: &str| memory.predicted_breakdown.iter().find(|(n, _)| n == name).map(|&(_, b)| b);
+    assert_eq!(memory.predicted_breakdown.iter().map(|(_, b)| b).sum::<u64>(), memory.predicted_total_bytes);
+    assert_eq!(part("fragmentation"), None);
+    assert_eq!(part("cuda_context"), Some(plan.totals.cuda_context));
+    let tensors: u64 = plan.peak.iter().map(|(_, b)| b).sum();
+    assert_eq!(part("allocator_segments"), Some((186 << 20) - tensors));
+}
+
+/// On the CPU, where nothing is replayed, the parts sum to the fast bound's total: the peak
+/// moment's tensors.
+#[test]
+fn a_cpu_plans_parts_sum_to_its_total() {
+    let quiet = Progress::new(crate::host::progress::Verbosity::Quiet);
+    let memory = planner(1_000, u64::MAX).plan(64, false, Path::new("cfg.toml"), &quiet).unwrap();
+    let sum: u64 = memory.predicted_breakdown.iter().map(|(_, b)| b).sum();
+    assert_eq!(sum, memory.predicted_total_bytes);
+    // host memory has no caching allocator's segments and no fragmentation reserve: the
+    // tensors alone (the MLP's 814,120 B of weights and their gradients, Adam's two states...)
+    assert_eq!((sum, memory.predicted_reserved_bytes), (6_960_736, 6_960_736));
+    assert_eq!(
+        &memory.predicted_breakdown[..3],
+        &[
+            ("student_weights".to_string(), 814_120),
+            ("gradients".to_string(), 814_120),
+            ("optimizer_states".to_string(), 1_628_240)
+        ]
+    );
+    assert!(memory.predicted_breakdown.iter().all(|(n, _)| n != "allocator_segments" && n != "fragmentation"));
 }
 
 /// "auto" on CUDA fills the device by the replay: on a 4 GiB device (3.8 GiB after the 5%
@@ -155,7 +184,7 @@ fn text_gives_the_first_epochs_steps_in_order_and_the_batches_that_can_peak() {
     // (widths 4, 8, 10) in its own order
     let lengths = TextLengths { train: (1..=10).collect(), test: vec![7, 3, 1, 6, 2, 5, 4] };
     let text = text_widths(&lengths, &spec, Some(4));
-    assert_eq!(text.steps, step_widths(&lengths.train, 4, 1, 0, true));
+    assert_eq!(text.steps, step_widths(&lengths.train, 4, 1, 1, 0, true));
     let mut epoch = text.steps.clone();
     epoch.sort_unstable_by_key(|s| s.1);
     assert_eq!(epoch, vec![(4, 4), (4, 8), (2, 10)]);
@@ -165,6 +194,15 @@ fn text_gives_the_first_epochs_steps_in_order_and_the_batches_that_can_peak() {
     assert_eq!(text.evaluation, vec![(3, 6), (1, 7)]);
     let unbatched = text_widths(&lengths, &spec, None);
     assert!(unbatched.steps.is_empty() && unbatched.train.is_empty());
+    // two ranks of 2 rows: the same global batches of 4, each rank padded to its own share:
+    // [1, 2] [3, 4], [5, 6] [7, 8], [9] [10]; a rank's replay meets the larger share of each
+    let mut spec = spec;
+    spec.estimate.data_parallel = 2;
+    let text = text_widths(&lengths, &spec, Some(2));
+    let mut steps = text.steps.clone();
+    steps.sort_unstable_by_key(|s| s.1);
+    assert_eq!(steps, vec![(2, 4), (2, 8), (1, 10)]);
+    assert_eq!(text.train, vec![(2, 8), (1, 10)]);
 }
 
 #[test]

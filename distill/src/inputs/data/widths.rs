@@ -14,30 +14,60 @@ pub const MAX_EPOCHS: u64 = 16;
 
 /// Every training batch of the run, in the order the trainer meets them, as (rows, width)
 /// pairs: `lengths` holds each training sentence's tokens (special tokens included, after
-/// truncation); batches are cut every `batch` positions of the epoch's order (the last one
-/// partial), length-bucketed when `bucket` (`data.bucket_by_length`), for the first
-/// `min(epochs, MAX_EPOCHS)` epochs of seed `seed`. Their mean rows x width is the run's padded
-/// tokens per step (its FLOPs); their order is what the caching allocator meets.
-pub fn step_widths(lengths: &[usize], batch: usize, epochs: u64, seed: u64, bucket: bool) -> Vec<(u64, u64)> {
-    let (n, batch) = (lengths.len(), batch.max(1));
-    let mut batches = Vec::new();
+/// truncation); each step takes the next `batch * world` positions of the epoch's order (the
+/// global batch of a data-parallel job of `world` ranks; 1 alone), length-bucketed at that size
+/// when `bucket` (`data.bucket_by_length`), for the first `min(epochs, MAX_EPOCHS)` epochs of
+/// seed `seed`. Each rank trains on a contiguous share of the step (sizes differing by at most
+/// one, `train::batches::Batches::shard`), padded to its own longest sentence: a step gives
+/// `world` pairs, rank 0's first. A last global batch with fewer samples than ranks is dropped,
+/// as the trainer drops it. Their mean rows x width is the run's padded tokens per step (its
+/// FLOPs); their order is what each rank's caching allocator meets ([`worst_shares`]).
+pub fn step_widths(
+    lengths: &[usize],
+    batch: usize,
+    world: usize,
+    epochs: u64,
+    seed: u64,
+    bucket: bool,
+) -> Vec<(u64, u64)> {
+    let (n, world) = (lengths.len(), world.max(1));
+    let global = batch.max(1).saturating_mul(world).min(n).max(1);
+    let mut shares = Vec::new();
     for epoch in 0..epochs.clamp(1, MAX_EPOCHS) {
         let order = permutation(n, seed, epoch);
-        let order = if bucket { bucketed(order, |i| lengths[i], batch, seed, epoch) } else { order };
-        for rows in order.chunks(batch) {
-            let width = rows.iter().map(|&i| lengths[i as usize]).max().unwrap_or(0) as u64;
-            batches.push((rows.len() as u64, width));
+        let order = if bucket { bucketed(order, |i| lengths[i], global, seed, epoch) } else { order };
+        for step in order.chunks(global).filter(|step| step.len() >= world) {
+            let m = step.len();
+            for rank in 0..world {
+                let rows = &step[rank * m / world..(rank + 1) * m / world];
+                let width = rows.iter().map(|&i| lengths[i as usize]).max().unwrap_or(0) as u64;
+                shares.push((rows.len() as u64, width));
+            }
         }
     }
-    batches
+    shares
 }
 
-/// The training batches that can peak, as (rows, width) pairs sorted by width: of
+/// Of [`step_widths`]' pairs of `world` ranks, each step's share of the most padded tokens
+/// (rows x width): one sequence that no rank's exceeds at any step, for replaying the caching
+/// allocator of the rank that meets the largest batches (with one rank, the steps themselves).
+pub fn worst_shares(shares: &[(u64, u64)], world: usize) -> Vec<(u64, u64)> {
+    shares.chunks(world.max(1)).filter_map(|step| step.iter().copied().max_by_key(|&(r, w)| (r * w, w))).collect()
+}
+
+/// The training batches that can peak on any rank, as (rows, width) pairs sorted by width: of
 /// [`step_widths`], for each width its batches reach, the most rows a batch of that width has,
 /// keeping only pairs that no wider batch matches in rows (a batch no wider and no larger needs
 /// no more memory).
-pub fn batch_widths(lengths: &[usize], batch: usize, epochs: u64, seed: u64, bucket: bool) -> Vec<(u64, u64)> {
-    frontier(step_widths(lengths, batch, epochs, seed, bucket))
+pub fn batch_widths(
+    lengths: &[usize],
+    batch: usize,
+    world: usize,
+    epochs: u64,
+    seed: u64,
+    bucket: bool,
+) -> Vec<(u64, u64)> {
+    frontier(step_widths(lengths, batch, world, epochs, seed, bucket))
 }
 
 /// The rows of the first epoch's training batch of `size` rows that holds the most padded
@@ -95,9 +125,9 @@ mod tests {
         // 10 sentences of 1..=10 tokens in batches of 4: sorted into one pool, the full batches
         // are [1..4] and [5..8] (widths 4 and 8) and the partial last one [9, 10] (width 10)
         let lengths: Vec<usize> = (1..=10).collect();
-        assert_eq!(batch_widths(&lengths, 4, 3, 0, true), vec![(4, 8), (2, 10)]);
+        assert_eq!(batch_widths(&lengths, 4, 1, 3, 0, true), vec![(4, 8), (2, 10)]);
         // one batch of everything: the whole set at the longest width
-        assert_eq!(batch_widths(&lengths, 64, 1, 0, true), vec![(10, 10)]);
+        assert_eq!(batch_widths(&lengths, 64, 1, 1, 0, true), vec![(10, 10)]);
     }
 
     #[test]
@@ -105,13 +135,37 @@ mod tests {
         // 10 sentences of 1..=10 tokens in batches of 4, 2 epochs: each epoch cuts 4 + 4 + 2
         // rows, and its widths are those of the frontier's batches plus the narrowest one (4)
         let lengths: Vec<usize> = (1..=10).collect();
-        let steps = step_widths(&lengths, 4, 2, 0, true);
+        let steps = step_widths(&lengths, 4, 1, 2, 0, true);
         assert_eq!(steps.len(), 6);
         assert_eq!(steps.iter().map(|s| s.0).sum::<u64>(), 20);
         let mut epoch: Vec<(u64, u64)> = steps[..3].to_vec();
         epoch.sort_unstable_by_key(|s| s.1);
         assert_eq!(epoch, vec![(4, 4), (4, 8), (2, 10)]);
-        assert_eq!(frontier(steps), batch_widths(&lengths, 4, 2, 0, true));
+        assert_eq!(frontier(steps), batch_widths(&lengths, 4, 1, 2, 0, true));
+    }
+
+    #[test]
+    fn data_parallel_ranks_pad_their_own_shares_and_a_last_batch_short_of_ranks_is_dropped() {
+        // 11 sentences of 1..=11 tokens, 2 ranks x 2 rows, one sorted pool, global batches of 4:
+        // [1-4] [5-8] and the last [9, 10, 11] (3 rows: shares [9] and [10, 11])
+        let lengths: Vec<usize> = (1..=11).collect();
+        let shares = step_widths(&lengths, 2, 2, 1, 0, true);
+        let mut steps: Vec<[(u64, u64); 2]> = shares.chunks(2).map(|s| [s[0], s[1]]).collect();
+        steps.sort_unstable_by_key(|s| s[1].1);
+        assert_eq!(steps, vec![[(2, 2), (2, 4)], [(2, 6), (2, 8)], [(1, 9), (2, 11)]]);
+        // the worst share of each step, in the trainer's order
+        let worst = worst_shares(&shares, 2);
+        assert_eq!(worst.len(), 3);
+        let mut sorted = worst.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![(2, 4), (2, 8), (2, 11)]);
+        // 3 ranks: 11 = 6 + 5; the last batch of 5 splits [7] [8, 9] [10, 11]
+        let shares = step_widths(&lengths, 2, 3, 1, 0, true);
+        assert_eq!(&shares[3..], &[(1, 7), (2, 9), (2, 11)]);
+        assert_eq!(shares.iter().map(|s| s.0).sum::<u64>(), 11);
+        // 4 ranks x 2: a global batch of 8 and a last one of 3, fewer than 4 ranks: dropped
+        let shares = step_widths(&lengths, 2, 4, 1, 0, true);
+        assert_eq!(shares, vec![(2, 2), (2, 4), (2, 6), (2, 8)]);
     }
 
     #[test]
@@ -119,9 +173,9 @@ mod tests {
         // two batches of 4 in permutation order: whichever holds the 9-token sentence is 9
         // wide, and the other, no larger, is dropped
         let lengths = [3, 1, 4, 1, 5, 9, 2, 6];
-        assert_eq!(batch_widths(&lengths, 4, 1, 7, false), vec![(4, 9)]);
+        assert_eq!(batch_widths(&lengths, 4, 1, 1, 7, false), vec![(4, 9)]);
         // batches of 3 leave a last one of 2 rows: kept only if it is the widest
-        let widths = batch_widths(&lengths, 3, 1, 7, false);
+        let widths = batch_widths(&lengths, 3, 1, 1, 7, false);
         assert_eq!(widths.last().map(|p| p.1), Some(9));
         assert!(widths.windows(2).all(|w| w[0].0 > w[1].0 && w[0].1 < w[1].1), "{widths:?}");
     }
