@@ -88,6 +88,10 @@ impl<'a> Compile<'a> {
     }
 }
 
+/// How the note that prices every text batch at `data.input_shape` begins: a plan given the
+/// data's padded widths (`crate::memory::text_widths::plan`) drops it.
+pub(crate) const TEXT_AT_INPUT_SHAPE: &str = "text is priced at S = ";
+
 /// Notes on the precision, the family and the target that the plan prices differently from
 /// how `distill` trains (or cannot price exactly).
 pub(crate) fn precision_notes(config: &Config, gpu: Option<&Gpu>, cuda: bool) -> Vec<String> {
@@ -103,7 +107,7 @@ pub(crate) fn precision_notes(config: &Config, gpu: Option<&Gpu>, cuda: bool) ->
         ));
     } else if let (Some(_), Some(s)) = (&config.data.tokenizer, config.data.input_shape.first()) {
         notes.push(format!(
-            "text is priced at S = {s} tokens (data.input_shape); distill pads each batch to its longest \
+            "{TEXT_AT_INPUT_SHAPE}{s} tokens (data.input_shape); distill pads each batch to its longest \
              sentence, so most batches are shorter and need less"
         ));
     }

@@ -83,6 +83,10 @@ pub(crate) fn plan(config: &Config, inputs: &Inputs, text: &TextWidths, b: u64) 
     }
     let mut plan = best.ok_or_else(|| EstimateError::overflow("an empty plan"))?;
     plan.batch = b;
+    if !text.train.is_empty() {
+        // priced at the data's own widths, not data.input_shape's
+        plan.notes.retain(|n| !n.starts_with(crate::memory::setup::TEXT_AT_INPUT_SHAPE));
+    }
     // the replay over the run, and at least the blocks any moment of the chosen plan holds
     let most_allocated = plan.peak_allocated();
     // not in the browser build: see `MemoryModel::reserved_replay`
@@ -236,6 +240,11 @@ mod tests {
         assert!(replay >= long.peak_allocated(), "{replay} < {}", long.peak_allocated());
         assert_eq!(widest(&c, &text), 120);
         assert_eq!(widest(&c, &TextWidths::default()), 128);
+        // priced at the data's widths, the plan does not say it priced data.input_shape's
+        let input_shape = "text is priced at S = 128 tokens (data.input_shape)";
+        assert!(!p.notes.iter().any(|n| n.starts_with(input_shape)), "{:?}", p.notes);
+        let unknown = plan(&c, &inputs(), &TextWidths::default(), 256).unwrap();
+        assert!(unknown.notes.iter().any(|n| n.starts_with(input_shape)), "{:?}", unknown.notes);
     }
 
     #[test]
