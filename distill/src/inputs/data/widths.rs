@@ -55,21 +55,6 @@ pub fn worst_shares(shares: &[(u64, u64)], world: usize) -> Vec<(u64, u64)> {
     shares.chunks(world.max(1)).filter_map(|step| step.iter().copied().max_by_key(|&(r, w)| (r * w, w))).collect()
 }
 
-/// The training batches that can peak on any rank, as (rows, width) pairs sorted by width: of
-/// [`step_widths`], for each width its batches reach, the most rows a batch of that width has,
-/// keeping only pairs that no wider batch matches in rows (a batch no wider and no larger needs
-/// no more memory).
-pub fn batch_widths(
-    lengths: &[usize],
-    batch: usize,
-    world: usize,
-    epochs: u64,
-    seed: u64,
-    bucket: bool,
-) -> Vec<(u64, u64)> {
-    frontier(step_widths(lengths, batch, world, epochs, seed, bucket))
-}
-
 /// The rows of the first epoch's training batch of `size` rows that holds the most padded
 /// tokens (rows x its longest sentence), in `spec`'s order (`train.seed`,
 /// `data.bucket_by_length`), for the step that checks a batch fits: the first `size` rows of
@@ -88,7 +73,7 @@ pub fn widest_batch(data: &Dataset, size: usize, spec: &Config) -> Vec<i64> {
 
 /// The batches of a pass in length order (the evaluation, the teacher's pass over the train
 /// set: [`super::Dataset::eval_batches`]) that can peak, as (rows, width) pairs: `lengths`
-/// sorted and cut every `batch`, dominated pairs dropped as in [`batch_widths`].
+/// sorted and cut every `batch`, dominated pairs dropped as in [`frontier`].
 pub fn pass_widths(lengths: &[usize], batch: usize) -> Vec<(u64, u64)> {
     let mut sorted = lengths.to_vec();
     sorted.sort_unstable();
@@ -125,9 +110,9 @@ mod tests {
         // 10 sentences of 1..=10 tokens in batches of 4: sorted into one pool, the full batches
         // are [1..4] and [5..8] (widths 4 and 8) and the partial last one [9, 10] (width 10)
         let lengths: Vec<usize> = (1..=10).collect();
-        assert_eq!(batch_widths(&lengths, 4, 1, 3, 0, true), vec![(4, 8), (2, 10)]);
+        assert_eq!(frontier(step_widths(&lengths, 4, 1, 3, 0, true)), vec![(4, 8), (2, 10)]);
         // one batch of everything: the whole set at the longest width
-        assert_eq!(batch_widths(&lengths, 64, 1, 1, 0, true), vec![(10, 10)]);
+        assert_eq!(frontier(step_widths(&lengths, 64, 1, 1, 0, true)), vec![(10, 10)]);
     }
 
     #[test]
@@ -141,7 +126,7 @@ mod tests {
         let mut epoch: Vec<(u64, u64)> = steps[..3].to_vec();
         epoch.sort_unstable_by_key(|s| s.1);
         assert_eq!(epoch, vec![(4, 4), (4, 8), (2, 10)]);
-        assert_eq!(frontier(steps), batch_widths(&lengths, 4, 1, 2, 0, true));
+        assert_eq!(frontier(steps), vec![(4, 8), (2, 10)]);
     }
 
     #[test]
@@ -173,9 +158,9 @@ mod tests {
         // two batches of 4 in permutation order: whichever holds the 9-token sentence is 9
         // wide, and the other, no larger, is dropped
         let lengths = [3, 1, 4, 1, 5, 9, 2, 6];
-        assert_eq!(batch_widths(&lengths, 4, 1, 1, 7, false), vec![(4, 9)]);
+        assert_eq!(frontier(step_widths(&lengths, 4, 1, 1, 7, false)), vec![(4, 9)]);
         // batches of 3 leave a last one of 2 rows: kept only if it is the widest
-        let widths = batch_widths(&lengths, 3, 1, 1, 7, false);
+        let widths = frontier(step_widths(&lengths, 3, 1, 1, 7, false));
         assert_eq!(widths.last().map(|p| p.1), Some(9));
         assert!(widths.windows(2).all(|w| w[0].0 > w[1].0 && w[0].1 < w[1].1), "{widths:?}");
     }
