@@ -111,9 +111,11 @@ pub struct MemoryReport {
     /// [`crate::host::allocator::peak_resident_bytes`] for what it counts beyond the plan.
     #[serde(default)]
     pub measured_peak_resident_bytes: Option<u64>,
-    /// The plan at its peak moment, part by part: `[name, bytes]` by category, then the
-    /// fragmentation reserve and the CUDA context where non-zero (`report.html` sets it beside
-    /// the measured peaks).
+    /// `predicted_total_bytes` part by part, `[name, bytes]` where non-zero: the tensors of the
+    /// plan's peak moment by category, then `allocator_cache` (the allocator's segments beyond
+    /// those tensors: on CUDA the replayed peak reserved bytes less them), `fragmentation` (the
+    /// flat reserve, only where nothing is replayed), `cuda_context` and `nccl`; they sum to the
+    /// total (`report.html` sets them beside the measured peaks).
     #[serde(default)]
     pub predicted_breakdown: Vec<(String, u64)>,
 }

@@ -168,11 +168,13 @@ pub fn memory_line(m: &MemoryReport) -> String {
         return line;
     }
     // the total "auto" fits and the fit warning compares (`Plan::fit_total`)
+    let nccl = m.predicted_breakdown.iter().any(|(name, b)| name == "nccl" && *b > 0);
     let mut line = format!(
-        "memory: predicted {} on {} at micro-batch {} (CUDA context + the allocator's replayed reserved bytes)",
+        "memory: predicted {} on {} at micro-batch {} (CUDA context{} + the allocator's replayed reserved bytes)",
         bytes(m.predicted_total_bytes),
         m.device,
-        m.batch
+        m.batch,
+        if nccl { " + NCCL's buffers" } else { "" }
     );
     let error = |predicted: u64, measured: u64| match measured {
         0 => String::new(),
@@ -259,5 +261,12 @@ mod tests {
         );
         m.measured_peak_resident_bytes = None;
         assert_eq!(memory_line(&m), "memory on cpu at micro-batch 128: the plan's tensors 108.5 MiB");
+        // a data-parallel job's total also holds NCCL's buffers
+        m.device = "cuda:0".into();
+        m.predicted_breakdown = vec![("cuda_context".into(), 500 << 20), ("nccl".into(), 512 << 20)];
+        assert!(memory_line(&m).starts_with(
+            "memory: predicted 108.5 MiB on cuda:0 at micro-batch 128 (CUDA context + NCCL's buffers + the allocator's \
+             replayed reserved bytes)"
+        ));
     }
 }

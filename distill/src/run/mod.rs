@@ -227,9 +227,9 @@ fn execute(
     let mut loaded = Loaded::load(&cfg, &opts.teacher, objective.agreement(), device)?;
     loaded.warnings.iter().for_each(|w| progress.warn(w.clone()));
     check_baseline(opts.baseline, objective.agreement(), &loaded.train)?;
-    let (settings, memory) = crate::train::memory_plan::resolve(cfg, device, &loaded.sizes(), &progress)?;
+    let world = strategy.world_size();
+    let (settings, memory) = crate::train::memory_plan::resolve(cfg, device, world, &loaded.sizes(), &progress)?;
     if let Some(backend) = strategy.backend_name() {
-        let (planned, world) = (settings.estimate().data_parallel, strategy.world_size());
         progress.line(format!(
             "data-parallel: {} processes ({} on {}), {} samples each per step, {} in all",
             world,
@@ -241,12 +241,17 @@ fn execute(
             settings.train().batch_size,
             settings.train().batch_size * world
         ));
-        if planned != 1 && planned as usize != world {
-            progress.line(format!(
-                "note: estimate.data_parallel = {planned} in the cfg.toml, but {} processes run: the memory plan prices {planned}",
-                world
-            ));
-        }
+    }
+    // a degree the cfg set that the job does not have (the default 1 says nothing of a job)
+    let planned = settings.estimate().data_parallel;
+    if planned != 1 && planned as usize != world {
+        let runs = match world {
+            1 => "1 process runs".to_string(),
+            n => format!("{n} processes run"),
+        };
+        progress.line(format!(
+            "note: estimate.data_parallel = {planned} in the cfg.toml, but {runs}: the memory plan prices what runs"
+        ));
     }
 
     let (norm, family) = (settings.student().norm, settings.student().family);

@@ -160,7 +160,7 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
         let device = machine.as_ref().map(|m| DeviceJson {
             name: m.name.clone(),
             memory: m.gpu.memory,
-            fits: plan.totals.total <= m.gpu.memory,
+            fits: plan.fit_total() <= m.gpu.memory,
         });
         return Ok(serde_json::to_string_pretty(&PlanJson { plan: &plan, max_batch: per_gpu, data, device })
             .expect("plan serialises")

@@ -67,11 +67,11 @@ pub struct MemoryPlan {
     /// peak moment's segments (`totals.reserved`, the fast bound the device total is built on).
     pub predicted_reserved_bytes: u64,
     /// [`Self::predicted_total_bytes`] part by part, each where non-zero: the tensors of the
-    /// plan's peak moment by category (`student_weights`, `activations`, ...), then the
-    /// allocator's segments beyond them (`allocator_segments`: on CUDA the replayed peak
-    /// reserved bytes less those tensors, elsewhere the peak moment's rounding), the
-    /// `fragmentation` reserve (only where nothing is replayed), `cuda_context` and `nccl`.
-    /// The parts sum to the total, bytes.
+    /// plan's peak moment by category (`student_weights`, `activations`, ...), then what the
+    /// allocator reserves beyond them (`allocator_cache`: rounding, split blocks and cached free
+    /// blocks; on CUDA the replayed peak reserved bytes less those tensors, elsewhere the peak
+    /// moment's segments less them), the `fragmentation` reserve (only where nothing is
+    /// replayed), `cuda_context` and `nccl`. The parts sum to the total, bytes.
     pub predicted_breakdown: Vec<(String, u64)>,
     /// FLOPs of one training sample by part (`estimator_wasm::memory::flops`), the mean over
     /// the run's training rows: for text padded per batch, every batch at its own rows and width
@@ -111,7 +111,7 @@ fn breakdown(plan: &Plan) -> Vec<(String, u64)> {
         None => (t.reserved, t.fragmentation),
     };
     let outside = [
-        ("allocator_segments", segments.saturating_sub(held)),
+        ("allocator_cache", segments.saturating_sub(held)),
         ("fragmentation", fragmentation),
         ("cuda_context", t.cuda_context),
         ("nccl", t.nccl),
@@ -140,11 +140,14 @@ pub struct MemoryPlanner {
 }
 
 impl MemoryPlanner {
-    /// The planner of `spec` on `device`, or `None` where the device's memory is unknown.
-    pub fn on(device: Device, spec: &Config, sizes: &LoadedSizes) -> Option<MemoryPlanner> {
+    /// The planner of `spec` on `device` for a job of `world` processes (1 alone), or `None`
+    /// where the device's memory is unknown. The job's own world is priced, whatever
+    /// `estimate.data_parallel` says: it is what each rank's batches and NCCL's buffers follow.
+    pub fn on(device: Device, spec: &Config, world: usize, sizes: &LoadedSizes) -> Option<MemoryPlanner> {
         let capacity = device_capacity(device)?;
         let mut priced = spec.clone();
         priced.estimate.target = if device.is_cuda() { Target::Cuda } else { Target::Cpu };
+        priced.estimate.data_parallel = world.max(1) as u64;
         let inputs = Inputs {
             batch: None,
             teacher: Some(TeacherModel {
@@ -194,7 +197,7 @@ impl MemoryPlanner {
             )
         };
         let b = fit.ok_or_else(none_fits)?;
-        let n = self.inputs.dataset.map(|d| d.train_samples).unwrap_or(b).max(1);
+        let n = self.rank_samples().unwrap_or(b).max(1);
         let replayed = self.priced.estimate.target == Target::Cuda;
         if !replayed && (self.text.is_none() || b >= n) {
             return Ok(b.min(n));
@@ -207,20 +210,28 @@ impl MemoryPlanner {
         found.batch.ok_or_else(none_fits)
     }
 
-    /// The plan at micro-batch `batch`, or at the train set's size when that is smaller (the
-    /// largest batch the run makes: [`crate::train::batches`] cuts batches at `min(batch, n)`); warns
-    /// when an `auto` batch is the whole train set (full-batch training), and with the breakdown
-    /// when the plan does not fit the device ([`Plan::fit_total`]: on CUDA by its replay).
+    /// The most samples a rank's batch can hold: the train set's share of each of the job's
+    /// processes, rounded up ([`crate::train::batches`] cuts global batches at `min(batch x
+    /// world, n)` and shares them out); `None` when the train set's size is unknown.
+    fn rank_samples(&self) -> Option<u64> {
+        let n = self.inputs.dataset.map(|d| d.train_samples).filter(|&n| n > 0)?;
+        Some(n.div_ceil(self.priced.estimate.data_parallel.max(1)))
+    }
+
+    /// The plan at micro-batch `batch`, or at a rank's share of the train set when that is
+    /// smaller (the largest batch the run makes, [`Self::rank_samples`]); warns when an `auto`
+    /// batch is the whole train set (full-batch training), and with the breakdown when the plan
+    /// does not fit the device ([`Plan::fit_total`]: on CUDA by its replay).
     ///
     /// # Errors
     /// [`DistillError::Config`] naming `cfg_path` when the estimate fails.
     pub fn plan(&self, batch: u64, auto: bool, cfg_path: &Path, progress: &Progress) -> Result<MemoryPlan> {
-        let train_samples = self.inputs.dataset.map_or(0, |d| d.train_samples);
-        let batch = if train_samples > 0 { batch.min(train_samples) } else { batch };
+        let most = self.rank_samples();
+        let batch = most.map_or(batch, |n| batch.min(n));
         let plan = estimate(&self.priced, &self.inputs_at(batch))
             .map_err(|e: EstimateError| DistillError::config(cfg_path, e.to_string()))?;
         let capacity = &self.capacity;
-        if auto && plan.batch >= train_samples {
+        if auto && most.is_some_and(|n| plan.batch >= n) {
             progress.warn(format!(
                 "warning: train.batch_size = \"auto\" chose the whole train set ({}) on {}: that is full-batch training; set a number for mini-batches",
                 plan.batch, capacity.name
@@ -276,9 +287,12 @@ impl MemoryPlanner {
             n if n == train.epochs => format!("its {n} epochs"),
             n => format!("its first {n} epochs"),
         };
+        let batches = match world {
+            1 => format!("each of the {} training batches of {epochs}", steps.len()),
+            w => format!("each rank's share of the {} steps of {epochs} over {w} processes", steps.len() / w),
+        };
         let basis = format!(
-            "exact over the epochs' padded batches: each of the {} training batches of {epochs} (the trainer's order) at its own rows and width; {mean_width:.1} padded tokens per row on average, the widest batch {widest}",
-            steps.len(),
+            "exact over the epochs' padded batches: {batches} (the trainer's order) at its own rows and width; {mean_width:.1} padded tokens per row on average, the widest batch {widest}"
         );
         Ok((FlopsPerSample::mean(&pairs), basis))
     }
@@ -361,10 +375,11 @@ fn available_ram() -> Option<u64> {
 pub fn resolve(
     cfg: WrittenCfg,
     device: Device,
+    world: usize,
     sizes: &LoadedSizes,
     progress: &Progress,
 ) -> Result<(RunSettings, Option<MemoryPlan>)> {
-    let planner = MemoryPlanner::on(device, &cfg.spec, sizes);
+    let planner = MemoryPlanner::on(device, &cfg.spec, world, sizes);
     let auto = cfg.spec.train.batch_size == BatchSize::Auto;
     let batch_size = match (cfg.spec.train.batch_size, &planner) {
         (BatchSize::Fixed(n), _) => n,

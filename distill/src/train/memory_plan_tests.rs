@@ -10,7 +10,7 @@ fn planner(train_samples: u64, memory: u64) -> MemoryPlanner {
         dataset: DatasetSize { train_samples, test_samples: 10, sample_bytes: 784 },
         text: None,
     };
-    let mut planner = MemoryPlanner::on(Device::Cpu, &spec, &sizes).unwrap();
+    let mut planner = MemoryPlanner::on(Device::Cpu, &spec, 1, &sizes).unwrap();
     planner.capacity.gpu.memory = memory;
     planner
 }
@@ -27,6 +27,11 @@ fn a_batch_larger_than_the_train_set_is_planned_at_the_train_set() {
     let big = planner(2_000_000, u64::MAX).plan(1_000_000, false, Path::new("cfg.toml"), &quiet).unwrap();
     assert_eq!(big.batch, 1_000_000);
     assert!(big.predicted_total_bytes > asked.predicted_total_bytes);
+    // a job of 2 processes: a rank holds at most its share of 101 samples, 51
+    let mut job = planner(101, u64::MAX);
+    job.priced.estimate.data_parallel = 2;
+    assert_eq!(job.plan(1_000_000, false, Path::new("cfg.toml"), &quiet).unwrap().batch, 51);
+    assert_eq!(job.plan(40, false, Path::new("cfg.toml"), &quiet).unwrap().batch, 40);
 }
 
 /// The recorded H200 run `fm-fp32` (`estimator-wasm/fidelity/gpu/h200-2026-12-04-b/`: the
@@ -73,7 +78,7 @@ fn a_cuda_plan_reports_the_replayed_reserved_bytes() {
     assert_eq!(part("fragmentation"), None);
     assert_eq!(part("cuda_context"), Some(plan.totals.cuda_context));
     let tensors: u64 = plan.peak.iter().map(|(_, b)| b).sum();
-    assert_eq!(part("allocator_segments"), Some((186 << 20) - tensors));
+    assert_eq!(part("allocator_cache"), Some((186 << 20) - tensors));
 }
 
 /// On the CPU, where nothing is replayed, the parts sum to the fast bound's total: the peak
@@ -95,7 +100,7 @@ fn a_cpu_plans_parts_sum_to_its_total() {
             ("optimizer_states".to_string(), 1_628_240)
         ]
     );
-    assert!(memory.predicted_breakdown.iter().all(|(n, _)| n != "allocator_segments" && n != "fragmentation"));
+    assert!(memory.predicted_breakdown.iter().all(|(n, _)| n != "allocator_cache" && n != "fragmentation"));
 }
 
 /// "auto" on CUDA fills the device by the replay: on a 4 GiB device (3.8 GiB after the 5%
@@ -118,6 +123,11 @@ fn auto_on_cuda_fills_the_device_by_the_replay() {
 /// rows at most 16 tokens) over 10 sentences of 1..=10 tokens, length-bucketed, one epoch,
 /// its teacher known by its 1,000 parameters and run online unless `cached`.
 fn text_planner(cached: bool) -> MemoryPlanner {
+    text_job(cached, 1)
+}
+
+/// [`text_planner`]'s run as a job of `world` processes.
+fn text_job(cached: bool, world: usize) -> MemoryPlanner {
     let spec = Config::from_toml_str(&format!(
         "[data]\ntokenizer = \"t.json\"\ninput_shape = [16]\nclasses = 4\nbucket_by_length = true\n\
          [teacher]\nparams = 1000\ncache_logits = {cached}\n\
@@ -132,7 +142,27 @@ fn text_planner(cached: bool) -> MemoryPlanner {
         dataset: DatasetSize { train_samples: 10, test_samples: 2, sample_bytes: 64 },
         text: Some(TextLengths { train: (1..=10).collect(), test: vec![3, 5] }),
     };
-    MemoryPlanner::on(Device::Cpu, &spec, &sizes).unwrap()
+    MemoryPlanner::on(Device::Cpu, &spec, world, &sizes).unwrap()
+}
+
+/// A job is planned at its own number of processes, not the cfg's `estimate.data_parallel`
+/// (1 here): two ranks of 2 rows pad their own shares of each global batch of 4 ([1, 2]
+/// [3, 4], [5, 6] [7, 8], [9] [10]), where one process cuts five batches of 2.
+#[test]
+fn a_job_is_planned_at_its_own_number_of_processes() {
+    let widths = |p: &MemoryPlanner| {
+        let mut steps = p.inputs_at(2).text.unwrap().steps;
+        steps.sort_unstable_by_key(|s| s.1);
+        steps
+    };
+    let job = text_job(true, 2);
+    assert_eq!(job.priced.estimate.data_parallel, 2);
+    assert_eq!(widths(&job), vec![(2, 4), (2, 8), (1, 10)]);
+    assert_eq!(widths(&text_planner(true)), vec![(2, 2), (2, 4), (2, 6), (2, 8), (2, 10)]);
+    // its FLOPs are every rank's rows at their share's width: 3 steps, not 6 batches
+    let (_, basis) = job.flops_per_sample(2).unwrap();
+    let steps = "exact over the epochs' padded batches: each rank's share of the 3 steps of its epoch over 2 processes";
+    assert!(basis.starts_with(steps), "{basis}");
 }
 
 /// A text run's sample costs the rows-weighted mean of its batches' FLOPs, each batch at its

@@ -167,12 +167,21 @@ fn plan_without_a_gpu_is_for_this_machines_cpu() {
     assert!(peak[sum + 2].trim_start().starts_with("allocator segments"), "{text}");
     assert!(peak.iter().any(|l| l.trim_start().starts_with("+ cuda context")), "{text}");
     // the total, then the caching allocator's reserved bytes replayed over the run (CUDA only)
-    assert!(peak[peak.len() - 2].trim_start().starts_with("= total"), "{text}");
-    assert!(peak.last().unwrap().trim_start().starts_with("reserved, replayed run"), "{text}");
+    // and the device total on them, which the headline and the fit give
+    assert!(peak[peak.len() - 3].trim_start().starts_with("= total "), "{text}");
+    assert!(peak[peak.len() - 2].trim_start().starts_with("reserved, replayed run"), "{text}");
+    let replayed = peak.last().unwrap().trim_start();
+    assert!(replayed.starts_with("= total, replayed run"), "{text}");
+    let replayed_total = replayed.trim_start_matches("= total, replayed run").trim();
+    assert!(text.lines().nth(1).unwrap().ends_with(&format!(", {replayed_total} on the device")), "{text}");
     let json: serde_json::Value = serde_json::from_str(&run(&["--gpu", "T4", "--json"])).unwrap();
     let t = &json["plan"]["totals"];
     let n = |k: &str| t[k].as_u64().unwrap();
     assert_eq!(n("total"), n("reserved") + n("fragmentation") + n("cuda_context") + n("nccl"));
+    // the fit is the replayed total's: the allocator's replay plus the context and NCCL
+    let replayed = json["plan"]["reserved_replay"].as_u64().unwrap() + n("cuda_context") + n("nccl");
+    let fit = &json["plan"]["fit"];
+    assert_eq!(fit["free"].as_u64().unwrap(), fit["capacity"].as_u64().unwrap() - replayed);
     assert!(json.get("device").is_none());
 }
 

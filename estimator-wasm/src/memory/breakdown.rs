@@ -259,7 +259,8 @@ pub struct Pruning {
     pub final_model_states: ModelStates,
 }
 
-/// Whether the plan fits a GPU.
+/// Whether the plan fits a GPU: its device total ([`Plan::fit_total`]: the replayed one where
+/// the plan has a replay) against the GPU's memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Fit {
     pub gpu: Gpu,
@@ -270,6 +271,19 @@ pub struct Fit {
     /// `total - capacity` when it does not fit, else 0.
     pub short: u64,
     pub fits: bool,
+}
+
+impl Fit {
+    /// A device total of `total` bytes on `gpu`.
+    pub(crate) fn of(gpu: Gpu, total: u64) -> Fit {
+        Fit {
+            gpu,
+            capacity: gpu.memory,
+            free: gpu.memory.saturating_sub(total),
+            short: total.saturating_sub(gpu.memory),
+            fits: total <= gpu.memory,
+        }
+    }
 }
 
 /// The estimate for one micro-batch size.
@@ -313,6 +327,20 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The device memory the plan's replay of the run needs, bytes: the allocator's replayed
+    /// peak reserved bytes plus the CUDA context and NCCL's buffers (what the device's memory
+    /// must hold besides); `None` where nothing is replayed (the CPU, the browser build).
+    pub fn replayed_total(&self) -> Option<u64> {
+        let t = &self.totals;
+        self.reserved_replay.map(|r| r.saturating_add(t.cuda_context).saturating_add(t.nccl))
+    }
+
+    /// [`Self::replayed_total`] where the plan has a replay, else the fast bound's device total
+    /// (`totals.total`, with its fragmentation reserve).
+    pub fn fit_total(&self) -> u64 {
+        self.replayed_total().unwrap_or(self.totals.total)
+    }
+
     /// The caching allocator's peak `allocated_bytes` over every moment of the plan (the
     /// teacher's pass, the step, the evaluation): what `torch.cuda.max_memory_allocated`
     /// measures over a run. The device total's moment ([`Plan::peak_moment`]) is the one whose

@@ -85,14 +85,7 @@ impl MemoryModel {
             kept_bytes: None,
             stage: self.student.stages.len() as u64 - 1,
         });
-        let fit = self.setup.gpu.filter(|_| cuda).map(|g| Fit {
-            gpu: g,
-            capacity: g.memory,
-            free: g.memory.saturating_sub(total),
-            short: total.saturating_sub(g.memory),
-            fits: total <= g.memory,
-        });
-        Ok(Plan {
+        let mut plan = Plan {
             batch: b,
             target: self.setup.target,
             precision: self.setup.precision,
@@ -103,12 +96,14 @@ impl MemoryModel {
             totals,
             moments,
             layers,
-            fit,
+            fit: None,
             pruning: self.summary.pruning,
             flops: self.flops.at(b),
             notes: self.summary.notes.clone(),
             reserved_replay: self.reserved_replay(b, moments_allocated),
-        })
+        };
+        plan.fit = self.setup.gpu.filter(|_| cuda).map(|g| Fit::of(g, plan.fit_total()));
+        Ok(plan)
     }
 
     /// Only the device totals at micro-batch `b` (the fast path the batch search uses).

@@ -84,7 +84,8 @@ impl Plan {
     /// The categories at the peak and their sum, then what the device holds for them: the
     /// allocator's segments (which hold those tensors, so they are not added to them), the
     /// fragmentation reserve, the CUDA context and NCCL's buffers, and the total; then the
-    /// caching allocator's reserved bytes, replayed over the run ([`Plan::reserved_replay`]).
+    /// caching allocator's reserved bytes, replayed over the run ([`Plan::reserved_replay`]),
+    /// and the device total on them ([`Plan::replayed_total`]).
     fn write_peak(&self, s: &mut String) {
         let t = &self.totals;
         let _ = writeln!(s, "\nat the peak ({}):", moment_name(self.peak_moment));
@@ -110,17 +111,17 @@ impl Plan {
             }
         }
         let _ = writeln!(s, "  {:<26} {:>12}", "= total", human(t.total));
-        if let Some(replay) = self.reserved_replay {
-            // the allocator's own peak over the run (cached blocks included), apart from the
-            // fast bound above that the batch search uses
+        if let (Some(replay), Some(total)) = (self.reserved_replay, self.replayed_total()) {
+            // the allocator's own peak over the run (cached blocks included), in place of the
+            // fast bound's segments and reserve above: what the fit and "auto" in distill count
             let _ = writeln!(s, "  {:<26} {:>12}", "reserved, replayed run", human(replay));
+            let _ = writeln!(s, "  {:<26} {:>12}", "= total, replayed run", human(total));
         }
     }
 
     /// The plan as an aligned text table.
     pub fn to_table(&self) -> String {
         let mut s = String::new();
-        let t = &self.totals;
         let _ = writeln!(
             s,
             "student {} parameters, teacher {}; micro-batch {}; precision {}; target {}",
@@ -132,7 +133,7 @@ impl Plan {
         );
         let peak_layer = self.moments.iter().find(|p| p.moment == self.peak_moment).and_then(|p| p.layer.clone());
         let at = peak_layer.map(|l| format!(" at {l}")).unwrap_or_default();
-        let _ = writeln!(s, "peak: {}{at}, {} on the device", moment_name(self.peak_moment), human(t.total));
+        let _ = writeln!(s, "peak: {}{at}, {} on the device", moment_name(self.peak_moment), human(self.fit_total()));
         if let Some(fit) = &self.fit {
             let verdict = if fit.fits {
                 format!("fits ({} free)", human(fit.free))

@@ -15,22 +15,6 @@ use crate::memory::batch::{bisect, within};
 use crate::memory::breakdown::Plan;
 use crate::memory::errors::EstimateError;
 
-impl Plan {
-    /// The device memory the plan's replay of the run needs, bytes: the allocator's replayed
-    /// peak reserved bytes plus the CUDA context and NCCL's buffers (what the device's memory
-    /// must hold besides); `None` where nothing is replayed (the CPU, the browser build).
-    pub fn replayed_total(&self) -> Option<u64> {
-        let t = &self.totals;
-        self.reserved_replay.map(|r| r.saturating_add(t.cuda_context).saturating_add(t.nccl))
-    }
-
-    /// [`Self::replayed_total`] where the plan has a replay, else the fast bound's device total
-    /// (`totals.total`, with its fragmentation reserve).
-    pub fn fit_total(&self) -> u64 {
-        self.replayed_total().unwrap_or(self.totals.total)
-    }
-}
-
 /// What [`search_replayed`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplayedSearch {

@@ -49,8 +49,10 @@ pub fn step_widths(
 }
 
 /// Of [`step_widths`]' pairs of `world` ranks, each step's share of the most padded tokens
-/// (rows x width): one sequence that no rank's exceeds at any step, for replaying the caching
-/// allocator of the rank that meets the largest batches (with one rank, the steps themselves).
+/// (rows x width, the wider on a tie): one sequence whose every step holds as many tokens as
+/// any rank's, for replaying the caching allocator of the rank that meets the largest batches
+/// (with one rank, the steps themselves). Length-bucketed shares of a step differ by at most a
+/// row and a few tokens of width, so this is, step by step, the last rank's share or close.
 pub fn worst_shares(shares: &[(u64, u64)], world: usize) -> Vec<(u64, u64)> {
     shares.chunks(world.max(1)).filter_map(|step| step.iter().copied().max_by_key(|&(r, w)| (r * w, w))).collect()
 }

@@ -132,7 +132,8 @@ pub fn memory(m: &MemoryReport) -> String {
     }
     let chart = BarChart { id: "memory-bars".into(), axis: "MiB".into(), bars }.html();
     format!(
-        "<p>{} at micro-batch {}, capacity {}</p>{chart}<table id=\"memory\"><tbody>{rows}</tbody></table>",
+        "<p>{} at micro-batch {}, capacity {}. The plan's parts (the bars above \"plan: peak allocated\") sum to \
+         \"plan: total on the device\".</p>{chart}<table id=\"memory\"><tbody>{rows}</tbody></table>",
         escape(&m.device),
         m.batch,
         bytes(m.capacity_bytes)
