@@ -227,8 +227,9 @@ fn execute(
     let mut loaded = Loaded::load(&cfg, &opts.teacher, objective.agreement(), device)?;
     loaded.warnings.iter().for_each(|w| progress.warn(w.clone()));
     check_baseline(opts.baseline, objective.agreement(), &loaded.train)?;
-    let world = strategy.world_size();
-    let (settings, memory) = crate::train::memory_plan::resolve(cfg, device, world, &loaded.sizes(), &progress)?;
+    let (world, nccl) = (strategy.world_size(), strategy.backend_name() == Some("nccl"));
+    let (settings, memory) =
+        crate::train::memory_plan::resolve(cfg, device, (world, nccl), &loaded.sizes(), &progress)?;
     if let Some(backend) = strategy.backend_name() {
         progress.line(format!(
             "data-parallel: {} processes ({} on {}), {} samples each per step, {} in all",

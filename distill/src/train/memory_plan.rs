@@ -140,14 +140,18 @@ pub struct MemoryPlanner {
 }
 
 impl MemoryPlanner {
-    /// The planner of `spec` on `device` for a job of `world` processes (1 alone), or `None`
-    /// where the device's memory is unknown. The job's own world is priced, whatever
+    /// The planner of `spec` on `device` for a job of `world` processes (1 alone) over NCCL
+    /// when `nccl` (else Gloo, which holds no device buffers of its own), or `None` where the
+    /// device's memory is unknown. The job's own world is priced, whatever
     /// `estimate.data_parallel` says: it is what each rank's batches and NCCL's buffers follow.
-    pub fn on(device: Device, spec: &Config, world: usize, sizes: &LoadedSizes) -> Option<MemoryPlanner> {
+    pub fn on(device: Device, spec: &Config, world: usize, nccl: bool, sizes: &LoadedSizes) -> Option<MemoryPlanner> {
         let capacity = device_capacity(device)?;
         let mut priced = spec.clone();
         priced.estimate.target = if device.is_cuda() { Target::Cuda } else { Target::Cpu };
         priced.estimate.data_parallel = world.max(1) as u64;
+        if !nccl {
+            priced.estimate.nccl_mib = Some(0);
+        }
         let inputs = Inputs {
             batch: None,
             teacher: Some(TeacherModel {
@@ -375,11 +379,11 @@ fn available_ram() -> Option<u64> {
 pub fn resolve(
     cfg: WrittenCfg,
     device: Device,
-    world: usize,
+    (world, nccl): (usize, bool),
     sizes: &LoadedSizes,
     progress: &Progress,
 ) -> Result<(RunSettings, Option<MemoryPlan>)> {
-    let planner = MemoryPlanner::on(device, &cfg.spec, world, sizes);
+    let planner = MemoryPlanner::on(device, &cfg.spec, world, nccl, sizes);
     let auto = cfg.spec.train.batch_size == BatchSize::Auto;
     let batch_size = match (cfg.spec.train.batch_size, &planner) {
         (BatchSize::Fixed(n), _) => n,

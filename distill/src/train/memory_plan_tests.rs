@@ -10,7 +10,7 @@ fn planner(train_samples: u64, memory: u64) -> MemoryPlanner {
         dataset: DatasetSize { train_samples, test_samples: 10, sample_bytes: 784 },
         text: None,
     };
-    let mut planner = MemoryPlanner::on(Device::Cpu, &spec, 1, &sizes).unwrap();
+    let mut planner = MemoryPlanner::on(Device::Cpu, &spec, 1, false, &sizes).unwrap();
     planner.capacity.gpu.memory = memory;
     planner
 }
@@ -142,7 +142,7 @@ fn text_job(cached: bool, world: usize) -> MemoryPlanner {
         dataset: DatasetSize { train_samples: 10, test_samples: 2, sample_bytes: 64 },
         text: Some(TextLengths { train: (1..=10).collect(), test: vec![3, 5] }),
     };
-    MemoryPlanner::on(Device::Cpu, &spec, world, &sizes).unwrap()
+    MemoryPlanner::on(Device::Cpu, &spec, world, false, &sizes).unwrap()
 }
 
 /// A job is planned at its own number of processes, not the cfg's `estimate.data_parallel`
@@ -163,6 +163,14 @@ fn a_job_is_planned_at_its_own_number_of_processes() {
     let (_, basis) = job.flops_per_sample(2).unwrap();
     let steps = "exact over the epochs' padded batches: each rank's share of the 3 steps of its epoch over 2 processes";
     assert!(basis.starts_with(steps), "{basis}");
+    // over Gloo a rank holds no NCCL buffers; over NCCL its 512 MiB are priced (on CUDA)
+    let mut cuda = job.priced.clone();
+    assert_eq!(cuda.estimate.nccl_mib, Some(0));
+    cuda.estimate.target = Target::Cuda;
+    let inputs = Inputs { device: Some(cuda_device(1 << 37, 9, None)), ..job.inputs_at(2) };
+    assert_eq!(estimate(&cuda, &inputs).unwrap().totals.nccl, 0);
+    cuda.estimate.nccl_mib = None; // as MemoryPlanner::on leaves it for an NCCL job
+    assert_eq!(estimate(&cuda, &inputs).unwrap().totals.nccl, 512 << 20);
 }
 
 /// A text run's sample costs the rows-weighted mean of its batches' FLOPs, each batch at its
