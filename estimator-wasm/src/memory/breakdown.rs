@@ -259,8 +259,9 @@ pub struct Pruning {
     pub final_model_states: ModelStates,
 }
 
-/// Whether the plan fits a GPU: its device total ([`Plan::fit_total`]: the replayed one where
-/// the plan has a replay) against the GPU's memory.
+/// Whether a device total fits a GPU. [`Plan::fit`] holds the fast bound's (`totals.total`,
+/// the figure the browser build shows and its sweeps compare); the text table and `distill`
+/// judge [`Plan::fit_total`] (the replayed total where the plan has a replay).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Fit {
     pub gpu: Gpu,

@@ -102,7 +102,9 @@ impl MemoryModel {
             notes: self.summary.notes.clone(),
             reserved_replay: self.reserved_replay(b, moments_allocated),
         };
-        plan.fit = self.setup.gpu.filter(|_| cuda).map(|g| Fit::of(g, plan.fit_total()));
+        // the fast bound's total, as the browser (no replay) shows it; `Plan::fit_total` is
+        // what distill fits
+        plan.fit = self.setup.gpu.filter(|_| cuda).map(|g| Fit::of(g, plan.totals.total));
         Ok(plan)
     }
 

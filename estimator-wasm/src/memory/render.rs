@@ -3,7 +3,7 @@
 //! Sizes are shown in binary units; the JSON form of the plan keeps exact bytes.
 use std::fmt::Write;
 
-use crate::memory::breakdown::{Moment, MomentBytes, Plan};
+use crate::memory::breakdown::{Fit, Moment, MomentBytes, Plan};
 use crate::schema::{Precision, Target};
 
 /// `bytes` in B, KiB, MiB, GiB or TiB with one decimal.
@@ -134,7 +134,8 @@ impl Plan {
         let peak_layer = self.moments.iter().find(|p| p.moment == self.peak_moment).and_then(|p| p.layer.clone());
         let at = peak_layer.map(|l| format!(" at {l}")).unwrap_or_default();
         let _ = writeln!(s, "peak: {}{at}, {} on the device", moment_name(self.peak_moment), human(self.fit_total()));
-        if let Some(fit) = &self.fit {
+        // judged on the total the headline gives: the replayed one where there is one
+        if let Some(fit) = self.fit.map(|f| Fit::of(f.gpu, self.fit_total())) {
             let verdict = if fit.fits {
                 format!("fits ({} free)", human(fit.free))
             } else {

@@ -11,7 +11,7 @@ use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use crate::memory::alloc_trace::Run;
-use crate::memory::breakdown::{Fit, Plan};
+use crate::memory::breakdown::Plan;
 use crate::memory::compiled::EvalPlan;
 use crate::memory::errors::EstimateError;
 use crate::memory::inputs::{Inputs, TextWidths};
@@ -92,7 +92,6 @@ pub(crate) fn plan(config: &Config, inputs: &Inputs, text: &TextWidths, b: u64) 
     // not in the browser build: see `MemoryModel::reserved_replay`
     if !cfg!(target_arch = "wasm32") {
         plan.reserved_replay = run_reserved(config, inputs, text, &shapes, b)?.map(|r| r.max(most_allocated));
-        plan.fit = plan.fit.map(|f| Fit::of(f.gpu, plan.fit_total()));
     }
     // FLOPs: an upper bound, all `b` rows at the widest batch's width (the batches' own widths
     // vary from step to step)
