@@ -101,7 +101,7 @@ impl MemoryPlan {
 /// The plan's device total ([`Plan::fit_total`]) part by part: the peak moment's tensors by
 /// category, then what lies outside them, so that the parts sum to the total. With a replay
 /// the segments are the replay's peak reserved bytes and no flat fragmentation reserve is
-/// added (the replay is what the total counts, `replayed_fit.rs`).
+/// added (the replay is what [`Plan::fit_total`] counts).
 fn breakdown(plan: &Plan) -> Vec<(String, u64)> {
     let t = &plan.totals;
     let tensors: Vec<(String, u64)> = plan.peak.iter().map(|(cat, b)| (cat.name().to_string(), b)).collect();
