@@ -124,6 +124,17 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
         device: None,
         text: files.as_ref().and_then(|f| text_lengths(f, &spec)).map(|l| text_widths(&l, &spec, batch)),
     };
+    // a job with a rank that has no samples cannot train: the trainer refuses it (`Batches::sharded`)
+    let ranks = spec.estimate.data_parallel;
+    if let Some(d) = inputs.dataset.filter(|d| d.train_samples < ranks) {
+        return Err(DistillError::config(
+            path,
+            format!(
+                "estimate.data_parallel = {ranks}, but the training set holds {} samples: a rank would have none and distill refuses such a job; plan at most {} ranks",
+                d.train_samples, d.train_samples
+            ),
+        ));
+    }
     let bad = |e: EstimateError| match &e {
         EstimateError::Invalid { key, .. } if key == "teacher" && opts.teacher.is_none() => {
             DistillError::config(path, format!("{e}; or pass --teacher <t.pt> to distill plan"))

@@ -112,6 +112,20 @@ fn plan_refuses_a_cfg_without_a_held_out_set_as_the_trainer_does() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+#[test]
+fn plan_refuses_more_ranks_than_training_samples_as_the_trainer_does() {
+    // the digits fixture trains on 1437 samples: a job of 1438 ranks leaves one without any
+    let case = Case::new();
+    let out = plan_without_cuda(&case, &["--gpu", "H200", "--set", "estimate.data_parallel=1438"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let why = "estimate.data_parallel = 1438, but the training set holds 1437 samples: a rank would have none and distill refuses such a job; plan at most 1437 ranks";
+    assert!(stderr.contains(CFG) && stderr.contains(why) && stderr.lines().count() == 1, "{stderr}");
+    // as many ranks as samples: planned, one sample each
+    let out = plan_without_cuda(&case, &["--gpu", "H200", "--set", "estimate.data_parallel=1437"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// `distill plan --student CFG --teacher TEACHER` of `case` with `extra` flags, the machine's CUDA
 /// devices hidden (`CUDA_VISIBLE_DEVICES` empty): the CPU's plan unless `--gpu` names one.
 fn plan_without_cuda(case: &Case, extra: &[&str]) -> Output {
