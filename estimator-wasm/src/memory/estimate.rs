@@ -85,7 +85,10 @@ impl MemoryModel {
             kept_bytes: None,
             stage: self.student.stages.len() as u64 - 1,
         });
-        let mut plan = Plan {
+        // the fast bound's total, as the browser (no replay) shows it; `Plan::fit_total` is
+        // what distill fits
+        let fit = self.setup.gpu.filter(|_| cuda).map(|g| Fit::of(g, total));
+        Ok(Plan {
             batch: b,
             target: self.setup.target,
             precision: self.setup.precision,
@@ -96,16 +99,12 @@ impl MemoryModel {
             totals,
             moments,
             layers,
-            fit: None,
+            fit,
             pruning: self.summary.pruning,
             flops: self.flops.at(b),
             notes: self.summary.notes.clone(),
             reserved_replay: self.reserved_replay(b, moments_allocated),
-        };
-        // the fast bound's total, as the browser (no replay) shows it; `Plan::fit_total` is
-        // what distill fits
-        plan.fit = self.setup.gpu.filter(|_| cuda).map(|g| Fit::of(g, plan.totals.total));
-        Ok(plan)
+        })
     }
 
     /// Only the device totals at micro-batch `b` (the fast path the batch search uses).
