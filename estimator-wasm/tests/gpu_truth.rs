@@ -123,7 +123,7 @@ const RESERVED_MISSES: &[(&str, f64, &str)] = &[
     (
         "minilm-fp32",
         -0.122,
-        "its 313 steps replayed in order (text_steps) as minilm-bf16's (-3.1%), with fp32 activations twice the size; what the run cached beyond that is not found: replaying its passes' every batch in length order too (79 teacher, 11 evaluation) gives -17.1%",
+        "its 313 steps replayed in order (text_steps) as minilm-bf16's (-3.1%), with fp32 activations twice the size; the trainer's own requests on the CPU replay to -17.7% (bench/alloc_trace, docs/memory-model.md 7c): the rest is requests of CUDA kernels, which only the allocator's history of a CUDA run (--cuda-memory-history) names",
     ),
 ];
 
