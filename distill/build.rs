@@ -1,7 +1,8 @@
 //! Links libtorch for the binary and tests, and compiles the C++ shims for what tch does not bind:
 //! `csrc/shim.cpp` (autocast dtype on CPU and CUDA, CUDA allocator statistics),
 //! `csrc/script_names.cpp` (names of a traced TorchScript module's inputs),
-//! `csrc/cuda_device.cpp` (a CUDA device's compute capability) and
+//! `csrc/cuda_device.cpp` (a CUDA device's compute capability),
+//! `csrc/memory_history.cpp` (the CUDA caching allocator's recorded history) and
 //! `csrc/dist_shim.cpp` (c10d: process groups and the DDP Reducer) with `csrc/dist_nccl.cpp` (their
 //! NCCL backend on CUDA).
 include!("build/libtorch.rs");
@@ -63,6 +64,7 @@ fn compile_nccl_backend(include: &std::path::Path) {
         .define("USE_C10D_NCCL", None)
         .compile("distill_dist_nccl");
     torch_cpp("csrc/cuda_device.cpp", include).include(&cuda).include(cuda.join("cccl")).compile("distill_cuda_device");
+    torch_cpp("csrc/memory_history.cpp", include).compile("distill_memory_history");
     for lib in ["torch_cuda", "c10_cuda"] {
         println!("cargo:rustc-link-lib=dylib={lib}");
     }

@@ -67,6 +67,12 @@ struct Args {
     /// run keeps the choice it was started with.
     #[arg(long, conflicts_with = "resume")]
     latency: bool,
+    /// Record the CUDA caching allocator's every segment, allocation and free, and write them
+    /// at the end of the run (finished or failed) to FILE as PyTorch's pickled memory snapshot
+    /// (`torch.cuda.memory._snapshot()`; each rank of a job writes FILE.rankN); for checking the
+    /// memory plan (bench/gpu/allocator_history.py) or https://pytorch.org/memory_viz. CUDA only.
+    #[arg(long, value_parser = home_path(), value_name = "FILE")]
+    cuda_memory_history: Option<PathBuf>,
     /// No progress output on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -160,7 +166,7 @@ fn main() -> ExitCode {
     // the launcher's environment, read once: alone, or one rank of a data-parallel job
     let (launch, result) = match Launch::from_process() {
         Ok(launch) => {
-            let result = train(args, verbosity, &launch);
+            let result = recorded(args, verbosity, &launch);
             (launch, result)
         }
         Err(e) => (Launch::single(), Err(e)),
@@ -185,6 +191,31 @@ fn main() -> ExitCode {
             distill::host::progress::whole_line(&format!("error: {e}\n"));
             ExitCode::from(if e.is_interrupt() { 130 } else { 2 })
         }
+    }
+}
+
+/// [`train`], with the CUDA allocator's history recorded around it when
+/// `--cuda-memory-history` asks (written whether the run finished or failed; a run that
+/// finished but whose history could not be written fails with that error).
+fn recorded(args: Args, verbosity: Verbosity, launch: &Launch) -> distill::Result<distill::report::Report> {
+    let Some(file) = args.cuda_memory_history.clone() else {
+        return train(args, verbosity, launch);
+    };
+    let file = if launch.world_size() > 1 {
+        let mut name = file.as_os_str().to_os_string();
+        name.push(format!(".rank{}", launch.rank()));
+        PathBuf::from(name)
+    } else {
+        file
+    };
+    let history = distill::torch::memory_history::start(&file, &args.device)?;
+    let result = train(args, verbosity, launch);
+    match history.write() {
+        Ok(path) => {
+            distill::host::progress::whole_line(&format!("cuda memory history: {}\n", path.display()));
+            result
+        }
+        Err(e) => result.and(Err(e)),
     }
 }
 

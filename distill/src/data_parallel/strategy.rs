@@ -44,6 +44,11 @@ impl Launch {
     }
 
     /// Processes in the job (1 alone).
+    /// This process's rank in its job (0 alone).
+    pub fn rank(&self) -> usize {
+        self.env.as_ref().map_or(0, |e| e.rank)
+    }
+
     pub fn world_size(&self) -> usize {
         self.env.as_ref().map_or(1, |e| e.world)
     }
