@@ -209,9 +209,11 @@ fn plan_text(opts: &PlanOptions) -> Result<String> {
     }
     let train_samples = inputs.dataset.map(|d| d.train_samples);
     out.push_str(&format!(
-        "\nlargest micro-batch per GPU (keeping {:.0}% free{}):\n",
+        "\nlargest micro-batch per GPU (keeping {:.0}% free{}; by the fast bound with its {:.0}% fragmentation \
+         reserve: train.batch_size = \"auto\" on a GPU replays the run's memory requests instead, and may differ):\n",
         100.0 * spec.estimate.safety_margin,
-        if train_samples.is_some() { "; at most the train set" } else { "" }
+        if train_samples.is_some() { "; at most the train set" } else { "" },
+        100.0 * spec.estimate.fragmentation
     ));
     for g in per_gpu {
         let batch = match (g.batch, train_samples) {
