@@ -3,13 +3,17 @@
  * CUDA caching allocator: `A <bytes> <address>` for each buffer, `F <address>` when it is freed.
  *
  * libtorch's CPU allocator (c10/core/impl/alloc_cpu.cpp) takes each buffer from
- * posix_memalign and returns it with free. This library, loaded with LD_PRELOAD, wraps both:
- * a posix_memalign called from inside libc10.so is a tensor's buffer and is logged and
- * remembered; a free of a remembered address is logged. Other callers (oneDNN, the tokenizer,
- * Rust's own allocations) are passed through untouched. A marker `M t=<s>s` precedes the first
- * request of each second since the first request, to place requests in the run's phases (the
- * phase times of its report). Events go to the file named by $ALLOC_TRACE, buffered, written
- * whole at exit. */
+ * posix_memalign and returns it with free (libc10.so imports no other aligned allocator). This
+ * library, loaded with LD_PRELOAD, wraps both: a posix_memalign called from inside libc10.so is
+ * a tensor's buffer and is logged and remembered; a free of a remembered address is logged.
+ * Other callers (oneDNN, the tokenizer, Rust's own allocations) are passed through untouched,
+ * though every free takes the library's lock (a diagnostic, not for timing). A marker
+ * `M t=<s>s` precedes the first request of each second since the first request, to place
+ * requests in the run's phases (the phase times of its report). Events go to the file named by
+ * $ALLOC_TRACE, in blocks of 1 MiB and the rest at exit. The table of remembered addresses has
+ * 4 Mi slots; past half of them used (freed slots count until the table is rebuilt), the
+ * recording stops with a message on stderr rather than slow down or hang. Child processes
+ * inherit $ALLOC_TRACE and LD_PRELOAD: `distill` starts none on the CPU. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -35,6 +39,13 @@ static long first_second = -1, last_second = -1;
 static uintptr_t slots[SLOTS];
 static char buffer[1 << 20];
 static size_t used;
+static uint32_t taken; /* slots holding an address or a freed mark */
+static int stopped;
+
+__attribute__((constructor)) static void resolve(void) {
+  next_memalign = (int (*)(void **, size_t, size_t))dlsym(RTLD_NEXT, "posix_memalign");
+  next_free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+}
 
 static void flush(void) {
   if (used && out >= 0 && write(out, buffer, used) < 0) perror("alloc_trace");
@@ -55,6 +66,10 @@ __attribute__((destructor)) static void finish(void) {
 static void start(void) {
   ready = 1;
   out = open(getenv("ALLOC_TRACE"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (out < 0) {
+    perror("alloc_trace: $ALLOC_TRACE");
+    stopped = 1;
+  }
   FILE *maps = fopen("/proc/self/maps", "r");
   char line[4096];
   while (maps && fgets(line, sizeof line, maps)) {
@@ -77,7 +92,12 @@ int posix_memalign(void **memptr, size_t alignment, size_t size) {
   busy = 1;
   pthread_mutex_lock(&lock);
   if (!ready) start();
-  if (caller >= c10_start && caller < c10_end) {
+  if (!stopped && taken >= SLOTS / 2) {
+    static const char full[] = "alloc_trace: over 2 Mi buffers tracked; recording stopped\n";
+    if (write(2, full, sizeof full - 1) < 0) { /* nothing more to do */ }
+    stopped = 1;
+  }
+  if (!stopped && caller >= c10_start && caller < c10_end) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (first_second < 0) first_second = now.tv_sec;
@@ -89,6 +109,7 @@ int posix_memalign(void **memptr, size_t alignment, size_t size) {
     uintptr_t p = (uintptr_t)*memptr;
     uint32_t i = slot_of(p);
     while (slots[i] > 1) i = (i + 1) & (SLOTS - 1);
+    if (slots[i] == 0) taken++;
     slots[i] = p;
     emit(text, snprintf(text, sizeof text, "A %zu %lx\n", size, (unsigned long)p));
   }

@@ -5,12 +5,15 @@ memory snapshot: `device_traces`, one list of events per device, each a dict wit
     python3 bench/gpu/allocator_history.py FILE [--requests OUT] [--segments MIB]
 
 prints the recorded peak reserved bytes (the sum of `segment_alloc` less `segment_free`, as
-`torch.cuda.max_memory_reserved` counts them) and allocated bytes, and each segment of at least
-MIB (default 10) with the request that opened it and that request's innermost frames;
---requests writes the run's requests (`alloc`, `free_completed`) as the stream that
-`cargo run -p estimator-wasm --example replay_requests -- OUT` replays on the plan's model of
-the allocator. The replay reaching the recorded peak says the model's rules hold and a miss of
-the plan is in its order of requests; the replay short of it says a rule is missing.
+`torch.cuda.max_memory_reserved` counts them) and the peak of requested bytes (each `alloc`
+event carries the bytes asked for, before the allocator rounds them, and `free_requested`
+gives them back, as `requested_bytes` counts them: a little under `max_memory_allocated`), and
+each segment of at least MIB (default 10) with the request that opened it and that request's
+innermost frames outside the allocator and the recorder; --requests writes the run's requests
+(`alloc`, and `free_completed`, when the block is back in the allocator's pool) as the stream
+that `cargo run -p estimator-wasm --example replay_requests -- OUT` replays on the plan's model
+of the allocator. The replay reaching the recorded peak reserved says the model's rules hold and
+a miss of the plan is in its order of requests; the replay short of it says a rule is missing.
 """
 import argparse
 import pickle
@@ -25,17 +28,25 @@ def events(snapshot):
         yield from trace
 
 
+# frames that are the recorder, the allocator or the dispatcher, not the op (as
+# torch.cuda._memory_viz's own filter, and the factory functions every op calls)
+OMIT_NAMES = ("unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "CachingAllocator",
+              "at::detail::empty", "at::empty", "at::_ops::empty", "_start", "__libc_start_main")
+OMIT_FILES = ("c10/cuda", "core/boxing", "/Register", "/Redispatch")
+
+
 def frame_text(frames, n=4):
-    """The innermost `n` frames outside the allocator itself, `name (file:line)`."""
-    kept = [f for f in frames or [] if "CachingAllocator" not in f.get("name", "")
-            and "c10/cuda" not in f.get("filename", "")]
+    """The innermost `n` frames that are the op's, `name (file:line)`."""
+    kept = [f for f in frames or [] if not any(o in f.get("name", "") for o in OMIT_NAMES)
+            and not any(o in f.get("filename", "") for o in OMIT_FILES)]
     return " < ".join(f"{f.get('name', '?')} ({f.get('filename', '?')}:{f.get('line', '?')})" for f in kept[:n])
 
 
 def summarise(snapshot, least_mib=10.0, requests=None):
-    """(peak reserved, peak allocated, segments opened as (request number, segment bytes, request
-    bytes, frames text)) of `snapshot`; with `requests` (a file), the request stream written."""
-    reserved = allocated = peak_reserved = peak_allocated = 0
+    """(peak reserved, peak requested, segments opened as (request number, segment bytes,
+    request bytes, frames text), requests) of `snapshot`; with `requests` (a file), the request
+    stream written."""
+    reserved = requested = peak_reserved = peak_requested = 0
     n, opened, pending = 0, [], []
     for e in events(snapshot):
         action, size = e.get("action"), int(e.get("size", 0))
@@ -46,9 +57,9 @@ def summarise(snapshot, least_mib=10.0, requests=None):
         elif action == "segment_free":
             reserved -= size
         elif action == "alloc":
-            allocated += size
-            peak_allocated = max(peak_allocated, allocated)
-            # the recorder logs a segment before the block that it was opened for
+            requested += size
+            peak_requested = max(peak_requested, requested)
+            # the recorder logs a segment before the block it was opened for
             for seg in pending:
                 if seg >= least_mib * MIB:
                     opened.append((n, seg, size, frame_text(e.get("frames"))))
@@ -56,11 +67,11 @@ def summarise(snapshot, least_mib=10.0, requests=None):
             if requests:
                 requests.write(f"A {size} {e['addr']:x}\n")
             n += 1
-        elif action == "free_completed":
-            allocated -= size
-            if requests:
-                requests.write(f"F {e['addr']:x}\n")
-    return peak_reserved, peak_allocated, opened, n
+        elif action == "free_requested":
+            requested -= size
+        elif action == "free_completed" and requests:
+            requests.write(f"F {e['addr']:x}\n")
+    return peak_reserved, peak_requested, opened, n
 
 
 def main(argv=None):
@@ -75,12 +86,12 @@ def main(argv=None):
         sys.exit(f"{a.snapshot}: no allocator events recorded (was the run on CUDA, with --cuda-memory-history?)")
     out = open(a.requests, "w") if a.requests else None
     try:
-        peak_reserved, peak_allocated, opened, n = summarise(snapshot, a.segments, out)
+        peak_reserved, peak_requested, opened, n = summarise(snapshot, a.segments, out)
     finally:
         if out:
             out.close()
-    print(f"{n} requests: peak allocated {peak_allocated / MIB:.1f} MiB, peak reserved {peak_reserved / MIB:.1f} MiB "
-          f"(recorded)")
+    print(f"{n} requests (recorded): peak requested {peak_requested / MIB:.1f} MiB, "
+          f"peak reserved {peak_reserved / MIB:.1f} MiB")
     for i, seg, size, where in opened:
         print(f"  request {i:>7}: segment {seg / MIB:.0f} MiB for {size / MIB:.2f} MiB{'  ' + where if where else ''}")
 

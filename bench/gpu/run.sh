@@ -78,22 +78,26 @@ run fm-fp32-10 60 "$D" "${FM[@]}" --baseline --out "$R/fm-fp32-10"
 run fm-fp32-nobaseline 60 "$D" "${FM[@]}" --set train.epochs=2 --out "$R/fm-fp32-nobaseline"
 run smollm2-auto 120 "$D" "${LM[@]}" --set 'train.batch_size="auto"' --out "$R/smollm2-auto"
 run smollm2-b64 80 "$D" "${LM[@]}" --set train.batch_size=64 --set train.eval_batch_size=64 --out "$R/smollm2-b64"
+run dp 100 env DEVICE=$DEV PYTHON=$py bash bench/data_parallel/gpu_check.sh "$D" "$R/dp"
+sed 's/^/    dp: /' "$R/dp/summary.txt" 2>/dev/null | tee -a "$S"
 # the allocator's own history of the runs whose reserved bytes the plan misses (minilm-fp32,
-# text-fixture) and of minilm-bf16, which it does not: each run's requests (OUT/NAME.requests)
-# replay on the plan's model with estimator-wasm's replay_requests example (docs/memory-model.md 7c);
-# the small text fixture keeps each event's C++ stack (slow on a long run), which names the ops
+# text-fixture) and of minilm-bf16, which it meets, last (a repeat of those runs with
+# --cuda-memory-history, which records on the host and changes nothing on the device): each
+# run's snapshot (OUT/history-NAME.pickle, for https://pytorch.org/memory_viz) and requests
+# (OUT/history-NAME.requests, replayed here by estimator-wasm's replay_requests example,
+# docs/memory-model.md 7c); the small text fixture keeps each event's C++ stack (slow on a
+# long run), which names the ops. CUDA only: skipped under DEV=cpu.
 history() {
   local name=$1 t=$2; shift 2
-  run "history-$name" "$t" "$@" --cuda-memory-history "$R/history-$name.pickle" --out "$R/history-$name" &&
-    $py bench/gpu/allocator_history.py "$R/history-$name.pickle" --requests "$OUT/history-$name.requests" 2>&1 |
+  [ "$DEV" = cpu ] && return 0
+  run "history-$name" "$t" "$@" --cuda-memory-history "$OUT/history-$name.pickle" --out "$R/history-$name" &&
+    $py bench/gpu/allocator_history.py "$OUT/history-$name.pickle" --requests "$OUT/history-$name.requests" 2>&1 |
     sed "s/^/    history-$name: /" | tee -a "$S"
 }
 history minilm-fp32 90 "$D" "${MINI[@]}" --set train.precision=fp32
 history minilm-bf16 90 "$D" "${MINI[@]}"
 history text-fixture 60 env DISTILL_CUDA_MEMORY_STACKS=1 "$D" --teacher $fx/text/text-teacher.pt \
   --student $fx/text/text-student.toml --device $DEV --set train.precision=bf16 --set train.epochs=2
-run dp 100 env DEVICE=$DEV PYTHON=$py bash bench/data_parallel/gpu_check.sh "$D" "$R/dp"
-sed 's/^/    dp: /' "$R/dp/summary.txt" 2>/dev/null | tee -a "$S"
 note "done"
-(cd "$W" && find runs \( -name '*.pt' -o -name '*.safetensors' -o -name checkpoints -o -name teacher-cache -o -name '*.pickle' \) -prune -o -type f -print) >"$W/files"
+(cd "$W" && find runs \( -name '*.pt' -o -name '*.safetensors' -o -name checkpoints -o -name teacher-cache \) -prune -o -type f -print) >"$W/files"
 tar -C "$W" -czf "$OUT/runs.tar.gz" -T "$W/files"

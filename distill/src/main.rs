@@ -67,11 +67,12 @@ struct Args {
     /// run keeps the choice it was started with.
     #[arg(long, conflicts_with = "resume")]
     latency: bool,
-    /// Record the CUDA caching allocator's every segment, allocation and free, and write them
-    /// at the end of the run (finished or failed) to FILE as PyTorch's pickled memory snapshot
-    /// (`torch.cuda.memory._snapshot()`; each rank of a job writes FILE.rankN); for checking the
-    /// memory plan (bench/gpu/allocator_history.py) or https://pytorch.org/memory_viz. CUDA only.
-    #[arg(long, value_parser = home_path(), value_name = "FILE")]
+    /// Record the CUDA caching allocator's every segment, allocation and free, and write them at
+    /// the end of the run (finished, failed or panicked) to FILE as PyTorch's pickled memory
+    /// snapshot (`torch.cuda.memory._snapshot()`; each rank of a job writes FILE.rankN); for
+    /// checking the memory plan (bench/gpu/allocator_history.py) or https://pytorch.org/memory_viz.
+    /// CUDA only.
+    #[arg(long, value_parser = home_path(), value_name = "FILE", conflicts_with = "resume")]
     cuda_memory_history: Option<PathBuf>,
     /// No progress output on stderr.
     #[arg(long, short)]
@@ -195,8 +196,9 @@ fn main() -> ExitCode {
 }
 
 /// [`train`], with the CUDA allocator's history recorded around it when
-/// `--cuda-memory-history` asks (written whether the run finished or failed; a run that
-/// finished but whose history could not be written fails with that error).
+/// `--cuda-memory-history` asks: written whether the run finished, failed or panicked (an
+/// out-of-memory panic of libtorch is when the history matters most; the panic goes on after
+/// the write). A run that finished but whose history could not be written fails with that error.
 fn recorded(args: Args, verbosity: Verbosity, launch: &Launch) -> distill::Result<distill::report::Report> {
     let Some(file) = args.cuda_memory_history.clone() else {
         return train(args, verbosity, launch);
@@ -208,11 +210,16 @@ fn recorded(args: Args, verbosity: Verbosity, launch: &Launch) -> distill::Resul
     } else {
         file
     };
-    let history = distill::torch::memory_history::start(&file, &args.device)?;
-    let result = train(args, verbosity, launch);
-    match history.write() {
+    let device = distill::run::preflight::parse_device(&args.device)?;
+    let history = distill::torch::memory_history::start(&file, device)?;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| train(args, verbosity, launch)));
+    let written = history.write();
+    let result = result.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    match written {
         Ok(path) => {
-            distill::host::progress::whole_line(&format!("cuda memory history: {}\n", path.display()));
+            if verbosity != Verbosity::Quiet {
+                distill::host::progress::whole_line(&format!("cuda memory history: {}\n", path.display()));
+            }
             result
         }
         Err(e) => result.and(Err(e)),

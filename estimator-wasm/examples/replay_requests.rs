@@ -6,7 +6,7 @@
 //! REQUESTS holds one event per line, in the order the process made them:
 //! * `A <bytes> <id>`: a request of `bytes` (before rounding) for the block named `id`;
 //! * `F <id>`: that block freed (a free of an id never requested is ignored: the recorder
-//!   may have started after it);
+//!   may have started after it; an id requested again before its free is an error);
 //! * `M <text>`: a marker, printed beside the segments opened after it.
 //!
 //! Two recorders write it: `bench/alloc_trace/run.sh` (every tensor a `distill` run on the CPU
@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 
-use estimator_wasm::memory::caching_allocator::{allocation_size, round_size, CachingAllocator};
+use estimator_wasm::memory::caching_allocator::CachingAllocator;
 
 const MIB: f64 = (1u64 << 20) as f64;
 
@@ -42,9 +42,11 @@ fn replay(lines: impl Iterator<Item = String>) -> Result<(CachingAllocator, Vec<
             (Some("A"), Some(bytes), Some(id)) => {
                 let bytes: u64 = bytes.parse().map_err(|e| format!("line {}: bytes {bytes:?}: {e}", n + 1))?;
                 let before = a.reserved;
-                live.insert(id.to_string(), a.malloc(bytes));
+                if live.insert(id.to_string(), a.malloc(bytes)).is_some() {
+                    return Err(format!("line {}: block {id} requested again before it was freed", n + 1));
+                }
                 if a.reserved > before {
-                    let segment = allocation_size(round_size(bytes));
+                    let segment = a.reserved - before;
                     opened.push(Opened {
                         request: requests,
                         marker: marker.clone(),
@@ -60,7 +62,7 @@ fn replay(lines: impl Iterator<Item = String>) -> Result<(CachingAllocator, Vec<
                     a.free(address);
                 }
             }
-            (Some("M"), ..) => marker = line[1..].trim().to_string(),
+            (Some("M"), ..) => marker = line.trim_start()[1..].trim().to_string(),
             (None, ..) => {}
             _ => return Err(format!("line {}: {line:?} is not `A bytes id`, `F id` or `M text`", n + 1)),
         }
@@ -120,7 +122,7 @@ mod tests {
     #[test]
     fn a_larger_request_after_a_free_opens_a_second_segment() {
         // 100 MiB freed cannot serve 101 MiB: 100 + 102 (rounded to 2 MiB) reserved
-        let (a, opened, n) = run(&format!("M teacher\nA {} x\nF x\nM step\nA {} y\nF y\n", 100 * MB, 101 * MB));
+        let (a, opened, n) = run(&format!("M teacher\nA {} x\nF x\n  M step\nA {} y\nF y\n", 100 * MB, 101 * MB));
         assert_eq!((n, a.peak_reserved, a.peak_allocated), (2, 202 * MB, 102 * MB));
         assert_eq!(
             opened[1],
@@ -137,5 +139,8 @@ mod tests {
         assert!(err.starts_with("line 2: bytes \"twelve\""), "{err}");
         let err = replay(["X 1".to_string()].into_iter()).unwrap_err();
         assert!(err.starts_with("line 1: \"X 1\" is not"), "{err}");
+        // a recorder that lost a free would leak the block: refused, not replayed
+        let err = replay(["A 512 a".to_string(), "A 512 a".to_string()].into_iter()).unwrap_err();
+        assert_eq!(err, "line 2: block a requested again before it was freed");
     }
 }

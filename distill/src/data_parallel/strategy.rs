@@ -43,12 +43,12 @@ impl Launch {
         self.env.as_ref().is_none_or(|e| e.rank == 0)
     }
 
-    /// Processes in the job (1 alone).
     /// This process's rank in its job (0 alone).
     pub fn rank(&self) -> usize {
         self.env.as_ref().map_or(0, |e| e.rank)
     }
 
+    /// Processes in the job (1 alone).
     pub fn world_size(&self) -> usize {
         self.env.as_ref().map_or(1, |e| e.world)
     }
