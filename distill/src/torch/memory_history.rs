@@ -1,8 +1,8 @@
 //! `--cuda-memory-history FILE`: PyTorch's own record of the CUDA caching allocator
 //! (`csrc/memory_history.cpp`): every segment it opens and every block it hands out and takes
 //! back, in order, kept from the start of the run and written at its end (finished, failed or
-//! panicked) as the pickled snapshot that `torch.cuda.memory._snapshot()` returns. That is the ground
-//! truth to hold `distill plan`'s replay of the allocator against (docs/memory-model.md,
+//! panicked) as the pickled snapshot that `torch.cuda.memory._snapshot()` returns. That is the
+//! ground truth to hold `distill plan`'s replay of the allocator against (docs/memory-model.md,
 //! section 7c; `bench/gpu/allocator_history.py` turns it into the request stream that
 //! `estimator-wasm`'s `replay_requests` example replays, and https://pytorch.org/memory_viz
 //! draws it). With `DISTILL_CUDA_MEMORY_STACKS=1` each event also keeps its C++ stack.
@@ -12,12 +12,11 @@ use std::path::{Path, PathBuf};
 
 use crate::host::durable::write_atomic;
 use crate::host::error::{DistillError, Result};
-use crate::torch::shim::take_message;
+use crate::torch::shim::{free_shim_buffer, take_message};
 
 extern "C" {
     fn distill_cuda_memory_history_start(cpp_stacks: c_int) -> *mut c_char;
     fn distill_cuda_memory_snapshot(bytes: *mut *mut c_char, len: *mut i64) -> *mut c_char;
-    fn distill_free(message: *mut c_char);
 }
 
 /// A recording under way, to be written to its file by [`History::write`].
@@ -54,17 +53,16 @@ impl History {
     /// naming the file when it cannot be written.
     pub fn write(self) -> Result<PathBuf> {
         let (mut bytes, mut len): (*mut c_char, i64) = (std::ptr::null_mut(), 0);
-        // SAFETY: two valid out-pointers; on success `bytes` is a malloc'd buffer of `len` bytes
-        // that is copied here and then freed with distill_free (free).
+        // SAFETY: two valid out-pointers; on success `bytes` is a malloc'd buffer of `len` bytes,
+        // written from where it lies (a long run's history is large) and then freed.
         let message = unsafe { distill_cuda_memory_snapshot(&mut bytes, &mut len) };
         if let Some(m) = take_message(message) {
             return Err(DistillError::Torch(format!("--cuda-memory-history {}: {m}", self.path.display())));
         }
-        let pickled =
-            unsafe { std::slice::from_raw_parts(bytes.cast::<u8>(), usize::try_from(len).unwrap_or(0)) }.to_vec();
-        unsafe { distill_free(bytes) };
-        write_atomic(&self.path, |f| f.write_all(&pickled))?;
-        Ok(self.path)
+        let pickled = unsafe { std::slice::from_raw_parts(bytes.cast::<u8>(), usize::try_from(len).unwrap_or(0)) };
+        let written = write_atomic(&self.path, |f| f.write_all(pickled));
+        unsafe { free_shim_buffer(bytes) };
+        written.map(|()| self.path)
     }
 }
 

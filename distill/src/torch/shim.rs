@@ -53,6 +53,14 @@ pub(crate) fn take_message(message: *mut c_char) -> Option<String> {
     Some(crate::host::error::first_line(&text))
 }
 
+/// Frees a buffer a shim allocated with `malloc` (`distill_free`: `free`).
+///
+/// # Safety
+/// `buffer` is NULL or came from a shim's `malloc`/`strdup` and is not used again.
+pub(crate) unsafe fn free_shim_buffer(buffer: *mut c_char) {
+    unsafe { distill_free(buffer) };
+}
+
 /// Turns the shim's error convention into a `Result`.
 fn check(message: *mut c_char) -> Result<()> {
     take_message(message).map_or(Ok(()), |text| Err(DistillError::Torch(text)))
